@@ -1,0 +1,3 @@
+"""Top-level conftest: the plugin's own tests drive pytest runs with pytester."""
+
+pytest_plugins = ["pytester"]

@@ -1,0 +1,1 @@
+"""Local inference engines the plugin can start for a session (real servers, real models)."""

@@ -1,0 +1,1 @@
+"""pytest hooks for pytest-specperf (options, markers, fixtures, collection, summary)."""
