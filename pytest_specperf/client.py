@@ -1,0 +1,432 @@
+"""HTTP client for OpenAI-compatible inference servers: detection, tokenize, timed streams.
+
+Every stream becomes a :class:`Trace`: the arrival time of each SSE event that carried tokens
+and its exact token count, taken from what the server reports per chunk (continuous usage
+stats, llama.cpp's ``timings_per_token``, token ids), else from ``/tokenize`` of the chunk's
+text (marked approximate). Chunk counts are reconciled with ``usage.completion_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource, SSEError
+
+from .errors import MeasurementError, shorten
+from .servers import CAPABILITIES, Capabilities, ServerInfo, kind_from_models
+
+Progress = Callable[[int, float], None]  # (tokens so far, seconds since the first token)
+
+
+@dataclass
+class Chunk:
+    """One SSE event that carried generated tokens."""
+
+    t: float  # seconds since the request was sent
+    tokens: int
+    text: str = ""
+
+
+@dataclass
+class Trace:
+    """A timed streamed completion."""
+
+    chunks: list[Chunk]
+    total_s: float
+    usage: dict[str, Any]
+    finish_reason: str | None
+    response_id: str | None
+    count_source: str  # continuous_usage | timings_per_token | token_ids | tokenize | chunks
+    exact: bool
+    timings: dict[str, Any] | None = None  # llama.cpp's last `timings` object
+    extras: dict[str, Any] = field(default_factory=dict)  # other per-response stats (vLLM metrics, sglext)
+
+    @property
+    def completion_tokens(self) -> int:
+        """Tokens generated, as the server counted them."""
+        return int(self.usage.get("completion_tokens", sum(c.tokens for c in self.chunks)))
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """Prompt tokens, as the server counted them."""
+        v = self.usage.get("prompt_tokens")
+        return int(v) if v is not None else None
+
+
+@dataclass
+class Completion:
+    """A timed non-streamed completion."""
+
+    elapsed_s: float
+    usage: dict[str, Any]
+    finish_reason: str | None
+    body: dict[str, Any]
+
+
+class Client:
+    """One endpoint. Errors are MeasurementError with a one-line reason; the API key never appears in them."""
+
+    def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 60.0,
+                 retries: int = 3, max_retry_wait: float = 30.0, kind: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.timeout = timeout
+        self.retries = retries
+        self.max_retry_wait = max_retry_wait
+        self._api_key = api_key
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers,
+                                 timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        self.info: ServerInfo | None = None
+        self._forced_kind = kind
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    # -- errors ---------------------------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _fail(self, message: str) -> MeasurementError:
+        return MeasurementError(self._redact(message))
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """Send with bounded retries on 429/503 (honouring Retry-After); connection errors are named."""
+        for attempt in range(self.retries + 1):
+            try:
+                resp = self.http.request(method, path, **kw)
+            except httpx.ConnectError as exc:
+                raise self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server "
+                                 "or fix --endpoint") from None
+            except httpx.TimeoutException:
+                raise self._fail(f"{method} {path} got no answer within {self.timeout:g} s "
+                                 "(raise --specperf-timeout if the server is just slow)") from None
+            if resp.status_code in (429, 503) and attempt < self.retries:
+                time.sleep(self._retry_wait(resp, attempt))
+                continue
+            return resp
+        raise AssertionError("unreachable")
+
+    def _retry_wait(self, resp: httpx.Response, attempt: int) -> float:
+        try:
+            wait = float(resp.headers.get("retry-after", ""))
+        except ValueError:
+            wait = 2.0**attempt
+        return max(0.0, min(wait, self.max_retry_wait))
+
+    def _check_status(self, resp: httpx.Response, what: str) -> None:
+        if resp.status_code == 200:
+            return
+        try:
+            body = resp.json()
+            msg = body.get("error", body) if isinstance(body, dict) else body
+            if isinstance(msg, dict):
+                msg = msg.get("message", msg)
+        except ValueError:
+            msg = resp.text
+        hint = ""
+        if resp.status_code in (429, 503):
+            hint = f" after {self.retries} retries; the server is overloaded or still loading, retry later"
+        elif resp.status_code == 404 and self.model:
+            hint = f"; is model {self.model!r} served there? (check --model)"
+        elif resp.status_code == 401:
+            hint = "; set the API key in the variable --api-key-env names"
+        raise self._fail(f"{what}: HTTP {resp.status_code} from {self.url}{hint}: {shorten(str(msg), 100)}")
+
+    # -- discovery ------------------------------------------------------------------------------
+
+    def detect(self) -> ServerInfo:
+        """Find the server kind and served models; check --model against them."""
+        resp = self._request("GET", "/v1/models")
+        self._check_status(resp, "GET /v1/models")
+        try:
+            body = resp.json()
+        except ValueError:
+            raise self._fail(f"GET /v1/models on {self.url} is not JSON: {shorten(resp.text, 80)}; "
+                             "is this an OpenAI-compatible server?") from None
+        kind, models = kind_from_models(body)
+        details: dict[str, Any] = {}
+        if self._forced_kind:
+            kind = self._forced_kind
+        if kind is None:
+            kind = self._probe_kind(details)
+        if self.model is None:
+            if not models:
+                raise self._fail(f"{self.url} lists no models at /v1/models; pass --model")
+            self.model = models[0]
+        elif models and self.model not in models:
+            raise self._fail(f"model {self.model!r} is not served by {self.url}; it serves {', '.join(models)} "
+                             f"(fix --model)")
+        self.info = ServerInfo(kind=kind, models=models, caps=CAPABILITIES[kind], details=details)
+        return self.info
+
+    def _probe_kind(self, details: dict[str, Any]) -> str:
+        for path, kind, key in (("/info", "tgi", "model_id"), ("/api/version", "ollama", "version")):
+            try:
+                resp = self.http.get(path)
+                body = resp.json() if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(body, dict) and key in body:
+                details[key] = body[key]
+                return kind
+        return "openai"
+
+    @property
+    def caps(self) -> Capabilities:
+        """Capabilities of the detected server (detects on first use)."""
+        return (self.info or self.detect()).caps
+
+    @property
+    def kind(self) -> str:
+        """Detected server kind."""
+        return (self.info or self.detect()).kind
+
+    # -- tokens ---------------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Prompt tokens of ``text`` as the server counts a completions prompt (special tokens included)."""
+        style = self.caps.tokenize
+        if style is None:
+            raise self._fail(f"{self.kind} server at {self.url} has no tokenize route; exact ctx needs one")
+        if style == "llamacpp":
+            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": True})
+        elif style == "tgi":
+            resp = self._request("POST", "/tokenize", json={"inputs": text})
+        else:
+            body: dict[str, Any] = {"prompt": text, "add_special_tokens": True}
+            if self.model:
+                body["model"] = self.model
+            resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
+        self._check_status(resp, "POST /tokenize")
+        out = resp.json()
+        if isinstance(out, list):  # TGI: one entry per token
+            return len(out)
+        if "count" in out:
+            return int(out["count"])
+        return len(out["tokens"])
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def _body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int) -> tuple[str, dict[str, Any]]:
+        caps = self.caps
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": 0, "seed": seed,
+                                "stream": stream}
+        if api == "chat":
+            path = "/v1/chat/completions"
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            path = "/v1/completions"
+            body["prompt"] = prompt
+        if caps.ignore_eos:
+            body["ignore_eos"] = True
+        if caps.min_tokens:
+            body["min_tokens"] = max_tokens
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+            if caps.continuous_usage:
+                body["stream_options"]["continuous_usage_stats"] = True
+            if caps.timings_per_token:
+                body["timings_per_token"] = True
+        return path, body
+
+    def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0) -> Completion:
+        """One non-streamed completion, timed from send to full response."""
+        path, body = self._body(prompt, max_tokens, api, False, seed)
+        for attempt in range(self.retries + 1):
+            t0 = time.perf_counter()
+            resp = self._request("POST", path, json=body)
+            elapsed = time.perf_counter() - t0
+            if resp.status_code not in (429, 503) or attempt == self.retries:
+                break
+        self._check_status(resp, f"POST {path}")
+        try:
+            out = resp.json()
+        except ValueError:
+            raise self._fail(f"POST {path} answered non-JSON: {shorten(resp.text, 80)}") from None
+        choices = out.get("choices") or [{}]
+        return Completion(elapsed, out.get("usage") or {}, choices[0].get("finish_reason"), out)
+
+    @contextmanager
+    def _open_stream(self, path: str, body: dict[str, Any],
+                     headers: dict[str, str] | None) -> Iterator[tuple[httpx.Response, float]]:
+        for attempt in range(self.retries + 1):
+            t0 = time.perf_counter()
+            try:
+                with self.http.stream("POST", path, json=body, headers=headers) as resp:
+                    if resp.status_code in (429, 503) and attempt < self.retries:
+                        resp.read()
+                        wait = self._retry_wait(resp, attempt)
+                    else:
+                        if resp.status_code != 200:
+                            resp.read()
+                            self._check_status(resp, f"POST {path}")
+                        yield resp, t0
+                        return
+            except httpx.ConnectError as exc:
+                raise self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server "
+                                 "or fix --endpoint") from None
+            except httpx.TimeoutException:
+                raise self._fail(f"POST {path}: no response headers within {self.timeout:g} s "
+                                 f"(--specperf-timeout={self.timeout:g})") from None
+            time.sleep(wait)
+
+    def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
+               headers: dict[str, str] | None = None, on_progress: Progress | None = None) -> Trace:
+        """One streamed completion; timestamps are taken as each SSE event is read."""
+        path, body = self._body(prompt, max_tokens, api, True, seed)
+        chunks: list[Chunk] = []
+        usage: dict[str, Any] = {}
+        finish: str | None = None
+        resp_id: str | None = None
+        timings: dict[str, Any] | None = None
+        extras: dict[str, Any] = {}
+        prev_cum = {"usage": 0, "timings": 0}
+        source = ""
+        done = False
+        n = 0
+        last_progress = 0.0
+        with self._open_stream(path, body, headers) as (resp, t0):
+            try:
+                for sse in EventSource(resp).iter_sse():
+                    t = time.perf_counter() - t0
+                    data = sse.data
+                    if data.strip() == "[DONE]":
+                        done = True
+                        break
+                    if not data.strip():
+                        continue
+                    try:
+                        obj = json.loads(data)
+                    except ValueError:
+                        raise self._fail(f"malformed SSE line after {n} tokens: {shorten('data: ' + data, 80)!r}"
+                                         ) from None
+                    if not isinstance(obj, dict):
+                        raise self._fail(f"malformed SSE event after {n} tokens: {shorten(data, 80)!r}")
+                    if "error" in obj:
+                        err = obj["error"]
+                        msg = err.get("message", err) if isinstance(err, dict) else err
+                        raise self._fail(f"server error mid-stream after {n} tokens: {shorten(str(msg), 100)}")
+                    resp_id = resp_id or obj.get("id")
+                    choices = obj.get("choices") or []
+                    text, count, src = "", None, ""
+                    if choices:
+                        ch = choices[0]
+                        text = _choice_text(ch)
+                        finish = ch.get("finish_reason") or finish
+                        if isinstance(ch.get("token_ids"), list):
+                            count, src = len(ch["token_ids"]), "token_ids"
+                    u = obj.get("usage")
+                    if isinstance(u, dict):
+                        usage = u
+                        if choices and "completion_tokens" in u:
+                            count, src = int(u["completion_tokens"]) - prev_cum["usage"], "continuous_usage"
+                            prev_cum["usage"] = int(u["completion_tokens"])
+                    tm = obj.get("timings")
+                    if isinstance(tm, dict):
+                        timings = tm
+                        if "predicted_n" in tm and src != "continuous_usage" and (choices or not chunks):
+                            count, src = int(tm["predicted_n"]) - prev_cum["timings"], "timings_per_token"
+                            prev_cum["timings"] = int(tm["predicted_n"])
+                    for key in ("metrics", "sglext"):
+                        if key in obj:
+                            extras[key] = obj[key]
+                    if count is None and text:
+                        count, src = -1, "text"  # counted after the stream, off the clock
+                    if count:
+                        source = source or src
+                        chunks.append(Chunk(t, count, text))
+                        n += max(count, 1)
+                        if on_progress and t - last_progress > 0.5:
+                            last_progress = t
+                            on_progress(n, t - chunks[0].t)
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                raise self._fail(f"stream cut after {n} tokens: {shorten(str(exc), 80)}") from None
+            except httpx.TimeoutException:
+                raise self._fail(f"stalled: no data for {self.timeout:g} s after {n} tokens "
+                                 f"(--specperf-timeout={self.timeout:g})") from None
+            except SSEError as exc:
+                raise self._fail(f"POST {path} did not answer with an event stream: {shorten(str(exc), 80)}"
+                                 ) from None
+            total = time.perf_counter() - t0
+        if not done:
+            raise self._fail(f"stream cut after {n} tokens: it ended without data: [DONE]")
+        exact = source in ("continuous_usage", "timings_per_token", "token_ids")
+        if source == "text":
+            self._count_text_chunks(chunks)
+        chunks = [c for c in chunks if c.tokens > 0]
+        if "completion_tokens" in usage:
+            exact = _reconcile(chunks, int(usage["completion_tokens"])) and exact
+        else:
+            usage = {**usage, "completion_tokens": sum(c.tokens for c in chunks)}
+            exact = False
+        if not chunks:
+            raise self._fail("the stream carried no tokens")
+        return Trace(chunks, total, usage, finish, resp_id, source or "chunks", exact, timings, extras)
+
+    def _count_text_chunks(self, chunks: list[Chunk]) -> None:
+        """Fallback: tokenize each chunk's text (approximate at chunk seams), or 1 token per chunk."""
+        can_tokenize = self.caps.tokenize is not None
+        for c in chunks:
+            if c.tokens == -1:
+                c.tokens = max(1, self._raw_count(c.text)) if can_tokenize else 1
+
+    def _raw_count(self, text: str) -> int:
+        style = self.caps.tokenize
+        if style == "llamacpp":
+            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": False})
+            return len(resp.json()["tokens"])
+        if style == "tgi":
+            return len(self._request("POST", "/tokenize", json={"inputs": text}).json())
+        body = {"prompt": text, "add_special_tokens": False, "model": self.model}
+        out = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body).json()
+        return int(out.get("count", len(out.get("tokens", []))))
+
+    def metrics_text(self) -> str | None:
+        """The Prometheus text at /metrics, or None if the server has none."""
+        try:
+            resp = self.http.get("/metrics")
+        except httpx.HTTPError:
+            return None
+        return resp.text if resp.status_code == 200 else None
+
+
+def _choice_text(ch: dict[str, Any]) -> str:
+    """All generated text in a choice: content, reasoning (both spellings) and tool-call arguments."""
+    parts = [ch.get("text") or ""]
+    delta = ch.get("delta") or ch.get("message") or {}
+    if isinstance(delta, dict):
+        for key in ("content", "reasoning_content", "reasoning"):
+            v = delta.get(key)
+            if isinstance(v, str):
+                parts.append(v)
+        for call in delta.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                parts.append(fn["arguments"])
+    return "".join(parts)
+
+
+def _reconcile(chunks: list[Chunk], total: int) -> bool:
+    """Make chunk counts sum to the server's total; True if they already did."""
+    have = sum(c.tokens for c in chunks)
+    if have == total or not chunks:
+        return have == total
+    # Spread the difference proportionally; the counts were approximate anyway.
+    scale = total / have if have else 0.0
+    acc = 0.0
+    assigned = 0
+    for c in chunks:
+        acc += c.tokens * scale
+        new = round(acc) - assigned
+        assigned += new
+        c.tokens = new
+    return False

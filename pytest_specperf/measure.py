@@ -1,0 +1,94 @@
+"""From traces to results: pure functions, no I/O (the runner does the requests)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import stats
+from .client import Completion, Trace
+from .errors import MeasurementError
+from .results import StreamResult
+
+
+def check_length(asked: int, got: int, finish_reason: str | None, server: str) -> None:
+    """A completion shorter than asked cannot be measured fairly: say why, as an error."""
+    if got < asked:
+        why = f"finish_reason={finish_reason}" if finish_reason else "no finish_reason"
+        hint = ("the server cannot force the length (no ignore_eos/min_tokens)"
+                if server in ("tgi", "ollama", "openai") else "the server stopped early despite ignore_eos")
+        raise MeasurementError(f"output {got} tokens < {asked} asked ({why}): {hint}; lower tokens= or use a "
+                               "server that honours ignore_eos")
+
+
+def stream_result(trace: Trace) -> tuple[StreamResult, stats.Drift | None]:
+    """Decode rate, windows, drift and stalls of one stream (drift is None when too short for windows)."""
+    t = np.array([c.t for c in trace.chunks], dtype=float)
+    k = np.array([c.tokens for c in trace.chunks], dtype=int)
+    decode = stats.decode_tps(t, k)
+    if decode is None:
+        raise MeasurementError(f"only {int(k.sum())} tokens in {len(k)} chunk(s): too few to measure a decode rate")
+    window_tokens = None
+    rates: list[float] = []
+    early = late = drift_v = trend_p = None
+    d = None
+    w_tpc: list[float] = []
+    w_cps: list[float] = []
+    try:
+        windows = stats.window_rates(t, k)
+    except ValueError:
+        windows = None  # too short for windows: rates and drift stay n/a
+    if windows is not None:
+        d = stats.drift(windows)
+        window_tokens, rates = windows.window_tokens, list(windows.rates)
+        early, late, drift_v, trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
+        w_tpc, w_cps = _window_chunk_split(t, windows.bounds_s, window_tokens)
+    stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
+    return StreamResult(
+        prompt_tokens=trace.prompt_tokens,
+        completion_tokens=trace.completion_tokens,
+        ttft_s=float(t[0]),
+        total_s=trace.total_s,
+        decode_tps=decode,
+        client_tps=trace.completion_tokens / trace.total_s if trace.total_s > 0 else 0.0,
+        window_tokens=window_tokens,
+        window_tps=rates,
+        early_tps=early,
+        late_tps=late,
+        drift=drift_v,
+        trend_p=trend_p,
+        stalls=stalls,
+        tokens_per_chunk=float(k[1:].mean()) if len(k) > 1 else float(k[0]),
+        count_source=trace.count_source,
+        counts_exact=trace.exact,
+        response_id=trace.response_id,
+        window_tokens_per_chunk=w_tpc,
+        window_chunks_per_s=w_cps,
+    ), d
+
+
+def _window_chunk_split(t: np.ndarray, bounds: list[float], window_tokens: int) -> tuple[list[float], list[float]]:
+    """Per window: tokens per chunk and chunks per second (rate = their product when a chunk is a step)."""
+    b = np.asarray(bounds, dtype=float)
+    decode_t = t[1:]  # the first chunk belongs to TTFT
+    counts = np.histogram(decode_t, bins=b)[0].astype(float) if len(b) > 1 else np.array([])
+    dur = np.diff(b)
+    tpc = [float(window_tokens / c) if c else float("nan") for c in counts]
+    cps = [float(c / d) if d > 0 else float("nan") for c, d in zip(counts, dur, strict=True)]
+    return tpc, cps
+
+
+def two_point_rate(short: Completion, long: Completion) -> float:
+    """(long - short) tokens / (t_long - t_short) seconds, from the server's own counts."""
+    n_short = int(short.usage.get("completion_tokens", 0))
+    n_long = int(long.usage.get("completion_tokens", 0))
+    dt = long.elapsed_s - short.elapsed_s
+    if n_long <= n_short or dt <= 0:
+        raise MeasurementError(f"two-point: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) was not "
+                               f"longer than the short one ({n_short} tokens, {short.elapsed_s:.3f} s); "
+                               "the server is too noisy at this size, raise long=")
+    return (n_long - n_short) / dt
+
+
+def median(values: list[float]) -> float:
+    """Median of a non-empty list."""
+    return float(np.median(np.asarray(values, dtype=float)))

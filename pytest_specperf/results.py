@@ -1,0 +1,103 @@
+"""Result records; attribute names are the keys of ``--specperf-json`` (see DESIGN.md, Result fields)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Result:
+    """Fields every case has."""
+
+    kind: str
+    endpoint: str
+    model: str
+    server: str
+    ctx: int
+    prompt_tokens: int | None
+    nodeid: str = ""
+    verdict: str = "passed"  # passed | failed | error
+    reason: str = ""
+    content: str = "prose"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (also what rides on reports to the xdist controller)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class StreamResult:
+    """One streamed generation of a sustained case."""
+
+    prompt_tokens: int | None
+    completion_tokens: int
+    ttft_s: float
+    total_s: float
+    decode_tps: float
+    client_tps: float
+    window_tokens: int | None
+    window_tps: list[float]
+    early_tps: float | None
+    late_tps: float | None
+    drift: float | None
+    trend_p: float | None
+    stalls: list[dict[str, float]]
+    tokens_per_chunk: float
+    count_source: str
+    counts_exact: bool
+    response_id: str | None = None
+    window_tokens_per_chunk: list[float] = field(default_factory=list)
+    window_chunks_per_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SustainedResult(Result):
+    """A sustained case; top-level figures are medians over its streams when repeat > 1."""
+
+    tokens: int = 0
+    completion_tokens: int = 0
+    ttft_s: float = 0.0
+    total_s: float = 0.0
+    decode_tps: float = 0.0
+    client_tps: float = 0.0
+    window_tps: list[float] = field(default_factory=list)
+    early_tps: float | None = None
+    late_tps: float | None = None
+    drift: float | None = None
+    drift_p: float | None = None
+    drift_gate: str = ""
+    drift_failed: bool = False
+    max_drift: float | None = None
+    stalls: int = 0
+    stall_s: float = 0.0
+    tokens_per_chunk: float = 0.0
+    counts_exact: bool = True
+    count_source: str = ""
+    acceptance: dict[str, Any] | None = None
+    burst_tps: float | None = None
+    burst_gap: float | None = None
+    repeat: int = 1
+    streams: list[StreamResult] = field(default_factory=list)
+
+
+@dataclass
+class TwoPointResult(Result):
+    """A two-point decode measurement (median over repeats)."""
+
+    short: int = 8
+    long: int = 264
+    t_short_s: float = 0.0
+    t_long_s: float = 0.0
+    decode_tps: float = 0.0
+    repeat: int = 1
+    samples_tps: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SweepResult(Result):
+    """Two-point decode at several context lengths."""
+
+    points: list[dict[str, Any]] = field(default_factory=list)
+    decode_tps: float = 0.0  # the lowest point's rate: the one a floor is about

@@ -1,0 +1,146 @@
+"""Runs case specs against one endpoint: prompts, requests under the endpoint lock, results, verdicts."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import measure, stats
+from .client import Client, Progress
+from .locks import endpoint_lock
+from .prompts import Prompt, build_prompt
+from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
+from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec
+from .verdict import judge
+
+
+def case_seed(nodeid: str) -> int:
+    """A stable per-case number: distinct cases get distinct prompts (no prefix-cache flattery), runs repeat."""
+    return zlib.crc32(nodeid.encode()) % 100_000
+
+
+class Runner:
+    """Measures specs on one endpoint; one request at a time (a file lock per endpoint URL)."""
+
+    def __init__(self, client: Client, *, max_drift: float = 0.15,
+                 progress: Callable[[str], Progress | None] | None = None) -> None:
+        self.client = client
+        self.max_drift = max_drift
+        self._progress = progress
+        self._prompts: dict[tuple[str, int, int], Prompt] = {}
+        self._warm = False
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def prompt(self, kind: str, ctx: int, variant: int) -> Prompt:
+        """A prompt of ``ctx`` server tokens (cached per kind, ctx and variant)."""
+        key = (kind, ctx, variant)
+        if key not in self._prompts:
+            self._prompts[key] = build_prompt(kind, ctx, self.client.count_tokens, variant=variant)
+        return self._prompts[key]
+
+    def _base(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
+              **fields: Any) -> Any:
+        info = self.client.info or self.client.detect()
+        return cls(kind=spec.KIND, endpoint=self.client.url, model=str(self.client.model), server=info.kind,
+                   ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content, **fields)
+
+    def _warm_up(self) -> None:
+        # The first request on a cold server pays for graph capture, allocator growth, and so on.
+        if not self._warm:
+            self.client.complete(self.prompt("prose", 32, 99_999).text, 8)
+            self._warm = True
+
+    # -- cases ----------------------------------------------------------------------------------
+
+    def run(self, spec: CaseSpec, nodeid: str = "") -> Result:
+        """Measure one case and judge it."""
+        self.client.info or self.client.detect()
+        with endpoint_lock(self.client.url):
+            self._warm_up()
+            if isinstance(spec, SustainedSpec):
+                result: Result = self.sustained(spec, nodeid)
+            elif isinstance(spec, TwoPointSpec):
+                result = self.two_point(spec, nodeid)
+            elif isinstance(spec, CtxSweepSpec):
+                result = self.ctx_sweep(spec, nodeid)
+            else:
+                raise TypeError(f"unknown spec {spec!r}")
+        judge(result, spec, max_drift=self.max_drift)
+        return result
+
+    def sustained(self, spec: SustainedSpec, nodeid: str = "") -> SustainedResult:
+        """k streams of distinct prompts of one kind and length; medians over streams, drift gate over all."""
+        seed = case_seed(nodeid)
+        streams: list[StreamResult] = []
+        drifts: list[stats.Drift] = []
+        progress = self._progress(nodeid) if self._progress else None
+        for i in range(spec.repeat):
+            prompt = self.prompt(spec.content, spec.ctx, seed + i)
+            trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i, on_progress=progress)
+            measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
+            s, d = measure.stream_result(trace)
+            streams.append(s)
+            if d is not None:
+                drifts.append(d)
+        max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
+        med = measure.median
+        r: SustainedResult = self._base(
+            SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
+            tokens=spec.tokens, repeat=spec.repeat, streams=streams, max_drift=max_drift,
+            completion_tokens=streams[0].completion_tokens,
+            ttft_s=med([s.ttft_s for s in streams]), total_s=med([s.total_s for s in streams]),
+            decode_tps=med([s.decode_tps for s in streams]), client_tps=med([s.client_tps for s in streams]),
+            tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
+            stalls=sum(len(s.stalls) for s in streams),
+            stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
+            counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
+        if drifts:
+            gate = stats.drift_gate(drifts, max_drift=max_drift)
+            r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
+            r.early_tps = med([d.early_tps for d in drifts])
+            r.late_tps = med([d.late_tps for d in drifts])
+            r.window_tps = [float(x) for x in np.median(
+                np.array([s.window_tps for s in streams if s.window_tps]), axis=0)]
+        if spec.max_burst_gap is not None:
+            burst = self.two_point(TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api), nodeid + "#burst")
+            r.burst_tps = burst.decode_tps
+            r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
+        return r
+
+    def two_point(self, spec: TwoPointSpec, nodeid: str = "") -> TwoPointResult:
+        """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first."""
+        prompt = self.prompt(spec.content, spec.ctx, case_seed(nodeid))
+        samples: list[float] = []
+        shorts, longs = [], []
+        usage: dict[str, Any] = {}
+        for _ in range(spec.repeat):
+            # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
+            self.client.complete(prompt.text, 1, api=spec.api)
+            short = self.client.complete(prompt.text, spec.short, api=spec.api)
+            long = self.client.complete(prompt.text, spec.long, api=spec.api)
+            n_long = int(long.usage.get("completion_tokens", 0))
+            measure.check_length(spec.long, n_long, long.finish_reason, self.client.kind)
+            samples.append(measure.two_point_rate(short, long))
+            shorts.append(short.elapsed_s)
+            longs.append(long.elapsed_s)
+            usage = long.usage
+        med = measure.median
+        return self._base(TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short,
+                          long=spec.long, t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples),
+                          repeat=spec.repeat, samples_tps=samples)
+
+    def ctx_sweep(self, spec: CtxSweepSpec, nodeid: str = "") -> SweepResult:
+        """A two-point measurement at each ctx (long = short + tokens)."""
+        points = []
+        for ctx in spec.ctxs:
+            tp = TwoPointSpec(ctx=ctx, content=spec.content, repeat=spec.repeat, short=spec.short,
+                              long=spec.short + spec.tokens, api=spec.api)
+            p = self.two_point(tp, f"{nodeid}@{ctx}")
+            points.append({"ctx": ctx, "prompt_tokens": p.prompt_tokens, "decode_tps": p.decode_tps,
+                           "t_short_s": p.t_short_s, "t_long_s": p.t_long_s, "samples_tps": p.samples_tps})
+        return self._base(SweepResult, spec, max(spec.ctxs), points[-1]["prompt_tokens"], nodeid, points=points,
+                          decode_tps=min(p["decode_tps"] for p in points))

@@ -1,0 +1,154 @@
+"""Case specs: what a marker or a YAML case asks to measure, validated into frozen dataclasses.
+
+The same classes serve ``@pytest.mark.sustained(...)``, YAML cases and direct calls such as
+``specperf.sustained(tokens=300, ctx=1000)``, so every route validates alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .errors import ConfigError
+
+CONTENT_KINDS = ("prose", "code", "reasoning", "repetitive")
+APIS = ("completions", "chat")
+
+
+def _check(cond: bool, kind: str, message: str) -> None:
+    if not cond:
+        raise ConfigError(f"{kind}(): {message}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSpec:
+    """Fields shared by every kind of case."""
+
+    KIND: ClassVar[str] = ""
+    ctx: int = 1000
+    content: str = "prose"
+    repeat: int = 1
+    min_tps: float | None = None
+    api: str = "completions"
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the keyword when a value is out of range."""
+        k = self.KIND
+        _check(isinstance(self.ctx, int) and self.ctx >= 1, k, f"ctx must be a positive integer, got {self.ctx!r}")
+        _check(self.content in CONTENT_KINDS, k, f"content must be one of {', '.join(CONTENT_KINDS)}, "
+               f"got {self.content!r}")
+        _check(isinstance(self.repeat, int) and self.repeat >= 1, k,
+               f"repeat must be an integer >= 1, got {self.repeat!r}")
+        _check(self.min_tps is None or (_is_number(self.min_tps) and self.min_tps > 0), k,
+               f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
+        _check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data, for reports and JSON."""
+        return dataclasses.asdict(self)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SustainedSpec(CaseSpec):
+    """A long streamed generation: decode rate, drift between early and late windows, TTFT."""
+
+    KIND: ClassVar[str] = "sustained"
+    tokens: int = 1500
+    max_drift: float | None = None  # None: the ini default (specperf_max_drift)
+    max_burst_gap: float | None = None
+    max_ttft_s: float | None = None
+    min_accept_len: float | None = None
+    max_accept_drop: float | None = None
+    require_speculation: bool = False
+
+    def validate(self) -> None:
+        super().validate()
+        k = self.KIND
+        _check(isinstance(self.tokens, int) and self.tokens >= 16, k,
+               f"tokens must be an integer >= 16, got {self.tokens!r}")
+        for name in ("max_drift", "max_burst_gap", "max_accept_drop"):
+            v = getattr(self, name)
+            _check(v is None or (_is_number(v) and 0 < v < 1), k, f"{name} must be a fraction in (0, 1), got {v!r}")
+        _check(self.max_ttft_s is None or (_is_number(self.max_ttft_s) and self.max_ttft_s > 0), k,
+               f"max_ttft_s must be a positive number of seconds, got {self.max_ttft_s!r}")
+        _check(self.min_accept_len is None or (_is_number(self.min_accept_len) and self.min_accept_len >= 1), k,
+               f"min_accept_len must be a number >= 1 (tokens per step), got {self.min_accept_len!r}")
+        _check(isinstance(self.require_speculation, bool), k,
+               f"require_speculation must be True or False, got {self.require_speculation!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoPointSpec(CaseSpec):
+    """Two non-streamed requests of different lengths on the same prompt: (long - short) / (t_long - t_short)."""
+
+    KIND: ClassVar[str] = "two_point"
+    short: int = 8
+    long: int = 264
+
+    def validate(self) -> None:
+        super().validate()
+        k = self.KIND
+        _check(isinstance(self.short, int) and self.short >= 1, k, f"short must be an integer >= 1, got {self.short!r}")
+        _check(isinstance(self.long, int) and self.long > self.short, k,
+               f"long must be an integer > short ({self.short}), got {self.long!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CtxSweepSpec(CaseSpec):
+    """A two-point decode measurement at each context length; ``tokens`` = long - short."""
+
+    KIND: ClassVar[str] = "ctx_sweep"
+    ctxs: tuple[int, ...] = field(default=(64, 1024, 3072, 5120))
+    tokens: int = 256
+    short: int = 8
+
+    def validate(self) -> None:
+        # ctx is unused by a sweep; ctxs carries the points.
+        super().validate()
+        k = self.KIND
+        _check(len(self.ctxs) >= 1 and all(isinstance(c, int) and c >= 1 for c in self.ctxs), k,
+               f"ctxs must be a non-empty list of positive integers, got {list(self.ctxs)!r}")
+        _check(isinstance(self.tokens, int) and self.tokens >= 8, k,
+               f"tokens must be an integer >= 8, got {self.tokens!r}")
+        _check(isinstance(self.short, int) and self.short >= 1, k, f"short must be an integer >= 1, got {self.short!r}")
+
+
+SPECS: dict[str, type[CaseSpec]] = {s.KIND: s for s in (SustainedSpec, TwoPointSpec, CtxSweepSpec)}
+
+
+def marker_help() -> dict[str, str]:
+    """Marker registration lines with their signatures, for ``pytest --markers``."""
+    out = {}
+    for kind, cls in SPECS.items():
+        args = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls))
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        out[kind] = f"{kind}({args}): specperf perf case. {doc}"
+    return out
+
+
+def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = ()) -> CaseSpec:
+    """Validate marker/YAML keywords into a spec; unknown or misspelt keywords are a ConfigError."""
+    if kind not in SPECS:
+        raise ConfigError(f"unknown specperf case kind {kind!r}; use one of {', '.join(SPECS)}")
+    cls = SPECS[kind]
+    if args:
+        raise ConfigError(f"{kind}() takes keyword arguments only, e.g. {kind}(ctx=1000); got positional {args!r}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in kwargs:
+        if key not in names:
+            near = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; valid keywords: {', '.join(names)}"
+            raise ConfigError(f"{kind}(): unknown keyword {key!r}{hint}")
+    values = dict(kwargs)
+    if "ctxs" in values and isinstance(values["ctxs"], list | tuple):
+        values["ctxs"] = tuple(values["ctxs"])
+    spec = cls(**values)
+    spec.validate()
+    return spec

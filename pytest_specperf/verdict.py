@@ -1,0 +1,39 @@
+"""Floors and gates: a result plus its spec -> verdict and a one-line diagnosis."""
+
+from __future__ import annotations
+
+from .results import Result, SustainedResult, SweepResult, TwoPointResult
+from .spec import CaseSpec, SustainedSpec
+
+
+def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15) -> None:
+    """Set ``result.verdict`` and ``result.reason`` (every failed check, most telling first)."""
+    problems: list[str] = []
+    if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
+        problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else max_drift)
+    elif isinstance(result, TwoPointResult) and spec.min_tps is not None and result.decode_tps < spec.min_tps:
+        problems.append(f"two-point decode {result.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} "
+                        f"({result.short} vs {result.long} tokens) at ctx {result.prompt_tokens}")
+    elif isinstance(result, SweepResult) and spec.min_tps is not None:
+        low = [p for p in result.points if p["decode_tps"] < spec.min_tps]
+        if low:
+            pts = ", ".join(f"{p['decode_tps']:.1f} tok/s at ctx {p['prompt_tokens']}" for p in low)
+            problems.append(f"decode below min_tps {spec.min_tps:g}: {pts}")
+    result.verdict = "failed" if problems else "passed"
+    result.reason = "; ".join(problems)
+
+
+def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> list[str]:
+    out: list[str] = []
+    where = f"over {r.completion_tokens} tokens at ctx {r.prompt_tokens}"
+    if r.drift_failed and r.drift is not None:
+        out.append(f"drift {r.drift:.2f} > {max_drift:g}: early {r.early_tps:.1f} tok/s -> late "
+                   f"{r.late_tps:.1f} tok/s {where}")
+    if spec.min_tps is not None and r.decode_tps < spec.min_tps:
+        out.append(f"decode {r.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} {where}")
+    if spec.max_burst_gap is not None and r.burst_gap is not None and r.burst_gap > spec.max_burst_gap:
+        out.append(f"burst gap {r.burst_gap:.2f} > {spec.max_burst_gap:g}: sustained {r.decode_tps:.1f} tok/s vs "
+                   f"two-point {r.burst_tps:.1f} tok/s at ctx {r.prompt_tokens}")
+    if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
+        out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
+    return out
