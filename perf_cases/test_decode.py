@@ -1,0 +1,38 @@
+"""Example perf cases: copy this file next to your deploy and set the floors to what your users need.
+
+Run against the embedded simulator:      pytest perf_cases/
+Run against a live server:               pytest perf_cases/ --endpoint=http://host:8000
+Reproduce the story the plugin exists for: pytest perf_cases/ --specperf-sim=seed
+"""
+
+import pytest
+
+
+# The case short benchmarks miss: a long generation on reasoning text, at a long context.
+# Acceptance on reasoning text and per-step cost can both degrade as the generation goes on.
+@pytest.mark.sustained(tokens=1500, ctx=5000, content="reasoning", min_tps=60, max_drift=0.15)
+def test_long_reasoning_holds(specperf):
+    r = specperf.result  # measured once for this test, from its marker
+    assert r.completion_tokens == 1500
+    assert r.late_tps >= 0.8 * r.early_tps
+
+
+# The classic two-point decode rate at the same context: it passes even where the case above fails.
+@pytest.mark.two_point(ctx=5000, min_tps=60)
+def test_burst_decode(specperf):
+    assert specperf.result.decode_tps > 0
+
+
+# How decode scales with context length (attention cost per step grows with the KV cache).
+@pytest.mark.ctx_sweep(ctxs=[64, 1024, 3072, 5120], tokens=256, min_tps=50)
+def test_context_scaling(specperf):
+    points = specperf.result.points
+    assert points[0]["decode_tps"] >= points[-1]["decode_tps"]
+
+
+# The same measurements, called directly: useful for ad-hoc checks and comparisons in one test.
+def test_code_faster_than_prose_is_not_assumed(specperf, endpoint):
+    code = specperf.sustained(tokens=300, ctx=1000, content="code")
+    prose = specperf.sustained(tokens=300, ctx=1000, content="prose")
+    assert code.completion_tokens == prose.completion_tokens == 300
+    print(f"{endpoint['server']}: code {code.decode_tps:.1f} tok/s, prose {prose.decode_tps:.1f} tok/s")
