@@ -353,13 +353,16 @@ def _progress_factory(config: pytest.Config) -> Any:
     """Live progress on a terminal (tokens so far, current rate); nothing when output is not a TTY."""
     if _is_worker(config) or os.environ.get("CI"):
         return None
-    tw = config.get_terminal_writer()
-    if not tw.hasmarkup:
-        return None
 
     def for_case(nodeid: str) -> Any:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        tw = getattr(reporter, "_tw", None)  # the real terminal, also while test output is captured
+        if tw is None or not tw.hasmarkup:
+            return None
+
         def show(tokens: int, seconds: float) -> None:
             rate = tokens / seconds if seconds > 0 else 0.0
+            # Save cursor, write, clear to end of line, restore: pytest's own line stays intact.
             tw.write(f"\x1b7 [{tokens} tokens, {rate:.0f} tok/s]\x1b[K\x1b8")
             tw.flush()
 
