@@ -76,6 +76,7 @@ class SustainedResult(Result):
     counts_exact: bool = True
     count_source: str = ""
     acceptance: dict[str, Any] | None = None
+    attribution: dict[str, Any] | None = None
     burst_tps: float | None = None
     burst_gap: float | None = None
     repeat: int = 1

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import measure, stats
+from . import acceptance, measure, stats
 from .client import Client, Progress
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
@@ -78,12 +78,16 @@ class Runner:
         streams: list[StreamResult] = []
         drifts: list[stats.Drift] = []
         progress = self._progress(nodeid) if self._progress else None
+        before = self._scrape()
+        timings: list[dict[str, Any]] = []
         for i in range(spec.repeat):
             prompt = self.prompt(spec.content, spec.ctx, seed + i)
             trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i, on_progress=progress)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
             s, d = measure.stream_result(trace)
             streams.append(s)
+            if trace.timings is not None:
+                timings.append(trace.timings)
             if d is not None:
                 drifts.append(d)
         max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
@@ -105,11 +109,46 @@ class Runner:
             r.late_tps = med([d.late_tps for d in drifts])
             r.window_tps = [float(x) for x in np.median(
                 np.array([s.window_tps for s in streams if s.window_tps]), axis=0)]
+        after = self._scrape()
+        r.acceptance, r.attribution = self._acceptance(streams, before, after, timings)
+        if spec.require_speculation and not _speculates(r.acceptance):
+            raise measure.MeasurementError(
+                f"require_speculation=True but {self.client.url} shows no speculative decoding "
+                f"({_accept_note(r.acceptance)}); enable a draft method on the server or drop require_speculation")
         if spec.max_burst_gap is not None:
             burst = self.two_point(TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api), nodeid + "#burst")
             r.burst_tps = burst.decode_tps
             r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
         return r
+
+    def _scrape(self) -> dict[str, float] | None:
+        if not self.client.caps.metrics:
+            return None
+        text = self.client.metrics_text()
+        try:
+            return acceptance.snapshot(text) if text else None
+        except ValueError:
+            return None  # unparsable /metrics: acceptance from other sources
+
+    def _acceptance(self, streams: list[StreamResult], before: dict[str, float] | None,
+                    after: dict[str, float] | None, timings: list[dict[str, Any]]
+                    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split."""
+        completion = sum(s.completion_tokens for s in streams)
+        step_chunks = self.client.caps.step_chunks
+        n_steps = sum(round(s.completion_tokens / s.tokens_per_chunk) for s in streams) if step_chunks else None
+        acc = None
+        if before is not None and after is not None:
+            acc = acceptance.from_metrics(self.client.kind, before, after, completion, n_steps)
+        if acc is None and timings:
+            acc = acceptance.from_llamacpp_timings(timings)
+        elif acc is not None and timings and acc.rate is None:
+            resp = acceptance.from_llamacpp_timings(timings)
+            acc.rate = resp.rate if resp else None
+        if acc is None and step_chunks:
+            acc = acceptance.from_chunks(measure.median([s.tokens_per_chunk for s in streams]))
+        split = _attribution(streams) if step_chunks else None
+        return (acc.as_dict() if acc else None), split
 
     def two_point(self, spec: TwoPointSpec, nodeid: str = "") -> TwoPointResult:
         """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first."""
@@ -144,3 +183,35 @@ class Runner:
                            "t_short_s": p.t_short_s, "t_long_s": p.t_long_s, "samples_tps": p.samples_tps})
         return self._base(SweepResult, spec, max(spec.ctxs), points[-1]["prompt_tokens"], nodeid, points=points,
                           decode_tps=min(p["decode_tps"] for p in points))
+
+
+def _speculates(acc: dict[str, Any] | None) -> bool:
+    if not acc:
+        return False
+    if acc.get("drafted") == 0:
+        return False
+    return acc.get("mean_len") is None or acc["mean_len"] > 1.01 or bool(acc.get("rate"))
+
+
+def _accept_note(acc: dict[str, Any] | None) -> str:
+    if not acc:
+        return "no spec-decode counters, fields or multi-token steps"
+    return acc.get("note") or f"mean acceptance length {acc.get('mean_len')}"
+
+
+def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
+    """Split log(late/early rate) into tokens-per-step and step-time parts (chunks are steps here)."""
+    parts = []
+    for s in streams:
+        tpc, cps = s.window_tokens_per_chunk, s.window_chunks_per_s
+        if len(tpc) < 8 or any(not np.isfinite(x) for x in tpc + cps):
+            continue
+        m = max(3, int(np.ceil(0.25 * len(tpc))))
+        parts.append((float(np.median(tpc[:m])), float(np.median(tpc[-m:])),
+                      1000.0 / float(np.median(cps[:m])), 1000.0 / float(np.median(cps[-m:]))))
+    if not parts:
+        return None
+    a0, a1, b0, b1 = (float(np.median([p[i] for p in parts])) for i in range(4))
+    share_a, share_b = stats.split_log_change(a0, a1, b0, b1)
+    return {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
+            "accept_share": share_a, "step_share": share_b}

@@ -28,12 +28,37 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
     where = f"over {r.completion_tokens} tokens at ctx {r.prompt_tokens}"
     if r.drift_failed and r.drift is not None:
         out.append(f"drift {r.drift:.2f} > {max_drift:g}: early {r.early_tps:.1f} tok/s -> late "
-                   f"{r.late_tps:.1f} tok/s {where}")
+                   f"{r.late_tps:.1f} tok/s {where}" + _causes(r))
     if spec.min_tps is not None and r.decode_tps < spec.min_tps:
         out.append(f"decode {r.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} {where}")
     if spec.max_burst_gap is not None and r.burst_gap is not None and r.burst_gap > spec.max_burst_gap:
         out.append(f"burst gap {r.burst_gap:.2f} > {spec.max_burst_gap:g}: sustained {r.decode_tps:.1f} tok/s vs "
                    f"two-point {r.burst_tps:.1f} tok/s at ctx {r.prompt_tokens}")
+    acc = r.acceptance or {}
+    if spec.min_accept_len is not None and acc.get("mean_len") is not None and acc["mean_len"] < spec.min_accept_len:
+        out.append(f"acceptance {acc['mean_len']:.2f} tokens/step < min_accept_len {spec.min_accept_len:g} "
+                   f"({acc['source']}) {where}")
+    split = r.attribution
+    if spec.max_accept_drop is not None and split:
+        drop = 1.0 - split["accept_late"] / split["accept_early"]
+        if drop > spec.max_accept_drop:
+            out.append(f"acceptance drop {drop:.2f} > max_accept_drop {spec.max_accept_drop:g}: "
+                       f"{split['accept_early']:.1f} -> {split['accept_late']:.1f} tokens/step {where}")
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
         out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
     return out
+
+
+def causes(r: SustainedResult) -> str:
+    """'acceptance 5.0 -> 2.9 tokens/step (62% of the slowdown), step 31 -> 39 ms (38%)', or ''."""
+    a = r.attribution
+    if not a:
+        return ""
+    return (f"acceptance {a['accept_early']:.1f} -> {a['accept_late']:.1f} tokens/step "
+            f"({a['accept_share'] * 100:.0f}% of the slowdown), step {a['step_ms_early']:.0f} -> "
+            f"{a['step_ms_late']:.0f} ms ({a['step_share'] * 100:.0f}%)")
+
+
+def _causes(r: SustainedResult) -> str:
+    text = causes(r)
+    return f"; {text}" if text else ""

@@ -1,0 +1,119 @@
+"""Draft acceptance from what servers expose: /metrics counter deltas, per-response fields, chunk sizes.
+
+Definitions follow vLLM and llama.cpp: mean acceptance length = 1 + accepted / verify steps
+(the bonus token included), acceptance rate = accepted / drafted. llama.cpp folds a request
+into its counters only when the request ends, so scrapes bracket whole requests; per-window
+acceptance comes from chunk sizes on servers that send one chunk per engine step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+# Counter sample names per server kind (reference/servers.md).
+SERIES: dict[str, dict[str, str]] = {
+    "vllm": {"steps": "vllm:spec_decode_num_drafts_total", "drafted": "vllm:spec_decode_num_draft_tokens_total",
+             "accepted": "vllm:spec_decode_num_accepted_tokens_total",
+             "per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+             "generated": "vllm:generation_tokens_total"},
+    "llamacpp": {"steps": "llamacpp:spec_decode_num_drafts_total",
+                 "drafted": "llamacpp:spec_decode_num_draft_tokens_total",
+                 "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
+                 "per_pos": "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+                 "generated": "llamacpp:tokens_predicted_total"},
+    "sglang": {"steps": "sglang:spec_verify_calls_total", "generated": "sglang:generation_tokens_total"},
+}
+
+
+@dataclass
+class Acceptance:
+    """Acceptance of one case; ``exact`` says whether it was counted by the server or inferred."""
+
+    mean_len: float | None
+    rate: float | None
+    source: str  # metrics | response | chunks
+    exact: bool
+    steps: int | None = None
+    drafted: int | None = None
+    accepted: int | None = None
+    per_position: list[float] = field(default_factory=list)
+    contaminated: bool = False
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return asdict(self)
+
+
+def snapshot(text: str) -> dict[str, float]:
+    """Counter samples by name, summed over label sets (engines, models); per-position kept apart."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            key = f"{s.name}{{position={s.labels['position']}}}" if "position" in s.labels else s.name
+            out[key] = out.get(key, 0.0) + float(s.value)
+    return out
+
+
+def from_metrics(kind: str, before: dict[str, float], after: dict[str, float], completion_tokens: int,
+                 streams_steps: int | None = None) -> Acceptance | None:
+    """Acceptance from two scrapes around this case's requests; None when the server shows none."""
+    names = SERIES.get(kind)
+    if names is None:
+        return None
+
+    def delta(role: str) -> float | None:
+        name = names.get(role)
+        if name is None or name not in after:
+            return None
+        return after[name] - before.get(name, 0.0)
+
+    steps = delta("steps")
+    generated = delta("generated")
+    contaminated = generated is not None and generated > completion_tokens * 1.02 + 2
+    if kind == "sglang":
+        if not steps:
+            return None
+        return Acceptance(completion_tokens / steps, None, "metrics", True, steps=int(steps),
+                          contaminated=contaminated,
+                          note="SGLang counts no drafted tokens; mean length = generated / verify calls")
+    accepted, drafted = delta("accepted"), delta("drafted")
+    if not steps or accepted is None:
+        return None
+    if streams_steps is not None and steps > streams_steps * 1.05 + 2:
+        contaminated = True
+    per_pos = []
+    i = 0
+    while f"{names['per_pos']}{{position={i}}}" in after:
+        key = f"{names['per_pos']}{{position={i}}}"
+        per_pos.append((after[key] - before.get(key, 0.0)) / steps)
+        i += 1
+    acc = Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "metrics", True,
+                     steps=int(steps), drafted=int(drafted) if drafted is not None else None,
+                     accepted=int(accepted), per_position=per_pos, contaminated=contaminated)
+    if contaminated:
+        acc.note = "counters moved more than this case explains (other traffic on the server)"
+    return acc
+
+
+def from_llamacpp_timings(timings: list[dict[str, Any]]) -> Acceptance | None:
+    """Rate from llama.cpp's per-response ``timings.draft_n`` / ``draft_n_accepted`` (absent keys mean 0)."""
+    drafted = sum(int(t.get("draft_n", 0)) for t in timings)
+    accepted = sum(int(t.get("draft_n_accepted", 0)) for t in timings)
+    if not timings:
+        return None
+    if drafted == 0:
+        return Acceptance(None, None, "response", True, drafted=0, accepted=0, note="no drafts proposed")
+    return Acceptance(None, accepted / drafted, "response", True, drafted=drafted, accepted=accepted,
+                      note="steps are not in timings; mean length needs /metrics")
+
+
+def from_chunks(tokens_per_chunk: float) -> Acceptance:
+    """Inferred from chunk sizes on servers that send one chunk per engine step."""
+    return Acceptance(tokens_per_chunk, None, "chunks", False,
+                      note="one chunk per engine step assumed; merged chunks would inflate it")
