@@ -21,6 +21,8 @@ class Result:
     verdict: str = "passed"  # passed | failed | error
     reason: str = ""
     content: str = "prose"
+    started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
+    finished_at: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""

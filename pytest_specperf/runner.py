@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,7 @@ class Runner:
         self.client.info or self.client.detect()
         with endpoint_lock(self.client.url):
             self._warm_up()
+            started = time.time()
             if isinstance(spec, SustainedSpec):
                 result: Result = self.sustained(spec, nodeid)
             elif isinstance(spec, TwoPointSpec):
@@ -69,6 +71,7 @@ class Runner:
                 result = self.ctx_sweep(spec, nodeid)
             else:
                 raise TypeError(f"unknown spec {spec!r}")
+            result.started_at, result.finished_at = started, time.time()
         judge(result, spec, max_drift=self.max_drift)
         return result
 
