@@ -23,6 +23,7 @@ class Result:
     content: str = "prose"
     started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
     finished_at: float = 0.0
+    sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""

@@ -14,7 +14,7 @@ from .client import Client, Progress
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
-from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec
+from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
 
 
@@ -27,8 +27,10 @@ class Runner:
     """Measures specs on one endpoint; one request at a time (a file lock per endpoint URL)."""
 
     def __init__(self, client: Client, *, max_drift: float = 0.15,
-                 progress: Callable[[str], Progress | None] | None = None) -> None:
+                 progress: Callable[[str], Progress | None] | None = None,
+                 size_cap: tuple[int, int] | None = None) -> None:
         self.client = client
+        self.size_cap = size_cap  # (max ctx, max tokens) for small local engines
         self.max_drift = max_drift
         self._progress = progress
         self._prompts: dict[tuple[str, int, int], Prompt] = {}
@@ -60,6 +62,9 @@ class Runner:
     def run(self, spec: CaseSpec, nodeid: str = "") -> Result:
         """Measure one case and judge it."""
         self.client.info or self.client.detect()
+        asked = spec
+        if self.size_cap is not None:
+            spec = fit_spec(spec, *self.size_cap)
         with endpoint_lock(self.client.url):
             self._warm_up()
             started = time.time()
@@ -72,6 +77,8 @@ class Runner:
             else:
                 raise TypeError(f"unknown spec {spec!r}")
             result.started_at, result.finished_at = started, time.time()
+        if spec is not asked:
+            result.sized_down = {k: v for k, v in spec.as_dict().items() if v != asked.as_dict()[k]}
         judge(result, spec, max_drift=self.max_drift)
         return result
 

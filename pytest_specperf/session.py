@@ -10,6 +10,10 @@ from .errors import ConfigError, MeasurementError
 from .options import Settings
 from .runner import Runner
 
+# Perf cases against the local CPU engine run sized down (max ctx, max tokens): prefill of a
+# 135M model on 2 cores is ~110 tok/s, so a 5000-token prompt would take most of a minute.
+ENGINE_SIZE = (256, 320)
+
 
 class EndpointSession:
     """Owns what this process started (simulator or engine) and the client and runner over it."""
@@ -40,13 +44,15 @@ class EndpointSession:
     def _start(self) -> None:
         s = self.settings
         if s.engine == "llamacpp":
-            from .engines.llamacpp import EngineNotFound, LlamaServer
+            from .engines.llamacpp import EngineError, EngineNotFound, LlamaServer
 
             server: Any = LlamaServer(s.engine_model, preset=s.engine_preset, extra_args=s.engine_args)
             try:
                 server.start()
             except EngineNotFound as exc:
                 raise ConfigError(str(exc)) from None
+            except EngineError as exc:
+                raise MeasurementError(str(exc)) from None
             self.started = f"engine:llamacpp ({s.engine_preset})"
         else:
             from .sim import SimServer
@@ -73,7 +79,9 @@ class EndpointSession:
     def runner(self) -> Runner:
         """The case runner over this endpoint."""
         if self._runner is None:
-            self._runner = Runner(self.client, max_drift=self.settings.max_drift, progress=self._progress_for)
+            cap = ENGINE_SIZE if self.started.startswith("engine:") else None
+            self._runner = Runner(self.client, max_drift=self.settings.max_drift, progress=self._progress_for,
+                                  size_cap=cap)
         return self._runner
 
     def _progress_for(self, nodeid: str) -> Progress | None:

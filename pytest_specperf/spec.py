@@ -152,3 +152,22 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = ())
     spec = cls(**values)
     spec.validate()
     return spec
+
+
+def fit_spec(spec: CaseSpec, max_ctx: int, max_tokens: int) -> CaseSpec:
+    """The same case sized down (for a small local engine): ctx and tokens capped, a sweep scaled as a whole."""
+    changes: dict[str, Any] = {}
+    if isinstance(spec, CtxSweepSpec):
+        top = max(spec.ctxs)
+        if top > max_ctx:
+            scaled = sorted({max(16, round(c * max_ctx / top)) for c in spec.ctxs})
+            changes["ctxs"] = tuple(scaled)
+        if spec.tokens > max_tokens:
+            changes["tokens"] = max_tokens
+    else:
+        if spec.ctx > max_ctx:
+            changes["ctx"] = max_ctx
+        for name in ("tokens", "long"):
+            if getattr(spec, name, 0) > max_tokens:
+                changes[name] = max_tokens
+    return dataclasses.replace(spec, **changes) if changes else spec
