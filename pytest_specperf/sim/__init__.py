@@ -1,0 +1,87 @@
+"""The embedded speculative-decoding simulator: a real OpenAI-compatible HTTP server that knows its true rates.
+
+Start one::
+
+    python -m pytest_specperf.sim --profile seed --port 0 --speed 10     # or: specperf-sim ...
+    with SimServer("healthy", speed=20, overrides={"dialect": "llamacpp"}) as sim:
+        sim.url, sim.model, sim.truth(response_id)
+
+Profiles (``profile.py``; built in: healthy, seed, fragmenting, acceptance-collapse; or a YAML
+file) set the cost model (``model.py``), the dialect and faults. ``--speed X`` divides every
+time (prefill, steps, stalls, first_byte) by X, so every rate scales by exactly X.
+
+Routes (all dialects): ``POST /v1/completions``, ``POST /v1/chat/completions`` (stream and
+not; ``max_tokens``, ``max_completion_tokens`` (chat), ``ignore_eos``, ``min_tokens``,
+``temperature``, ``seed``, ``stream_options.include_usage`` / ``continuous_usage_stats``,
+``return_token_ids``; ``data: [DONE]`` ends a stream), ``GET /v1/models`` (``owned_by`` = dialect),
+``GET /health``, ``POST /tokenize``, ``POST /detokenize``, ``GET /metrics``, and the
+simulator's own ``GET /sim/truth/{id}``, ``POST /sim/reset``, ``GET /sim/info``.
+Bad JSON or fields: 400 with a message; a ``model`` other than the served one: 404 (vllm,
+sglang; llama.cpp ignores the name as llama-server does).
+
+Dialects (``dialect`` profile key), as in reference/servers.md:
+
+- vllm: one SSE chunk per engine step with all its tokens. Exact per-chunk counts:
+  ``return_token_ids`` -> ``choices[0].token_ids``, or ``stream_options: {include_usage: true,
+  continuous_usage_stats: true}`` -> cumulative ``usage.completion_tokens`` on every chunk.
+  Chat's first chunk is the role chunk (no tokens). Reasoning delta key ``reasoning``.
+  ``/tokenize`` ``{"prompt", "add_special_tokens": true}`` or ``{"messages"}`` ->
+  ``{"count", "max_model_len", "tokens", "token_strs"}``; ``/detokenize`` -> ``{"prompt"}``;
+  ``/health`` empty 200. Metrics ``vllm:spec_decode_*`` updated every step.
+- sglang: chunks per step as vllm; ``continuous_usage_stats`` works without include_usage;
+  ``return_token_ids`` on completions (rejected with chat + stream, 400). Reasoning key
+  ``reasoning_content``. ``/tokenize`` and ``/v1/tokenize`` -> ``{"tokens", "count",
+  "max_model_len"}``; ``/detokenize`` -> ``{"text"}``. Metrics: ``sglang:spec_accept_length`` /
+  ``spec_accept_rate`` gauges (window of 40 steps), ``sglang:spec_verify_calls_total`` and
+  ``sglang:generation_tokens_total`` per finished request; ``/server_info``, ``/model_info``.
+- llamacpp: one SSE event per token (a step's tokens go out as one burst); per-chunk
+  counts with ``"timings_per_token": true`` -> cumulative ``timings.predicted_n``; ``n_predict``
+  aliases ``max_tokens``; no ``min_tokens`` (ignored); include_usage for chat only, completions'
+  final chunk always has ``usage``; ``timings`` (with ``draft_n``, ``draft_n_accepted``) on the
+  last event and non-streamed bodies. ``/tokenize`` ``{"content", "add_special": false,
+  "with_pieces"}`` -> ``{"tokens"}``; ``/detokenize`` -> ``{"content"}``; ``/health`` ->
+  ``{"status": "ok"}``; ``/props``, ``/apply-template``, ``/v1/chat/completions/input_tokens``.
+  Metrics ``llamacpp:*`` folded in when a request finishes.
+
+Tokens (``tokenizer.py``): ``usage.prompt_tokens`` counts one BOS. Completions: BOS + text;
+``/tokenize`` gives the same count with vLLM/SGLang defaults (``add_special_tokens: true``) and
+with llama.cpp ``"add_special": true`` (its default false leaves the BOS out, as llama-server
+does). Chat: the ChatML template (``<s><|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n``)
+already holds the BOS; ``/tokenize`` with ``messages`` (vLLM/SGLang) or llama.cpp's
+``/v1/chat/completions/input_tokens`` give the same count.
+
+Content kind (``content.py``): ``classify(prompt text)`` picks prose / code / reasoning /
+repetitive, which sets the mean acceptance of the request.
+
+Faults (``faults.py``): header ``X-Specperf-Fault`` or profile key ``faults``, e.g.
+``X-Specperf-Fault: stall=2.0@100, malformed@40, key=t1``; items ``stall=S@N``,
+``disconnect@N``, ``malformed@N``, ``status=CODE*K`` (with ``retry_after=S``), ``first_byte=S``,
+``key=NAME`` (scope of the status counter); reset counters with ``POST /sim/reset``.
+
+Truth (``truth.py``): per response id, the real write time of every step relative to arrival,
+its intended time and step_ms, its tokens, accepted and drafted counts.
+"""
+
+from __future__ import annotations
+
+from .content import classify
+from .faults import HEADER as FAULT_HEADER
+from .faults import FaultError, parse_faults
+from .profile import Profile, ProfileError, builtin_profiles, load_profile
+from .runner import SimServer, SimStartError
+from .tokenizer import detokenize, tokenize
+
+__all__ = [
+    "FAULT_HEADER",
+    "FaultError",
+    "Profile",
+    "ProfileError",
+    "SimServer",
+    "SimStartError",
+    "builtin_profiles",
+    "classify",
+    "detokenize",
+    "load_profile",
+    "parse_faults",
+    "tokenize",
+]

@@ -1,0 +1,143 @@
+"""Fault injection: the ``X-Specperf-Fault`` header / profile ``faults`` syntax and its counters.
+
+Syntax: items separated by ``,`` or ``;`` (spaces ignored)::
+
+    stall=S@N        pause S seconds once N tokens have been sent (N=0: before the first token)
+    disconnect@N     drop the connection once N tokens have been sent (no [DONE], no final chunk)
+    malformed@N      send one SSE line that is not valid JSON once N tokens have been sent
+    status=CODE*K    answer HTTP CODE (e.g. 503, 429) to the first K requests of this scope (K=1 if left out)
+    retry_after=S    the Retry-After header (seconds) sent with status (default 1)
+    first_byte=S     hold the response (headers included) for S seconds before anything else
+    key=NAME         the scope of the status counter (default: the whole header value)
+
+Times (stall, first_byte) are model seconds and are divided by ``--speed`` like every other
+time; Retry-After is sent as given. The status counter counts requests per scope: header
+faults per distinct ``key`` (or distinct header value), profile faults per server. ``POST
+/sim/reset`` clears every counter, so tests stay independent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+
+HEADER = "X-Specperf-Fault"
+
+
+class FaultError(ValueError):
+    """A fault spec that does not parse; the message is one line."""
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """Parsed faults of one request."""
+
+    stalls: tuple[tuple[int, float], ...] = ()  # (at_token, seconds), sorted by token
+    disconnect_at: int | None = None
+    malformed_at: int | None = None
+    status: int | None = None
+    status_count: int = 1
+    retry_after: float = 1.0
+    first_byte_s: float = 0.0
+    key: str = ""
+    raw: str = field(default="", compare=False)
+
+    @property
+    def empty(self) -> bool:
+        """True when this spec injects nothing."""
+        return not (self.stalls or self.disconnect_at is not None or self.malformed_at is not None
+                    or self.status is not None or self.first_byte_s > 0)
+
+
+_AT = re.compile(r"^(stall)=([^@]+)@(\d+)$|^(disconnect|malformed)@(\d+)$")
+
+
+def _seconds(item: str, text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise FaultError(f"fault {item!r}: {text!r} is not a number of seconds") from None
+    if not math.isfinite(v) or v < 0:
+        raise FaultError(f"fault {item!r}: seconds must be >= 0")
+    return v
+
+
+def parse_faults(text: str) -> FaultSpec:
+    """Parse a fault spec (see module docstring); raise FaultError naming the bad item."""
+    stalls: list[tuple[int, float]] = []
+    kw: dict[str, object] = {}
+    for raw_item in re.split(r"[,;]", text):
+        item = "".join(raw_item.split())
+        if not item:
+            continue
+        m = _AT.match(item)
+        if m and m.group(1):
+            stalls.append((int(m.group(3)), _seconds(item, m.group(2))))
+            continue
+        if m:
+            kw[f"{m.group(4)}_at"] = int(m.group(5))
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not value:
+            raise FaultError(f"fault {item!r}: unknown item; use stall=S@N, disconnect@N, malformed@N, "
+                             f"status=CODE*K, retry_after=S, first_byte=S or key=NAME")
+        if name == "status":
+            code_text, _, count_text = value.partition("*")
+            if not code_text.isdigit() or not 400 <= int(code_text) <= 599:
+                raise FaultError(f"fault {item!r}: status must be an HTTP error code 400-599")
+            if count_text and (not count_text.isdigit() or int(count_text) < 1):
+                raise FaultError(f"fault {item!r}: the count after * must be a positive integer")
+            kw["status"] = int(code_text)
+            kw["status_count"] = int(count_text or 1)
+        elif name == "retry_after":
+            kw["retry_after"] = _seconds(item, value)
+        elif name == "first_byte":
+            kw["first_byte_s"] = _seconds(item, value)
+        elif name == "key":
+            kw["key"] = value
+        else:
+            raise FaultError(f"fault {item!r}: unknown item {name!r}; use stall, disconnect, malformed, status, "
+                             f"retry_after, first_byte or key")
+    return FaultSpec(stalls=tuple(sorted(stalls)), raw=text, **kw)  # type: ignore[arg-type]
+
+
+def combine(base: FaultSpec, over: FaultSpec) -> FaultSpec:
+    """Profile faults with a request's header faults on top (the header wins field by field)."""
+    if over.empty:
+        return base
+    if base.empty:
+        return over
+    return FaultSpec(
+        stalls=tuple(sorted(base.stalls + over.stalls)),
+        disconnect_at=over.disconnect_at if over.disconnect_at is not None else base.disconnect_at,
+        malformed_at=over.malformed_at if over.malformed_at is not None else base.malformed_at,
+        first_byte_s=over.first_byte_s or base.first_byte_s,
+        raw=f"{base.raw}, {over.raw}",
+    )  # status is decided per scope before combining, see StatusCounters
+
+
+class StatusCounters:
+    """Counts requests per scope so ``status=CODE*K`` hits only the first K of each scope."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # the in-process helper may reset from another thread
+        self._counts: dict[str, int] = {}
+
+    def hit(self, spec: FaultSpec, scope: str) -> bool:
+        """Count this request in its scope; True when it is one of the first K and must fail."""
+        if spec.status is None:
+            return False
+        key = f"{scope}:{spec.key or spec.raw}"
+        with self._lock:
+            n = self._counts.get(key, 0) + 1
+            self._counts[key] = n
+        return n <= spec.status_count
+
+    def reset(self) -> int:
+        """Forget every count; returns how many scopes there were."""
+        with self._lock:
+            n = len(self._counts)
+            self._counts.clear()
+        return n

@@ -1,0 +1,280 @@
+"""Simulator profiles: the validated numbers behind one simulated server.
+
+A profile is a YAML mapping (built in under ``profiles/`` or any file) laid over the defaults
+below; every key is checked, and an unknown key is an error that names it. Overrides (from the
+CLI ``--set`` or ``SimServer(overrides=...)``) are merged on top, nested mappings key by key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KINDS = ("prose", "code", "reasoning", "repetitive")
+DIALECTS = ("vllm", "sglang", "llamacpp")
+
+
+class ProfileError(ValueError):
+    """A profile (name, file, key or value) is wrong; the message is one line."""
+
+
+@dataclass(frozen=True)
+class AcceptShift:
+    """Acceptance changes once ``after_tokens`` tokens have been generated in a request."""
+
+    after_tokens: int
+    accept_len: Mapping[str, float]  # kinds not listed keep the profile's accept_len
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything the cost/acceptance model and the routes need; see the package docstring."""
+
+    name: str = "custom"
+    description: str = ""
+    dialect: str = "vllm"
+    model: str = "specperf-sim"
+    max_model_len: int = 32768
+    prefill_tokens_per_s: float = 20000.0
+    step_ms: float = 20.0  # decode step at empty context
+    step_ms_per_1k_ctx: float = 0.0  # attention: linear in the current context length
+    step_ms_per_1k_ctx_sq: float = 0.0  # attention: quadratic term, ms per (1k ctx)^2
+    step_ms_per_1k_generated: float = 0.0  # fragmentation: grows with tokens generated so far
+    accept_len: Mapping[str, float] = field(
+        default_factory=lambda: {"prose": 3.0, "code": 4.0, "reasoning": 2.9, "repetitive": 6.0})
+    accept_shift: AcceptShift | None = None
+    max_accept: int = 8  # most tokens one step emits (drafts + bonus): draft length = max_accept - 1
+    jitter: float = 0.02  # relative std of step time
+    batch_slowdown: float = 0.05  # each extra request decoding at once makes a step this much slower
+    eos_after_tokens: int | None = None  # natural EOS here unless ignore_eos / min_tokens forbid it
+    reasoning_tokens: int = 0  # chat: the first N output tokens go to the dialect's reasoning field
+    faults: str = ""  # fault spec applied to every request, same syntax as the X-Specperf-Fault header
+    rng_seed: int = 0  # seeds requests that carry no ``seed`` of their own
+    metrics: bool = True  # False: /metrics is off as on a server started without its metrics flag
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON/YAML-safe) that ``profile_from_dict`` turns back into this profile."""
+        data = dataclasses.asdict(self)
+        data["accept_len"] = dict(self.accept_len)
+        if self.accept_shift is not None:
+            data["accept_shift"] = {"after_tokens": self.accept_shift.after_tokens,
+                                    "accept_len": dict(self.accept_shift.accept_len)}
+        return data
+
+    def to_json(self) -> str:
+        """JSON form, used to hand a resolved profile to the simulator subprocess."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def accept_mean(self, kind: str, generated: int) -> float:
+        """Mean tokens per step (bonus included) for this content kind after ``generated`` tokens."""
+        shift = self.accept_shift
+        if shift is not None and generated >= shift.after_tokens and kind in shift.accept_len:
+            return shift.accept_len[kind]
+        return self.accept_len[kind]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Profile)}
+
+
+def builtin_profiles() -> list[str]:
+    """Names of the profiles shipped in ``pytest_specperf/sim/profiles/``."""
+    folder = resources.files("pytest_specperf.sim") / "profiles"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _close(word: str, choices: list[str]) -> str:
+    near = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _num(key: str, value: Any, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ProfileError(f"profile key {key!r}: expected a number, got {value!r}")
+    v = float(value)
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise ProfileError(f"profile key {key!r}: must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
+    if hi is not None and v > hi:
+        raise ProfileError(f"profile key {key!r}: must be <= {hi:g}, got {value!r}")
+    return v
+
+
+def _int(key: str, value: Any, *, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProfileError(f"profile key {key!r}: expected an integer, got {value!r}")
+    if value < lo:
+        raise ProfileError(f"profile key {key!r}: must be >= {lo}, got {value!r}")
+    return value
+
+
+def _accept_map(key: str, value: Any, max_accept: int, *, complete: bool) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise ProfileError(f"profile key {key!r}: expected a mapping of {', '.join(KINDS)} to numbers, got {value!r}")
+    out: dict[str, float] = {}
+    for kind, mean in value.items():
+        if kind not in KINDS:
+            raise ProfileError(f"profile key '{key}.{kind}': unknown content kind, use one of {', '.join(KINDS)}"
+                               + _close(str(kind), list(KINDS)))
+        out[kind] = _num(f"{key}.{kind}", mean, lo=1.0, hi=float(max_accept))
+    missing = [k for k in KINDS if k not in out]
+    if complete and missing:
+        raise ProfileError(f"profile key {key!r}: missing content kind(s) {', '.join(missing)}")
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge: nested mappings merge key by key so an override can change one kind."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profile:
+    """Validate a mapping laid over the defaults; raise ProfileError naming the first bad key."""
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"profile {name!r}: expected a mapping of keys to values, got {type(data).__name__}")
+    for key in data:
+        if key not in _FIELDS:
+            raise ProfileError(f"profile {name!r}: unknown key {key!r}" + _close(str(key), list(_FIELDS)))
+    defaults = Profile().to_dict()
+    # accept_len is replaced whole when a file gives it, so a file must name every kind
+    merged = {**defaults, **{k: v for k, v in data.items() if k != "accept_shift"}}
+    merged["accept_shift"] = data.get("accept_shift", defaults["accept_shift"])
+    merged["name"] = data.get("name", name)
+    kw: dict[str, Any] = {}
+    for key in ("name", "description", "model", "faults"):
+        if not isinstance(merged[key], str):
+            raise ProfileError(f"profile key {key!r}: expected a string, got {merged[key]!r}")
+        kw[key] = merged[key]
+    if not kw["model"]:
+        raise ProfileError("profile key 'model': must not be empty")
+    if merged["dialect"] not in DIALECTS:
+        raise ProfileError(f"profile key 'dialect': must be one of {', '.join(DIALECTS)}, got {merged['dialect']!r}")
+    kw["dialect"] = merged["dialect"]
+    kw["max_model_len"] = _int("max_model_len", merged["max_model_len"], lo=16)
+    kw["prefill_tokens_per_s"] = _num("prefill_tokens_per_s", merged["prefill_tokens_per_s"], lo=0, lo_open=True)
+    kw["step_ms"] = _num("step_ms", merged["step_ms"], lo=0, lo_open=True)
+    for key in ("step_ms_per_1k_ctx", "step_ms_per_1k_ctx_sq", "step_ms_per_1k_generated", "batch_slowdown"):
+        kw[key] = _num(key, merged[key], lo=0)
+    kw["jitter"] = _num("jitter", merged["jitter"], lo=0, hi=0.5)
+    kw["max_accept"] = _int("max_accept", merged["max_accept"], lo=1)
+    kw["accept_len"] = _accept_map("accept_len", merged["accept_len"], kw["max_accept"], complete=True)
+    shift = merged["accept_shift"]
+    if shift is not None:
+        if not isinstance(shift, Mapping):
+            raise ProfileError(f"profile key 'accept_shift': expected a mapping with after_tokens and accept_len, "
+                               f"got {shift!r}")
+        for key in shift:
+            if key not in ("after_tokens", "accept_len"):
+                raise ProfileError(f"profile key 'accept_shift.{key}': unknown key, use after_tokens and accept_len")
+        if "after_tokens" not in shift or "accept_len" not in shift:
+            raise ProfileError("profile key 'accept_shift': needs both after_tokens and accept_len")
+        shift = AcceptShift(_int("accept_shift.after_tokens", shift["after_tokens"], lo=0),
+                            _accept_map("accept_shift.accept_len", shift["accept_len"], kw["max_accept"],
+                                        complete=False))
+    kw["accept_shift"] = shift
+    eos = merged["eos_after_tokens"]
+    kw["eos_after_tokens"] = None if eos is None else _int("eos_after_tokens", eos, lo=1)
+    kw["reasoning_tokens"] = _int("reasoning_tokens", merged["reasoning_tokens"], lo=0)
+    kw["rng_seed"] = _int("rng_seed", merged["rng_seed"], lo=0)
+    if not isinstance(merged["metrics"], bool):
+        raise ProfileError(f"profile key 'metrics': expected true or false, got {merged['metrics']!r}")
+    kw["metrics"] = merged["metrics"]
+    if kw["faults"]:
+        from .faults import FaultError, parse_faults  # late import: faults does not need profiles
+
+        try:
+            parse_faults(kw["faults"])
+        except FaultError as exc:
+            raise ProfileError(f"profile key 'faults': {exc}") from None
+    return Profile(**kw)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"profile file {str(path)!r}: cannot read it ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile file {str(path)!r}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile file {str(path)!r}: expected a mapping at the top, got {type(data).__name__}")
+    return data
+
+
+def _raw(spec: str | Path) -> tuple[str, dict[str, Any]]:
+    text = str(spec)
+    names = builtin_profiles()
+    if isinstance(spec, str) and text in names:
+        folder = resources.files("pytest_specperf.sim") / "profiles"
+        return text, yaml.safe_load((folder / f"{text}.yaml").read_text(encoding="utf-8")) or {}
+    path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ProfileError(f"profile file {text!r} does not exist")
+        return path.stem, _read_yaml(path)
+    raise ProfileError(f"unknown profile {text!r}: built-in profiles are {', '.join(names)}"
+                       f" (or give a path to a .yaml file){_close(text, names)}")
+
+
+def load_profile(spec: str | Path | Profile | Mapping[str, Any] = "healthy",
+                 overrides: Mapping[str, Any] | None = None) -> Profile:
+    """Resolve a built-in name, a YAML path, a mapping or a Profile, then apply ``overrides``."""
+    if isinstance(spec, Profile):
+        name, raw = spec.name, spec.to_dict()
+    elif isinstance(spec, Mapping):
+        name, raw = str(spec.get("name", "custom")), dict(spec)
+    elif isinstance(spec, str | Path):
+        name, raw = _raw(spec)
+    else:
+        raise ProfileError(f"profile: expected a name, a path, a mapping or a Profile, got {type(spec).__name__}")
+    if overrides:
+        if not isinstance(overrides, Mapping):
+            raise ProfileError(f"profile overrides: expected a mapping, got {type(overrides).__name__}")
+        for key in overrides:
+            if key not in _FIELDS:
+                raise ProfileError(f"profile override: unknown key {key!r}" + _close(str(key), list(_FIELDS)))
+        raw = _merge(raw, overrides)
+    return profile_from_dict(raw, name=name)
+
+
+def parse_assignment(text: str) -> dict[str, Any]:
+    """Turn a CLI ``KEY=VALUE`` (VALUE read as YAML, dotted KEY for nesting) into an override mapping."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ProfileError(f"--set {text!r}: expected KEY=VALUE, e.g. dialect=llamacpp or accept_len.prose=3.5")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node[part] = {}
+        node = node[part]
+    node[parts[-1]] = parsed
+    return out
+
+
+def merge_overrides(items: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Combine several ``parse_assignment`` results, later ones winning."""
+    out: dict[str, Any] = {}
+    for item in items:
+        out = _merge(out, item)
+    return out

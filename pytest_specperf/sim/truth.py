@@ -1,0 +1,61 @@
+"""Ground truth per response: what the model meant to do and when each step really went out.
+
+A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
+
+    {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind",
+     "prompt_tokens", "max_tokens", "completion_tokens", "finish_reason", "done",
+     "arrival_monotonic",           # server's time.monotonic() at arrival (same clock as the client's on one host)
+     "ttft_s",                      # = steps[0].t_s: the first token's chunk written
+     "total_s",                     # the response finished (last byte written), null until done
+     "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "batch", "phase"}],
+     "faults": [{"kind", "at_token", "t_s", ...}]}
+
+Per step: ``t_s`` is the real time, relative to arrival, right after the step's chunk was
+written to the socket (non-streamed: when the step finished; the body goes out at the end);
+``intended_t_s`` is when the schedule wanted it; ``step_ms`` is the model's real-time duration
+of that step (model ms divided by speed; for the first, ``phase: "prefill"``, step the prefill
+time); ``tokens = accepted + 1`` for decode steps; ``drafted`` draft tokens were proposed.
+Sum of ``tokens`` == ``completion_tokens``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+MAX_RECORDS = 20000  # oldest records are dropped so a long-lived server stays bounded
+
+
+class TruthStore:
+    """Records by response id, bounded; safe to read from another thread (in-process helper)."""
+
+    def __init__(self, limit: int = MAX_RECORDS) -> None:
+        self._lock = threading.Lock()
+        self._records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._limit = limit
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Register a new (in-progress) record under its ``id``."""
+        with self._lock:
+            self._records[record["id"]] = record
+            while len(self._records) > self._limit:
+                self._records.popitem(last=False)
+
+    def get(self, response_id: str) -> dict[str, Any] | None:
+        """A snapshot copy of a record (steps list copied), or None when unknown."""
+        with self._lock:
+            rec = self._records.get(response_id)
+            if rec is None:
+                return None
+            out = dict(rec)
+            out["steps"] = [dict(s) for s in rec["steps"]]
+            out["faults"] = [dict(f) for f in rec["faults"]]
+            return out
+
+    def clear(self) -> int:
+        """Drop every record; returns how many there were."""
+        with self._lock:
+            n = len(self._records)
+            self._records.clear()
+            return n
