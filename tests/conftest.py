@@ -28,8 +28,19 @@ def seed_sim() -> Iterator[SimServer]:
         yield sim
 
 
-def runner_for(url: str, **kw: object) -> Runner:
-    """A runner over a fresh client (detection included)."""
+def _runner_for(url: str, **kw: object) -> Runner:
     client = Client(url, timeout=30)
     client.detect()
     return Runner(client, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def runner_for() -> object:
+    """A factory: a runner over a fresh client of a URL (detection included)."""
+    return _runner_for
+
+
+@pytest.fixture(scope="session")
+def speed() -> float:
+    """The simulator time compression used across the suite."""
+    return SPEED

@@ -9,7 +9,6 @@ from pytest_specperf import stats
 from pytest_specperf.sim import SimServer
 from pytest_specperf.spec import SustainedSpec, TwoPointSpec
 
-from .conftest import SPEED, runner_for
 
 
 def _truth_trace(truth: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -23,8 +22,10 @@ def _truth_decode(truth: dict) -> float:
 
 
 @pytest.mark.parametrize("profile", ["healthy", "fragmenting"])
-def test_sustained_matches_truth(profile: str) -> None:
-    with SimServer(profile, speed=SPEED) as sim:
+def test_sustained_matches_truth(profile: str, runner_for) -> None:
+    # Mild compression only: client-side read jitter is a fixed ~0.1-1 ms, so faster steps would
+    # measure the machine's load rather than the plugin's maths.
+    with SimServer(profile, speed=2.0) as sim:
         runner = runner_for(sim.url)
         r = runner.sustained(SustainedSpec(tokens=800, ctx=1000, content="prose"), "truth")
         s = r.streams[0]
@@ -39,15 +40,16 @@ def test_sustained_matches_truth(profile: str) -> None:
     assert abs(r.prompt_tokens - 1000) <= 10 and r.prompt_tokens == truth["prompt_tokens"]
 
 
-def test_fragmenting_drifts_and_healthy_does_not(healthy_sim: SimServer) -> None:
+def test_fragmenting_drifts_and_healthy_does_not(healthy_sim: SimServer, speed: float, runner_for) -> None:
     healthy = runner_for(healthy_sim.url).sustained(SustainedSpec(tokens=800, ctx=500), "h")
-    with SimServer("fragmenting", speed=SPEED) as sim:
+    with SimServer("fragmenting", speed=speed) as sim:
         frag = runner_for(sim.url).sustained(SustainedSpec(tokens=800, ctx=500), "f")
-    assert abs(healthy.drift) < 0.05 and not healthy.drift_failed
-    assert frag.drift > healthy.drift + 0.1
+    # Acceptance is drawn per step, so window rates are noisy; the gate must still tell the two apart.
+    assert not healthy.drift_failed, healthy.drift_gate
+    assert frag.drift_failed and frag.drift > 0.15, frag.drift_gate
 
 
-def test_two_point_matches_truth_rate(healthy_sim: SimServer) -> None:
+def test_two_point_matches_truth_rate(healthy_sim: SimServer, runner_for) -> None:
     runner = runner_for(healthy_sim.url)
     r = runner.two_point(TwoPointSpec(ctx=1000, short=8, long=264), "tp")
     # Truth: the long stream's own decode rate over the same prompt (the sim is stationary on healthy).
