@@ -116,8 +116,11 @@ class Engine:
         self.metrics.running += 1
         joined = False
         try:
+            # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
+            # modelled prefill (as on a real server) instead of adding to it
+            start = req.arrival + faults.first_byte_s / speed
             if faults.first_byte_s > 0:
-                await asyncio.sleep(faults.first_byte_s / speed)
+                await _sleep_until(start)
                 rec["faults"].append({"kind": "first_byte", "at_token": 0, "s": faults.first_byte_s,
                                       "t_s": time.monotonic() - req.arrival})
             await sink.start()
@@ -128,7 +131,7 @@ class Engine:
             stalls = list(faults.stalls)
             state = {"malformed_done": False}
             prefill_ms = model.prefill_ms() / speed
-            deadline = time.monotonic() + prefill_ms / 1000.0
+            deadline = start + prefill_ms / 1000.0
             deadline = self._stalls(stalls, 0, deadline, rec, req)
             await _sleep_until(deadline)
             self.metrics.on_prefill(len(req.prompt_ids))

@@ -12,6 +12,8 @@ All times here are model times in milliseconds (speed 1); the engine divides the
   while every earlier one was, so P(at least i accepted) = p**i. ``p`` solves
   ``p + p**2 + ... + p**k = L - 1`` for the mean length L (bonus included) of the content kind,
   the same geometric schedule as llama.cpp's ``--spec-synth-len``. L == max_accept gives p == 1.
+  With ``accept_dist: min-variance`` (vLLM's synthetic_acceptance_length schedule) a step
+  accepts floor(L - 1) drafts plus one more with probability frac(L - 1) instead.
 """
 
 from __future__ import annotations
@@ -74,13 +76,18 @@ class RequestModel:
         """Plan the next step after ``generated`` tokens with ``remaining`` still allowed (>= 1)."""
         p = self.profile
         drafted = max(0, min(p.max_accept - 1, remaining - 1))
-        prob = conditional_accept_prob(p.accept_mean(self.kind, generated), p.max_accept - 1)
+        mean = p.accept_mean(self.kind, generated)
         accepted = 0
-        if prob >= 1.0:
-            accepted = drafted
-        elif prob > 0.0:
-            while accepted < drafted and self.rng.random() < prob:
-                accepted += 1
+        if p.accept_dist == "min-variance":
+            whole = int(mean - 1.0)
+            accepted = min(drafted, whole + (1 if self.rng.random() < (mean - 1.0 - whole) else 0))
+        else:
+            prob = conditional_accept_prob(mean, p.max_accept - 1)
+            if prob >= 1.0:
+                accepted = drafted
+            elif prob > 0.0:
+                while accepted < drafted and self.rng.random() < prob:
+                    accepted += 1
         ms = self.base_step_ms(generated) * (1.0 + p.batch_slowdown * max(0, batch - 1))
         if p.jitter > 0:
             # clamp so a rare large draw cannot make a step negative or absurdly short

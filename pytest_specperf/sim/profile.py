@@ -21,6 +21,7 @@ import yaml
 
 KINDS = ("prose", "code", "reasoning", "repetitive")
 DIALECTS = ("vllm", "sglang", "llamacpp")
+ACCEPT_DISTS = ("geometric", "min-variance")
 
 
 class ProfileError(ValueError):
@@ -53,6 +54,7 @@ class Profile:
         default_factory=lambda: {"prose": 3.0, "code": 4.0, "reasoning": 2.9, "repetitive": 6.0})
     accept_shift: AcceptShift | None = None
     max_accept: int = 8  # most tokens one step emits (drafts + bonus): draft length = max_accept - 1
+    accept_dist: str = "geometric"  # or "min-variance": every step accepts floor or ceil of the mean
     jitter: float = 0.02  # relative std of step time
     batch_slowdown: float = 0.05  # each extra request decoding at once makes a step this much slower
     eos_after_tokens: int | None = None  # natural EOS here unless ignore_eos / min_tokens forbid it
@@ -163,6 +165,10 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
     if merged["dialect"] not in DIALECTS:
         raise ProfileError(f"profile key 'dialect': must be one of {', '.join(DIALECTS)}, got {merged['dialect']!r}")
     kw["dialect"] = merged["dialect"]
+    if merged["accept_dist"] not in ACCEPT_DISTS:
+        raise ProfileError(f"profile key 'accept_dist': must be one of {', '.join(ACCEPT_DISTS)}, "
+                           f"got {merged['accept_dist']!r}")
+    kw["accept_dist"] = merged["accept_dist"]
     kw["max_model_len"] = _int("max_model_len", merged["max_model_len"], lo=16)
     kw["prefill_tokens_per_s"] = _num("prefill_tokens_per_s", merged["prefill_tokens_per_s"], lo=0, lo_open=True)
     kw["step_ms"] = _num("step_ms", merged["step_ms"], lo=0, lo_open=True)

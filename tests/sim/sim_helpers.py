@@ -1,0 +1,84 @@
+"""Helpers for the simulator's tests: stream collection and exact per-chunk token counts."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+@dataclass
+class Stream:
+    """What a client saw of one SSE response."""
+
+    status: int
+    headers: dict[str, str]
+    events: list[dict[str, Any]] = field(default_factory=list)  # parsed data events, in order
+    times: list[float] = field(default_factory=list)  # monotonic receive time of each event
+    malformed: list[str] = field(default_factory=list)
+    done: bool = False  # saw data: [DONE]
+    error: str = ""  # transport error that ended the stream early
+    body: str = ""  # non-SSE body (errors)
+
+    @property
+    def id(self) -> str:
+        return next(e["id"] for e in self.events if "id" in e)
+
+    def usage(self) -> dict[str, Any] | None:
+        last = [e for e in self.events if e.get("usage")]
+        return last[-1]["usage"] if last else None
+
+
+def stream(c: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Stream:
+    """POST with stream=True and collect every event with its receive time."""
+    out = Stream(0, {})
+    try:
+        with c.stream("POST", path, json={**body, "stream": True}, headers=headers or {}) as resp:
+            out.status = resp.status_code
+            out.headers = dict(resp.headers)
+            if resp.status_code != 200:
+                resp.read()
+                out.body = resp.text
+                return out
+            for line in resp.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                now = time.monotonic()
+                data = line[len("data: "):]
+                if data == "[DONE]":
+                    out.done = True
+                    continue
+                try:
+                    out.events.append(json.loads(data))
+                    out.times.append(now)
+                except json.JSONDecodeError:
+                    out.malformed.append(data)
+    except httpx.TransportError as exc:
+        out.error = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def chunk_tokens(dialect: str, ev: dict[str, Any], prev_cumulative: int) -> tuple[int, int]:
+    """Tokens in one event by the dialect's exact per-chunk count; returns (tokens, cumulative)."""
+    if dialect == "llamacpp":
+        cum = ev.get("timings", {}).get("predicted_n", prev_cumulative) if ev.get("choices") else prev_cumulative
+        return cum - prev_cumulative, cum
+    if not ev.get("choices"):
+        return 0, prev_cumulative
+    cum = ev["usage"]["completion_tokens"] if ev.get("usage") else prev_cumulative
+    return cum - prev_cumulative, cum
+
+
+def stream_body(dialect: str, **extra: Any) -> dict[str, Any]:
+    """A streamed request body asking for exact per-chunk counts in the dialect's own way."""
+    body: dict[str, Any] = {"ignore_eos": True, **extra}
+    if dialect == "llamacpp":
+        body["timings_per_token"] = True
+    elif dialect == "sglang":
+        body["stream_options"] = {"continuous_usage_stats": True}
+    else:
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    return body
