@@ -23,7 +23,6 @@ from .yamlcases import is_case_file, load_cases
 
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
-COLLECTED = pytest.StashKey[dict[str, dict[str, Any]]]()
 SPEC = pytest.StashKey[CaseSpec]()
 RESULTS = pytest.StashKey[list[dict[str, Any]]]()
 PROP = "specperf"  # user_properties key carrying a result dict
@@ -53,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     session = EndpointSession(settings, url=url, model=model)
     session.progress = _progress_factory(config)
     config.stash[SESSION] = session
-    config.stash[COLLECTED] = {}
+    if not _is_worker(config):
+        config.pluginmanager.register(Reporter(config), "specperf-reporter")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -302,51 +302,38 @@ _SENT = pytest.StashKey[int]()
 # -- reporting ----------------------------------------------------------------------------------
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    config = _CONFIG.get("config")
-    if config is None or _is_worker(config):
-        return
-    collected = config.stash[COLLECTED]
-    for name, value in report.user_properties:
-        if name == PROP and isinstance(value, dict):
-            key = f"{value.get('nodeid')}#{len([k for k in collected if k.startswith(str(value.get('nodeid')))])}"
-            collected[key] = value
-            _write_json(config)
+class Reporter:
+    """The one writer of the table and the JSON file (the controller under xdist), fed by reports."""
 
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[SETTINGS]
+        self.results: list[dict[str, Any]] = []
 
-_CONFIG: dict[str, pytest.Config] = {}
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == PROP and isinstance(value, dict):
+                self.results.append(value)
+                self.write_json()  # after every case, so a killed run keeps what it measured
 
+    def write_json(self) -> None:
+        """Write all results so far (atomically) if --specperf-json was given."""
+        if self.settings.json_path is None:
+            return
+        meta = {"endpoint": self.results[0].get("endpoint") if self.results else self.settings.endpoint}
+        write_json_atomic(self.settings.json_path, self.results, meta, redact=[self.settings.api_key or ""])
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _CONFIG["config"] = session.config
+    def pytest_sessionfinish(self) -> None:
+        self.write_json()  # also on Ctrl-C: every case finished so far is in the file
 
-
-def _write_json(config: pytest.Config) -> None:
-    settings = config.stash[SETTINGS]
-    if settings.json_path is None or _is_worker(config):
-        return
-    results = list(config.stash[COLLECTED].values())
-    meta = {"endpoint": results[0].get("endpoint") if results else settings.endpoint}
-    write_json_atomic(settings.json_path, results, meta, redact=[settings.api_key or ""])
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    _write_json(session.config)  # also on Ctrl-C: every case finished so far is in the file
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if _is_worker(config):
-        return
-    results = list(config.stash[COLLECTED].values())
-    if not results:
-        return
-    terminalreporter.section("specperf")
-    for line in table(results):
-        terminalreporter.write_line(line)
-    s = config.stash[SETTINGS]
-    if s.json_path:
-        terminalreporter.write_line(f"results written to {s.json_path}")
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        terminalreporter.section("specperf")
+        for line in table(self.results):
+            terminalreporter.write_line(line)
+        if self.settings.json_path:
+            terminalreporter.write_line(f"results written to {self.settings.json_path}")
 
 
 def _progress_factory(config: pytest.Config) -> Any:
