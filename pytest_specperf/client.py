@@ -100,9 +100,15 @@ class Client:
 
     def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """Send with bounded retries on 429/503 (honouring Retry-After); connection errors are named."""
+        return self._timed_request(method, path, **kw)[0]
+
+    def _timed_request(self, method: str, path: str, **kw: Any) -> tuple[httpx.Response, float]:
+        """As _request, plus the duration of the last attempt alone (retry waits are not measured)."""
         for attempt in range(self.retries + 1):
             try:
+                t0 = time.perf_counter()
                 resp = self.http.request(method, path, **kw)
+                elapsed = time.perf_counter() - t0
             except httpx.ConnectError as exc:
                 raise self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server "
                                  "or fix --endpoint") from None
@@ -112,7 +118,7 @@ class Client:
             if resp.status_code in (429, 503) and attempt < self.retries:
                 time.sleep(self._retry_wait(resp, attempt))
                 continue
-            return resp
+            return resp, elapsed
         raise AssertionError("unreachable")
 
     def _retry_wait(self, resp: httpx.Response, attempt: int) -> float:
@@ -238,15 +244,11 @@ class Client:
                 body["timings_per_token"] = True
         return path, body
 
-    def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0) -> Completion:
-        """One non-streamed completion, timed from send to full response."""
+    def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
+                 headers: dict[str, str] | None = None) -> Completion:
+        """One non-streamed completion, timed from send to full response (retries not timed)."""
         path, body = self._body(prompt, max_tokens, api, False, seed)
-        for attempt in range(self.retries + 1):
-            t0 = time.perf_counter()
-            resp = self._request("POST", path, json=body)
-            elapsed = time.perf_counter() - t0
-            if resp.status_code not in (429, 503) or attempt == self.retries:
-                break
+        resp, elapsed = self._timed_request("POST", path, json=body, headers=headers)
         self._check_status(resp, f"POST {path}")
         try:
             out = resp.json()

@@ -1,0 +1,83 @@
+"""Every fault gives a fast, named error (or a bounded, successful retry) against the simulator's faults."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pytest_specperf.client import Client
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.sim import FAULT_HEADER, SimServer
+
+PROMPT = "The river ran quietly past the old mill, and the town slept under a pale moon."
+
+
+@pytest.fixture
+def client(healthy_sim: SimServer) -> Client:
+    c = Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=1.0)
+    c.detect()
+    return c
+
+
+def _fault(spec: str, key: str) -> dict[str, str]:
+    return {FAULT_HEADER: f"{spec}, key={key}"}
+
+
+def test_stall_past_the_timeout(client: Client, speed: float) -> None:
+    # A model-time stall of 8 * speed seconds is 8 s of real time, far past the 2 s timeout.
+    with pytest.raises(MeasurementError, match=r"^stalled: no data for 2 s after \d+ tokens \(--specperf-timeout=2\)"):
+        client.stream(PROMPT, 200, headers=_fault(f"stall={8 * speed}@50", "stall"))
+
+
+def test_short_stall_is_measured_not_an_error(client: Client) -> None:
+    trace = client.stream(PROMPT, 300, headers=_fault("stall=2@150", "short-stall"))
+    assert trace.completion_tokens == 300
+    gaps = [b.t - a.t for a, b in zip(trace.chunks, trace.chunks[1:], strict=False)]
+    assert max(gaps) > 0.2  # 2 model seconds / speed 8
+
+
+def test_disconnect_mid_stream(client: Client) -> None:
+    with pytest.raises(MeasurementError, match=r"^stream cut after \d+ tokens"):
+        client.stream(PROMPT, 200, headers=_fault("disconnect@60", "cut"))
+
+
+def test_malformed_sse_line_is_quoted(client: Client) -> None:
+    with pytest.raises(MeasurementError, match=r"^malformed SSE line after \d+ tokens: 'data: .*'") as exc:
+        client.stream(PROMPT, 200, headers=_fault("malformed@40", "bad"))
+    assert len(str(exc.value)) < 160
+
+
+@pytest.mark.parametrize("code", [503, 429])
+def test_retry_after_is_honoured_then_succeeds(client: Client, code: int) -> None:
+    t0 = time.perf_counter()
+    trace = client.stream(PROMPT, 64, headers=_fault(f"status={code}*2, retry_after=0.3", f"retry{code}"))
+    assert trace.completion_tokens == 64
+    assert time.perf_counter() - t0 >= 0.6  # two waits of the server's Retry-After
+
+
+def test_retries_are_bounded(client: Client) -> None:
+    with pytest.raises(MeasurementError, match=r"HTTP 503 from .* after 2 retries; the server is overloaded"):
+        client.complete(PROMPT, 8, headers=_fault("status=503*10, retry_after=0", "bounded"))
+
+
+def test_server_error_is_named(client: Client) -> None:
+    with pytest.raises(MeasurementError, match=r"^POST /v1/completions: HTTP 500 from http://127\.0\.0\.1:\d+"):
+        client.complete(PROMPT, 8, headers=_fault("status=500*1", "five-hundred"))
+
+
+def test_slow_first_byte_past_the_timeout(client: Client, speed: float) -> None:
+    with pytest.raises(MeasurementError, match=r"no response headers within 2 s|got no answer within 2 s"):
+        client.stream(PROMPT, 8, headers=_fault(f"first_byte={8 * speed}", "slow"))
+
+
+def test_wrong_model_name(healthy_sim: SimServer) -> None:
+    c = Client(healthy_sim.url, model="no-such-model")
+    with pytest.raises(MeasurementError, match=r"model 'no-such-model' is not served by .*; it serves specperf-sim "
+                                               r"\(fix --model\)"):
+        c.detect()
+
+
+def test_endpoint_down() -> None:
+    with pytest.raises(MeasurementError, match=r"endpoint http://127\.0\.0\.1:9 is down .*start the server"):
+        Client("http://127.0.0.1:9").detect()
