@@ -329,13 +329,17 @@ class Client:
                     u = obj.get("usage")
                     if isinstance(u, dict):
                         usage = u
-                        if choices and "completion_tokens" in u:
+                        # Cumulative per-chunk usage only where asked for and present from the start; a
+                        # final-only usage (llama.cpp completions) is a total, not this chunk's count.
+                        if (choices and "completion_tokens" in u and self.caps.continuous_usage
+                                and source in ("", "continuous_usage")):
                             count, src = int(u["completion_tokens"]) - prev_cum["usage"], "continuous_usage"
                             prev_cum["usage"] = int(u["completion_tokens"])
                     tm = obj.get("timings")
                     if isinstance(tm, dict):
                         timings = tm
-                        if "predicted_n" in tm and src != "continuous_usage" and (choices or not chunks):
+                        if ("predicted_n" in tm and src != "continuous_usage" and choices
+                                and source in ("", "timings_per_token")):
                             count, src = int(tm["predicted_n"]) - prev_cum["timings"], "timings_per_token"
                             prev_cum["timings"] = int(tm["predicted_n"])
                     for key in ("metrics", "sglext"):
