@@ -1,0 +1,256 @@
+"""Exports of results (and comparisons) for other tools; pure functions, never imports pytest.
+
+Public API
+----------
+``markdown_summary(results, comparisons=None) -> str``
+    A GitHub-flavoured table (``--specperf-markdown``, e.g. into ``$GITHUB_STEP_SUMMARY``): case, ctx, tokens,
+    ttft, decode tok/s, early -> late, drift, verdict, plus a "vs baseline" column when ``comparisons``
+    (``compare.CaseComparison``) are given. Sweep points get a row each; baseline-only cases are listed at the end.
+    Below the table: the comparison counts, each regression's reason, and, for inconclusive comparisons the noise
+    cannot settle, the minimum detectable effect and the trials per side needed. Cells escape ``|``.
+``bencher_json(results) -> dict``
+    Bencher Metric Format: ``{benchmark: {measure: {"value", "lower_value", "upper_value"}}}``; benchmark = nodeid
+    (``nodeid@ctx=N`` for sweep points), measures ``MEASURES`` (``decode-tps``, ``ttft-s``, ``drift``, ...); value =
+    the result's figure, lower/upper = the smallest/largest trial when there are several. Errored cases are left out.
+``junit_properties(result, comparisons=None) -> list[tuple[str, str]]``
+    ``specperf_<field>`` pairs (verdict, decode_tps, ttft_s, drift, ...), all values strings, for
+    ``record_property``/``user_properties``; plus ``specperf_cmp_<metric>[_ctx<N>]_{verdict,change,ci,p}`` for the
+    case's comparisons (given, or found as dicts in ``result["comparisons"]``).
+``benchmark_extra_info(result) -> dict``
+    Flat scalar fields for pytest-benchmark's ``extra_info``.
+``per_token_seconds(result) -> list[float]``
+    Seconds per decoded token, one per trial (1 / decode tok/s), so pytest-benchmark's smaller-is-better maths
+    applies; for a sweep, the trials of its slowest point (the one its ``decode_tps`` reports).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .compare import CaseComparison, case_key, sub_cases, trials
+
+COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
+#: result field -> Bencher measure slug
+MEASURES = {
+    "decode_tps": "decode-tps",
+    "ttft_s": "ttft-s",
+    "client_tps": "client-tps",
+    "early_tps": "early-tps",
+    "late_tps": "late-tps",
+    "burst_tps": "burst-tps",
+    "drift": "drift",
+}
+JUNIT_FIELDS = ("verdict", "decode_tps", "ttft_s", "drift", "client_tps", "early_tps", "late_tps", "burst_tps",
+                "prompt_tokens", "completion_tokens", "repeat")
+EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "prompt_tokens", "tokens",
+                     "completion_tokens", "short", "long", "repeat", "decode_tps", "client_tps", "ttft_s", "total_s",
+                     "early_tps", "late_tps", "drift", "stalls", "tokens_per_chunk", "burst_tps", "burst_gap",
+                     "verdict", "reason")
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def _cell(text: str) -> str:
+    # GFM: a '|' ends the cell even inside a code span unless escaped; newlines end the row.
+    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _case(nodeid: str, suffix: str = "") -> str:
+    short = _cell(nodeid.rsplit("/", 1)[-1] or nodeid).replace("`", "'")
+    return f"`{short}`{suffix}"
+
+
+def _f(v: Any, spec: str = ".1f") -> str:
+    x = _num(v)
+    return "-" if x is None else format(x, spec)
+
+
+def _tokens(r: dict[str, Any]) -> str:
+    if r.get("kind") == "sustained":
+        return _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
+    if _num(r.get("long")) is not None and _num(r.get("short")) is not None:
+        return _f(r["long"] - r["short"], ".0f")
+    return "-"
+
+
+def _row(r: dict[str, Any], case: str, *, verdict: bool = True) -> list[str]:
+    if r.get("kind") == "ctx_sweep" and r.get("points"):
+        pts = r["points"]
+        ctx = f"{_f(pts[0].get('prompt_tokens') or pts[0].get('ctx'), '.0f')}.." \
+              f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
+    else:
+        ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
+    ttft = _num(r.get("ttft_s"))
+    early, late = _num(r.get("early_tps")), _num(r.get("late_tps"))
+    text = ""
+    if verdict:
+        text = str(r.get("verdict", ""))
+        if text != "passed" and r.get("reason"):
+            text = f"{text}: {r['reason']}"
+    return [case, ctx, _tokens(r), "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
+            "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"),
+            _cell(text)]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _cmp_cell(ccs: Sequence[CaseComparison]) -> str:
+    parts = []
+    for cc in ccs:
+        c = cc.comparison
+        if c is None:
+            parts.append(cc.verdict if cc.verdict in ("new", "missing") else f"{cc.verdict}: {cc.reason}")
+        else:
+            word = f"**{c.verdict}**" if c.verdict == "regressed" else c.verdict
+            parts.append(f"{c.metric} {_pct(c.change)} [{_pct(c.change_ci[0])}, {_pct(c.change_ci[1])}] {word}")
+    return "<br>".join(_cell(p) for p in parts)
+
+
+def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[CaseComparison] | None = None) -> str:
+    """The results (and comparisons) as a GitHub-flavoured Markdown table with notes below it."""
+    ccs = list(comparisons) if comparisons is not None else None
+    by_key: dict[str, list[CaseComparison]] = {}
+    for cc in ccs or []:
+        by_key.setdefault(cc.key, []).append(cc)
+    header = [*COLUMNS, "vs baseline"] if ccs is not None else list(COLUMNS)
+    rows: list[list[str]] = []
+    shown: set[str] = set()
+
+    def add(cells: list[str], key: str) -> None:
+        if ccs is not None:
+            cells = [*cells, _cmp_cell(by_key.get(key, []))]
+            shown.add(key)
+        rows.append(cells)
+
+    for r in results:
+        nodeid = str(r.get("nodeid", ""))
+        add(_row(r, _case(nodeid, f" ({_cell(r.get('kind', ''))})" if r.get("kind") else "")), nodeid)
+        if r.get("kind") == "ctx_sweep":
+            for _, ctx, point in sub_cases(r):
+                add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False), case_key(nodeid, ctx))
+    for key, group in by_key.items():
+        if key not in shown:
+            g = group[0]
+            label = _case(g.nodeid, "" if g.ctx is None else f" @ ctx {g.ctx}")
+            add([label, *["-"] * (len(COLUMNS) - 2), ""], key)
+    align = ["---", *["---:"] * (len(COLUMNS) - 2), "---", *(["---"] if ccs is not None else [])]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    if ccs:
+        lines += _notes(ccs)
+    return "\n".join(lines) + "\n"
+
+
+def _notes(ccs: Sequence[CaseComparison]) -> list[str]:
+    counts = Counter(cc.verdict for cc in ccs)
+    order = ("regressed", "inconclusive", "improved", "passed", "new", "missing", "skipped")
+    out = ["", "Compared with the baseline: " + ", ".join(f"{counts[v]} {v}" for v in order if counts[v]) + "."]
+    regressed = [cc for cc in ccs if cc.verdict == "regressed"]
+    if regressed:
+        out += ["", "Regressions:"]
+        out += [f"- {_case(cc.nodeid, '' if cc.ctx is None else f' @ ctx {cc.ctx}')}: {_cell(cc.reason)}"
+                for cc in regressed]
+    noisy = [(cc, cc.comparison) for cc in ccs if cc.verdict == "inconclusive" and cc.comparison is not None
+             and cc.comparison.mde > cc.comparison.threshold]
+    if noisy:
+        out += ["", "Too noisy to settle (minimum detectable effect above the threshold):"]
+        for cc, c in noisy:
+            where = _case(cc.nodeid, "" if cc.ctx is None else f" @ ctx {cc.ctx}")
+            noise = f"noise {c.noise:.1%} per trial" + (" (assumed)" if c.noise_source == "floor" else "")
+            out.append(f"- {where} {c.metric}: {noise}; with {c.n_base} vs {c.n_cand} trials the smallest detectable "
+                       f"change is {c.mde:.1%}, above {c.threshold:.0%}; {c.trials_needed} trials per side needed.")
+    return out
+
+
+def _measure(value: float | None, values: list[float]) -> dict[str, float] | None:
+    if value is None:
+        if not values:
+            return None
+        value = statistics.median(values)
+    out = {"value": value}
+    if len(values) >= 2:
+        out["lower_value"] = min(min(values), value)
+        out["upper_value"] = max(max(values), value)
+    return out
+
+
+def bencher_json(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Results in Bencher Metric Format (``bencher run --adapter json``)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for r in results:
+        if r.get("verdict") == "error":
+            continue
+        for nodeid, ctx, case in sub_cases(r):
+            measures = {}
+            for fieldname, slug in MEASURES.items():
+                m = _measure(_num(case.get(fieldname)), trials(case, fieldname))
+                if m is not None:
+                    measures[slug] = m
+            if measures:
+                out.setdefault(case_key(nodeid, ctx), {}).update(measures)
+    return out
+
+
+def _s(v: Any) -> str:
+    x = _num(v)
+    if x is not None:
+        return str(int(x)) if isinstance(v, int) else f"{x:.6g}"
+    return str(v)
+
+
+def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseComparison] | None = None
+                     ) -> list[tuple[str, str]]:
+    """``(name, value)`` string pairs for JUnit XML properties."""
+    props = [(f"specperf_{k}", _s(result[k])) for k in JUNIT_FIELDS if result.get(k) is not None]
+    nodeid = result.get("nodeid")
+    if comparisons is not None:
+        ccs = [cc.as_dict() for cc in comparisons if cc.nodeid == nodeid]
+    else:
+        ccs = [cc for cc in result.get("comparisons") or [] if isinstance(cc, dict)]
+    for cc in ccs:
+        if not cc.get("metric"):
+            props.append(("specperf_cmp" + (f"_ctx{cc['ctx']}" if cc.get("ctx") is not None else ""),
+                          str(cc.get("verdict", ""))))
+            continue
+        name = f"specperf_cmp_{cc['metric']}" + (f"_ctx{cc['ctx']}" if cc.get("ctx") is not None else "")
+        props.append((f"{name}_verdict", str(cc.get("verdict", ""))))
+        c = cc.get("comparison") or {}
+        if c.get("change") is not None:
+            props.append((f"{name}_change", _s(c["change"])))
+        if c.get("change_ci"):
+            props.append((f"{name}_ci", ",".join(_s(x) for x in c["change_ci"])))
+        if c.get("p") is not None:
+            props.append((f"{name}_p", _s(c["p"])))
+    return props
+
+
+def benchmark_extra_info(result: dict[str, Any]) -> dict[str, Any]:
+    """Scalar result fields (no lists) for pytest-benchmark's ``benchmark.extra_info``."""
+    info = {k: result[k] for k in EXTRA_INFO_FIELDS
+            if isinstance(result.get(k), str | int | float | bool) and not (
+                isinstance(result[k], float) and not math.isfinite(result[k]))}
+    info["nodeid"] = result.get("nodeid", "")
+    return info
+
+
+def per_token_seconds(result: dict[str, Any]) -> list[float]:
+    """Seconds per decoded token, one per trial; [] for an errored case."""
+    if result.get("verdict") == "error":
+        return []
+    case = result
+    if result.get("kind") == "ctx_sweep":
+        points = [c for _, _, c in sub_cases(result) if _num(c.get("decode_tps"))]
+        if not points:
+            return []
+        case = min(points, key=lambda c: c["decode_tps"])
+    return [1.0 / x for x in trials(case, "decode_tps") if x > 0]
