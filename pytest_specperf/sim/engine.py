@@ -143,7 +143,8 @@ class Engine:
                                          "ctx": len(req.prompt_ids), "batch": self.decoding, "phase": "prefill"},
                                         stalls, state)
             while generated < target:
-                s = model.step(generated, target - generated, self.decoding)
+                batch = self.decoding  # the batch when the step starts sets its cost
+                s = model.step(generated, target - generated, batch)
                 step_ms = s.step_ms / speed
                 deadline += step_ms / 1000.0
                 await _sleep_until(deadline)
@@ -152,7 +153,7 @@ class Engine:
                 deadline = await self._emit(sink, rec, req, [next(text) for _ in range(s.tokens)], generated,
                                             target, reason, deadline,
                                             {"step_ms": step_ms, "accepted": s.accepted, "drafted": s.drafted,
-                                             "ctx": s.ctx, "batch": self.decoding, "phase": "decode"},
+                                             "ctx": s.ctx, "batch": batch, "phase": "decode"},
                                             stalls, state)
             if joined:
                 self.decoding -= 1

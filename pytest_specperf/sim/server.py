@@ -115,9 +115,9 @@ def _completion_prompt(body: dict[str, Any]) -> tuple[list[int], str]:
                      param="prompt")
 
 
-def _gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.Request) -> tuple[GenRequest, dict]:
+def _gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.Request,
+                 arrival: float) -> tuple[GenRequest, dict]:
     """Validate a completions/chat body into a GenRequest plus response options."""
-    arrival = request["arrival"]
     p = engine.profile
     _check_model(engine, body)
     if route == "chat":
@@ -416,7 +416,6 @@ def _engine(request: web.Request) -> Engine:
 
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request["arrival"] = time.monotonic()  # as early as the server library lets us see the request
     try:
         return await handler(request)
     except BadRequest as exc:
@@ -424,9 +423,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def _generate(request: web.Request, route: str) -> web.StreamResponse:
+    arrival = time.monotonic()  # headers parsed; the body is read next, as part of the request
     engine = _engine(request)
     body = await _json_body(request)
-    req, opts = _gen_request(engine, body, route, request)
+    req, opts = _gen_request(engine, body, route, request, arrival)
     for spec, scope in ((opts["header_faults"], "header"), (engine.profile_faults, "profile")):
         if engine.status.hit(spec, scope):
             assert spec.status is not None

@@ -1,0 +1,118 @@
+"""Truth records: consistent with what the client saw, exact model times, speed and batch scaling."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import statistics
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from sim_helpers import chunk_tokens, stream, stream_body
+
+from pytest_specperf.sim import SimServer, classify
+from pytest_specperf.sim.model import RequestModel
+from pytest_specperf.sim.textgen import prompt_text
+
+PROMPT = prompt_text("prose", 200)
+
+
+def test_truth_record_is_consistent(sim: SimServer, client: httpx.Client) -> None:
+    s = stream(client, "/v1/completions", stream_body(sim.dialect, prompt=PROMPT, max_tokens=90))
+    truth = sim.truth(s.id)
+    steps = truth["steps"]
+    assert truth["done"] and truth["finish_reason"] == "length" and truth["prompt_tokens"] == 200
+    assert steps[0]["phase"] == "prefill" and steps[0]["tokens"] == 1 and truth["ttft_s"] == steps[0]["t_s"]
+    assert sum(st["tokens"] for st in steps) == truth["completion_tokens"] == 90
+    assert all(st["tokens"] == st["accepted"] + 1 for st in steps[1:])
+    t = [st["t_s"] for st in steps]
+    assert t == sorted(t) and truth["total_s"] >= t[-1]
+    # a chunk is never written before its time: truth t_s never precedes the schedule
+    assert all(st["t_s"] >= st["intended_t_s"] - 1e-6 for st in steps)
+    assert truth["content_kind"] == classify(PROMPT) == "prose"
+    # what the client counted per chunk, in order, is what the truth says was written per step
+    cum, seen = 0, []
+    for ev in s.events:
+        n, cum = chunk_tokens(sim.dialect, ev, cum)
+        seen.append(n)
+    expected = [st["tokens"] for st in steps]
+    if sim.dialect == "llamacpp":
+        expected = [1] * 90
+    assert [n for n in seen if n] == expected
+
+
+def test_truth_404_for_unknown_id(vllm_sim: SimServer) -> None:
+    assert httpx.get(vllm_sim.url + "/sim/truth/cmpl-nope").status_code == 404
+    with pytest.raises(KeyError):
+        vllm_sim.truth("cmpl-nope")
+
+
+def test_intended_step_times_are_the_model(vllm_sim: SimServer) -> None:
+    out = httpx.post(vllm_sim.url + "/v1/completions", json={"prompt": PROMPT, "max_tokens": 120,
+                                                             "ignore_eos": True, "seed": 4}).json()
+    truth = vllm_sim.truth(out["id"])
+    model = RequestModel(vllm_sim.profile, truth["prompt_tokens"], truth["content_kind"], seed=0)
+    generated = 1
+    for st in truth["steps"][1:]:
+        assert st["batch"] == 1
+        assert st["step_ms"] == pytest.approx(model.base_step_ms(generated) / vllm_sim.speed)
+        assert st["ctx"] == truth["prompt_tokens"] + generated
+        generated += st["tokens"]
+    gaps = [b["intended_t_s"] - a["intended_t_s"] for a, b in zip(truth["steps"], truth["steps"][1:], strict=False)]
+    assert gaps == pytest.approx([st["step_ms"] / 1000 for st in truth["steps"][1:]])
+
+
+@pytest.fixture(scope="module")
+def speed_pair() -> Iterator[tuple[SimServer, SimServer]]:
+    a = SimServer("seed", speed=10)
+    b = SimServer("seed", speed=20)
+    with a, b:
+        yield a, b
+
+
+def test_speed_divides_every_time(speed_pair: tuple[SimServer, SimServer]) -> None:
+    truths = []
+    for sim in speed_pair:
+        out = httpx.post(sim.url + "/v1/completions", json={"prompt": PROMPT, "max_tokens": 200, "ignore_eos": True,
+                                                            "seed": 11}, timeout=60).json()
+        truths.append(sim.truth(out["id"]))
+    slow, fast = truths
+    assert [s["tokens"] for s in slow["steps"]] == [s["tokens"] for s in fast["steps"]]
+    for a, b in zip(slow["steps"], fast["steps"], strict=True):
+        assert a["step_ms"] == pytest.approx(2 * b["step_ms"])
+        assert a["intended_t_s"] == pytest.approx(2 * b["intended_t_s"])
+    # real elapsed times follow, within the wake-up noise of a busy machine
+    assert slow["steps"][-1]["t_s"] / fast["steps"][-1]["t_s"] == pytest.approx(2.0, rel=0.2)
+
+
+def test_concurrent_requests_share_the_batch_and_slow_each_step(vllm_sim: SimServer) -> None:
+    body = {"prompt": PROMPT, "max_tokens": 150, "ignore_eos": True}
+
+    def one(_: int) -> str:
+        return httpx.post(vllm_sim.url + "/v1/completions", json=body, timeout=60).json()["id"]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(one, range(4)))
+    steps = [st for rid in ids for st in vllm_sim.truth(rid)["steps"][1:]]
+    assert max(st["batch"] for st in steps) >= 2
+    bs = vllm_sim.profile.batch_slowdown
+    model = RequestModel(vllm_sim.profile, 200, "prose", seed=0)
+    for st in steps:
+        base = model.base_step_ms(st["ctx"] - 200) / vllm_sim.speed
+        assert st["step_ms"] == pytest.approx(base * (1 + bs * (st["batch"] - 1)))
+
+
+@pytest.mark.parametrize(("kind", "mean"), [("prose", 3.0), ("code", 4.0), ("repetitive", 6.0)])
+def test_acceptance_follows_the_prompt_kind(vllm_sim: SimServer, kind: str, mean: float) -> None:
+    out = httpx.post(vllm_sim.url + "/v1/completions", json={"prompt": prompt_text(kind, 400, seed=2),
+                                                             "max_tokens": 600, "ignore_eos": True}).json()
+    truth = vllm_sim.truth(out["id"])
+    assert truth["content_kind"] == kind
+    tokens = [st["tokens"] for st in truth["steps"][1:-1]]  # the last step may be cut short
+    assert statistics.mean(tokens) == pytest.approx(mean, abs=0.5)
+
+
+def test_in_process_truth_matches_http_truth() -> None:
+    with SimServer("healthy", speed=50, in_process=True) as sim:
+        out = httpx.post(sim.url + "/v1/completions", json={"prompt": "hello", "max_tokens": 9}).json()
+        assert sim.truth(out["id"]) == httpx.get(f"{sim.url}/sim/truth/{out['id']}").json()
