@@ -1,0 +1,121 @@
+"""Each fault happens as asked, by header or by profile, and counters stay scoped."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+import pytest
+from sim_helpers import chunk_tokens, stream, stream_body
+
+from pytest_specperf.sim import FAULT_HEADER, FaultError, SimServer, parse_faults
+
+PROMPT = "Tell me a long story about the sea."
+
+
+def fault(spec: str) -> dict[str, str]:
+    return {FAULT_HEADER: spec}
+
+
+def tokens_seen(dialect: str, events: list[dict]) -> int:
+    cum = 0
+    for ev in events:
+        _, cum = chunk_tokens(dialect, ev, cum)
+    return cum
+
+
+def test_parse_faults() -> None:
+    f = parse_faults("stall=2.5@100; disconnect@40, malformed@7, status=429*3, retry_after=4, first_byte=0.5, key=t")
+    assert f.stalls == ((100, 2.5),) and f.disconnect_at == 40 and f.malformed_at == 7
+    assert (f.status, f.status_count, f.retry_after, f.first_byte_s, f.key) == (429, 3, 4.0, 0.5, "t")
+    assert parse_faults("").empty
+    for bad in ("stall=x@3", "status=200", "status=503*0", "explode@3", "first_byte=-1", "disconnect"):
+        with pytest.raises(FaultError):
+            parse_faults(bad)
+
+
+def test_bad_fault_header_is_400(client: httpx.Client) -> None:
+    resp = client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4}, headers=fault("stall=@"))
+    assert resp.status_code == 400 and FAULT_HEADER in resp.text
+
+
+def test_stall_at_token(sim: SimServer, client: httpx.Client) -> None:
+    body = stream_body(sim.dialect, prompt=PROMPT, max_tokens=60)
+    s = stream(client, "/v1/completions", body, fault("stall=2.0@30"))
+    assert s.done
+    truth = sim.truth(s.id)
+    [stall] = truth["faults"]
+    assert stall["kind"] == "stall" and stall["after_tokens"] >= 30
+    # the step after the stall is due a stall later than its own step time
+    steps = truth["steps"]
+    i = next(k for k, st in enumerate(steps) if sum(x["tokens"] for x in steps[:k + 1]) >= 30)
+    gap = steps[i + 1]["intended_t_s"] - steps[i]["intended_t_s"]
+    assert gap == pytest.approx(2.0 / sim.speed + steps[i + 1]["step_ms"] / 1000)
+    # and the client saw the stream's longest silence, as long as the truth says it was
+    gaps = [b - a for a, b in zip(s.times, s.times[1:], strict=False)]
+    assert max(gaps) == pytest.approx(steps[i + 1]["t_s"] - steps[i]["t_s"], abs=0.03)
+    assert max(gaps) > 5 * sorted(gaps)[len(gaps) // 2]
+
+
+def test_disconnect_at_token(sim: SimServer, client: httpx.Client) -> None:
+    s = stream(client, "/v1/completions", stream_body(sim.dialect, prompt=PROMPT, max_tokens=80),
+               fault("disconnect@25"))
+    assert s.error and not s.done
+    truth = sim.truth(s.id)
+    assert truth["finish_reason"] == "fault_disconnect"
+    assert 25 <= tokens_seen(sim.dialect, s.events) == truth["completion_tokens"] < 80
+    assert client.get("/health").status_code == 200  # the server carries on
+
+
+def test_disconnect_non_streamed(client: httpx.Client) -> None:
+    with pytest.raises(httpx.TransportError):
+        client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 50, "ignore_eos": True},
+                    headers=fault("disconnect@10"))
+
+
+def test_one_malformed_line(sim: SimServer, client: httpx.Client) -> None:
+    s = stream(client, "/v1/completions", stream_body(sim.dialect, prompt=PROMPT, max_tokens=40),
+               fault("malformed@10"))
+    assert len(s.malformed) == 1 and s.done
+    assert tokens_seen(sim.dialect, s.events) == 40
+
+
+@pytest.mark.parametrize("code", [503, 429])
+def test_status_for_the_first_k_requests_of_a_scope(sim: SimServer, client: httpx.Client, code: int) -> None:
+    key = uuid.uuid4().hex
+    spec = fault(f"status={code}*2, retry_after=3, key={key}")
+    body = {"prompt": PROMPT, "max_tokens": 4}
+    first = [client.post("/v1/completions", json=body, headers=spec) for _ in range(2)]
+    assert [r.status_code for r in first] == [code, code]
+    assert first[0].headers["retry-after"] == "3" and "message" in first[0].text
+    # another scope has its own count
+    assert client.post("/v1/completions", json=body, headers=fault(f"status={code}*2, key=x{key}")).status_code == code
+    assert client.post("/v1/completions", json=body, headers=spec).status_code == 200
+    # a reset starts every scope again
+    client.post("/sim/reset")
+    assert client.post("/v1/completions", json=body, headers=spec).status_code == code
+
+
+def test_slow_first_byte(sim: SimServer, client: httpx.Client) -> None:
+    t0 = time.monotonic()
+    with client.stream("POST", "/v1/completions", json={"prompt": PROMPT, "max_tokens": 8, "stream": True},
+                       headers=fault("first_byte=4")) as resp:
+        headers_after = time.monotonic() - t0
+        resp.read()
+        rid = next(line for line in resp.text.splitlines() if line.startswith("data: {"))[6:].split('"')[3]
+    truth = sim.truth(rid)
+    delay = 4 / sim.speed
+    assert headers_after >= 0.9 * delay  # nothing at all came back before the delay
+    assert truth["faults"][0]["kind"] == "first_byte" and truth["ttft_s"] >= delay
+
+
+def test_profile_faults_apply_to_every_request() -> None:
+    with SimServer("healthy", speed=50, in_process=True, overrides={"faults": "status=503*1, malformed@3"}) as sim:
+        body = {"prompt": PROMPT, "max_tokens": 10, "ignore_eos": True}
+        with httpx.Client(base_url=sim.url) as c:
+            assert c.post("/v1/completions", json=body).status_code == 503
+            s = stream(c, "/v1/completions", body)
+            assert s.status == 200 and len(s.malformed) == 1
+            sim.reset()
+            assert c.post("/v1/completions", json=body).status_code == 503
