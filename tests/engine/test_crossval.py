@@ -1,0 +1,46 @@
+"""The plugin's measurements against a real llama-server's own accounting (real model, real speculation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specperf.client import Client
+from pytest_specperf.engines.llamacpp import LlamaServer
+from pytest_specperf.measure import stream_result
+from pytest_specperf.prompts import build_prompt
+from pytest_specperf.runner import Runner
+from pytest_specperf.spec import SustainedSpec
+
+
+@pytest.fixture(scope="module")
+def client(ngram_server: LlamaServer) -> Client:
+    c = Client(ngram_server.url, timeout=120)
+    assert c.detect().kind == "llamacpp"
+    return c
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+def test_decode_and_counts_agree_with_server_timings(client: Client, variant: int) -> None:
+    prompt = build_prompt("prose", 128, client.count_tokens, variant=variant)
+    trace = client.stream(prompt.text, 300)
+    s, _ = stream_result(trace)
+    tm = trace.timings
+    assert tm is not None
+    server_tps = (tm["predicted_n"] - 1) / tm["predicted_ms"] * 1000  # llama.cpp: the first token is free
+    assert s.decode_tps == pytest.approx(server_tps, rel=0.03)
+    assert trace.prompt_tokens == tm["prompt_n"] + tm["cache_n"]
+    assert trace.completion_tokens == tm["predicted_n"] == 300
+    assert trace.exact and trace.count_source == "timings_per_token"
+    assert s.ttft_s >= tm["prompt_ms"] / 1000
+    assert abs(trace.prompt_tokens - 128) <= 2
+
+
+def test_acceptance_equals_the_responses_own_counts(client: Client) -> None:
+    runner = Runner(client)
+    r = runner.sustained(SustainedSpec(tokens=256, ctx=96, content="repetitive"), "acc-llama")
+    acc = r.acceptance
+    assert acc is not None and acc["source"] == "metrics" and not acc["contaminated"]
+    # /metrics deltas and the response's timings describe the same request exactly.
+    assert acc["drafted"] > 0
+    assert acc["rate"] == pytest.approx(acc["accepted"] / acc["drafted"])
+
