@@ -64,12 +64,26 @@ its intended time and step_ms, its tokens, accepted and drafted counts.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .content import classify
 from .faults import HEADER as FAULT_HEADER
 from .faults import FaultError, parse_faults
 from .profile import Profile, ProfileError, builtin_profiles, load_profile
-from .runner import SimServer, SimStartError
 from .tokenizer import detokenize, tokenize
+
+if TYPE_CHECKING:
+    from .runner import SimServer, SimStartError, start_all
+
+
+def __getattr__(name: str) -> Any:
+    # the server side (aiohttp, httpx) loads only when asked for, so importing classify or
+    # tokenize stays light
+    if name in ("SimServer", "SimStartError", "start_all"):
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FAULT_HEADER",
@@ -83,5 +97,6 @@ __all__ = [
     "detokenize",
     "load_profile",
     "parse_faults",
+    "start_all",
     "tokenize",
 ]

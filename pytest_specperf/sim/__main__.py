@@ -12,7 +12,7 @@ import yaml
 
 from .engine import Engine
 from .profile import ProfileError, builtin_profiles, load_profile, merge_overrides, parse_assignment, profile_from_dict
-from .runner import run_server
+from .server import run_server
 
 
 def build_parser() -> argparse.ArgumentParser:

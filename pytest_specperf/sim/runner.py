@@ -1,4 +1,4 @@
-"""Starting and stopping a simulator: the asyncio serve loop and the ``SimServer`` helper."""
+"""``SimServer``: start a simulator (child process or thread), wait until healthy, query, stop."""
 
 from __future__ import annotations
 
@@ -12,41 +12,22 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import httpx
-from aiohttp import web
+import httpx  # the parent side only: the simulator child (__main__) does not import this module
 
 from .engine import Engine
 from .profile import Profile, load_profile
-from .server import ENGINE_KEY, create_app
+from .server import run_server
 
 READY_RE = re.compile(r"listening on (http://\S+)")
-SHUTDOWN_GRACE_S = 1.0  # open streams get this long to finish when the server stops
 
 
 class SimStartError(RuntimeError):
     """The simulator did not come up; the message carries the child's stderr tail."""
-
-
-async def run_server(profile: Profile, speed: float, host: str, port: int, stop: asyncio.Event,
-                     on_ready: Callable[[str, Engine], None]) -> None:
-    """Serve ``profile`` until ``stop`` is set; ``on_ready(url, engine)`` once the socket listens."""
-    app = create_app(profile, speed)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_S)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
-        bound_host, bound_port = runner.addresses[0][:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        on_ready(f"http://{shown}:{bound_port}", app[ENGINE_KEY])
-        await stop.wait()
-    finally:
-        await runner.cleanup()
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -96,6 +77,8 @@ class SimServer:
         self._stop_event: asyncio.Event | None = None
         self._engine: Engine | None = None
         self._finalizer: weakref.finalize | None = None
+        self._healthy = False
+        self._paths: tuple[Path, Path] | None = None
 
     @property
     def model(self) -> str:
@@ -123,14 +106,24 @@ class SimServer:
 
     def start(self) -> SimServer:
         """Start the server and wait until ``/health`` answers 200; returns self."""
-        if self.url:
-            return self
+        self._spawn()
+        self._wait_ready()
+        return self
+
+    def _spawn(self) -> None:
+        if self.in_process or self._proc is not None or self.url:
+            return
+        self._start_child()
+
+    def _wait_ready(self) -> None:
+        if self.url and (self.in_process or self._healthy):
+            return
         if self.in_process:
             self._start_thread()
         else:
-            self._start_child()
+            self._read_url()
         self._wait_healthy()
-        return self
+        self._healthy = True
 
     def stop(self) -> None:
         """Stop the server (idempotent); a child gets SIGTERM, then SIGKILL after 5 s."""
@@ -149,6 +142,8 @@ class SimServer:
             self._thread = None
         self.url = ""
         self._engine = None
+        self._healthy = False
+        self._paths = None
 
     def _start_child(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="specperf-sim-")
@@ -163,6 +158,11 @@ class SimServer:
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
         self._finalizer = weakref.finalize(self, _terminate, self._proc)
+        self._paths = (out_path, err_path)
+
+    def _read_url(self) -> None:
+        assert self._proc is not None and self._paths is not None
+        out_path, err_path = self._paths
         deadline = time.monotonic() + self.startup_timeout
         while True:
             m = READY_RE.search(out_path.read_text(encoding="utf-8", errors="replace"))
@@ -261,3 +261,17 @@ class SimServer:
     def __repr__(self) -> str:
         where = self.url or "stopped"
         return f"SimServer({self.profile.name!r}, dialect={self.dialect!r}, speed={self.speed:g}, {where})"
+
+
+def start_all(servers: Iterable[SimServer]) -> None:
+    """Start several simulators at once: every child process boots in parallel, then each is awaited."""
+    servers = list(servers)
+    try:
+        for server in servers:
+            server._spawn()
+        for server in servers:
+            server._wait_ready()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise

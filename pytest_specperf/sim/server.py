@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -28,6 +29,7 @@ from .tokenizer import (
 ENGINE_KEY: web.AppKey[Engine] = web.AppKey("engine", Engine)
 REASONING_KEY = {"vllm": "reasoning", "sglang": "reasoning_content", "llamacpp": "reasoning_content"}
 N_VOCAB = 1 << 48  # the tokenizer's id space (see tokenizer.py)
+SHUTDOWN_GRACE_S = 1.0  # open streams get this long to finish when the server stops
 
 
 class BadRequest(Exception):
@@ -659,3 +661,20 @@ def create_app(profile: Profile, speed: float = 1.0) -> web.Application:
         r.add_get("/version", version)
         r.add_get("/ping", health)
     return app
+
+
+async def run_server(profile: Profile, speed: float, host: str, port: int, stop: asyncio.Event,
+                     on_ready: Callable[[str, Engine], None]) -> None:
+    """Serve ``profile`` until ``stop`` is set; ``on_ready(url, engine)`` once the socket listens."""
+    app = create_app(profile, speed)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        on_ready(f"http://{shown}:{bound_port}", app[ENGINE_KEY])
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -7,19 +7,18 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from pytest_specperf.sim import SimServer
+from pytest_specperf.sim import SimServer, start_all
 
 DIALECTS = ("vllm", "sglang", "llamacpp")
-SPEED = 20.0  # healthy's 20 ms step becomes 1 ms: shapes stay, tests stay fast
+SPEED = 50.0  # healthy's 20 ms step becomes 0.4 ms: shapes and truth stay, tests stay fast
 
 
 @pytest.fixture(scope="session")
 def dialect_sims() -> Iterator[dict[str, SimServer]]:
     """One healthy simulator subprocess per dialect, jitter off so step times are exact."""
     sims = {d: SimServer("healthy", speed=SPEED, overrides={"dialect": d, "jitter": 0.0}) for d in DIALECTS}
+    start_all(sims.values())  # the three children boot in parallel
     try:
-        for sim in sims.values():
-            sim.start()
         yield sims
     finally:
         for sim in sims.values():
@@ -32,7 +31,7 @@ def sim(request: pytest.FixtureRequest, dialect_sims: dict[str, SimServer]) -> S
     return dialect_sims[request.param]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def vllm_sim(dialect_sims: dict[str, SimServer]) -> SimServer:
     return dialect_sims["vllm"]
 

@@ -54,7 +54,7 @@ def test_stall_at_token(sim: SimServer, client: httpx.Client) -> None:
     assert gap == pytest.approx(2.0 / sim.speed + steps[i + 1]["step_ms"] / 1000)
     # and the client saw the stream's longest silence, as long as the truth says it was
     gaps = [b - a for a, b in zip(s.times, s.times[1:], strict=False)]
-    assert max(gaps) == pytest.approx(steps[i + 1]["t_s"] - steps[i]["t_s"], abs=0.03)
+    assert max(gaps) == pytest.approx(steps[i + 1]["t_s"] - steps[i]["t_s"], abs=0.05)
     assert max(gaps) > 5 * sorted(gaps)[len(gaps) // 2]
 
 

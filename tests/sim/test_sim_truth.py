@@ -63,11 +63,10 @@ def test_intended_step_times_are_the_model(vllm_sim: SimServer) -> None:
 
 
 @pytest.fixture(scope="module")
-def speed_pair() -> Iterator[tuple[SimServer, SimServer]]:
-    a = SimServer("seed", speed=10)
-    b = SimServer("seed", speed=20)
-    with a, b:
-        yield a, b
+def speed_pair(vllm_sim: SimServer) -> Iterator[tuple[SimServer, SimServer]]:
+    """The same profile at half the session server's speed, and that server."""
+    with SimServer(vllm_sim.profile, speed=vllm_sim.speed / 2) as slow:
+        yield slow, vllm_sim
 
 
 def test_speed_divides_every_time(speed_pair: tuple[SimServer, SimServer]) -> None:
