@@ -1,0 +1,85 @@
+"""Fixtures for tests against a real llama-server (skipped without the binary unless CI requires it)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_specperf.engines.llamacpp import EngineNotFound, LlamaServer, default_model, find_binary
+
+REQUIRE_ENV = "SPECPERF_REQUIRE_ENGINE"
+
+StreamFn = Callable[[httpx.Client, dict[str, Any]], list[dict[str, Any]]]
+ScrapeFn = Callable[[httpx.Client], dict[str, float]]
+
+
+@pytest.fixture(scope="session")
+def llama_engine() -> tuple[Path, Path]:
+    """(binary, model) of the real engine; skip when absent, fail instead when $SPECPERF_REQUIRE_ENGINE=1."""
+    try:
+        return find_binary(), default_model()
+    except EngineNotFound as exc:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"real engine required ({REQUIRE_ENV}=1) but unavailable: {exc}", pytrace=False)
+        pytest.skip(f"real llama-server engine unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def ngram_server(llama_engine: tuple[Path, Path]) -> Iterator[LlamaServer]:
+    """One ngram-preset server for the whole session: startup and model load are paid once."""
+    binary, model = llama_engine
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=2048) as server:
+        yield server
+
+
+@pytest.fixture
+def engine_client(ngram_server: LlamaServer) -> Iterator[httpx.Client]:
+    with ngram_server.client() as client:
+        yield client
+
+
+def _stream(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST a streamed /v1/completions; return the JSON events (the [DONE] terminator is checked, not returned)."""
+    events: list[dict[str, Any]] = []
+    done = False
+    with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as resp:
+        resp.raise_for_status()
+        for line in resp.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line.removeprefix("data: ")
+            if data == "[DONE]":
+                done = True
+                continue
+            assert not done, "event after [DONE]"
+            events.append(json.loads(data))
+    assert done, "stream did not end with [DONE]"
+    return events
+
+
+def _scrape(client: httpx.Client) -> dict[str, float]:
+    """The llamacpp:* samples of /metrics, by full sample name (labels included)."""
+    resp = client.get("/metrics")
+    resp.raise_for_status()
+    out: dict[str, float] = {}
+    for line in resp.text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+@pytest.fixture
+def stream_completion() -> StreamFn:
+    return _stream
+
+
+@pytest.fixture
+def scrape_metrics() -> ScrapeFn:
+    return _scrape
