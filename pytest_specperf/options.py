@@ -13,7 +13,7 @@ import pytest
 from .errors import ConfigError
 
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
-OPTIONS: list[tuple[tuple[str, ...], str, str]] = [
+OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str, dict[str, Any]]] = [
     (("--specperf-endpoint", "--endpoint"), "specperf_endpoint",
      "base URL of an OpenAI-compatible server to measure (vLLM, SGLang, llama.cpp, TGI, Ollama), "
      "e.g. http://host:8000; without it the embedded simulator runs"),
@@ -36,6 +36,23 @@ OPTIONS: list[tuple[tuple[str, ...], str, str]] = [
     (("--specperf-json",), "specperf_json", "write every case's result fields to this JSON file (atomically)"),
     (("--specperf-max-drift",), "specperf_max_drift",
      "default maximum drift (1 - late/early decode rate) for sustained cases; default 0.15"),
+    (("--specperf-save",), "specperf_save",
+     "save this run's results as a baseline (optionally named) in the storage folder", {"nargs": "?", "const": ""}),
+    (("--specperf-compare",), "specperf_compare",
+     "compare every case with a saved run (default: the latest; or give its name or number)",
+     {"nargs": "?", "const": ""}),
+    (("--specperf-storage",), "specperf_storage",
+     "folder for saved runs, relative to the rootdir (default .specperf/runs)"),
+    (("--specperf-max-regression",), "specperf_max_regression",
+     "largest tolerated slowdown against the baseline or A, as a fraction (default 0.05)"),
+    (("--specperf-inconclusive",), "specperf_inconclusive",
+     "what a comparison too noisy to decide does: pass, warn (default) or fail"),
+    (("--specperf-ab",), "specperf_ab",
+     "A/B in one run: URL_A,URL_B; every case runs on both, interleaved ABBA, and B is judged against A"),
+    (("--specperf-ab-trials",), "specperf_ab_trials", "trials per arm in A/B mode (default 5)"),
+    (("--specperf-markdown",), "specperf_markdown",
+     "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
+    (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
 ]
 
 
@@ -55,6 +72,15 @@ class Settings:
     timeout: float
     json_path: Path | None
     max_drift: float
+    save: str | None = None  # "" = save under an automatic name
+    compare: str | None = None  # "" = the latest saved run
+    storage: str = ".specperf/runs"
+    max_regression: float = 0.05
+    inconclusive: str = "warn"
+    ab: tuple[str, str] | None = None
+    ab_trials: int = 5
+    markdown: Path | None = None
+    bencher: Path | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -69,8 +95,8 @@ class Settings:
 def add_options(parser: pytest.Parser) -> None:
     """Register options and ini twins."""
     group = parser.getgroup("specperf", "speculative-decoding performance cases (pytest-specperf)")
-    for names, ini, help_text in OPTIONS:
-        group.addoption(*names, dest=ini, default=None, help=help_text)
+    for names, ini, help_text, *extra in OPTIONS:
+        group.addoption(*names, dest=ini, default=None, help=help_text, **(extra[0] if extra else {}))
         parser.addini(ini, help_text, default=None)
 
 
@@ -100,12 +126,7 @@ def read_settings(config: pytest.Config) -> Settings:
     """Validate every option; a bad value raises ConfigError naming the option and the fix."""
     endpoint = _raw(config, "specperf_endpoint")
     if endpoint is not None:
-        endpoint = str(endpoint).rstrip("/")
-        parsed = urlparse(endpoint)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigError(f"--endpoint={endpoint!r} is not an http(s) URL; give e.g. --endpoint=http://host:8000")
-        if parsed.path.rstrip("/").endswith("/v1"):
-            endpoint = endpoint[: -len("/v1")]  # users often paste the OpenAI base URL
+        endpoint = _check_url(str(endpoint), "--endpoint")  # a pasted OpenAI base URL (.../v1) is accepted
     key_env = _raw(config, "specperf_api_key_env")
     if key_env is not None and not str(key_env).replace("_", "").isalnum():
         raise ConfigError(f"--api-key-env={key_env!r} must be the NAME of an environment variable, e.g. "
@@ -128,14 +149,29 @@ def read_settings(config: pytest.Config) -> Settings:
     sim = str(_raw(config, "specperf_sim") or "healthy")
     if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():
         raise ConfigError(f"--specperf-sim={sim}: no such profile file; give a built-in profile name or a YAML path")
-    json_path = _raw(config, "specperf_json")
-    if json_path is not None:
-        json_path = Path(json_path)
-        if json_path.is_dir():
-            raise ConfigError(f"--specperf-json={json_path} is a directory; give a file path, e.g. results.json")
-        if not json_path.parent.exists():
-            raise ConfigError(f"--specperf-json={json_path}: folder {json_path.parent} does not exist; create it "
-                              "or choose another path")
+    json_path, markdown, bencher = (_out_file(config, n) for n in ("specperf_json", "specperf_markdown",
+                                                                    "specperf_bencher"))
+    inconclusive = str(_raw(config, "specperf_inconclusive") or "warn")
+    if inconclusive not in ("pass", "warn", "fail"):
+        raise ConfigError(f"--specperf-inconclusive={inconclusive!r} is not known; use pass, warn or fail")
+    ab = _raw(config, "specperf_ab")
+    ab_pair: tuple[str, str] | None = None
+    if ab is not None:
+        parts = [_check_url(u.strip(), "--specperf-ab") for u in str(ab).split(",")]
+        if len(parts) != 2:
+            raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
+        if endpoint or engine:
+            raise ConfigError("--specperf-ab measures its own two endpoints; drop --endpoint/--specperf-engine")
+        ab_pair = (parts[0], parts[1])
+    trials = _number(config, "specperf_ab_trials", 5, 0.0)
+    if trials != int(trials) or trials < 2:
+        raise ConfigError(f"--specperf-ab-trials={trials:g} must be a whole number >= 2")
+    compare_name = _raw(config, "specperf_compare")
+    save_name = _raw(config, "specperf_save")
+    if config.getoption("specperf_compare") == "":
+        compare_name = ""
+    if config.getoption("specperf_save") == "":
+        save_name = ""
     return Settings(
         endpoint=endpoint,
         model=_raw(config, "specperf_model"),
@@ -149,4 +185,34 @@ def read_settings(config: pytest.Config) -> Settings:
         timeout=_number(config, "specperf_timeout", 60.0, 0.0),
         json_path=json_path,
         max_drift=_number(config, "specperf_max_drift", 0.15, 0.0, 1.0),
+        save=None if save_name is None else str(save_name),
+        compare=None if compare_name is None else str(compare_name),
+        storage=str(_raw(config, "specperf_storage") or ".specperf/runs"),
+        max_regression=_number(config, "specperf_max_regression", 0.05, 0.0, 1.0),
+        inconclusive=inconclusive,
+        ab=ab_pair,
+        ab_trials=int(trials),
+        markdown=markdown,
+        bencher=bencher,
     )
+
+
+def _check_url(url: str, flag: str) -> str:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"{flag}: {url!r} is not an http(s) URL; give e.g. {flag}=http://host:8000")
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if parsed.path.rstrip("/").endswith("/v1") else url
+
+
+def _out_file(config: pytest.Config, name: str) -> Path | None:
+    raw = _raw(config, name)
+    if raw is None:
+        return None
+    path = Path(raw)
+    flag = "--" + name.replace("_", "-")
+    if path.is_dir():
+        raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}=results.json")
+    if not path.parent.exists():
+        raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
+    return path

@@ -8,11 +8,13 @@ JSON file are built the same way with and without xdist, by the one process that
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import __version__, exports, gating, storage
 from .errors import ConfigError, MeasurementError
 from .options import Settings, add_options, read_settings
 from .report import table, write_json_atomic
@@ -23,6 +25,12 @@ from .yamlcases import is_case_file, load_cases
 
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
+AB_A = pytest.StashKey[EndpointSession]()  # --specperf-ab: SESSION is B (the candidate), this is A
+BASELINE = pytest.StashKey[list[dict[str, Any]]]()
+
+
+class SpecperfWarning(pytest.PytestWarning):
+    """A comparison too noisy to decide, a baseline that could not be read, and the like."""
 SPEC = pytest.StashKey[CaseSpec]()
 RESULTS = pytest.StashKey[list[dict[str, Any]]]()
 PROP = "specperf"  # user_properties key carrying a result dict
@@ -49,6 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
         # The controller started the simulator/engine once; every worker measures that one endpoint.
         url = config.workerinput.get("specperf_url")  # type: ignore[attr-defined]
         model = config.workerinput.get("specperf_model")  # type: ignore[attr-defined]
+    if settings.ab:
+        config.stash[AB_A] = EndpointSession(settings, url=settings.ab[0])
+        url = settings.ab[1]
+    if settings.compare is not None:
+        config.stash[BASELINE] = _load_baseline(config, settings)
     session = EndpointSession(settings, url=url, model=model)
     session.progress = _progress_factory(config)
     config.stash[SESSION] = session
@@ -56,10 +69,33 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Reporter(config), "specperf-reporter")
 
 
+def storage_folder(config: pytest.Config, settings: Settings) -> Path:
+    """Saved runs live relative to the rootdir, not the cwd, so every invocation finds the same ones."""
+    return config.rootpath / settings.storage
+
+
+def _load_baseline(config: pytest.Config, settings: Settings) -> list[dict[str, Any]]:
+    folder = storage_folder(config, settings)
+    path = storage.find_run(folder, settings.compare or None)
+    if path is None:
+        what = f"saved run {settings.compare!r}" if settings.compare else "saved run"
+        raise pytest.UsageError(f"--specperf-compare: no {what} in {folder}; save one first with --specperf-save")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = storage.load_run(path)
+    if run is None:
+        reason = str(caught[0].message) if caught else f"{path} could not be read"
+        # A corrupt or old baseline is a warning and no comparison, never a crash.
+        config.issue_config_time_warning(SpecperfWarning(f"{reason}; comparisons skipped"), stacklevel=2)
+        return []
+    return run.results
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(SESSION, None)
-    if session is not None:
-        session.close()
+    for key in (SESSION, AB_A):
+        session = config.stash.get(key, None)
+        if session is not None:
+            session.close()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -191,20 +227,56 @@ def _measure_marked(item: pytest.Item) -> Result | None:
     spec = item.stash.get(SPEC, None)
     if spec is None:
         return None
-    session = item.config.stash[SESSION]
+    config = item.config
+    session = config.stash[SESSION]
+    settings = config.stash[SETTINGS]
+    gate = gating.Gate(settings.max_regression, settings.inconclusive)
+    notes: list[str] = []
     try:
-        result = session.runner.run(spec, item.nodeid)
+        if AB_A in config.stash:
+            a = config.stash[AB_A]
+            record, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
+                                          lambda: session.runner.run(spec, item.nodeid),
+                                          settings.ab_trials, gate, spec.max_regression)
+        else:
+            result = session.runner.run(spec, item.nodeid)
+            record = result.as_dict()
+            record["nodeid"] = item.nodeid
+            if BASELINE in config.stash:
+                notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression)
     except (MeasurementError, ConfigError) as exc:
         reason = str(exc)
         _record(item, _error_record(item, spec, reason))
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
-    _record(item, result.as_dict())
-    item.stash[_RESULT_OBJ] = result
-    return result
+    for note in notes:
+        item.warn(SpecperfWarning(note))
+    _record(item, record)
+    item.stash[_RESULT_OBJ] = _ResultView(record)
+    return None
 
 
-_RESULT_OBJ = pytest.StashKey[Result]()
+class _ResultView:
+    """Attribute access to a result dict (``specperf.result.decode_tps``), whatever produced it."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(f"no result field {name!r}; fields: {', '.join(self._data)}") from None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plain result dict."""
+        return dict(self._data)
+
+    def __repr__(self) -> str:
+        return f"Result({self._data.get('kind')}, decode_tps={self._data.get('decode_tps')})"
+
+
+_RESULT_OBJ = pytest.StashKey[_ResultView]()
 
 
 def _failed_reason(item: pytest.Item) -> str:
@@ -292,6 +364,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for r in results[sent:]:
             r["nodeid"] = item.nodeid
             report.user_properties.append((PROP, r))
+            # JUnit XML writes the item's properties at teardown: flat, string-valued, one per field.
+            item.user_properties.extend(exports.junit_properties(r))
         item.stash[_SENT] = len(results)
     return report
 
@@ -309,6 +383,7 @@ class Reporter:
         self.config = config
         self.settings = config.stash[SETTINGS]
         self.results: list[dict[str, Any]] = []
+        self.saved: Path | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
@@ -325,6 +400,27 @@ class Reporter:
 
     def pytest_sessionfinish(self) -> None:
         self.write_json()  # also on Ctrl-C: every case finished so far is in the file
+        s = self.settings
+        if not self.results:
+            return
+        compared = s.compare is not None or s.ab is not None
+        if s.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
+            text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None)
+            if s.markdown:
+                _atomic_text(s.markdown, text)
+            summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            if summary:
+                with open(summary, "a", encoding="utf-8") as fh:
+                    fh.write("## specperf\n\n" + text)
+        if s.bencher:
+            import json
+
+            _atomic_text(s.bencher, json.dumps(exports.bencher_json(self.results), indent=2))
+        if s.save is not None:
+            meta = {"plugin_version": __version__, "endpoint": self.results[0].get("endpoint"),
+                    "model": self.results[0].get("model"), "server": self.results[0].get("server")}
+            self.saved = storage.save_run(storage_folder(self.config, s), self.results, meta, s.save or None,
+                                          root=self.config.rootpath, redact=[s.api_key or ""])
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
@@ -334,6 +430,14 @@ class Reporter:
             terminalreporter.write_line(line)
         if self.settings.json_path:
             terminalreporter.write_line(f"results written to {self.settings.json_path}")
+        if self.saved is not None:
+            terminalreporter.write_line(f"run saved as {self.saved}")
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _progress_factory(config: pytest.Config) -> Any:

@@ -33,6 +33,7 @@ class CaseSpec:
     repeat: int = 1
     min_tps: float | None = None
     api: str = "completions"
+    max_regression: float | None = None  # None: --specperf-max-regression
 
     def validate(self) -> None:
         """Raise ConfigError naming the keyword when a value is out of range."""
@@ -45,6 +46,8 @@ class CaseSpec:
         _check(self.min_tps is None or (_is_number(self.min_tps) and self.min_tps > 0), k,
                f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
         _check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+        _check(self.max_regression is None or (_is_number(self.max_regression) and 0 < self.max_regression < 1), k,
+               f"max_regression must be a fraction in (0, 1), got {self.max_regression!r}")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for reports and JSON."""

@@ -1,0 +1,135 @@
+"""Regression gating end to end: saved baselines, compares, A/B in one run, CI outputs (real simulators)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_specperf.sim import SimServer
+
+FAST = "--specperf-sim-speed=20"
+# The healthy profile with every step 15% slower in rate terms (20 ms / 0.85).
+SLOW = """
+prefill_tokens_per_s: 20000
+step_ms: 23.53
+step_ms_per_1k_ctx: 0.2
+accept_len: {prose: 3.0, code: 4.0, reasoning: 2.9, repetitive: 6.0}
+max_accept: 8
+jitter: 0.02
+"""
+CASES = """
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+@pytest.mark.sustained(tokens=400, ctx=200, repeat=5)
+def test_case(specperf, i):
+    pass
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    (pytester.path / "slow.yaml").write_text(SLOW)
+    return pytester
+
+
+def _cases(p: pytest.Pytester, n: int = 1) -> None:
+    p.makepyfile(test_perf=CASES.replace("{n}", str(n)))
+
+
+def _results(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["results"]
+
+
+def test_slower_candidate_is_regressed_against_saved_baseline(project: pytest.Pytester) -> None:
+    _cases(project)
+    saved = project.runpytest_subprocess(FAST, "--specperf-save=base")
+    saved.assert_outcomes(passed=1)
+    saved.stdout.fnmatch_lines(["run saved as *0001_base.json"])
+    out = project.path / "r.json"
+    res = project.runpytest_subprocess(FAST, "--specperf-sim=slow.yaml", "--specperf-compare=base",
+                                       f"--specperf-json={out}", "--junitxml=junit.xml")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*decode_tps -1*% [[]*] vs baseline (p=*): regressed beyond 5%*"])
+    (r,) = _results(out)
+    cmp = {c["metric"]: c for c in r["comparisons"]}
+    assert cmp["decode_tps"]["verdict"] == "regressed"
+    assert -0.2 < cmp["decode_tps"]["comparison"]["change"] < -0.1  # the truth is -15%
+    props = {p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")}
+    assert props["specperf_verdict"] == "failed" and float(props["specperf_decode_tps"]) > 0
+    assert props["specperf_cmp_decode_tps_verdict"] == "regressed"
+
+
+def test_same_profile_gives_no_false_regression_over_20_cases(project: pytest.Pytester) -> None:
+    _cases(project, 20)
+    project.runpytest_subprocess(FAST, "--specperf-save").assert_outcomes(passed=20)
+    out = project.path / "r.json"
+    md = project.path / "summary.md"
+    res = project.runpytest_subprocess(FAST, "--specperf-compare", f"--specperf-json={out}",
+                                       f"--specperf-markdown={md}", "-n", "2")
+    res.assert_outcomes(passed=20)
+    verdicts = [c["verdict"] for r in _results(out) for c in r["comparisons"] if c["metric"] == "decode_tps"]
+    assert len(verdicts) == 20 and "regressed" not in verdicts
+    text = md.read_text()
+    assert "| case | ctx | tokens | ttft | decode tok/s | early -> late | drift | verdict | vs baseline |" in text
+    assert "Compared with the baseline:" in text
+
+
+def test_corrupt_baseline_is_a_warning_not_a_crash(project: pytest.Pytester) -> None:
+    _cases(project)
+    folder = project.path / ".specperf" / "runs"
+    folder.mkdir(parents=True)
+    (folder / "0001_broken.json").write_text('{"format": "pytest-specperf/run", "version": 1, "resul')
+    res = project.runpytest_subprocess(FAST, "--specperf-compare")
+    res.assert_outcomes(passed=1, warnings=1)
+    assert "Traceback" not in res.stdout.str()
+    res.stdout.fnmatch_lines(["*0001_broken.json*comparisons skipped*"])
+
+
+def test_compare_without_a_saved_run_is_a_usage_error(project: pytest.Pytester) -> None:
+    _cases(project)
+    res = project.runpytest_subprocess("--specperf-compare=nope")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no saved run 'nope' in" in res.stderr.str() and "--specperf-save" in res.stderr.str()
+
+
+@pytest.fixture(scope="module")
+def ab_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    slow = tmp_path_factory.mktemp("ab") / "slow.yaml"
+    slow.write_text(SLOW)
+    with SimServer("healthy", speed=20) as a, SimServer("healthy", speed=20) as a2, \
+            SimServer(slow, speed=20) as b:
+        yield a.url, a2.url, b.url
+
+
+def test_ab_slower_b_is_regressed_and_same_is_passed(project: pytest.Pytester, ab_sims) -> None:
+    a, a2, slow = ab_sims
+    project.makepyfile(test_perf="""
+        import pytest
+        @pytest.mark.sustained(tokens=400, ctx=200)
+        def test_case(specperf):
+            pass
+    """)
+    out = project.path / "r.json"
+    bad = project.runpytest_subprocess(f"--specperf-ab={a},{slow}", f"--specperf-json={out}")
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["*decode_tps -1*% * vs A (p=*): regressed beyond 5%*"])
+    (r,) = _results(out)
+    assert r["ab"]["trials"] == 5 and len(r["ab"]["a_decode_tps"]) == 5 and r["endpoint"] == slow
+    good = project.runpytest_subprocess(f"--specperf-ab={a},{a2}", f"--specperf-json={out}")
+    good.assert_outcomes(passed=1)
+    (r,) = _results(out)
+    assert {c["verdict"] for c in r["comparisons"] if c["metric"] == "decode_tps"} == {"passed"}
+
+
+def test_bencher_export(project: pytest.Pytester) -> None:
+    _cases(project)
+    out = project.path / "bmf.json"
+    project.runpytest_subprocess(FAST, f"--specperf-bencher={out}").assert_outcomes(passed=1)
+    doc = json.loads(out.read_text())
+    (bench,) = doc.values()
+    assert bench["decode-tps"]["lower_value"] <= bench["decode-tps"]["value"] <= bench["decode-tps"]["upper_value"]
