@@ -2,9 +2,21 @@
 
 Start one::
 
-    python -m pytest_specperf.sim --profile seed --port 0 --speed 10     # or: specperf-sim ...
+    python -m pytest_specperf.sim --profile seed --port 0 --speed 10 [--set KEY=VALUE] [--dialect D]
+    specperf-sim ...                       # the same; prints "specperf-sim listening on URL (...)"
+
     with SimServer("healthy", speed=20, overrides={"dialect": "llamacpp"}) as sim:
-        sim.url, sim.model, sim.truth(response_id)
+        sim.url            # "http://127.0.0.1:PORT" (no /v1)
+        sim.model          # served model name, profile key ``model`` (default "specperf-sim")
+        sim.truth(rid)     # the GET /sim/truth/{rid} record; KeyError when unknown
+        sim.reset()        # POST /sim/reset: fault counters (and truth with truth=True)
+
+``SimServer(profile="healthy", *, speed=1.0, port=0, host="127.0.0.1", in_process=False,
+overrides=None, startup_timeout=30.0)``: a child process by default (its timing does not share
+the client's GIL), a thread with its own event loop with ``in_process=True``; ``start()`` waits
+until ``/health`` is 200 and raises ``SimStartError`` with the child's stderr tail otherwise;
+``start_all(servers)`` boots several children in parallel. A bad profile raises ``ProfileError``
+before anything starts.
 
 Profiles (``profile.py``; built in: healthy, seed, fragmenting, acceptance-collapse; or a YAML
 file) set the cost model (``model.py``), the dialect and faults. ``--speed X`` divides every
@@ -59,7 +71,13 @@ Faults (``faults.py``): header ``X-Specperf-Fault`` or profile key ``faults``, e
 ``key=NAME`` (scope of the status counter); reset counters with ``POST /sim/reset``.
 
 Truth (``truth.py``): per response id, the real write time of every step relative to arrival,
-its intended time and step_ms, its tokens, accepted and drafted counts.
+its intended time and step_ms, its tokens, accepted and drafted counts. The first step is the
+prefill (1 token); a non-streamed response's steps are timed when computed, the body goes out
+after the last.
+
+Defaults a client should know: completions ``max_tokens`` defaults to 16 (vLLM, SGLang);
+chat, and llama.cpp, default to the rest of the context (``max_model_len`` 32768), so always
+send ``max_tokens``. Without ``eos_after_tokens`` in the profile the model never stops early.
 """
 
 from __future__ import annotations

@@ -119,3 +119,19 @@ def test_profile_faults_apply_to_every_request() -> None:
             assert s.status == 200 and len(s.malformed) == 1
             sim.reset()
             assert c.post("/v1/completions", json=body).status_code == 503
+
+
+def test_client_going_away_mid_stream_is_recorded_and_harmless(sim: SimServer, client: httpx.Client) -> None:
+    body = {"prompt": PROMPT, "max_tokens": 2000, "ignore_eos": True, "stream": True}
+    with client.stream("POST", "/v1/completions", json=body, headers=fault("stall=10@20")) as resp:
+        first = next(line for line in resp.iter_lines() if line.startswith("data: {"))
+    rid = first[6:].split('"')[3]
+    # the server notices at its next write, after the stall; wait for that by polling the truth
+    deadline = time.monotonic() + 30
+    truth = sim.truth(rid)
+    while not truth["done"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+        truth = sim.truth(rid)
+    assert truth["done"] and truth["finish_reason"] == "client_disconnected"
+    assert truth["completion_tokens"] < 2000
+    assert client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 3}).status_code == 200
