@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-MAX_RECORDS = 20000  # oldest records are dropped so a long-lived server stays bounded
+MAX_RECORDS = 2000  # oldest records are dropped so a long-lived server stays bounded in memory
 
 
 class TruthStore:
