@@ -20,10 +20,27 @@ def check_length(asked: int, got: int, finish_reason: str | None, server: str) -
                                "server that honours ignore_eos")
 
 
-def stream_result(trace: Trace) -> tuple[StreamResult, stats.Drift | None]:
-    """Decode rate, windows, drift and stalls of one stream (drift is None when too short for windows)."""
+def coalesce(t: np.ndarray, k: np.ndarray, gap_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Merge chunks that arrived within ``gap_s`` of the previous one (a burst of per-token events)."""
+    if gap_s <= 0 or len(t) < 2:
+        return t, k
+    starts = np.concatenate([[True], np.diff(t) > gap_s])
+    groups = np.cumsum(starts) - 1
+    last = np.concatenate([np.flatnonzero(starts)[1:] - 1, [len(t) - 1]])
+    return t[last], np.bincount(groups, weights=k).astype(int)
+
+
+def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, stats.Drift | None]:
+    """Decode rate, windows, drift and stalls of one stream (drift is None when too short for windows).
+
+    ``coalesce_s`` > 0 merges bursts of per-token events into deliveries before windowing; the first
+    chunk (TTFT) is never merged with what follows it.
+    """
     t = np.array([c.t for c in trace.chunks], dtype=float)
     k = np.array([c.tokens for c in trace.chunks], dtype=int)
+    if coalesce_s > 0 and len(t) > 1:
+        t1, k1 = coalesce(t[1:], k[1:], coalesce_s)
+        t, k = np.concatenate([t[:1], t1]), np.concatenate([k[:1], k1])
     decode = stats.decode_tps(t, k)
     if decode is None:
         raise MeasurementError(f"only {int(k.sum())} tokens in {len(k)} chunk(s): too few to measure a decode rate")

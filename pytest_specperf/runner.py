@@ -17,6 +17,11 @@ from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPoin
 from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
 
+# Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
+# burst; events this close together are one delivery, so windows interpolate over the step.
+# Merging neighbours only coarsens the cumulative curve (totals stay exact), so erring large is safe.
+BURST_S = 0.005
+
 
 def case_seed(nodeid: str) -> int:
     """A stable per-case number: distinct cases get distinct prompts (no prefix-cache flattery), runs repeat."""
@@ -28,9 +33,9 @@ class Runner:
 
     def __init__(self, client: Client, *, max_drift: float = 0.15,
                  progress: Callable[[str], Progress | None] | None = None,
-                 size_cap: tuple[int, int] | None = None) -> None:
+                 size_cap: tuple[int, int, float] | None = None) -> None:
         self.client = client
-        self.size_cap = size_cap  # (max ctx, max tokens) for small local engines
+        self.size_cap = size_cap  # (max ctx, max tokens, max floor) for small local engines
         self.max_drift = max_drift
         self._progress = progress
         self._prompts: dict[tuple[str, int, int], Prompt] = {}
@@ -94,7 +99,7 @@ class Runner:
             prompt = self.prompt(spec.content, spec.ctx, seed + i)
             trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i, on_progress=progress)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
-            s, d = measure.stream_result(trace)
+            s, d = measure.stream_result(trace, coalesce_s=0.0 if self.client.caps.step_chunks else BURST_S)
             streams.append(s)
             if trace.timings is not None:
                 timings.append(trace.timings)

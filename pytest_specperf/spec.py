@@ -157,8 +157,8 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = ())
     return spec
 
 
-def fit_spec(spec: CaseSpec, max_ctx: int, max_tokens: int) -> CaseSpec:
-    """The same case sized down (for a small local engine): ctx and tokens capped, a sweep scaled as a whole."""
+def fit_spec(spec: CaseSpec, max_ctx: int, max_tokens: int, max_floor: float | None = None) -> CaseSpec:
+    """The same case sized down (for a small local engine): ctx, tokens and floors capped, a sweep scaled whole."""
     changes: dict[str, Any] = {}
     if isinstance(spec, CtxSweepSpec):
         top = max(spec.ctxs)
@@ -173,4 +173,6 @@ def fit_spec(spec: CaseSpec, max_ctx: int, max_tokens: int) -> CaseSpec:
         for name in ("tokens", "long"):
             if getattr(spec, name, 0) > max_tokens:
                 changes[name] = max_tokens
+    if max_floor is not None and spec.min_tps is not None and spec.min_tps > max_floor:
+        changes["min_tps"] = max_floor
     return dataclasses.replace(spec, **changes) if changes else spec

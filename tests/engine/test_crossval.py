@@ -44,3 +44,4 @@ def test_acceptance_equals_the_responses_own_counts(client: Client) -> None:
     assert acc["drafted"] > 0
     assert acc["rate"] == pytest.approx(acc["accepted"] / acc["drafted"])
 
+

@@ -1,0 +1,28 @@
+"""`pytest perf_cases/ --specperf-engine=llamacpp`: the examples against a real engine, started by the plugin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engine,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECPERF_LLAMA_SERVER", str(llama_engine[0]))  # pytester runs with its own HOME
+    shutil.copytree(REPO / "perf_cases", pytester.path / "perf_cases")
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess("perf_cases", "--specperf-engine=llamacpp", f"--specperf-json={out}",
+                                        "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=6)
+    results = json.loads(out.read_text())["results"]
+    assert {r["server"] for r in results} == {"llamacpp"}
+    sustained = [r for r in results if r["kind"] == "sustained"]
+    assert all(r["counts_exact"] and r["completion_tokens"] == r["tokens"] for r in sustained)
+    assert all(r["sized_down"] for r in results if r["nodeid"].endswith("test_long_reasoning_holds"))
+    # The server really speculated, and the plugin saw it in its counters.
+    assert any((r.get("acceptance") or {}).get("drafted") for r in sustained)
