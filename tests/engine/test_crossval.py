@@ -45,3 +45,17 @@ def test_acceptance_equals_the_responses_own_counts(client: Client) -> None:
     assert acc["rate"] == pytest.approx(acc["accepted"] / acc["drafted"])
 
 
+
+
+def test_synthetic_acceptance_length_is_measured(llama_engine) -> None:
+    """--spec-synth-len 3 makes a real engine accept 3 tokens per drafted step on average: a known answer."""
+    binary, model = llama_engine
+    with LlamaServer(model, preset="self-draft", extra_args=["--spec-synth-len", "3"], binary=binary,
+                     ctx_size=2048) as server:
+        c = Client(server.url, timeout=180)
+        c.detect()
+        r = Runner(c).sustained(SustainedSpec(tokens=300, ctx=64, content="prose"), "synth")
+    acc = r.acceptance
+    assert acc is not None and acc["source"] == "metrics" and acc["steps"] > 50
+    # Bernoulli acceptance over ~100 steps: per-request means of 2.8-3.2 were seen; 0.5 is the honest bound.
+    assert acc["mean_len"] == pytest.approx(3.0, abs=0.5)
