@@ -18,7 +18,6 @@ from . import __version__, exports, gating, storage
 from .errors import ConfigError, MeasurementError
 from .options import Settings, add_options, read_settings
 from .report import table, write_json_atomic
-from .results import Result
 from .session import EndpointSession
 from .spec import SPECS, CaseSpec, build_spec, marker_help
 from .yamlcases import is_case_file, load_cases
@@ -222,7 +221,7 @@ def _error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, A
             "verdict": "error", "reason": reason}
 
 
-def _measure_marked(item: pytest.Item) -> Result | None:
+def _measure_marked(item: pytest.Item) -> None:
     """Measure the item's marker case once; a run that cannot measure becomes a one-line setup error."""
     spec = item.stash.get(SPEC, None)
     if spec is None:

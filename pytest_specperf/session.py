@@ -28,12 +28,19 @@ class EndpointSession:
         self._client: Client | None = None
         self._runner: Runner | None = None
         self.progress: Any = None
+        self._start_error: ConfigError | MeasurementError | None = None
 
     @property
     def url(self) -> str:
         """The endpoint URL, starting the simulator or engine on first use."""
         if self._given_url is None:
-            self._start()
+            if self._start_error is not None:
+                raise self._start_error  # one failed start is enough: every case reports the same reason
+            try:
+                self._start()
+            except (ConfigError, MeasurementError) as exc:
+                self._start_error = exc
+                raise
         assert self._given_url is not None
         return self._given_url
 
