@@ -149,6 +149,13 @@ def read_settings(config: pytest.Config) -> Settings:
     sim = str(_raw(config, "specperf_sim") or "healthy")
     if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():
         raise ConfigError(f"--specperf-sim={sim}: no such profile file; give a built-in profile name or a YAML path")
+    if not (endpoint or engine):
+        from .sim import ProfileError, load_profile
+
+        try:
+            load_profile(sim)  # validated now, so a typo is a usage error before anything runs
+        except ProfileError as exc:
+            raise ConfigError(f"--specperf-sim={sim}: {exc}") from None
     json_path, markdown, bencher = (_out_file(config, n) for n in ("specperf_json", "specperf_markdown",
                                                                     "specperf_bencher"))
     inconclusive = str(_raw(config, "specperf_inconclusive") or "warn")

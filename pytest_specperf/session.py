@@ -63,11 +63,13 @@ class EndpointSession:
                 raise MeasurementError(str(exc)) from None
             self.started = f"engine:llamacpp ({s.engine_preset})"
         else:
-            from .sim import SimServer
+            from .sim import SimServer, SimStartError
 
             server = SimServer(s.sim, speed=s.sim_speed)
             try:
                 server.start()
+            except SimStartError as exc:
+                raise MeasurementError(f"the embedded simulator did not start: {exc}") from None
             except ValueError as exc:
                 raise ConfigError(f"--specperf-sim={s.sim}: {exc}") from None
             self.started = f"sim:{s.sim}" + (f" x{s.sim_speed:g}" if s.sim_speed != 1 else "")
