@@ -148,3 +148,11 @@ def test_xdist_workers_share_one_endpoint_and_never_overlap(pytester: pytest.Pyt
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, "two perf cases ran at once against the same endpoint"
     assert any(line.startswith("case ") for line in res.outlines)
+
+
+def test_unknown_sim_profile_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    res = pytester.runpytest_subprocess("--specperf-sim=helthy")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--specperf-sim=helthy: unknown profile 'helthy': built-in profiles are" in res.stderr.str()
+    assert "Traceback" not in res.stderr.str()
