@@ -10,7 +10,6 @@ from pytest_specperf.sim import SimServer
 from pytest_specperf.spec import SustainedSpec, TwoPointSpec
 
 
-
 def _truth_trace(truth: dict) -> tuple[np.ndarray, np.ndarray]:
     steps = truth["steps"]
     return np.array([s["t_s"] for s in steps]), np.array([s["tokens"] for s in steps])
