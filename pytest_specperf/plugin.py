@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from . import __version__, exports, gating, storage
+from . import __version__, benchmark_bridge, exports, gating, storage
 from .errors import ConfigError, MeasurementError
 from .options import Settings, add_options, read_settings
 from .report import table, write_json_atomic
@@ -158,10 +158,13 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
     return None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    bench = benchmark_bridge.wanted(config)
     for item in items:
-        if isinstance(item, pytest.Function) and SPEC in item.stash and "specperf" not in item.fixturenames:
-            item.fixturenames.append("specperf")  # marker cases need the fixture even if they don't ask for it
+        if isinstance(item, pytest.Function) and SPEC in item.stash:
+            for name in ("specperf", "benchmark") if bench else ("specperf",):
+                if name not in item.fixturenames:
+                    item.fixturenames.append(name)  # marker cases need them even if they don't ask
 
 
 class YamlCaseFile(pytest.File):
@@ -340,6 +343,11 @@ def specperf(request: pytest.FixtureRequest) -> SpecperfFixture:
 def pytest_runtest_call(item: pytest.Item) -> Any:
     # A failed floor is the diagnosis: report it instead of running the body's own asserts.
     if isinstance(item, pytest.Function):
+        bench = item.funcargs.get("benchmark") if SPEC in item.stash else None
+        for r in item.stash.get(RESULTS, []) if bench is not None else []:
+            problem = benchmark_bridge.feed(bench, r)
+            if problem:
+                item.warn(SpecperfWarning(problem))
         reason = _failed_reason(item)
         if reason:
             pytest.fail(reason, pytrace=False)

@@ -133,3 +133,19 @@ def test_bencher_export(project: pytest.Pytester) -> None:
     doc = json.loads(out.read_text())
     (bench,) = doc.values()
     assert bench["decode-tps"]["lower_value"] <= bench["decode-tps"]["value"] <= bench["decode-tps"]["upper_value"]
+
+
+def test_results_land_in_pytest_benchmark_json(project: pytest.Pytester) -> None:
+    _cases(project)
+    out = project.path / "bench.json"
+    spec = project.path / "r.json"
+    res = project.runpytest_subprocess(FAST, f"--benchmark-json={out}", f"--specperf-json={spec}")
+    res.assert_outcomes(passed=1)
+    assert "PytestBenchmarkWarning" not in res.stdout.str()
+    (bench,) = json.loads(out.read_text())["benchmarks"]
+    (r,) = _results(spec)
+    assert bench["stats"]["rounds"] == 5  # one round per stream of repeat=5
+    per_token = sorted(1 / s["decode_tps"] for s in r["streams"])
+    assert bench["stats"]["min"] == pytest.approx(per_token[0])
+    assert bench["stats"]["max"] == pytest.approx(per_token[-1])
+    assert bench["extra_info"]["decode_tps"] == pytest.approx(r["decode_tps"])
