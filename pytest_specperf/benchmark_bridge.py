@@ -19,7 +19,8 @@ def wanted(config: Any) -> bool:
     """True when pytest-benchmark is active and asked to write or compare results."""
     if not config.pluginmanager.hasplugin("pytest_benchmark") and not config.pluginmanager.hasplugin("benchmark"):
         return False
-    return any(config.getoption(name, None) not in (None, False) for name in OUTPUT_OPTIONS)
+    # Truthiness, not None: --benchmark-compare defaults to [] when not given.
+    return any(bool(config.getoption(name, None)) for name in OUTPUT_OPTIONS)
 
 
 def feed(bench: Any, result: dict[str, Any]) -> str | None:

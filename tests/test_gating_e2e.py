@@ -149,3 +149,10 @@ def test_results_land_in_pytest_benchmark_json(project: pytest.Pytester) -> None
     assert bench["stats"]["min"] == pytest.approx(per_token[0])
     assert bench["stats"]["max"] == pytest.approx(per_token[-1])
     assert bench["extra_info"]["decode_tps"] == pytest.approx(r["decode_tps"])
+
+
+def test_no_benchmark_output_unless_asked(project: pytest.Pytester) -> None:
+    _cases(project)
+    res = project.runpytest_subprocess(FAST)
+    res.assert_outcomes(passed=1)
+    assert "benchmark: 1 tests" not in res.stdout.str() and "Rounds" not in res.stdout.str()
