@@ -202,7 +202,12 @@ class Client:
         """Prompt tokens of ``text`` as the server counts a completions prompt (special tokens included)."""
         style = self.caps.tokenize
         if style is None:
-            raise self._fail(f"{self.kind} server at {self.url} has no tokenize route; exact ctx needs one")
+            # No tokenize route (Ollama, plain OpenAI): the server's own count from a 1-token request.
+            usage = self.complete(text, 1).usage
+            if "prompt_tokens" not in usage:
+                raise self._fail(f"{self.kind} server at {self.url} has no tokenize route and reports no "
+                                 "usage.prompt_tokens; exact ctx cannot be built there")
+            return int(usage["prompt_tokens"])
         if style == "llamacpp":
             resp = self._request("POST", "/tokenize", json={"content": text, "add_special": True})
         elif style == "tgi":

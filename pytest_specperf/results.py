@@ -80,6 +80,8 @@ class SustainedResult(Result):
     count_source: str = ""
     acceptance: dict[str, Any] | None = None
     attribution: dict[str, Any] | None = None
+    window_accept_len: list[float] = field(default_factory=list)  # tokens per step per window (step chunks)
+    window_step_ms: list[float] = field(default_factory=list)  # step time per window (step chunks)
     burst_tps: float | None = None
     burst_gap: float | None = None
     repeat: int = 1

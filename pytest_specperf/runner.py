@@ -124,6 +124,13 @@ class Runner:
             r.late_tps = med([d.late_tps for d in drifts])
             r.window_tps = [float(x) for x in np.median(
                 np.array([s.window_tps for s in streams if s.window_tps]), axis=0)]
+        if self.client.caps.step_chunks:
+            per_stream = [s for s in streams if s.window_tokens_per_chunk]
+            if per_stream and len({len(s.window_tokens_per_chunk) for s in per_stream}) == 1:
+                r.window_accept_len = [float(x) for x in np.median(
+                    [s.window_tokens_per_chunk for s in per_stream], axis=0)]
+                r.window_step_ms = [1000.0 / float(x) for x in np.median(
+                    [s.window_chunks_per_s for s in per_stream], axis=0)]
         after = self._scrape()
         r.acceptance, r.attribution = self._acceptance(streams, before, after, timings)
         if spec.require_speculation and not _speculates(r.acceptance):

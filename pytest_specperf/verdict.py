@@ -54,9 +54,12 @@ def causes(r: SustainedResult) -> str:
     a = r.attribution
     if not a:
         return ""
+    def pct(x: float) -> int:
+        return round(x * 100)  # an int: no "-0%"
+
     return (f"acceptance {a['accept_early']:.1f} -> {a['accept_late']:.1f} tokens/step "
-            f"({a['accept_share'] * 100:.0f}% of the slowdown), step {a['step_ms_early']:.0f} -> "
-            f"{a['step_ms_late']:.0f} ms ({a['step_share'] * 100:.0f}%)")
+            f"({pct(a['accept_share'])}% of the slowdown), step {a['step_ms_early']:.0f} -> "
+            f"{a['step_ms_late']:.0f} ms ({pct(a['step_share'])}%)")
 
 
 def _causes(r: SustainedResult) -> str:

@@ -38,6 +38,8 @@ def test_seed_attribution_matches_truth(seed_sim: SimServer, runner_for) -> None
     assert abs(a["step_share"] - true_step) < 0.05
     # Both causes are real in the seed story: acceptance falls (about 5 -> 2.9) and steps slow down.
     assert a["accept_early"] > 4 and a["accept_late"] < 3.5 and a["step_ms_late"] > a["step_ms_early"]
+    assert len(r.window_accept_len) == len(r.window_step_ms) == len(r.window_tps)
+    assert r.window_accept_len[0] > 4 and r.window_accept_len[-1] < 3.5
 
 
 def test_require_speculation_errors_without_drafts(speed: float, runner_for) -> None:
@@ -80,3 +82,12 @@ def test_other_traffic_marks_acceptance_contaminated(speed: float, runner_for) -
         clean = runner.sustained(SustainedSpec(tokens=600, ctx=200), "quiet")
     assert r.acceptance is not None and r.acceptance["contaminated"]
     assert clean.acceptance is not None and not clean.acceptance["contaminated"]
+
+
+def test_burst_gap_catches_the_story_where_two_point_does_not(seed_sim: SimServer, runner_for) -> None:
+    runner = runner_for(seed_sim.url)
+    r = runner.run(SustainedSpec(tokens=1500, ctx=2700, content="reasoning", max_burst_gap=0.3, max_drift=0.99),
+                   "burst-gap")
+    assert r.burst_tps is not None and r.burst_tps > r.decode_tps
+    assert r.burst_gap == pytest.approx(1 - r.decode_tps / r.burst_tps)
+    assert r.verdict == "failed" and "burst gap" in r.reason and "> 0.3: sustained" in r.reason

@@ -81,3 +81,16 @@ def test_wrong_model_name(healthy_sim: SimServer) -> None:
 def test_endpoint_down() -> None:
     with pytest.raises(MeasurementError, match=r"endpoint http://127\.0\.0\.1:9 is down .*start the server"):
         Client("http://127.0.0.1:9").detect()
+
+
+def test_output_shorter_than_asked_is_an_error(speed: float) -> None:
+    # A server that stops at EOS and is not told to ignore it (kind forced to plain OpenAI: no ignore_eos).
+    with SimServer("healthy", speed=speed, overrides={"eos_after_tokens": 50}) as sim:
+        from pytest_specperf.runner import Runner
+        from pytest_specperf.spec import SustainedSpec
+
+        c = Client(sim.url, kind="openai")
+        c.detect()
+        with pytest.raises(MeasurementError, match=r"^output 50 tokens < 300 asked \(finish_reason=stop\): the server "
+                                                   r"cannot force the length"):
+            Runner(c).sustained(SustainedSpec(tokens=300, ctx=64), "short")
