@@ -101,6 +101,30 @@ def from_metrics(kind: str, before: dict[str, float], after: dict[str, float], c
     return acc
 
 
+def from_tgi_summary(before: dict[str, float], after: dict[str, float]) -> Acceptance | None:
+    """TGI: ``tgi_request_skipped_tokens`` is a summary of n-1 per step (n = tokens of the step)."""
+    s0, s1 = before.get("tgi_request_skipped_tokens_sum", 0.0), after.get("tgi_request_skipped_tokens_sum")
+    c0, c1 = before.get("tgi_request_skipped_tokens_count", 0.0), after.get("tgi_request_skipped_tokens_count")
+    if s1 is None or c1 is None or c1 - c0 <= 0:
+        return None
+    # The prefill step adds a 0 sample, so this slightly understates the length: inferred, not exact.
+    return Acceptance(1.0 + (s1 - s0) / (c1 - c0), None, "metrics", False, steps=int(c1 - c0),
+                      note="TGI skipped-tokens summary; the prefill step is counted as a step")
+
+
+def from_vllm_response(metrics: list[dict[str, Any]]) -> Acceptance | None:
+    """vLLM ``--per-request-spec-decode-metrics``: ``metrics.speculative_decoding`` on the final chunk."""
+    sd = [m.get("speculative_decoding") for m in metrics if isinstance(m, dict)]
+    sd = [x for x in sd if isinstance(x, dict) and x.get("num_spec_steps")]
+    if not sd:
+        return None
+    steps = sum(int(x["num_spec_steps"]) for x in sd)
+    accepted = sum(int(x.get("num_accepted_draft_tokens", 0)) for x in sd)
+    drafted = sum(int(x.get("num_draft_tokens", 0)) for x in sd)
+    return Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "response", True,
+                      steps=steps, drafted=drafted, accepted=accepted)
+
+
 def from_llamacpp_timings(timings: list[dict[str, Any]]) -> Acceptance | None:
     """Rate from llama.cpp's per-response ``timings.draft_n`` / ``draft_n_accepted`` (absent keys mean 0)."""
     drafted = sum(int(t.get("draft_n", 0)) for t in timings)

@@ -95,6 +95,7 @@ class Runner:
         progress = self._progress(nodeid) if self._progress else None
         before = self._scrape()
         timings: list[dict[str, Any]] = []
+        resp_metrics: list[dict[str, Any]] = []
         for i in range(spec.repeat):
             prompt = self.prompt(spec.content, spec.ctx, seed + i)
             trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i, on_progress=progress)
@@ -103,6 +104,8 @@ class Runner:
             streams.append(s)
             if trace.timings is not None:
                 timings.append(trace.timings)
+            if isinstance(trace.extras.get("metrics"), dict):
+                resp_metrics.append(trace.extras["metrics"])
             if d is not None:
                 drifts.append(d)
         max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
@@ -132,7 +135,7 @@ class Runner:
                 r.window_step_ms = [1000.0 / float(x) for x in np.median(
                     [s.window_chunks_per_s for s in per_stream], axis=0)]
         after = self._scrape()
-        r.acceptance, r.attribution = self._acceptance(streams, before, after, timings)
+        r.acceptance, r.attribution = self._acceptance(streams, before, after, timings, resp_metrics)
         if spec.require_speculation and not _speculates(r.acceptance):
             raise measure.MeasurementError(
                 f"require_speculation=True but {self.client.url} shows no speculative decoding "
@@ -153,7 +156,8 @@ class Runner:
             return None  # unparsable /metrics: acceptance from other sources
 
     def _acceptance(self, streams: list[StreamResult], before: dict[str, float] | None,
-                    after: dict[str, float] | None, timings: list[dict[str, Any]]
+                    after: dict[str, float] | None, timings: list[dict[str, Any]],
+                    resp_metrics: list[dict[str, Any]] | None = None
                     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split."""
         completion = sum(s.completion_tokens for s in streams)
@@ -162,6 +166,10 @@ class Runner:
         acc = None
         if before is not None and after is not None:
             acc = acceptance.from_metrics(self.client.kind, before, after, completion, n_steps)
+            if acc is None and self.client.kind == "tgi":
+                acc = acceptance.from_tgi_summary(before, after)
+        if acc is None and resp_metrics:
+            acc = acceptance.from_vllm_response(resp_metrics)
         if acc is None and timings:
             acc = acceptance.from_llamacpp_timings(timings)
         elif acc is not None and timings and acc.rate is None:
