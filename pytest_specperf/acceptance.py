@@ -8,9 +8,13 @@ acceptance comes from chunk sizes on servers that send one chunk per engine step
 
 from __future__ import annotations
 
+import itertools
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 # Counter sample names per server kind (reference/servers.md).
@@ -141,3 +145,56 @@ def from_chunks(tokens_per_chunk: float) -> Acceptance:
     """Inferred from chunk sizes on servers that send one chunk per engine step."""
     return Acceptance(tokens_per_chunk, None, "chunks", False,
                       note="one chunk per engine step assumed; merged chunks would inflate it")
+
+
+class Scraper:
+    """Scrapes /metrics every ``interval`` s in a thread during a stream, for acceptance over time.
+
+    Only worth it where counters move per step (vLLM; not llama.cpp, which folds a request in at
+    its end). Its own connection, and a scrape every half second, keep it off the stream's clock.
+    """
+
+    def __init__(self, url: str, kind: str, interval: float = 0.5, headers: dict[str, str] | None = None) -> None:
+        self.url, self.kind, self.interval = url.rstrip("/"), kind, interval
+        self._headers = headers or {}
+        self.samples: list[tuple[float, dict[str, float]]] = []  # (perf_counter, snapshot)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="specperf-scraper", daemon=True)
+
+    def _scrape(self, http: httpx.Client) -> None:
+        try:
+            resp = http.get(f"{self.url}/metrics")
+            if resp.status_code == 200:
+                self.samples.append((time.perf_counter(), snapshot(resp.text)))
+        except (httpx.HTTPError, ValueError):
+            pass  # a missed scrape only coarsens the series
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._scrape(self._http)
+        self._scrape(self._http)
+
+    def __enter__(self) -> Scraper:
+        # The first scrape is taken here, before the request: one at send time would delay its TTFT.
+        self._http = httpx.Client(headers=self._headers, timeout=5.0)
+        self._scrape(self._http)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._http.close()
+
+    def series(self, t0: float) -> list[dict[str, float]]:
+        """Mean acceptance length per scrape interval: ``{"t_s": interval end since t0, "mean_len", "steps"}``."""
+        names = SERIES.get(self.kind)
+        if not names or "accepted" not in names:
+            return []
+        out = []
+        for (_, a), (tb, b) in itertools.pairwise(self.samples):
+            steps = b.get(names["steps"], 0.0) - a.get(names["steps"], 0.0)
+            if steps > 0:
+                acc = b.get(names["accepted"], 0.0) - a.get(names["accepted"], 0.0)
+                out.append({"t_s": tb - t0, "mean_len": 1.0 + acc / steps, "steps": int(steps)})
+        return out

@@ -46,6 +46,7 @@ class Trace:
     exact: bool
     timings: dict[str, Any] | None = None  # llama.cpp's last `timings` object
     extras: dict[str, Any] = field(default_factory=dict)  # other per-response stats (vLLM metrics, sglext)
+    t0: float = 0.0  # time.perf_counter() when the request was sent: chunk times are relative to it
 
     @property
     def completion_tokens(self) -> int:
@@ -381,7 +382,7 @@ class Client:
             exact = False
         if not chunks:
             raise self._fail("the stream carried no tokens")
-        return Trace(chunks, total, usage, finish, resp_id, source or "chunks", exact, timings, extras)
+        return Trace(chunks, total, usage, finish, resp_id, source or "chunks", exact, timings, extras, t0)
 
     def _count_text_chunks(self, chunks: list[Chunk]) -> None:
         """Fallback: tokenize each chunk's text (approximate at chunk seams), or 1 token per chunk."""

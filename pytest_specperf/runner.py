@@ -96,9 +96,17 @@ class Runner:
         before = self._scrape()
         timings: list[dict[str, Any]] = []
         resp_metrics: list[dict[str, Any]] = []
+        scrape_series: list[list[dict[str, float]]] = []
         for i in range(spec.repeat):
             prompt = self.prompt(spec.content, spec.ctx, seed + i)
-            trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i, on_progress=progress)
+            if self.client.kind == "vllm" and before is not None:  # counters that move per step
+                with acceptance.Scraper(self.client.url, "vllm", headers=dict(self.client.http.headers)) as sc:
+                    trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i,
+                                               on_progress=progress)
+                scrape_series.append(sc.series(trace.t0))
+            else:
+                trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i,
+                                           on_progress=progress)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
             s, d = measure.stream_result(trace, coalesce_s=0.0 if self.client.caps.step_chunks else BURST_S)
             streams.append(s)
@@ -136,6 +144,8 @@ class Runner:
                     [s.window_chunks_per_s for s in per_stream], axis=0)]
         after = self._scrape()
         r.acceptance, r.attribution = self._acceptance(streams, before, after, timings, resp_metrics)
+        if r.acceptance is not None and scrape_series and scrape_series[0]:
+            r.acceptance["over_time"] = scrape_series[0]  # first stream: per scrape interval, from counters
         if spec.require_speculation and not _speculates(r.acceptance):
             raise measure.MeasurementError(
                 f"require_speculation=True but {self.client.url} shows no speculative decoding "

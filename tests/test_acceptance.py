@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -91,3 +92,14 @@ def test_burst_gap_catches_the_story_where_two_point_does_not(seed_sim: SimServe
     assert r.burst_tps is not None and r.burst_tps > r.decode_tps
     assert r.burst_gap == pytest.approx(1 - r.decode_tps / r.burst_tps)
     assert r.verdict == "failed" and "burst gap" in r.reason and "> 0.3: sustained" in r.reason
+
+
+def test_periodic_scrapes_show_acceptance_falling_during_the_stream(runner_for) -> None:
+    # vLLM-style counters move every step, so scrapes during one stream see the drop as it happens.
+    with SimServer("acceptance-collapse", speed=2.0) as sim:
+        r = runner_for(sim.url).sustained(SustainedSpec(tokens=1200, ctx=200), "over-time")
+    series = r.acceptance["over_time"]
+    assert len(series) >= 6
+    assert series[0]["mean_len"] == pytest.approx(5.0, abs=0.1)  # before the shift at 300 tokens
+    assert series[-1]["mean_len"] == pytest.approx(2.0, abs=0.1)  # after it
+    assert all(b["t_s"] > a["t_s"] for a, b in itertools.pairwise(series))
