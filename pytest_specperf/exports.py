@@ -32,8 +32,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .compare import CaseComparison, case_key, sub_cases, trials
+from .report import COLUMNS, cells
+from .report import finite_number as _num
 
-COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
 #: result field -> Bencher measure slug
 MEASURES = {
     "decode_tps": "decode-tps",
@@ -52,12 +53,6 @@ EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "p
                      "verdict", "reason")
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v) if math.isfinite(v) else None
-
-
 def _cell(text: str) -> str:
     # GFM: a '|' ends the cell even inside a code span unless escaped; newlines end the row.
     return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
@@ -68,36 +63,8 @@ def _case(nodeid: str, suffix: str = "") -> str:
     return f"`{short}`{suffix}"
 
 
-def _f(v: Any, spec: str = ".1f") -> str:
-    x = _num(v)
-    return "-" if x is None else format(x, spec)
-
-
-def _tokens(r: dict[str, Any]) -> str:
-    if r.get("kind") == "sustained":
-        return _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
-    if _num(r.get("long")) is not None and _num(r.get("short")) is not None:
-        return _f(r["long"] - r["short"], ".0f")
-    return "-"
-
-
 def _row(r: dict[str, Any], case: str, *, verdict: bool = True) -> list[str]:
-    if r.get("kind") == "ctx_sweep" and r.get("points"):
-        pts = r["points"]
-        ctx = f"{_f(pts[0].get('prompt_tokens') or pts[0].get('ctx'), '.0f')}.." \
-              f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
-    else:
-        ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
-    ttft = _num(r.get("ttft_s"))
-    early, late = _num(r.get("early_tps")), _num(r.get("late_tps"))
-    text = ""
-    if verdict:
-        text = str(r.get("verdict", ""))
-        if text != "passed" and r.get("reason"):
-            text = f"{text}: {r['reason']}"
-    return [case, ctx, _tokens(r), "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
-            "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"),
-            _cell(text)]
+    return [case, *(_cell(c) for c in cells(r, verdict=verdict))]
 
 
 def _pct(x: float) -> str:

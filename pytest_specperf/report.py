@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -15,28 +16,48 @@ from . import __version__
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
 
 
-def _fmt(v: Any, spec: str = ".1f") -> str:
-    return "-" if v is None else format(v, spec)
+def finite_number(v: Any) -> float | None:
+    """``v`` as a float if it is a finite number (not a bool), else None."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def _f(v: Any, spec: str = ".1f") -> str:
+    x = finite_number(v)
+    return "-" if x is None else format(x, spec)
+
+
+def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
+    """The columns after "case" for one result dict, as plain text (missing values are "-")."""
+    if r.get("kind") == "ctx_sweep" and r.get("points"):
+        pts = r["points"]
+        ctx = f"{_f(pts[0].get('prompt_tokens') or pts[0].get('ctx'), '.0f')}.." \
+              f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
+    else:
+        ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
+    if r.get("kind") == "sustained":
+        tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
+    elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
+        tokens = _f(r["long"] - r["short"], ".0f")
+    else:
+        tokens = "-"
+    ttft = finite_number(r.get("ttft_s"))
+    early, late = finite_number(r.get("early_tps")), finite_number(r.get("late_tps"))
+    text = ""
+    if verdict:
+        text = str(r.get("verdict", ""))
+        if text != "passed" and r.get("reason"):
+            text = f"{text}: {r['reason']}"
+    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
+            "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"), text]
 
 
 def row(r: dict[str, Any]) -> tuple[str, ...]:
-    """One table row from a result dict."""
-    kind = r.get("kind", "")
-    case = r.get("nodeid", "").split("::")[-1] or r.get("nodeid", "")
-    if kind == "ctx_sweep" and r.get("points"):
-        ctx = f"{r['points'][0]['prompt_tokens']}..{r['points'][-1]['prompt_tokens']}"
-    else:
-        ctx = _fmt(r.get("prompt_tokens") or r.get("ctx"), "d")
-    tokens = _fmt(r.get("completion_tokens") if kind == "sustained" else
-                  (r["long"] - r["short"] if kind == "two_point" and "long" in r else None), "d")
-    ttft = f"{r['ttft_s'] * 1000:.0f} ms" if r.get("ttft_s") else "-"
-    early, late = r.get("early_tps"), r.get("late_tps")
-    el = f"{early:.1f} -> {late:.1f}" if early is not None and late is not None else "-"
-    drift = _fmt(r.get("drift"), ".2f")
-    verdict = r.get("verdict", "")
-    if verdict != "passed" and r.get("reason"):
-        verdict = f"{verdict}: {r['reason']}"
-    return (f"[{kind}] {case}", ctx, tokens, ttft, _fmt(r.get("decode_tps")), el, drift, verdict)
+    """One terminal table row from a result dict."""
+    nodeid = str(r.get("nodeid", ""))
+    case = nodeid.split("::")[-1] or nodeid
+    return (f"[{r.get('kind', '')}] {case}", *cells(r))
 
 
 def table(results: Iterable[dict[str, Any]]) -> list[str]:
