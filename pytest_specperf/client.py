@@ -209,12 +209,17 @@ class Client:
                 raise self._fail(f"{self.kind} server at {self.url} has no tokenize route and reports no "
                                  "usage.prompt_tokens; exact ctx cannot be built there")
             return int(usage["prompt_tokens"])
+        return self._tokenize(text, special=True)
+
+    def _tokenize(self, text: str, *, special: bool) -> int:
+        """Token count from the server's tokenize route (``special``: count BOS and the like as a prompt does)."""
+        style = self.caps.tokenize
         if style == "llamacpp":
-            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": True})
+            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": special})
         elif style == "tgi":
             resp = self._request("POST", "/tokenize", json={"inputs": text})
         else:
-            body: dict[str, Any] = {"prompt": text, "add_special_tokens": True}
+            body: dict[str, Any] = {"prompt": text, "add_special_tokens": special}
             if self.model:
                 body["model"] = self.model
             resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
@@ -222,9 +227,7 @@ class Client:
         out = resp.json()
         if isinstance(out, list):  # TGI: one entry per token
             return len(out)
-        if "count" in out:
-            return int(out["count"])
-        return len(out["tokens"])
+        return int(out["count"]) if "count" in out else len(out["tokens"])
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -389,18 +392,7 @@ class Client:
         can_tokenize = self.caps.tokenize is not None
         for c in chunks:
             if c.tokens == -1:
-                c.tokens = max(1, self._raw_count(c.text)) if can_tokenize else 1
-
-    def _raw_count(self, text: str) -> int:
-        style = self.caps.tokenize
-        if style == "llamacpp":
-            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": False})
-            return len(resp.json()["tokens"])
-        if style == "tgi":
-            return len(self._request("POST", "/tokenize", json={"inputs": text}).json())
-        body = {"prompt": text, "add_special_tokens": False, "model": self.model}
-        out = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body).json()
-        return int(out.get("count", len(out.get("tokens", []))))
+                c.tokens = max(1, self._tokenize(c.text, special=False)) if can_tokenize else 1
 
     def metrics_text(self) -> str | None:
         """The Prometheus text at /metrics, or None if the server has none."""

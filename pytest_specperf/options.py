@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,6 @@ def read_settings(config: pytest.Config) -> Settings:
     engine_model = _raw(config, "specperf_engine_model")
     if engine_model is not None and not Path(engine_model).is_file():
         raise ConfigError(f"--specperf-engine-model={engine_model}: no such file; give the path of a .gguf model")
-    import shlex
-
     engine_args = tuple(shlex.split(str(_raw(config, "specperf_engine_args") or "")))
     sim = str(_raw(config, "specperf_sim") or "healthy")
     if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():

@@ -120,5 +120,3 @@ class EndpointSession:
             finally:
                 self._server = None
 
-
-__all__ = ["EndpointSession", "MeasurementError"]
