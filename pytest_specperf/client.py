@@ -99,6 +99,9 @@ class Client:
     def _fail(self, message: str) -> MeasurementError:
         return MeasurementError(self._redact(message))
 
+    def _down(self, exc: Exception) -> MeasurementError:
+        return self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix --endpoint")
+
     def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """Send with bounded retries on 429/503 (honouring Retry-After); connection errors are named."""
         return self._timed_request(method, path, **kw)[0]
@@ -111,8 +114,7 @@ class Client:
                 resp = self.http.request(method, path, **kw)
                 elapsed = time.perf_counter() - t0
             except httpx.ConnectError as exc:
-                raise self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server "
-                                 "or fix --endpoint") from None
+                raise self._down(exc) from None
             except httpx.TimeoutException:
                 raise self._fail(f"{method} {path} got no answer within {self.timeout:g} s "
                                  "(raise --specperf-timeout if the server is just slow)") from None
@@ -283,8 +285,7 @@ class Client:
                         yield resp, t0
                         return
             except httpx.ConnectError as exc:
-                raise self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server "
-                                 "or fix --endpoint") from None
+                raise self._down(exc) from None
             except httpx.TimeoutException:
                 raise self._fail(f"POST {path}: no response headers within {self.timeout:g} s "
                                  f"(--specperf-timeout={self.timeout:g})") from None
