@@ -129,6 +129,32 @@ def from_vllm_response(metrics: list[dict[str, Any]]) -> Acceptance | None:
                       steps=steps, drafted=drafted, accepted=accepted)
 
 
+def from_sglang_details(details: list[dict[str, Any]]) -> Acceptance | None:
+    """SGLang per-request counts: ``sglext.spec_tokens_details`` (or native ``meta_info``) ``spec_*`` fields."""
+    ds = [d for d in details if isinstance(d, dict) and d.get("spec_verify_ct")]
+    if not ds:
+        return None
+    steps = sum(int(d["spec_verify_ct"]) for d in ds)
+    if not all("spec_num_correct_drafts" in d for d in ds):
+        # Older builds give only SGLang's own length (completion tokens / verify calls).
+        mean = sum(float(d.get("spec_accept_length", 0.0)) * int(d["spec_verify_ct"]) for d in ds) / steps
+        return Acceptance(mean, None, "response", False, steps=steps,
+                          note="SGLang spec_accept_length (completion tokens / verify calls)")
+    accepted = sum(int(d["spec_num_correct_drafts"]) for d in ds)
+    drafted = sum(int(d.get("spec_num_proposed_drafts", 0)) for d in ds)
+    # Histogram index j = verify steps that accepted j drafts, so position k was accepted in
+    # the steps that accepted more than k.
+    hist: list[int] = []
+    for d in ds:
+        h = d.get("spec_correct_drafts_histogram") or []
+        hist += [0] * (len(h) - len(hist))
+        for j, v in enumerate(h):
+            hist[j] += int(v)
+    per_pos = [sum(hist[k + 1:]) / steps for k in range(len(hist) - 1)] if sum(hist) == steps else []
+    return Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "response", True,
+                      steps=steps, drafted=drafted, accepted=accepted, per_position=per_pos)
+
+
 def from_llamacpp_timings(timings: list[dict[str, Any]]) -> Acceptance | None:
     """Rate from llama.cpp's per-response ``timings.draft_n`` / ``draft_n_accepted`` (absent keys mean 0)."""
     drafted = sum(int(t.get("draft_n", 0)) for t in timings)

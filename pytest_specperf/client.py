@@ -233,9 +233,10 @@ class Client:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int) -> tuple[str, dict[str, Any]]:
+    def _body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
+              temperature: float) -> tuple[str, dict[str, Any]]:
         caps = self.caps
-        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": 0, "seed": seed,
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
                                 "stream": stream}
         if api == "chat":
             path = "/v1/chat/completions"
@@ -247,6 +248,8 @@ class Client:
             body["ignore_eos"] = True
         if caps.min_tokens:
             body["min_tokens"] = max_tokens
+        if caps.spec_details:
+            body["return_spec_tokens_details"] = True
         if stream:
             body["stream_options"] = {"include_usage": True}
             if caps.continuous_usage:
@@ -256,9 +259,9 @@ class Client:
         return path, body
 
     def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
-                 headers: dict[str, str] | None = None) -> Completion:
+                 temperature: float = 0.0, headers: dict[str, str] | None = None) -> Completion:
         """One non-streamed completion, timed from send to full response (retries not timed)."""
-        path, body = self._body(prompt, max_tokens, api, False, seed)
+        path, body = self._body(prompt, max_tokens, api, False, seed, temperature)
         resp, elapsed = self._timed_request("POST", path, json=body, headers=headers)
         self._check_status(resp, f"POST {path}")
         try:
@@ -292,9 +295,10 @@ class Client:
             time.sleep(wait)
 
     def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
-               headers: dict[str, str] | None = None, on_progress: Progress | None = None) -> Trace:
+               temperature: float = 0.0, headers: dict[str, str] | None = None,
+               on_progress: Progress | None = None) -> Trace:
         """One streamed completion; timestamps are taken as each SSE event is read."""
-        path, body = self._body(prompt, max_tokens, api, True, seed)
+        path, body = self._body(prompt, max_tokens, api, True, seed, temperature)
         chunks: list[Chunk] = []
         usage: dict[str, Any] = {}
         finish: str | None = None

@@ -36,6 +36,15 @@ SHORT_INSTRUCTIONS: dict[str, str] = {
     "repetitive": "Continue the records.",
 }
 
+#: Kinds whose completions prompts end with the corpus text itself: a raw continuation of records
+#: copies them, while an instruction line invites small instruct models to answer it instead.
+RAW_ON_COMPLETIONS: frozenset[str] = frozenset({"repetitive"})
+
+#: Kinds whose prompts begin at a block start, header included: records make sense to a model
+#: only with their heading, and one cut mid-block is continued as a different table. Later
+#: variants still differ (they begin a few characters into the block, see ``_Corpus.stream``).
+BLOCK_STARTS_ONLY: frozenset[str] = frozenset({"repetitive"})
+
 #: Most calls of ``count_tokens`` one build may make (each is a server round trip).
 MAX_CALLS = 12
 #: After this many calls, a count within tolerance ends the search for an exact one.
@@ -67,8 +76,9 @@ class Prompt:
 class _Corpus:
     """One kind's text: units joined in order, and the start points variants use."""
 
-    def __init__(self, units: list[str]) -> None:
+    def __init__(self, units: list[str], *, block_starts_only: bool = False) -> None:
         self.units = units
+        self.block_starts_only = block_starts_only
         self.text = _JOIN.join(units)
         self.unit_starts: list[int] = []
         pos = 0
@@ -84,6 +94,8 @@ class _Corpus:
         sentence starts whose first words differ; the rest follow, spread over the corpus.
         """
         text = self.text
+        if self.block_starts_only:
+            return _spread(self.unit_starts)
         paragraphs = [m.end() for m in re.finditer(r"\n\n[ \t]*(?=\S)", text)]
         lines = [m.end() for m in re.finditer(r"\n[ \t]*(?=\S)", text)]
         sentences = [m.start() for m in _SENTENCE_START.finditer(text)]
@@ -116,7 +128,9 @@ class _Corpus:
         cycle = variant // len(self.starts)
         if cycle:
             # Inside-word positions are no variant's start point, so none of them collides with one.
-            inside = [m.start() for m in re.finditer(r"(?<=\w)\w", self.text[start:start + 200])]
+            # Record blocks stay whole below their heading, so only the heading line is cut into.
+            stop = self.text.find("\n", start) if self.block_starts_only else start + 200
+            inside = [m.start() for m in re.finditer(r"(?<=\w)\w", self.text[start:stop])]
             if inside:
                 start += inside[(cycle - 1) % len(inside)]
         unit = bisect.bisect_right(self.unit_starts, start) - 1
@@ -161,7 +175,7 @@ def _corpus(kind: str) -> _Corpus:
     """The parsed corpus of ``kind``, read from package data once."""
     raw = resources.files("pytest_specperf").joinpath("data", f"{kind}.txt").read_text(encoding="utf-8")
     units = [u.strip("\n").rstrip() for u in raw.replace("\r\n", "\n").split(_UNIT_SEPARATOR)]
-    return _Corpus([u for u in units if u.strip()])
+    return _Corpus([u for u in units if u.strip()], block_starts_only=kind in BLOCK_STARTS_ONLY)
 
 
 class _Body:

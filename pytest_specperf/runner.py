@@ -12,7 +12,7 @@ import numpy as np
 from . import acceptance, measure, stats
 from .client import Client, Progress
 from .locks import endpoint_lock
-from .prompts import Prompt, build_prompt
+from .prompts import RAW_ON_COMPLETIONS, Prompt, build_prompt
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
 from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
@@ -38,16 +38,18 @@ class Runner:
         self.size_cap = size_cap  # (max ctx, max tokens, max floor) for small local engines
         self.max_drift = max_drift
         self._progress = progress
-        self._prompts: dict[tuple[str, int, int], Prompt] = {}
+        self._prompts: dict[tuple[str, int, int, str], Prompt] = {}
         self._warm = False
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def prompt(self, kind: str, ctx: int, variant: int) -> Prompt:
-        """A prompt of ``ctx`` server tokens (cached per kind, ctx and variant)."""
-        key = (kind, ctx, variant)
+    def prompt(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
+        """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api)."""
+        key = (kind, ctx, variant, api)
         if key not in self._prompts:
-            self._prompts[key] = build_prompt(kind, ctx, self.client.count_tokens, variant=variant)
+            raw = api == "completions" and kind in RAW_ON_COMPLETIONS
+            self._prompts[key] = build_prompt(kind, ctx, self.client.count_tokens, variant=variant,
+                                              instruction="" if raw else None)
         return self._prompts[key]
 
     def _base(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
@@ -95,18 +97,18 @@ class Runner:
         progress = self._progress(nodeid) if self._progress else None
         before = self._scrape()
         timings: list[dict[str, Any]] = []
-        resp_metrics: list[dict[str, Any]] = []
+        resp_metrics: list[dict[str, Any]] = []  # vLLM per-request `metrics`
+        spec_details: list[dict[str, Any]] = []  # SGLang per-request `sglext.spec_tokens_details`
         scrape_series: list[list[dict[str, float]]] = []
         for i in range(spec.repeat):
-            prompt = self.prompt(spec.content, spec.ctx, seed + i)
+            prompt = self.prompt(spec.content, spec.ctx, seed + i, spec.api)
+            ask = {"api": spec.api, "seed": seed + i, "temperature": spec.temperature, "on_progress": progress}
             if self.client.kind == "vllm" and before is not None:  # counters that move per step
                 with acceptance.Scraper(self.client.url, "vllm", headers=dict(self.client.http.headers)) as sc:
-                    trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i,
-                                               on_progress=progress)
+                    trace = self.client.stream(prompt.text, spec.tokens, **ask)
                 scrape_series.append(sc.series(trace.t0))
             else:
-                trace = self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed + i,
-                                           on_progress=progress)
+                trace = self.client.stream(prompt.text, spec.tokens, **ask)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
             s, d = measure.stream_result(trace, coalesce_s=0.0 if self.client.caps.step_chunks else BURST_S)
             streams.append(s)
@@ -114,6 +116,9 @@ class Runner:
                 timings.append(trace.timings)
             if isinstance(trace.extras.get("metrics"), dict):
                 resp_metrics.append(trace.extras["metrics"])
+            sglext = trace.extras.get("sglext")
+            if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
+                spec_details.append(sglext["spec_tokens_details"])
             if d is not None:
                 drifts.append(d)
         max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
@@ -143,7 +148,8 @@ class Runner:
                 r.window_step_ms = [1000.0 / float(x) for x in np.median(
                     [s.window_chunks_per_s for s in per_stream], axis=0)]
         after = self._scrape()
-        r.acceptance, r.attribution = self._acceptance(streams, before, after, timings, resp_metrics)
+        r.acceptance, r.attribution = self._acceptance(streams, before, after, timings, resp_metrics,
+                                                       spec_details)
         if r.acceptance is not None and scrape_series and scrape_series[0]:
             r.acceptance["over_time"] = scrape_series[0]  # first stream: per scrape interval, from counters
         if spec.require_speculation and not _speculates(r.acceptance):
@@ -167,9 +173,14 @@ class Runner:
 
     def _acceptance(self, streams: list[StreamResult], before: dict[str, float] | None,
                     after: dict[str, float] | None, timings: list[dict[str, Any]],
-                    resp_metrics: list[dict[str, Any]] | None = None
+                    resp_metrics: list[dict[str, Any]] | None = None,
+                    spec_details: list[dict[str, Any]] | None = None
                     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split."""
+        """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split.
+
+        Per-response counts win over counters that lack a rate (SGLang) or were moved by other
+        traffic: they belong to this request alone.
+        """
         completion = sum(s.completion_tokens for s in streams)
         step_chunks = self.client.caps.step_chunks
         n_steps = sum(round(s.completion_tokens / s.tokens_per_chunk) for s in streams) if step_chunks else None
@@ -178,8 +189,12 @@ class Runner:
             acc = acceptance.from_metrics(self.client.kind, before, after, completion, n_steps)
             if acc is None and self.client.kind == "tgi":
                 acc = acceptance.from_tgi_summary(before, after)
-        if acc is None and resp_metrics:
-            acc = acceptance.from_vllm_response(resp_metrics)
+        per_request = (acceptance.from_vllm_response(resp_metrics or [])
+                       or acceptance.from_sglang_details(spec_details or []))
+        if per_request is not None and (acc is None or acc.contaminated or acc.rate is None):
+            if acc is not None and acc.contaminated:
+                per_request.note = "counters moved more than this case explains (other traffic): per-request counts"
+            acc = per_request
         if acc is None and timings:
             acc = acceptance.from_llamacpp_timings(timings)
         elif acc is not None and timings and acc.rate is None:
@@ -192,15 +207,15 @@ class Runner:
 
     def two_point(self, spec: TwoPointSpec, nodeid: str = "") -> TwoPointResult:
         """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first."""
-        prompt = self.prompt(spec.content, spec.ctx, case_seed(nodeid))
+        prompt = self.prompt(spec.content, spec.ctx, case_seed(nodeid), spec.api)
         samples: list[float] = []
         shorts, longs = [], []
         usage: dict[str, Any] = {}
         for _ in range(spec.repeat):
             # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
-            self.client.complete(prompt.text, 1, api=spec.api)
-            short = self.client.complete(prompt.text, spec.short, api=spec.api)
-            long = self.client.complete(prompt.text, spec.long, api=spec.api)
+            self.client.complete(prompt.text, 1, api=spec.api, temperature=spec.temperature)
+            short = self.client.complete(prompt.text, spec.short, api=spec.api, temperature=spec.temperature)
+            long = self.client.complete(prompt.text, spec.long, api=spec.api, temperature=spec.temperature)
             n_long = int(long.usage.get("completion_tokens", 0))
             measure.check_length(spec.long, n_long, long.finish_reason, self.client.kind)
             samples.append(measure.two_point_rate(short, long))

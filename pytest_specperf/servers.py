@@ -19,13 +19,14 @@ class Capabilities:
     tokenize: str | None = None  # route style: "vllm" | "sglang" | "llamacpp" | "tgi"
     metrics: bool = False  # Prometheus /metrics with spec-decode series
     step_chunks: bool = False  # one SSE chunk per engine step (chunk size = tokens accepted in the step)
+    spec_details: bool = False  # SGLang: per-request draft counts on request (return_spec_tokens_details)
 
 
 CAPABILITIES: dict[str, Capabilities] = {
     "vllm": Capabilities(ignore_eos=True, min_tokens=True, continuous_usage=True, tokenize="vllm", metrics=True,
                          step_chunks=True),
     "sglang": Capabilities(ignore_eos=True, min_tokens=True, continuous_usage=True, tokenize="sglang", metrics=True,
-                           step_chunks=True),
+                           step_chunks=True, spec_details=True),
     "llamacpp": Capabilities(ignore_eos=True, timings_per_token=True, tokenize="llamacpp", metrics=True),
     "tgi": Capabilities(tokenize="tgi", metrics=True),
     "ollama": Capabilities(),

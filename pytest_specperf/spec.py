@@ -34,6 +34,9 @@ class CaseSpec:
     min_tps: float | None = None
     api: str = "completions"
     max_regression: float | None = None  # None: --specperf-max-regression
+    # Sampling temperature of every request. 0 (greedy) is reproducible; acceptance depends on it,
+    # so a case that guards a served configuration can ask for the temperature it serves.
+    temperature: float = 0.0
 
     def validate(self) -> None:
         """Raise ConfigError naming the keyword when a value is out of range."""
@@ -48,6 +51,8 @@ class CaseSpec:
         _check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
         _check(self.max_regression is None or (_is_number(self.max_regression) and 0 < self.max_regression < 1), k,
                f"max_regression must be a fraction in (0, 1), got {self.max_regression!r}")
+        _check(_is_number(self.temperature) and 0 <= self.temperature <= 2, k,
+               f"temperature must be a number in [0, 2], got {self.temperature!r}")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for reports and JSON."""

@@ -103,7 +103,9 @@ def test_variants_differ_from_the_first_characters(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_variants_past_the_start_points_still_differ(kind: str) -> None:
     n = len(prompts._corpus(kind).starts)
-    assert n > 10_000  # the runner draws variants from a stable hash of the case id
+    # The runner draws variants from a stable hash of the case id; record blocks start only at
+    # their headings, and variants past those begin a few characters in.
+    assert n == 24 if kind in prompts.BLOCK_STARTS_ONLY else n > 10_000
     texts = [build_prompt(kind, 200, words, variant=v).text for v in (7, 7 + n, 7 + 2 * n, 99_999, 100_003)]
     assert len(set(texts)) == len(texts)
     assert texts[0][0] != texts[1][0] and texts[1][:2] != texts[2][:2]
@@ -248,3 +250,12 @@ def test_simulator_tokenizer_and_classifier_agree(kind: str, ctx: int) -> None:
         assert abs(p.tokens - ctx) <= tolerance(ctx)
         assert counting.calls <= prompts.EXACT_CALLS + 1
         assert sim.classify(p.text) == kind, (variant, p.text[:200])
+
+
+def test_repetitive_prompts_begin_at_a_block_heading() -> None:
+    corpus = prompts._corpus("repetitive")
+    headings = [u.split("\n", 1)[0] for u in corpus.units]
+    for v in (0, 5, 23, 24, 12_345, 99_999):
+        first = build_prompt("repetitive", 300, words, variant=v).text.split("\n", 1)[0]
+        # A later variant begins a few characters into the heading, never in the records.
+        assert any(h.endswith(first) and len(first) > len(h) - 40 for h in headings), first

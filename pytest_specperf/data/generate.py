@@ -12,7 +12,7 @@ import math
 import random
 import re
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -823,120 +823,55 @@ SERVICES = [
     "thumbnailer", "scheduler", "gateway", "recommender", "profile", "reports", "notifier", "exporter",
     "importer", "pricing", "geocoder", "uploads", "sessions", "metrics",
 ]
-PATHS = ["/api/v1/items", "/api/v1/orders", "/api/v1/users", "/api/v2/carts", "/api/v1/health", "/api/v1/prices"]
+# Repetitive blocks are small snapshots replayed as they would be re-sent or re-rendered: the
+# same status board on every refresh, a rota that repeats each week, a poll answered alike. A
+# continuation copies earlier text, which is what an n-gram drafter exploits. Rows hold no
+# counters or clocks, so even a very small model copies them instead of extrapolating a sequence.
+
+DEPOTS = ["north", "south", "east", "west", "harbour", "airport", "central", "river", "hill", "market"]
+PEOPLE = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar"]
+DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
 
-# Blocks are long and their lines short and alike, so that even a short excerpt that starts
-# mid-line or crosses into the next block is mostly lines shaped like the ones before.
+def depot_board(rng: random.Random, service: str) -> tuple[list[str], list[str]]:
+    head = [f"{service} depot board, refreshed every minute", "| depot | trucks | state |", "|---|---|---|"]
+    return head, [f"| {d} | {rng.randint(2, 60)} | {rng.choice(['ok', 'late', 'held', 'full'])} |"
+                  for d in rng.sample(DEPOTS, rng.randint(4, 6))]
 
 
-def app_log(rng: random.Random, service: str, t: datetime) -> str:
-    host = f"{service}-{rng.randint(1, 9):02d}"
-    lines = [f"{service} service log, host {host}"]
-    req = rng.randint(10000, 90000)
-    for _ in range(rng.randint(40, 56)):
-        t += timedelta(milliseconds=rng.randint(40, 2500))
-        level = rng.choices(["INFO", "INFO", "INFO", "DEBUG", "WARN"], k=1)[0]
-        req += rng.randint(1, 3)
-        ms = rng.randint(3, 60) if level != "WARN" else rng.randint(400, 1900)
-        lines.append(f"{t:%H:%M:%S}.{t.microsecond // 1000:03d} {level:<5} {host} request={req} status=200 ms={ms}")
-    return "\n".join(lines)
+def weekly_rota(rng: random.Random, service: str) -> tuple[list[str], list[str]]:
+    days = DAYS[:rng.randint(5, 7)]
+    return [f"{service} on-call rota, the same every week"], [
+        f"{d} {rng.choice(['08:00', '12:00', '20:00'])} {p} desk {rng.randint(1, 9)}"
+        for d, p in zip(days, rng.sample(PEOPLE, len(days)), strict=True)]
 
 
-def access_log(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} access log, {t:%d %b %Y}"]
-    for _ in range(rng.randint(40, 56)):
-        t += timedelta(milliseconds=rng.randint(10, 900))
-        status = rng.choices([200, 200, 200, 201, 304, 404, 500], k=1)[0]
-        method = "GET" if status != 201 else "POST"
-        lines.append(f'10.0.{rng.randint(0, 7)}.{rng.randint(2, 250)} [{t:%H:%M:%S}] "{method} {pick(rng, PATHS)}/'
-                     f'{rng.randint(1000, 1099)}" {status} {rng.randint(120, 4096) if status != 304 else 0}')
-    return "\n".join(lines)
+def health_poll(rng: random.Random, service: str) -> tuple[list[str], list[str]]:
+    nodes = rng.sample(["alpha", "bravo", "delta", "echo", "golf", "kilo", "lima", "oscar"], rng.randint(3, 5))
+    return [f"{service} health poll, one answer per node per poll"], [
+        f"{service}-{n}: {rng.choice(['healthy', 'healthy', 'degraded'])}, zone {rng.choice('abc')}, "
+        f"version {rng.randint(1, 4)}.{rng.randint(0, 9)}" for n in nodes]
 
 
-def csv_table(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} stock export, {t:%Y-%m-%d}", "sku,name,warehouse,quantity,unit_price,status"]
-    colours = ["red", "blue", "green", "black", "white", "grey"]
-    kinds = ["shirt", "mug", "cable", "lamp", "bottle", "notebook"]
-    sku = rng.randint(10000, 80000)
-    for _ in range(rng.randint(44, 60)):
-        sku += rng.randint(1, 4)
-        qty = rng.randint(0, 480)
-        status = "in_stock" if qty > 20 else ("low" if qty else "out_of_stock")
-        lines.append(f"SKU-{sku},{pick(rng, colours)} {pick(rng, kinds)},WH-{rng.randint(1, 4)},{qty},"
-                     f"{rng.randint(199, 4999) / 100:.2f},{status}")
-    return "\n".join(lines)
+def price_list(rng: random.Random, service: str) -> tuple[list[str], list[str]]:
+    items = rng.sample(["espresso", "latte", "tea", "scone", "bagel", "juice", "muffin", "soup"], rng.randint(4, 6))
+    return [f"{service} price list, printed on every receipt", "item,size,price"], [
+        f"{it},{rng.choice(['small', 'large'])},{rng.randint(150, 650) / 100:.2f}" for it in items]
 
 
-def metrics_table(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} latency report, week of {t:%d %B %Y}",
-             "| day | endpoint | p50 ms | p95 ms | p99 ms | errors |", "|---|---|---|---|---|---|"]
-    day = t
-    for _ in range(rng.randint(36, 48)):
-        day += timedelta(hours=rng.randint(2, 10))
-        p50 = rng.randint(4, 40)
-        lines.append(f"| {day:%a %H:00} | {pick(rng, PATHS)} | {p50} | {p50 * rng.randint(2, 4)} | "
-                     f"{p50 * rng.randint(5, 9)} | {rng.randint(0, 12)} |")
-    return "\n".join(lines)
+REPETITIVE = [depot_board, weekly_rota, health_poll, price_list]
 
 
-def kv_records(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} job records"]
-    job = rng.randint(100, 900)
-    for _ in range(rng.randint(40, 56)):
-        job += 1
-        t += timedelta(seconds=rng.randint(30, 400))
-        ok = rng.random() > 0.15
-        lines.append(f"job={job} started={t:%H:%M:%S} duration_s={rng.randint(2, 300)} "
-                     f"retries={0 if ok else rng.randint(1, 3)} status={'ok' if ok else 'failed'}")
-    return "\n".join(lines)
-
-
-def sensor_readings(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} room sensors, readings every minute"]
-    temp, hum = rng.uniform(18, 24), rng.uniform(30, 60)
-    sensors = [f"s-{i:02d}" for i in rng.sample(range(1, 40), 3)]
-    for _ in range(rng.randint(44, 60)):
-        t += timedelta(minutes=1)
-        temp += rng.uniform(-0.3, 0.3)
-        hum += rng.uniform(-1, 1)
-        lines.append(f"{t:%Y-%m-%d %H:%M} sensor={pick(rng, sensors)} temp_c={temp:.1f} humidity={hum:.0f}% ok")
-    return "\n".join(lines)
-
-
-def heartbeat(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} heartbeat monitor"]
-    nodes = [f"node-{i}" for i in range(1, rng.randint(4, 7))]
-    for _ in range(rng.randint(9, 12)):
-        t += timedelta(seconds=30)
-        for node in nodes:
-            state = "UP" if rng.random() > 0.05 else "DEGRADED"
-            lines.append(f"[{t:%H:%M:%S}] {node} {state} cpu={rng.randint(5, 95)}% mem={rng.randint(20, 90)}% "
-                         f"queue={rng.randint(0, 40)}")
-    return "\n".join(lines)
-
-
-def disk_usage(rng: random.Random, service: str, t: datetime) -> str:
-    lines = [f"{service} disk usage by host, {t:%Y-%m-%d %H:%M}", "host        size   used  avail  use%  mount"]
-    for i in range(1, rng.randint(40, 52)):
-        size = rng.choice([50, 100, 200, 500])
-        used = rng.randint(1, size - 1)
-        lines.append(f"{service[:6]}-{i:02d}  {size:>4}G  {used:>4}G  {size - used:>4}G  {100 * used // size:>3}%  "
-                     f"/data{rng.randint(1, 3)}")
-    return "\n".join(lines)
-
-
-REPETITIVE = [app_log, access_log, csv_table, metrics_table, kv_records, sensor_readings, heartbeat, disk_usage]
+def replayed(make: Callable[[random.Random, str], tuple[list[str], list[str]]], rng: random.Random,
+             service: str) -> str:
+    """One block: a snapshot's header, then its rows replayed 24-32 times (long: short prompts stay in one block)."""
+    head, rows = make(rng, service)
+    return "\n".join(head + rows * rng.randint(24, 32))
 
 
 def repetitive_corpus(count: int = 24, seed: int = 7) -> str:
     rng = random.Random(seed)
-    t = datetime(2024, 5, 14, 8, 0, 0)
-    units = []
-    for i in range(count):
-        t += timedelta(minutes=rng.randint(5, 300))
-        make = REPETITIVE[i % len(REPETITIVE)]
-        units.append(make(rng, SERVICES[(i * 5) % len(SERVICES)], t))
+    units = [replayed(REPETITIVE[i % len(REPETITIVE)], rng, SERVICES[(i * 5) % len(SERVICES)]) for i in range(count)]
     return SEPARATOR.join(units) + "\n"
 
 

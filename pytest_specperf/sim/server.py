@@ -188,7 +188,8 @@ def _gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.
     except FaultError as exc:
         raise BadRequest(f"{HEADER}: {exc}") from None
     opts = {"include_usage": include_usage, "continuous": continuous, "return_ids": return_ids,
-            "timings_per_token": _opt_bool(body, "timings_per_token"), "header_faults": header}
+            "timings_per_token": _opt_bool(body, "timings_per_token"), "header_faults": header,
+            "spec_details": p.dialect == "sglang" and _opt_bool(body, "return_spec_tokens_details")}
     prefix = "chatcmpl-" if route == "chat" else "cmpl-"
     req = GenRequest(id=prefix + uuid.uuid4().hex, route=route, stream=stream, prompt_ids=prompt_ids,
                      kind=classify(prompt_text), max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos,
@@ -241,6 +242,21 @@ class ResponseSink:
                 out["draft_n"] = drafted
                 out["draft_n_accepted"] = sum(s["accepted"] for s in steps)
         return out
+
+    def _sglext(self, record: dict[str, Any], completion: int) -> dict[str, Any]:
+        """SGLang's ``sglext.spec_tokens_details`` (``return_spec_tokens_details``): one request's verify counts."""
+        decode = [s for s in record["steps"] if s.get("phase") != "prefill"]
+        verify = len(decode)
+        correct = sum(s["accepted"] for s in decode)
+        proposed = sum(s["drafted"] for s in decode)
+        hist = [0] * self.p.max_accept
+        for s in decode:
+            hist[s["accepted"]] += 1
+        return {"spec_tokens_details": {
+            "spec_accept_rate": correct / proposed if proposed else 0.0,
+            "spec_accept_length": completion / verify if verify else 0.0,  # SGLang's own definition
+            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed, "spec_verify_ct": verify,
+            "spec_correct_drafts_histogram": hist}}
 
     def _split(self, ids: list[int]) -> tuple[str, str]:
         """(reasoning text, content text) of a step: the first reasoning_tokens go to reasoning."""
@@ -376,9 +392,12 @@ class ResponseSink:
                          "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": reason}],
                          "usage": self._usage(n), "timings": timings}
             out += self._sse(final)
-        elif o["include_usage"]:
+        else:
             obj = "chat.completion.chunk" if self.req.route == "chat" else "text_completion"
-            out += self._sse({**self._head(obj), "choices": [], "usage": self._usage(n)})
+            if o["spec_details"]:  # SGLang sends it as an extra chunk with no choices
+                out += self._sse({**self._head(obj), "choices": [], "sglext": self._sglext(record, n)})
+            if o["include_usage"]:
+                out += self._sse({**self._head(obj), "choices": [], "usage": self._usage(n)})
         out += b"data: [DONE]\n\n"
         await self.response.write(out)
         await self.response.write_eof()
@@ -404,6 +423,8 @@ class ResponseSink:
         body = {**head, "choices": [choice], "usage": self._usage(n)}
         if self.dialect == "llamacpp":
             body["timings"] = self._timings(record, n)
+        if self.opts["spec_details"]:
+            body["sglext"] = self._sglext(record, n)
         return body
 
 
