@@ -21,6 +21,7 @@ class Result:
     verdict: str = "passed"  # passed | failed | error
     reason: str = ""
     content: str = "prose"
+    temperature: float = 0.0  # sampling temperature of the case's requests
     started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
     finished_at: float = 0.0
     sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine

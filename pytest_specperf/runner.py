@@ -56,7 +56,8 @@ class Runner:
               **fields: Any) -> Any:
         info = self.client.info or self.client.detect()
         return cls(kind=spec.KIND, endpoint=self.client.url, model=str(self.client.model), server=info.kind,
-                   ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content, **fields)
+                   ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content,
+                   temperature=spec.temperature, **fields)
 
     def _warm_up(self) -> None:
         # The first request on a cold server pays for graph capture, allocator growth, and so on.

@@ -60,3 +60,11 @@ def test_two_point_matches_the_profiles_true_rate(runner_for) -> None:
     truth = prof.accept_len["prose"] / step_s * speed
     assert abs(r.decode_tps / truth - 1) < 0.05, (r.decode_tps, truth)
     assert r.prompt_tokens is not None and abs(r.prompt_tokens - 1000) <= 10
+
+
+def test_temperature_reaches_the_server(healthy_sim, runner_for) -> None:
+    runner = runner_for(healthy_sim.url)
+    r = runner.sustained(SustainedSpec(tokens=64, ctx=100, repeat=2, temperature=0.6), "sampled")
+    # Every request carried it (the server's own record), and the result says so.
+    assert [healthy_sim.truth(s.response_id)["temperature"] for s in r.streams] == [0.6, 0.6]
+    assert r.as_dict()["temperature"] == 0.6

@@ -31,6 +31,8 @@ def test_unrelated_keyword_lists_valid_ones():
         ("sustained", {"max_drift": 1.5}, "max_drift must be a fraction"),
         ("sustained", {"min_tps": -1}, "min_tps must be a positive number"),
         ("sustained", {"repeat": 0}, "repeat must be an integer >= 1"),
+        ("two_point", {"temperature": 3}, "temperature must be a number in [0, 2]"),
+        ("sustained", {"temperature": "hot"}, "temperature must be a number in [0, 2]"),
         ("two_point", {"short": 100, "long": 50}, "long must be an integer > short"),
         ("ctx_sweep", {"ctxs": []}, "ctxs must be a non-empty list"),
         ("sustained", {"ctx": "1000"}, "ctx must be a positive integer"),

@@ -60,6 +60,7 @@ class GenRequest:
     min_tokens: int = 0
     ignore_eos: bool = False
     seed: int | None = None
+    temperature: float = 0.0
     faults: FaultSpec = field(default_factory=FaultSpec)
     arrival: float = field(default_factory=time.monotonic)
 
@@ -104,9 +105,9 @@ class Engine:
         p = self.profile
         return {"id": req.id, "route": req.route, "stream": req.stream, "model": p.model, "dialect": p.dialect,
                 "profile": p.name, "speed": self.speed, "content_kind": req.kind,
-                "prompt_tokens": len(req.prompt_ids), "max_tokens": req.max_tokens, "completion_tokens": 0,
-                "finish_reason": None, "done": False, "arrival_monotonic": req.arrival, "ttft_s": None,
-                "total_s": None, "steps": [], "faults": []}
+                "prompt_tokens": len(req.prompt_ids), "max_tokens": req.max_tokens, "temperature": req.temperature,
+                "completion_tokens": 0, "finish_reason": None, "done": False, "arrival_monotonic": req.arrival,
+                "ttft_s": None, "total_s": None, "steps": [], "faults": []}
 
     async def generate(self, req: GenRequest, sink: Sink) -> dict[str, Any]:
         """Run the request to its end on the clock; returns its (finished) truth record."""

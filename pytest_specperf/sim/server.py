@@ -193,7 +193,8 @@ def _gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.
     prefix = "chatcmpl-" if route == "chat" else "cmpl-"
     req = GenRequest(id=prefix + uuid.uuid4().hex, route=route, stream=stream, prompt_ids=prompt_ids,
                      kind=classify(prompt_text), max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos,
-                     seed=seed, faults=combine(engine.profile_faults, header), arrival=arrival)
+                     seed=seed, temperature=float(body.get("temperature") or 0.0),
+                     faults=combine(engine.profile_faults, header), arrival=arrival)
     return req, opts
 
 

@@ -3,7 +3,7 @@
 A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
 
     {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind",
-     "prompt_tokens", "max_tokens", "completion_tokens", "finish_reason", "done",
+     "prompt_tokens", "max_tokens", "temperature", "completion_tokens", "finish_reason", "done",
      "arrival_monotonic",           # server's time.monotonic() at arrival (same clock as the client's on one host)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written
      "total_s",                     # the response finished (last byte written), null until done
