@@ -46,6 +46,9 @@ Dialects (``dialect`` profile key), as in reference/servers.md:
   "max_model_len"}``; ``/detokenize`` -> ``{"text"}``. Metrics: ``sglang:spec_accept_length`` /
   ``spec_accept_rate`` gauges (window of 40 steps), ``sglang:spec_verify_calls_total`` and
   ``sglang:generation_tokens_total`` per finished request; ``/server_info``, ``/model_info``.
+  ``"return_spec_tokens_details": true`` -> ``sglext.spec_tokens_details`` (``spec_verify_ct``,
+  ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``, histogram): streamed as an extra
+  chunk with ``choices: []`` before the usage chunk.
 - llamacpp: one SSE event per token (a step's tokens go out as one burst); per-chunk
   counts with ``"timings_per_token": true`` -> cumulative ``timings.predicted_n``; ``n_predict``
   aliases ``max_tokens``; no ``min_tokens`` (ignored); include_usage for chat only, completions'
