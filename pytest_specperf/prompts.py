@@ -211,13 +211,15 @@ def build_prompt(
     *,
     variant: int = 0,
     instruction: str | None = None,
+    api: str = "completions",
     max_calls: int = MAX_CALLS,
 ) -> Prompt:
     """A ``kind`` prompt of ``ctx`` tokens as ``count_tokens`` (the server's tokenizer) counts them.
 
     The text is corpus text followed by a blank line and ``instruction``, all counted. With
     ``instruction=None`` the kind's default is used, or, when ``ctx`` is too small for it, a shorter
-    one or none; ``instruction=""`` means none. Distinct ``variant`` values start at distinct points
+    one or none; ``instruction=""`` means none (the default on ``api="completions"`` for the kinds in
+    ``RAW_ON_COMPLETIONS``). Distinct ``variant`` values start at distinct points
     of the corpus, so their texts differ from the first characters on. Raises ValueError for an
     unknown kind or a bad argument, or when no text within max(1, 1% of ctx) tokens was found in
     ``max_calls`` calls of ``count_tokens``.
@@ -230,7 +232,11 @@ def build_prompt(
         raise ValueError(f"variant must be a non-negative int, got {variant!r}")
     if max_calls < 1:
         raise ValueError(f"max_calls must be >= 1, got {max_calls}")
-    if instruction is None:
+    if api not in ("completions", "chat"):
+        raise ValueError(f"api must be 'completions' or 'chat', got {api!r}")
+    if instruction is None and api == "completions" and kind in RAW_ON_COMPLETIONS:
+        instructions = [""]
+    elif instruction is None:
         instructions = [DEFAULT_INSTRUCTIONS[kind], SHORT_INSTRUCTIONS[kind], ""]
     else:
         instructions = [instruction.strip()]

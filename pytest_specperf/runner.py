@@ -12,7 +12,7 @@ import numpy as np
 from . import acceptance, measure, stats
 from .client import Client, Progress
 from .locks import endpoint_lock
-from .prompts import RAW_ON_COMPLETIONS, Prompt, build_prompt
+from .prompts import Prompt, build_prompt
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
 from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
@@ -47,9 +47,7 @@ class Runner:
         """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api)."""
         key = (kind, ctx, variant, api)
         if key not in self._prompts:
-            raw = api == "completions" and kind in RAW_ON_COMPLETIONS
-            self._prompts[key] = build_prompt(kind, ctx, self.client.count_tokens, variant=variant,
-                                              instruction="" if raw else None)
+            self._prompts[key] = build_prompt(kind, ctx, self.client.count_tokens, variant=variant, api=api)
         return self._prompts[key]
 
     def _base(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
@@ -174,8 +172,7 @@ class Runner:
 
     def _acceptance(self, streams: list[StreamResult], before: dict[str, float] | None,
                     after: dict[str, float] | None, timings: list[dict[str, Any]],
-                    resp_metrics: list[dict[str, Any]] | None = None,
-                    spec_details: list[dict[str, Any]] | None = None
+                    resp_metrics: list[dict[str, Any]], spec_details: list[dict[str, Any]]
                     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split.
 
@@ -190,8 +187,7 @@ class Runner:
             acc = acceptance.from_metrics(self.client.kind, before, after, completion, n_steps)
             if acc is None and self.client.kind == "tgi":
                 acc = acceptance.from_tgi_summary(before, after)
-        per_request = (acceptance.from_vllm_response(resp_metrics or [])
-                       or acceptance.from_sglang_details(spec_details or []))
+        per_request = acceptance.from_vllm_response(resp_metrics) or acceptance.from_sglang_details(spec_details)
         if per_request is not None and (acc is None or acc.contaminated or acc.rate is None):
             if acc is not None and acc.contaminated:
                 per_request.note = "counters moved more than this case explains (other traffic): per-request counts"

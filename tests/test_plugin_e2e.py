@@ -57,11 +57,15 @@ def test_seed_profile_catches_the_story(pytester: pytest.Pytester, perf_cases: P
     assert any("test_burst_decode" in line and "passed" in line for line in res.outlines)
 
 
-def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize(("option", "message"), [
+    ("--specperf-max-drift=2", "--specperf-max-drift=2 is out of range; it must be between 0 and 1"),
+    ("--specperf-sim=helthy", "--specperf-sim=helthy: unknown profile 'helthy': built-in profiles are"),
+])
+def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, option: str, message: str) -> None:
     pytester.makepyfile("def test_x(): pass")
-    res = pytester.runpytest_subprocess("--specperf-max-drift=2")
+    res = pytester.runpytest_subprocess(option)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--specperf-max-drift=2 is out of range; it must be between 0 and 1" in res.stderr.str()
+    assert message in res.stderr.str()
     assert "Traceback" not in res.stderr.str()
 
 
@@ -148,11 +152,3 @@ def test_xdist_workers_share_one_endpoint_and_never_overlap(pytester: pytest.Pyt
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, "two perf cases ran at once against the same endpoint"
     assert any(line.startswith("case ") for line in res.outlines)
-
-
-def test_unknown_sim_profile_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_x(): pass")
-    res = pytester.runpytest_subprocess("--specperf-sim=helthy")
-    assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--specperf-sim=helthy: unknown profile 'helthy': built-in profiles are" in res.stderr.str()
-    assert "Traceback" not in res.stderr.str()

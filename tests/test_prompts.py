@@ -62,7 +62,8 @@ def test_prompt_hits_ctx_with_few_calls(kind: str, ctx: int, counter: Callable[[
     # A word-level counter moves one token per cut step, so the search lands exactly.
     assert p.tokens == ctx
     assert counting.calls <= 5
-    assert p.text.endswith(DEFAULT_INSTRUCTIONS[kind])
+    # Completions prompts of record kinds end with the records (see the test below).
+    assert p.text.endswith(DEFAULT_INSTRUCTIONS[kind]) != (kind in prompts.RAW_ON_COMPLETIONS)
 
 
 @pytest.mark.parametrize("ctx", [16, 64, 300, 1000, 5000, 12000])
@@ -259,3 +260,12 @@ def test_repetitive_prompts_begin_at_a_block_heading() -> None:
         first = build_prompt("repetitive", 300, words, variant=v).text.split("\n", 1)[0]
         # A later variant begins a few characters into the heading, never in the records.
         assert any(h.endswith(first) and len(first) > len(h) - 40 for h in headings), first
+
+
+def test_repetitive_completions_prompts_end_with_the_records() -> None:
+    # A raw continuation of records copies them; chat still needs to be asked.
+    completions = build_prompt("repetitive", 300, words, variant=3)
+    chat = build_prompt("repetitive", 300, words, variant=3, api="chat")
+    assert not completions.text.endswith(prompts.DEFAULT_INSTRUCTIONS["repetitive"])
+    assert chat.text.endswith(prompts.DEFAULT_INSTRUCTIONS["repetitive"])
+    assert build_prompt("prose", 300, words, variant=3).text.endswith(prompts.DEFAULT_INSTRUCTIONS["prose"])
