@@ -9,6 +9,7 @@ Start one::
         sim.url            # "http://127.0.0.1:PORT" (no /v1)
         sim.model          # served model name, profile key ``model`` (default "specperf-sim")
         sim.truth(rid)     # the GET /sim/truth/{rid} record; KeyError when unknown
+        sim.requests()     # GET /sim/truth: every kept record without steps, oldest first
         sim.reset()        # POST /sim/reset: fault counters (and truth with truth=True)
 
 ``SimServer(profile="healthy", *, speed=1.0, port=0, host="127.0.0.1", in_process=False,
@@ -27,7 +28,7 @@ not; ``max_tokens``, ``max_completion_tokens`` (chat), ``ignore_eos``, ``min_tok
 ``temperature``, ``seed``, ``stream_options.include_usage`` / ``continuous_usage_stats``,
 ``return_token_ids``; ``data: [DONE]`` ends a stream), ``GET /v1/models`` (``owned_by`` = dialect),
 ``GET /health``, ``POST /tokenize``, ``POST /detokenize``, ``GET /metrics``, and the
-simulator's own ``GET /sim/truth/{id}``, ``POST /sim/reset``, ``GET /sim/info``.
+simulator's own ``GET /sim/truth/{id}``, ``GET /sim/truth`` (all records, no steps), ``POST /sim/reset``, ``GET /sim/info``.
 Bad JSON or fields: 400 with a message; a ``model`` other than the served one: 404 (vllm,
 sglang; llama.cpp ignores the name as llama-server does).
 

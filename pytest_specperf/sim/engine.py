@@ -62,6 +62,7 @@ class GenRequest:
     seed: int | None = None
     temperature: float = 0.0
     faults: FaultSpec = field(default_factory=FaultSpec)
+    body: dict[str, Any] = field(default_factory=dict)  # sampling fields as sent, for wire checks
     arrival: float = field(default_factory=time.monotonic)
 
 
@@ -106,6 +107,7 @@ class Engine:
         return {"id": req.id, "route": req.route, "stream": req.stream, "model": p.model, "dialect": p.dialect,
                 "profile": p.name, "speed": self.speed, "content_kind": req.kind,
                 "prompt_tokens": len(req.prompt_ids), "max_tokens": req.max_tokens, "temperature": req.temperature,
+                "seed": req.seed, "body": req.body,
                 "completion_tokens": 0, "finish_reason": None, "done": False, "arrival_monotonic": req.arrival,
                 "ttft_s": None, "total_s": None, "steps": [], "faults": []}
 

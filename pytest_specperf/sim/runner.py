@@ -245,6 +245,15 @@ class SimServer:
         resp.raise_for_status()
         return resp.json()
 
+    def requests(self) -> list[dict[str, Any]]:
+        """Every kept truth record without its steps, oldest first (``GET /sim/truth``)."""
+        self._require()
+        if self._engine is not None:
+            return self._engine.truth.summaries()
+        resp = httpx.get(f"{self.url}/sim/truth", timeout=10.0)
+        resp.raise_for_status()
+        return resp.json()
+
     def reset(self, *, truth: bool = False) -> dict[str, Any]:
         """Clear fault counters (and truth records with ``truth=True``)."""
         self._require()

@@ -194,8 +194,14 @@ def _gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.
     req = GenRequest(id=prefix + uuid.uuid4().hex, route=route, stream=stream, prompt_ids=prompt_ids,
                      kind=classify(prompt_text), max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos,
                      seed=seed, temperature=float(body.get("temperature") or 0.0),
-                     faults=combine(engine.profile_faults, header), arrival=arrival)
+                     faults=combine(engine.profile_faults, header), arrival=arrival,
+                     body={k: body[k] for k in WIRE_FIELDS if k in body})
     return req, opts
+
+
+# Request fields a truth record keeps as sent, so tests can check what reached the server.
+WIRE_FIELDS = ("temperature", "seed", "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "n_predict",
+               "stream", "cache_prompt")
 
 
 class ResponseSink:
@@ -633,6 +639,11 @@ async def truth_route(request: web.Request) -> web.StreamResponse:
     return web.json_response(rec)
 
 
+async def truth_list_route(request: web.Request) -> web.StreamResponse:
+    """GET /sim/truth: every kept record without its steps, oldest first."""
+    return web.json_response(_engine(request).truth.summaries())
+
+
 async def reset_route(request: web.Request) -> web.StreamResponse:
     """POST /sim/reset: clear fault counters (and truth records with ?truth=1)."""
     engine = _engine(request)
@@ -662,6 +673,7 @@ def create_app(profile: Profile, speed: float = 1.0) -> web.Application:
     r.add_post("/detokenize", detokenize_route)
     if profile.metrics or profile.dialect != "sglang":
         r.add_get("/metrics", metrics_route)
+    r.add_get("/sim/truth", truth_list_route)
     r.add_get("/sim/truth/{id}", truth_route)
     r.add_post("/sim/reset", reset_route)
     r.add_get("/sim/info", info_route)

@@ -3,7 +3,8 @@
 A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
 
     {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind",
-     "prompt_tokens", "max_tokens", "temperature", "completion_tokens", "finish_reason", "done",
+     "prompt_tokens", "max_tokens", "temperature", "seed", "completion_tokens", "finish_reason", "done",
+     "body",                        # the request's sampling/length fields as the client sent them
      "arrival_monotonic",           # server's time.monotonic() at arrival (same clock as the client's on one host)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written
      "total_s",                     # the response finished (last byte written), null until done
@@ -52,6 +53,11 @@ class TruthStore:
             out["steps"] = [dict(s) for s in rec["steps"]]
             out["faults"] = [dict(f) for f in rec["faults"]]
             return out
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every record without its steps, oldest first: what each request asked for (wire checks)."""
+        with self._lock:
+            return [{k: v for k, v in rec.items() if k not in ("steps", "faults")} for rec in self._records.values()]
 
     def clear(self) -> int:
         """Drop every record; returns how many there were."""
