@@ -201,17 +201,42 @@ class Client:
 
     # -- tokens ---------------------------------------------------------------------------------
 
-    def count_tokens(self, text: str) -> int:
-        """Prompt tokens of ``text`` as the server counts a completions prompt (special tokens included)."""
-        style = self.caps.tokenize
-        if style is None:
+    def count_tokens(self, text: str, api: str = "completions") -> int:
+        """Prompt tokens of ``text`` as the server counts it when sent on ``api`` (special tokens and,
+        for chat, the chat template included)."""
+        if api == "chat":
+            return self._count_chat(text)
+        if self.caps.tokenize is None:
             # No tokenize route (Ollama, plain OpenAI): the server's own count from a 1-token request.
-            usage = self.complete(text, 1).usage
-            if "prompt_tokens" not in usage:
-                raise self._fail(f"{self.kind} server at {self.url} has no tokenize route and reports no "
-                                 "usage.prompt_tokens; exact ctx cannot be built there")
-            return int(usage["prompt_tokens"])
+            return self._usage_prompt_tokens(text, api)
         return self._tokenize(text, special=True)
+
+    def _usage_prompt_tokens(self, text: str, api: str) -> int:
+        usage = self.complete(text, 1, api=api).usage
+        if "prompt_tokens" not in usage:
+            raise self._fail(f"{self.kind} server at {self.url} reports no usage.prompt_tokens and cannot count "
+                             f"a {api} prompt otherwise; exact ctx cannot be built there")
+        return int(usage["prompt_tokens"])
+
+    def _count_chat(self, text: str) -> int:
+        """A one-message chat prompt's tokens, template included: the server's chat tokenize route where it
+        has one (vLLM, SGLang: /tokenize with messages; llama.cpp: input_tokens), else a 1-token request."""
+        messages = [{"role": "user", "content": text}]
+        style = self.caps.tokenize
+        if style in ("vllm", "sglang"):
+            body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True}
+            if self.model:
+                body["model"] = self.model
+            resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
+            out = _json_or_none(resp)
+            if isinstance(out, dict) and isinstance(out.get("count"), int):
+                return int(out["count"])
+        elif style == "llamacpp":
+            resp = self._request("POST", "/v1/chat/completions/input_tokens", json={"messages": messages})
+            out = _json_or_none(resp)
+            if isinstance(out, dict) and isinstance(out.get("input_tokens"), int):
+                return int(out["input_tokens"])
+        return self._usage_prompt_tokens(text, "chat")
 
     def _tokenize(self, text: str, *, special: bool) -> int:
         """Token count from the server's tokenize route (``special``: count BOS and the like as a prompt does)."""
@@ -406,6 +431,16 @@ class Client:
         except httpx.HTTPError:
             return None
         return resp.text if resp.status_code == 200 else None
+
+
+def _json_or_none(resp: httpx.Response) -> Any:
+    """A 200 response's JSON body, else None (the caller falls back to another way)."""
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None
 
 
 def _choice_text(ch: dict[str, Any]) -> str:

@@ -58,7 +58,7 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
         d = stats.drift(windows)
         window_tokens, rates = windows.window_tokens, list(windows.rates)
         early, late, drift_v, trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
-        w_tpc, w_cps = _window_chunk_split(t, windows.bounds_s, window_tokens)
+        w_tpc, w_cps = window_step_split(t, k, windows.bounds_s, window_tokens)
     stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
     return StreamResult(
         prompt_tokens=trace.prompt_tokens,
@@ -83,14 +83,24 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
     ), d
 
 
-def _window_chunk_split(t: np.ndarray, bounds: list[float], window_tokens: int) -> tuple[list[float], list[float]]:
-    """Per window: tokens per chunk and chunks per second (rate = their product when a chunk is a step)."""
-    b = np.asarray(bounds, dtype=float)
-    decode_t = t[1:]  # the first chunk belongs to TTFT
-    counts = np.histogram(decode_t, bins=b)[0].astype(float) if len(b) > 1 else np.array([])
-    dur = np.diff(b)
-    tpc = [float(window_tokens / c) if c else float("nan") for c in counts]
-    cps = [float(c / d) if d > 0 else float("nan") for c, d in zip(counts, dur, strict=True)]
+def window_step_split(t: np.ndarray, k: np.ndarray, bounds: list[float], window_tokens: int
+                      ) -> tuple[list[float], list[float]]:
+    """Per window: tokens per chunk and chunks per second (rate = their product when a chunk is a step).
+
+    Windows are cut at token counts, which rarely fall on chunk edges, so a chunk is shared between
+    the windows its tokens fall in, in proportion: a window holding half of a 5-token step counts
+    half a step. Counting whole chunks instead aliases (exactly 5 tokens per step reads 5.33, 4.57,
+    5.33, ... over 64-token windows).
+    """
+    dur = np.diff(np.asarray(bounds, dtype=float))
+    if dur.size == 0:
+        return [], []
+    cum = np.concatenate([[0], np.cumsum(k[1:])])  # decode tokens after each chunk; the first is TTFT's
+    edges = np.arange(dur.size + 1, dtype=float) * window_tokens
+    # Steps done by token x: piecewise linear in x, one per chunk, so fractions split a chunk.
+    steps = np.diff(np.interp(edges, cum, np.arange(cum.size, dtype=float)))
+    tpc = [float(window_tokens / n) if n > 0 else float("nan") for n in steps]
+    cps = [float(n / d) if d > 0 else float("nan") for n, d in zip(steps, dur, strict=True)]
     return tpc, cps
 
 

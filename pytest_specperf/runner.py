@@ -47,7 +47,11 @@ class Runner:
         """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api)."""
         key = (kind, ctx, variant, api)
         if key not in self._prompts:
-            self._prompts[key] = build_prompt(kind, ctx, self.client.count_tokens, variant=variant, api=api)
+            # Chat prompts are counted with the server's chat template applied, so ctx holds for them too.
+            def count(text: str) -> int:
+                return self.client.count_tokens(text, api=api)
+
+            self._prompts[key] = build_prompt(kind, ctx, count, variant=variant, api=api)
         return self._prompts[key]
 
     def _base(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
@@ -156,7 +160,8 @@ class Runner:
                 f"require_speculation=True but {self.client.url} shows no speculative decoding "
                 f"({_accept_note(r.acceptance)}); enable a draft method on the server or drop require_speculation")
         if spec.max_burst_gap is not None:
-            burst = self.two_point(TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api), nodeid + "#burst")
+            burst_spec = TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api, temperature=spec.temperature)
+            burst = self.two_point(burst_spec, nodeid + "#burst", seed=seed)
             r.burst_tps = burst.decode_tps
             r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
         return r
@@ -202,17 +207,22 @@ class Runner:
         split = _attribution(streams) if step_chunks else None
         return (acc.as_dict() if acc else None), split
 
-    def two_point(self, spec: TwoPointSpec, nodeid: str = "") -> TwoPointResult:
-        """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first."""
-        prompt = self.prompt(spec.content, spec.ctx, case_seed(nodeid), spec.api)
+    def two_point(self, spec: TwoPointSpec, nodeid: str = "", *, seed: int | None = None) -> TwoPointResult:
+        """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first.
+
+        ``seed`` defaults to the case's own; every request carries it and the case's temperature.
+        """
+        seed = case_seed(nodeid) if seed is None else seed
+        prompt = self.prompt(spec.content, spec.ctx, seed, spec.api)
+        ask = {"api": spec.api, "temperature": spec.temperature, "seed": seed}
         samples: list[float] = []
         shorts, longs = [], []
         usage: dict[str, Any] = {}
         for _ in range(spec.repeat):
             # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
-            self.client.complete(prompt.text, 1, api=spec.api, temperature=spec.temperature)
-            short = self.client.complete(prompt.text, spec.short, api=spec.api, temperature=spec.temperature)
-            long = self.client.complete(prompt.text, spec.long, api=spec.api, temperature=spec.temperature)
+            self.client.complete(prompt.text, 1, **ask)
+            short = self.client.complete(prompt.text, spec.short, **ask)
+            long = self.client.complete(prompt.text, spec.long, **ask)
             n_long = int(long.usage.get("completion_tokens", 0))
             measure.check_length(spec.long, n_long, long.finish_reason, self.client.kind)
             samples.append(measure.two_point_rate(short, long))
@@ -229,7 +239,7 @@ class Runner:
         points = []
         for ctx in spec.ctxs:
             tp = TwoPointSpec(ctx=ctx, content=spec.content, repeat=spec.repeat, short=spec.short,
-                              long=spec.short + spec.tokens, api=spec.api)
+                              long=spec.short + spec.tokens, api=spec.api, temperature=spec.temperature)
             p = self.two_point(tp, f"{nodeid}@{ctx}")
             points.append({"ctx": ctx, "prompt_tokens": p.prompt_tokens, "decode_tps": p.decode_tps,
                            "t_short_s": p.t_short_s, "t_long_s": p.t_long_s, "samples_tps": p.samples_tps})

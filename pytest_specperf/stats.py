@@ -1,4 +1,4 @@
-"""Drift statistics over one streamed generation (pure numpy/scipy; see reference/stats.md §0-1).
+"""Drift statistics over one streamed generation (pure numpy/scipy; docs/statistics.md explains the choices).
 
 A trace is two sequences of equal length, one entry per SSE chunk that carried >= 1 token:
 
@@ -75,6 +75,11 @@ class Gate:
     reason: str
     streams: int
     rule: str  # "single" | "majority" | "wilcoxon"
+
+    @property
+    def outcome(self) -> str:
+        """``passed``, ``failed`` or ``inconclusive`` (a drift above the limit without the evidence to fail)."""
+        return "failed" if self.failed else "inconclusive" if self.warn else "passed"
 
 
 def _trace(t: ArrayLike, k: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -258,7 +263,9 @@ def drift_gate(
     if failed:
         reason = f"{size} ({evidence})"
     elif warn:
-        reason = f"{size} but not significant ({evidence})"
+        more = "more streams (repeat=)" if n >= MIN_STREAMS_WILCOXON else \
+            f"more tokens or repeat={MIN_STREAMS_WILCOXON}"
+        reason = f"{size} but not significant ({evidence}): inconclusive; {more} would decide it"
     else:
         reason = size
     return Gate(failed=failed, warn=warn, drift=agg, p=p, reason=reason, streams=n, rule=rule)

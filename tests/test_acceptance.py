@@ -5,42 +5,72 @@ from __future__ import annotations
 import itertools
 import threading
 
-import numpy as np
 import pytest
 
-from pytest_specperf import stats
 from pytest_specperf.client import Client
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.measure import _window_chunk_split
-from pytest_specperf.sim import SimServer
+from pytest_specperf.sim import Profile, SimServer, load_profile
 from pytest_specperf.spec import SustainedSpec
 
 
-def _truth_split(truth: dict) -> tuple[float, float]:
-    """The attribution the plugin should find, computed on the server's own step record."""
-    steps = truth["steps"]
-    t = np.array([s["t_s"] for s in steps])
-    k = np.array([s["tokens"] for s in steps])
-    w = stats.window_rates(t, k)
-    tpc, cps = _window_chunk_split(t, w.bounds_s, w.window_tokens)
-    m = max(3, int(np.ceil(0.25 * len(tpc))))
-    return stats.split_log_change(float(np.median(tpc[:m])), float(np.median(tpc[-m:])),
-                                  1000 / float(np.median(cps[:m])), 1000 / float(np.median(cps[-m:])))
+def _declared_step_ms(profile: Profile, prompt_tokens: int, generated: float, speed: float) -> float:
+    """The step time the profile's YAML declares after ``generated`` tokens (no jitter), in real ms."""
+    c = (prompt_tokens + generated) / 1000.0
+    return (profile.step_ms + profile.step_ms_per_1k_ctx * c + profile.step_ms_per_1k_ctx_sq * c * c
+            + profile.step_ms_per_1k_generated * generated / 1000.0) / speed
 
 
-def test_seed_attribution_matches_truth(seed_sim: SimServer, runner_for) -> None:
+def _true_window_lengths(truth: dict, window_tokens: int, n_windows: int) -> list[float]:
+    """Tokens per step in each token-count window, from the server's own step record: each step is
+    shared between the windows its tokens fall in, in proportion."""
+    out = []
+    decode = [s["tokens"] for s in truth["steps"][1:]]  # the first step is the prefill's token
+    for j in range(n_windows):
+        lo, hi = j * window_tokens, (j + 1) * window_tokens
+        steps, start = 0.0, 0
+        for n in decode:
+            overlap = max(0, min(hi, start + n) - max(lo, start))
+            steps += overlap / n
+            start += n
+        out.append(window_tokens / steps)
+    return out
+
+
+def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServer, speed: float,
+                                                               runner_for) -> None:
     runner = runner_for(seed_sim.url)
     r = runner.sustained(SustainedSpec(tokens=1500, ctx=2700, content="reasoning"), "seed-split")
     assert r.drift_failed
     a = r.attribution
     assert a is not None
-    true_accept, true_step = _truth_split(seed_sim.truth(r.streams[0].response_id))
-    assert abs(a["accept_share"] - true_accept) < 0.05
-    assert abs(a["step_share"] - true_step) < 0.05
-    # Both causes are real in the seed story: acceptance falls (about 5 -> 2.9) and steps slow down.
-    assert a["accept_early"] > 4 and a["accept_late"] < 3.5 and a["step_ms_late"] > a["step_ms_early"]
+    prof = load_profile("seed")
+    # The YAML: reasoning text accepts 5 tokens per step, 2.9 after 400 generated tokens.
+    assert a["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
+    assert a["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
+    # Early and late are medians of the first and last quarter of the windows: the middle window of each
+    # group, where step time (rising with context and generated tokens) is the group's median.
+    s = r.streams[0]
+    n, w = len(s.window_tps), s.window_tokens
+    m = max(3, -(-n // 4))
+    mid_early, mid_late = (m // 2 + 0.5) * w + 1, (n - m + m // 2 + 0.5) * w + 1
+    assert a["step_ms_early"] == pytest.approx(_declared_step_ms(prof, r.prompt_tokens, mid_early, speed), rel=0.05)
+    assert a["step_ms_late"] == pytest.approx(_declared_step_ms(prof, r.prompt_tokens, mid_late, speed), rel=0.05)
     assert len(r.window_accept_len) == len(r.window_step_ms) == len(r.window_tps)
-    assert r.window_accept_len[0] > 4 and r.window_accept_len[-1] < 3.5
+
+
+@pytest.mark.parametrize("content", ["prose", "reasoning"])
+def test_every_window_acceptance_matches_truth(seed_sim: SimServer, runner_for, content: str) -> None:
+    # seed prose accepts exactly 5 tokens per step; 64-token windows cut steps mid-way, which must not alias.
+    runner = runner_for(seed_sim.url)
+    r = runner.sustained(SustainedSpec(tokens=700, ctx=300, content=content, max_drift=0.99), f"windows-{content}")
+    s = r.streams[0]
+    truth = _true_window_lengths(seed_sim.truth(s.response_id), s.window_tokens, len(s.window_tokens_per_chunk))
+    assert s.window_tokens_per_chunk == pytest.approx(truth, rel=0.03)
+    if content == "prose":
+        assert s.window_tokens_per_chunk == pytest.approx([5.0] * len(truth), rel=0.03)
+    # the attribution reads the same per-window figures
+    assert r.attribution is not None
+    assert min(truth) * 0.97 <= r.attribution["accept_late"] <= max(truth) * 1.03
 
 
 def test_require_speculation_errors_without_drafts(speed: float, runner_for) -> None:

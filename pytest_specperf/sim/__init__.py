@@ -28,7 +28,8 @@ not; ``max_tokens``, ``max_completion_tokens`` (chat), ``ignore_eos``, ``min_tok
 ``temperature``, ``seed``, ``stream_options.include_usage`` / ``continuous_usage_stats``,
 ``return_token_ids``; ``data: [DONE]`` ends a stream), ``GET /v1/models`` (``owned_by`` = dialect),
 ``GET /health``, ``POST /tokenize``, ``POST /detokenize``, ``GET /metrics``, and the
-simulator's own ``GET /sim/truth/{id}``, ``GET /sim/truth`` (all records, no steps), ``POST /sim/reset``, ``GET /sim/info``.
+simulator's own ``GET /sim/truth/{id}``, ``GET /sim/truth`` (all records, no steps),
+``POST /sim/reset``, ``GET /sim/info``.
 Bad JSON or fields: 400 with a message; a ``model`` other than the served one: 404 (vllm,
 sglang; llama.cpp ignores the name as llama-server does).
 
