@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-# Counter sample names per server kind (reference/servers.md).
+# Counter sample names per server kind (docs/servers.md).
 SERIES: dict[str, dict[str, str]] = {
     "vllm": {"steps": "vllm:spec_decode_num_drafts_total", "drafted": "vllm:spec_decode_num_draft_tokens_total",
              "accepted": "vllm:spec_decode_num_accepted_tokens_total",
@@ -83,6 +83,8 @@ def from_metrics(kind: str, before: dict[str, float], after: dict[str, float], c
     if kind == "sglang":
         if not steps:
             return None
+        if contaminated:
+            return _contaminated()
         return Acceptance(completion_tokens / steps, None, "metrics", True, steps=int(steps),
                           contaminated=contaminated,
                           note="SGLang counts no drafted tokens; mean length = generated / verify calls")
@@ -97,12 +99,18 @@ def from_metrics(kind: str, before: dict[str, float], after: dict[str, float], c
         key = f"{names['per_pos']}{{position={i}}}"
         per_pos.append((after[key] - before.get(key, 0.0)) / steps)
         i += 1
-    acc = Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "metrics", True,
-                     steps=int(steps), drafted=int(drafted) if drafted is not None else None,
-                     accepted=int(accepted), per_position=per_pos, contaminated=contaminated)
     if contaminated:
-        acc.note = "counters moved more than this case explains (other traffic on the server)"
-    return acc
+        return _contaminated()
+    return Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "metrics", True,
+                      steps=int(steps), drafted=int(drafted) if drafted is not None else None,
+                      accepted=int(accepted), per_position=per_pos)
+
+
+def _contaminated() -> Acceptance:
+    # Other requests' steps are in the deltas: any figure from them would be wrong, so none is given.
+    return Acceptance(None, None, "metrics", False, contaminated=True,
+                      note="counters moved more than this case explains (other traffic on the server): "
+                           "no figure")
 
 
 def from_tgi_summary(before: dict[str, float], after: dict[str, float]) -> Acceptance | None:

@@ -45,8 +45,8 @@ MEASURES = {
     "burst_tps": "burst-tps",
     "drift": "drift",
 }
-JUNIT_FIELDS = ("verdict", "decode_tps", "ttft_s", "drift", "client_tps", "early_tps", "late_tps", "burst_tps",
-                "prompt_tokens", "completion_tokens", "repeat")
+JUNIT_FIELDS = ("verdict", "decode_tps", "ttft_s", "drift", "drift_verdict", "client_tps", "early_tps", "late_tps",
+                "burst_tps", "prompt_tokens", "completion_tokens", "repeat")
 EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "prompt_tokens", "tokens",
                      "completion_tokens", "short", "long", "repeat", "decode_tps", "client_tps", "ttft_s", "total_s",
                      "early_tps", "late_tps", "drift", "stalls", "tokens_per_chunk", "burst_tps", "burst_gap",
@@ -179,6 +179,7 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
                      ) -> list[tuple[str, str]]:
     """``(name, value)`` string pairs for JUnit XML properties."""
     props = [(f"specperf_{k}", _s(result[k])) for k in JUNIT_FIELDS if result.get(k) is not None]
+    props += [(f"specperf_{k}", " | ".join(result[k])) for k in ("warnings", "notes") if result.get(k)]
     nodeid = result.get("nodeid")
     if comparisons is not None:
         ccs = [cc.as_dict() for cc in comparisons if cc.nodeid == nodeid]

@@ -251,7 +251,7 @@ def _measure_marked(item: pytest.Item) -> None:
         _record(item, _error_record(item, spec, reason))
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
-    for note in notes:
+    for note in [*notes, *record.get("warnings", [])]:
         item.warn(SpecperfWarning(note))
     _record(item, record)
     item.stash[_RESULT_OBJ] = _ResultView(record)
@@ -307,6 +307,8 @@ class SpecperfFixture:
         result = self._session.runner.run(spec, f"{self._item.nodeid}#{kind}{n}")
         result.nodeid = self._item.nodeid
         _record(self._item, result.as_dict())
+        for warning in result.warnings:
+            self._item.warn(SpecperfWarning(warning))
         return result
 
     def sustained(self, **kwargs: Any) -> Any:

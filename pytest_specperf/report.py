@@ -49,6 +49,10 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
         text = str(r.get("verdict", ""))
         if text != "passed" and r.get("reason"):
             text = f"{text}: {r['reason']}"
+        for warning in r.get("warnings") or []:
+            text += f"; warning: {warning}"
+        for note in r.get("notes") or []:
+            text += f"; {note}"
     return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
             "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"), text]
 

@@ -1,4 +1,4 @@
-"""Result records; attribute names are the keys of ``--specperf-json`` (see DESIGN.md, Result fields)."""
+"""Result records; attribute names are the keys of ``--specperf-json`` (docs/measurement.md lists them)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ class Result:
     started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
     finished_at: float = 0.0
     sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine
+    warnings: list[str] = field(default_factory=list)  # gates that could not decide (shown, not failed)
+    notes: list[str] = field(default_factory=list)  # gates not judged, and why
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""
@@ -73,6 +75,7 @@ class SustainedResult(Result):
     drift_p: float | None = None
     drift_gate: str = ""
     drift_failed: bool = False
+    drift_verdict: str = "not judged"  # passed | failed | inconclusive | not judged
     max_drift: float | None = None
     stalls: int = 0
     stall_s: float = 0.0

@@ -14,7 +14,7 @@ from .client import Client, Progress
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
-from .spec import CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
+from .spec import MIN_DRIFT_TOKENS, CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
 
 # Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
@@ -31,12 +31,13 @@ def case_seed(nodeid: str) -> int:
 class Runner:
     """Measures specs on one endpoint; one request at a time (a file lock per endpoint URL)."""
 
-    def __init__(self, client: Client, *, max_drift: float = 0.15,
+    def __init__(self, client: Client, *, max_drift: float = 0.15, inconclusive: str = "warn",
                  progress: Callable[[str], Progress | None] | None = None,
                  size_cap: tuple[int, int, float] | None = None) -> None:
         self.client = client
         self.size_cap = size_cap  # (max ctx, max tokens, max floor) for small local engines
         self.max_drift = max_drift
+        self.inconclusive = inconclusive  # what a drift the gate cannot decide does: pass | warn | fail
         self._progress = progress
         self._prompts: dict[tuple[str, int, int, str], Prompt] = {}
         self._warm = False
@@ -89,7 +90,7 @@ class Runner:
             result.started_at, result.finished_at = started, time.time()
         if spec is not asked:
             result.sized_down = {k: v for k, v in spec.as_dict().items() if v != asked.as_dict()[k]}
-        judge(result, spec, max_drift=self.max_drift)
+        judge(result, spec, max_drift=self.max_drift, inconclusive=self.inconclusive)
         return result
 
     def sustained(self, spec: SustainedSpec, nodeid: str = "") -> SustainedResult:
@@ -136,9 +137,14 @@ class Runner:
             stalls=sum(len(s.stalls) for s in streams),
             stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
             counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
-        if drifts:
+        if len(drifts) < len(streams):
+            r.drift_verdict = "not judged"
+            r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
+                            f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
+        else:
             gate = stats.drift_gate(drifts, max_drift=max_drift)
             r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
+            r.drift_verdict = gate.outcome
             r.early_tps = med([d.early_tps for d in drifts])
             r.late_tps = med([d.late_tps for d in drifts])
             r.window_tps = [float(x) for x in np.median(
@@ -155,16 +161,36 @@ class Runner:
                                                        spec_details)
         if r.acceptance is not None and scrape_series and scrape_series[0]:
             r.acceptance["over_time"] = scrape_series[0]  # first stream: per scrape interval, from counters
-        if spec.require_speculation and not _speculates(r.acceptance):
-            raise measure.MeasurementError(
-                f"require_speculation=True but {self.client.url} shows no speculative decoding "
-                f"({_accept_note(r.acceptance)}); enable a draft method on the server or drop require_speculation")
+        self._check_acceptance_gates(spec, r)
         if spec.max_burst_gap is not None:
             burst_spec = TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api, temperature=spec.temperature)
             burst = self.two_point(burst_spec, nodeid + "#burst", seed=seed)
             r.burst_tps = burst.decode_tps
             r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
         return r
+
+    def _check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
+        """An acceptance gate asked for but without a trustworthy figure is an error, never a silent pass."""
+        acc, url = r.acceptance, self.client.url
+        hidden = (f"other traffic on {url} moved its spec-decode counters during this case and the server gives "
+                  "no per-request counts, so the acceptance figure is hidden; run the case when the server is "
+                  "otherwise idle")
+        contaminated = bool(acc and acc.get("contaminated"))
+        if spec.require_speculation and not _speculates(acc):
+            if contaminated:
+                raise measure.MeasurementError(f"require_speculation cannot be judged: {hidden}")
+            raise measure.MeasurementError(
+                f"require_speculation=True but {url} shows no speculative decoding "
+                f"({_accept_note(acc)}); enable a draft method on the server or drop require_speculation")
+        if spec.min_accept_len is not None and (acc is None or acc.get("mean_len") is None):
+            why = hidden if contaminated else (
+                f"{self.client.kind} at {url} shows no mean acceptance length ({_accept_note(acc)}); expose "
+                "spec-decode metrics (e.g. --metrics) or drop min_accept_len")
+            raise measure.MeasurementError(f"min_accept_len cannot be judged: {why}")
+        if spec.max_accept_drop is not None and r.attribution is None:
+            raise measure.MeasurementError(
+                f"max_accept_drop cannot be judged: per-window acceptance needs one stream chunk per engine step, "
+                f"which {self.client.kind} does not send; gate on min_accept_len instead")
 
     def _scrape(self) -> dict[str, float] | None:
         if not self.client.caps.metrics:
@@ -202,8 +228,12 @@ class Runner:
         elif acc is not None and timings and acc.rate is None:
             resp = acceptance.from_llamacpp_timings(timings)
             acc.rate = resp.rate if resp else None
-        if acc is None and step_chunks:
-            acc = acceptance.from_chunks(measure.median([s.tokens_per_chunk for s in streams]))
+        if step_chunks and (acc is None or acc.contaminated):
+            # Chunk sizes belong to this request alone, so they stand in for counters other traffic moved.
+            chunks = acceptance.from_chunks(measure.median([s.tokens_per_chunk for s in streams]))
+            if acc is not None:
+                chunks.note = "counters moved more than this case explains (other traffic): " + chunks.note
+            acc = chunks
         split = _attribution(streams) if step_chunks else None
         return (acc.as_dict() if acc else None), split
 
@@ -250,6 +280,8 @@ class Runner:
 def _speculates(acc: dict[str, Any] | None) -> bool:
     if not acc:
         return False
+    if acc.get("contaminated") and acc.get("rate") is None:
+        return False  # hidden by other traffic: nothing shows speculation
     if acc.get("drafted") == 0:
         return False
     return acc.get("mean_len") is None or acc["mean_len"] > 1.01 or bool(acc.get("rate"))

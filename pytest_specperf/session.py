@@ -91,7 +91,8 @@ class EndpointSession:
         if self._runner is None:
             client = self.client  # starts the engine if this session owns one
             cap = ENGINE_SIZE if self.started.startswith("engine:") else None
-            self._runner = Runner(client, max_drift=self.settings.max_drift, progress=self._progress_for,
+            self._runner = Runner(client, max_drift=self.settings.max_drift, inconclusive=self.settings.inconclusive,
+                                  progress=self._progress_for,
                                   size_cap=cap)
         return self._runner
 

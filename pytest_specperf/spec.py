@@ -15,6 +15,9 @@ from typing import Any, ClassVar
 from .errors import ConfigError
 
 CONTENT_KINDS = ("prose", "code", "reasoning", "repetitive")
+#: Fewest tokens a sustained case needs for drift to be judged: 8 windows of 32 decode tokens, plus a
+#: first chunk (TTFT's) of up to 8 tokens.
+MIN_DRIFT_TOKENS = 264
 APIS = ("completions", "chat")
 
 
@@ -84,6 +87,9 @@ class SustainedSpec(CaseSpec):
         for name in ("max_drift", "max_burst_gap", "max_accept_drop"):
             v = getattr(self, name)
             _check(v is None or (_is_number(v) and 0 < v < 1), k, f"{name} must be a fraction in (0, 1), got {v!r}")
+        _check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
+               f"max_drift needs tokens >= {MIN_DRIFT_TOKENS} (drift is judged over 8 windows of 32 decode tokens), "
+               f"got tokens={self.tokens}; raise tokens or drop max_drift")
         _check(self.max_ttft_s is None or (_is_number(self.max_ttft_s) and self.max_ttft_s > 0), k,
                f"max_ttft_s must be a positive number of seconds, got {self.max_ttft_s!r}")
         _check(self.min_accept_len is None or (_is_number(self.min_accept_len) and self.min_accept_len >= 1), k,

@@ -6,11 +6,16 @@ from .results import Result, SustainedResult, SweepResult, TwoPointResult
 from .spec import CaseSpec, SustainedSpec
 
 
-def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15) -> None:
-    """Set ``result.verdict`` and ``result.reason`` (every failed check, most telling first)."""
+def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusive: str = "warn") -> None:
+    """Set ``result.verdict`` and ``result.reason`` (every failed check, most telling first).
+
+    A drift the gate cannot decide follows ``inconclusive`` (pass | warn | fail): a warning is kept in
+    ``result.warnings``; a gate that could not be judged at all is said in ``result.notes``.
+    """
     problems: list[str] = []
     if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
         problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else max_drift)
+        _undecided_drift(result, spec, inconclusive, problems)
     elif isinstance(result, TwoPointResult) and spec.min_tps is not None and result.decode_tps < spec.min_tps:
         problems.append(f"two-point decode {result.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} "
                         f"({result.short} vs {result.long} tokens) at ctx {result.prompt_tokens}")
@@ -47,6 +52,26 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
         out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
     return out
+
+
+def _undecided_drift(r: SustainedResult, spec: SustainedSpec, policy: str, problems: list[str]) -> None:
+    """Drift inconclusive, or not judged although asked for explicitly: pass, warn or fail by the policy."""
+    if r.drift_verdict == "inconclusive":
+        text = (f"{r.drift_gate}: early {r.early_tps:.1f} tok/s -> late {r.late_tps:.1f} tok/s over "
+                f"{r.completion_tokens} tokens at ctx {r.prompt_tokens}")
+    elif r.drift_verdict == "not judged":
+        if spec.max_drift is None:
+            r.notes.append(r.drift_gate)  # the default gate is off for short cases, and says so
+            return
+        text = f"{r.drift_gate}; max_drift={spec.max_drift:g} was asked for: inconclusive"
+    else:
+        return
+    if policy == "fail":
+        problems.append(text)
+    elif policy == "warn":
+        r.warnings.append(text)
+    else:
+        r.notes.append(text)
 
 
 def causes(r: SustainedResult) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -92,27 +94,48 @@ def test_min_accept_len_and_max_accept_drop_fail_with_reasons(seed_sim: SimServe
     assert "acceptance drop 0." in r.reason and "> max_accept_drop 0.2" in r.reason
 
 
-def test_other_traffic_marks_acceptance_contaminated(speed: float, runner_for) -> None:
+@contextlib.contextmanager
+def _other_traffic(url: str) -> Iterator[None]:
+    """Another user's requests on the same server while the block runs."""
+    stop = threading.Event()
+
+    def noise() -> None:
+        c = Client(url)
+        c.detect()
+        while not stop.is_set():
+            c.complete("Some other user's request about the weather today.", 64)
+
+    th = threading.Thread(target=noise, daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join(timeout=30)
+
+
+def test_other_traffic_hides_counter_acceptance_and_gates_error(speed: float, runner_for) -> None:
+    # llama.cpp's counters are the only source of a mean length there: other traffic must hide it.
+    with SimServer("healthy", speed=speed, overrides={"dialect": "llamacpp"}) as sim:
+        runner = runner_for(sim.url)
+        with _other_traffic(sim.url):
+            busy = runner.sustained(SustainedSpec(tokens=300, ctx=200), "busy")
+            with pytest.raises(MeasurementError, match="min_accept_len cannot be judged: other traffic"):
+                runner.run(SustainedSpec(tokens=300, ctx=200, min_accept_len=1.5), "busy-gated")
+        clean = runner.run(SustainedSpec(tokens=300, ctx=200, min_accept_len=1.5), "quiet")
+    assert busy.acceptance is not None and busy.acceptance["contaminated"]
+    assert busy.acceptance["mean_len"] is None  # no wrong figure is shown
+    assert clean.verdict == "passed" and clean.acceptance["mean_len"] == pytest.approx(3.0, rel=0.03)
+
+
+def test_other_traffic_falls_back_to_this_requests_chunks(speed: float, runner_for) -> None:
+    # vLLM-style servers send one chunk per step: chunk sizes belong to this request alone.
     with SimServer("healthy", speed=speed) as sim:
         runner = runner_for(sim.url)
-        stop = threading.Event()
-
-        def noise() -> None:
-            c = Client(sim.url)
-            c.detect()
-            while not stop.is_set():
-                c.complete("Some other user's request about the weather today.", 64)
-
-        th = threading.Thread(target=noise, daemon=True)
-        th.start()
-        try:
+        with _other_traffic(sim.url):
             r = runner.sustained(SustainedSpec(tokens=600, ctx=200), "busy")
-        finally:
-            stop.set()
-            th.join(timeout=30)
-        clean = runner.sustained(SustainedSpec(tokens=600, ctx=200), "quiet")
-    assert r.acceptance is not None and r.acceptance["contaminated"]
-    assert clean.acceptance is not None and not clean.acceptance["contaminated"]
+    assert r.acceptance["source"] == "chunks" and "other traffic" in r.acceptance["note"]
+    assert r.acceptance["mean_len"] == pytest.approx(3.0, rel=0.03)  # healthy prose: 3 tokens per step
 
 
 def test_burst_gap_catches_the_story_where_two_point_does_not(seed_sim: SimServer, runner_for) -> None:
