@@ -21,6 +21,12 @@ from httpx_sse import EventSource, SSEError
 from .errors import MeasurementError, shorten
 from .servers import CAPABILITIES, Capabilities, ServerInfo, kind_from_models
 
+#: Where each server kind tells its version: (route, JSON key).
+VERSION_ROUTES: dict[str, tuple[str, str]] = {
+    "vllm": ("/version", "version"), "sglang": ("/server_info", "version"), "llamacpp": ("/props", "build_info"),
+    "tgi": ("/info", "version"), "ollama": ("/api/version", "version"),
+}
+
 Progress = Callable[[int, float], None]  # (tokens so far, seconds since the first token)
 
 
@@ -174,8 +180,22 @@ class Client:
         elif models and self.model not in models:
             raise self._fail(f"model {self.model!r} is not served by {self.url}; it serves {', '.join(models)} "
                              f"(fix --model)")
+        details.setdefault("version", self._server_version(kind))
         self.info = ServerInfo(kind=kind, models=models, caps=CAPABILITIES[kind], details=details)
         return self.info
+
+    def _server_version(self, kind: str) -> str | None:
+        """The server's own version string where it shows one (saved with runs: baselines must match it)."""
+        path, key = VERSION_ROUTES.get(kind, (None, None))
+        if path is None:
+            return None
+        try:
+            resp = self.http.get(path)
+            body = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        value = body.get(key) if isinstance(body, dict) else None
+        return str(value) if value else None
 
     def _probe_kind(self, details: dict[str, Any]) -> str:
         for path, kind, key in (("/info", "tgi", "model_id"), ("/api/version", "ollama", "version")):

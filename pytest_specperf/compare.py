@@ -294,12 +294,15 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
 
     delta = -math.log1p(-max_regression)  # threshold in log space
     p: float | None = None
+    p_better: float | None = None
     if mwu_min_p(nb, nc) < alpha:
         p = float(stats.mannwhitneyu(lc, lb, alternative="less").pvalue)
-        method, how = "mwu", f"p={p:.3g}, {nb} vs {nc} trials"
+        method, how = "mwu", f"{nb} vs {nc} trials"
         worse_sig = p < alpha
         # the other tail only matters for a large improvement; skip the second test otherwise (it is slow)
-        better_sig = d >= delta and float(stats.mannwhitneyu(lc, lb, alternative="greater").pvalue) < alpha
+        if d >= delta:
+            p_better = float(stats.mannwhitneyu(lc, lb, alternative="greater").pvalue)
+        better_sig = p_better is not None and p_better < alpha
     else:
         if method == "welch":
             how += ": too few for the rank test, t-test"
@@ -314,7 +317,8 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
     elif better_sig and d >= delta:
         verdict, tail = "improved", f"improved beyond {thr}"
     elif lo > -delta:
-        verdict, tail = "passed", f"within {thr}"
+        verdict = "passed"
+        tail = f"within {thr}" if abs(d) < delta else f"no regression beyond {thr} (better, but not significantly)"
     elif decide_at is not None and min(nb, nc) >= decide_at:
         verdict = "regressed" if d <= -delta else "passed"
         method += "+estimate"
@@ -329,6 +333,10 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
             tail += f" (detectable at this noise: {mde:.1%}; need {need} trials per side)"
     change = math.expm1(sign * d)
     ch = sorted((math.expm1(sign * lo), math.expm1(sign * hi)))
+    if method.startswith("mwu"):
+        # The p of the tail that decided: worse for a regression or a pass, better for an improvement.
+        shown, side = (p_better, "better") if verdict == "improved" else (p, "worse")
+        how = f"p({side})={shown:.3g}, {how}"
     reason = f"{metric} {_pct(change)} [{_pct(ch[0])}, {_pct(ch[1])}] vs {against} ({how}): {tail}"
     return Comparison(metric=metric, direction=direction, verdict=verdict, effect=math.expm1(d),
                       ci=[math.expm1(lo), math.expm1(hi)], change=change, change_ci=ch, p=p, n_base=nb, n_cand=nc,

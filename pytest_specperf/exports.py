@@ -78,18 +78,21 @@ def _cmp_cell(ccs: Sequence[CaseComparison]) -> str:
         if c is None:
             parts.append(cc.verdict if cc.verdict in ("new", "missing") else f"{cc.verdict}: {cc.reason}")
         else:
-            word = f"**{c.verdict}**" if c.verdict == "regressed" else c.verdict
+            # The case comparison's verdict: the one JSON, JUnit and the terminal carry (noise floors applied).
+            word = f"**{cc.verdict}**" if cc.verdict == "regressed" else cc.verdict
             parts.append(f"{c.metric} {_pct(c.change)} [{_pct(c.change_ci[0])}, {_pct(c.change_ci[1])}] {word}")
     return "<br>".join(_cell(p) for p in parts)
 
 
-def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[CaseComparison] | None = None) -> str:
-    """The results (and comparisons) as a GitHub-flavoured Markdown table with notes below it."""
+def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[CaseComparison] | None = None,
+                     against: str = "baseline") -> str:
+    """The results (and comparisons against ``against``: "baseline" or "A") as a GitHub-flavoured Markdown table
+    with notes below it."""
     ccs = list(comparisons) if comparisons is not None else None
     by_key: dict[str, list[CaseComparison]] = {}
     for cc in ccs or []:
         by_key.setdefault(cc.key, []).append(cc)
-    header = [*COLUMNS, "vs baseline"] if ccs is not None else list(COLUMNS)
+    header = [*COLUMNS, f"vs {against}"] if ccs is not None else list(COLUMNS)
     rows: list[list[str]] = []
     shown: set[str] = set()
 
@@ -114,14 +117,15 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
-        lines += _notes(ccs)
+        lines += _notes(ccs, against)
     return "\n".join(lines) + "\n"
 
 
-def _notes(ccs: Sequence[CaseComparison]) -> list[str]:
+def _notes(ccs: Sequence[CaseComparison], against: str) -> list[str]:
     counts = Counter(cc.verdict for cc in ccs)
     order = ("regressed", "inconclusive", "improved", "passed", "new", "missing", "skipped")
-    out = ["", "Compared with the baseline: " + ", ".join(f"{counts[v]} {v}" for v in order if counts[v]) + "."]
+    who = "the baseline" if against == "baseline" else against
+    out = ["", f"Compared with {who}: " + ", ".join(f"{counts[v]} {v}" for v in order if counts[v]) + "."]
     regressed = [cc for cc in ccs if cc.verdict == "regressed"]
     if regressed:
         out += ["", "Regressions:"]

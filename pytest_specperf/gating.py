@@ -40,12 +40,51 @@ class Gate:
 
 
 def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str, Any]],
-                     max_regression: float | None = None) -> list[str]:
-    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold)."""
+                     max_regression: float | None = None, differences: list[str] | None = None,
+                     strict: bool = False) -> list[str]:
+    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold).
+
+    ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
+    they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
+    """
     mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
     ccs = compare.compare_runs(mine, [result], max_regression=max_regression or gate.max_regression,
                                metrics=METRICS)
-    return gate.apply(result, _ttft_floor(ccs, mine, [result]))
+    unlike = [*(differences or []), *_case_differences(mine, result)]
+    return gate.apply(result, _unlike(_ttft_floor(ccs, mine, [result]), unlike, strict))
+
+
+def _case_differences(base: list[dict[str, Any]], result: dict[str, Any]) -> list[str]:
+    """Per-case settings that make a baseline measure something else (sampling temperature)."""
+    temps = {b.get("temperature", 0.0) for b in base}
+    now = result.get("temperature", 0.0)
+    return [f"temperature: {t!r} (baseline) != {now!r} (now)" for t in temps if t != now]
+
+
+def _unlike(ccs: list[CaseComparison], differences: list[str], strict: bool) -> list[CaseComparison]:
+    """Say how the baseline differs in every reason; without ``strict`` a regression is only inconclusive."""
+    if not differences:
+        return ccs
+    what = "; ".join(differences)
+    out = []
+    for cc in ccs:
+        if cc.comparison is None:
+            out.append(cc)
+            continue
+        verdict = cc.verdict
+        if verdict == "regressed" and not strict:
+            verdict = "inconclusive"
+            why = f"{cc.reason}; not comparable ({what}): inconclusive, --specperf-compare-strict judges it anyway"
+        else:
+            why = f"{cc.reason}; baseline differs ({what})"
+        out.append(_with_verdict(cc, verdict, why))
+    return out
+
+
+def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparison:
+    """The same comparison with a new verdict and reason, inside and out, so every report says one thing."""
+    inner = replace(cc.comparison, verdict=verdict, reason=reason) if cc.comparison is not None else None
+    return replace(cc, verdict=verdict, reason=reason, comparison=inner)
 
 
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
@@ -57,14 +96,37 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     ccs = compare.compare_ab(arms["A"], arms["B"], max_regression=max_regression or gate.max_regression,
                              metrics=METRICS)
     ccs = _ttft_floor(ccs, arms["A"], arms["B"])
-    summary = dict(arms["B"][-1])
-    summary["verdict"] = "failed" if any(r["verdict"] == "failed" for r in arms["B"]) else summary["verdict"]
-    summary["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in arms["B"] if r.get("reason")))
+    summary = aggregate(arms["B"])
     summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
+                     "a": {k: v for k, v in aggregate(arms["A"]).items() if k in AGGREGATED},
                      "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
                      "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
     warnings = gate.apply(summary, ccs)
     return summary, warnings
+
+
+#: Scalar figures an A/B row shows as the median over an arm's trials.
+AGGREGATED = ("decode_tps", "client_tps", "ttft_s", "total_s", "early_tps", "late_tps", "drift", "tokens_per_chunk",
+              "burst_tps", "burst_gap", "t_short_s", "t_long_s", "prompt_tokens", "completion_tokens")
+
+
+def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for several trials of a case: medians of the figures, every stream and sample kept, the worst
+    verdict with every distinct reason."""
+    out = dict(trials[-1])
+    for key in AGGREGATED:
+        values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
+        if values:
+            out[key] = float(np.median(values))
+    for key in ("streams", "samples_tps", "warnings", "notes"):
+        if any(key in r for r in trials):
+            out[key] = [x for r in trials for x in r.get(key) or []]
+    if any(r.get("verdict") == "failed" for r in trials):
+        out["verdict"] = "failed"
+    out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))
+    out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)
+    out["started_at"] = min(r.get("started_at", 0.0) for r in trials)
+    return out
 
 
 def _median_ttft(results: list[dict[str, Any]]) -> float | None:
@@ -82,7 +144,7 @@ def _ttft_floor(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: lis
     for cc in ccs:
         if cc.metric == "ttft_s" and cc.verdict in ("regressed", "inconclusive", "improved"):
             why = f"ttft_s {b * 1000:.1f} -> {c * 1000:.1f} ms: within the {TTFT_FLOOR_S * 1000:.0f} ms noise floor"
-            cc = replace(cc, verdict="passed", reason=why)
+            cc = _with_verdict(cc, "passed", why)
         out.append(cc)
     return out
 

@@ -80,6 +80,7 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
         response_id=trace.response_id,
         window_tokens_per_chunk=w_tpc,
         window_chunks_per_s=w_cps,
+        server_timings=trace.timings,
     ), d
 
 

@@ -42,6 +42,10 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-compare",), "specperf_compare",
      "compare every case with a saved run (default: the latest; or give its name or number)",
      {"nargs": "?", "const": ""}),
+    (("--specperf-compare-strict",), "specperf_compare_strict",
+     "judge against a baseline measured differently (other model, server version, temperature, plugin version or "
+     "machine) as if it were comparable; by default such a would-be regression is inconclusive",
+     {"action": "store_const", "const": "true"}),
     (("--specperf-storage",), "specperf_storage",
      "folder for saved runs, relative to the rootdir (default .specperf/runs)"),
     (("--specperf-max-regression",), "specperf_max_regression",
@@ -82,6 +86,7 @@ class Settings:
     ab_trials: int = 5
     markdown: Path | None = None
     bencher: Path | None = None
+    compare_strict: bool = False
 
     @property
     def api_key(self) -> str | None:
@@ -200,7 +205,20 @@ def read_settings(config: pytest.Config) -> Settings:
         ab_trials=int(trials),
         markdown=markdown,
         bencher=bencher,
+        compare_strict=_flag(config, "specperf_compare_strict"),
     )
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    raw = _raw(config, name)
+    if raw is None:
+        return False
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} = {raw!r} is not a boolean; use true or false")
 
 
 def _check_url(url: str, flag: str) -> str:

