@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -30,11 +31,13 @@ def test_stall_past_the_timeout(client: Client, speed: float) -> None:
         client.stream(PROMPT, 200, headers=_fault(f"stall={8 * speed}@50", "stall"))
 
 
-def test_short_stall_is_measured_not_an_error(client: Client) -> None:
-    trace = client.stream(PROMPT, 300, headers=_fault("stall=2@150", "short-stall"))
+def test_short_stall_is_measured_not_an_error(client: Client, speed: float) -> None:
+    stall_s = 4.0 / speed  # 4 model seconds: 0.5 s of real time, some 200 times a step
+    trace = client.stream(PROMPT, 300, headers=_fault("stall=4@150", "short-stall"))
     assert trace.completion_tokens == 300
-    gaps = [b.t - a.t for a, b in zip(trace.chunks, trace.chunks[1:], strict=False)]
-    assert max(gaps) > 0.2  # 2 model seconds / speed 8
+    gaps = sorted(b.t - a.t for a, b in itertools.pairwise(trace.chunks))
+    assert gaps[-1] == pytest.approx(stall_s, abs=0.1)  # the stall, measured as long as it was
+    assert gaps[-2] < 0.1 * stall_s  # and no other gap near it
 
 
 def test_disconnect_mid_stream(client: Client) -> None:
@@ -49,11 +52,24 @@ def test_malformed_sse_line_is_quoted(client: Client) -> None:
 
 
 @pytest.mark.parametrize("code", [503, 429])
-def test_retry_after_is_honoured_then_succeeds(client: Client, code: int) -> None:
+def test_retry_after_is_honoured_then_succeeds(healthy_sim: SimServer, code: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server asks for 0.3 s; a client that ignored it would back off 1 s then 2 s.
+    waits: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    client = Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=5.0)
+    client.detect()
     t0 = time.perf_counter()
     trace = client.stream(PROMPT, 64, headers=_fault(f"status={code}*2, retry_after=0.3", f"retry{code}"))
     assert trace.completion_tokens == 64
-    assert time.perf_counter() - t0 >= 0.6  # two waits of the server's Retry-After
+    assert waits == [pytest.approx(0.3), pytest.approx(0.3)]
+    assert time.perf_counter() - t0 >= 0.6
 
 
 def test_retries_are_bounded(client: Client) -> None:

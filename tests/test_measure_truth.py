@@ -26,16 +26,20 @@ def test_sustained_matches_truth(profile: str, runner_for) -> None:
     # measure the machine's load rather than the plugin's maths.
     with SimServer(profile, speed=2.0) as sim:
         runner = runner_for(sim.url)
-        r = runner.sustained(SustainedSpec(tokens=800, ctx=1000, content="prose"), "truth")
+        r = runner.sustained(SustainedSpec(tokens=800, ctx=1000, content="prose", repeat=3), "truth")
         s = r.streams[0]
-        truth = sim.truth(s.response_id)
+        truths = [sim.truth(x.response_id) for x in r.streams]
+        truth = truths[0]
     assert r.completion_tokens == 800
     assert s.counts_exact and s.count_source == "continuous_usage"
-    assert abs(r.decode_tps / _truth_decode(truth) - 1) < 0.01
+    assert abs(s.decode_tps / _truth_decode(truth) - 1) < 0.01
     t, k = _truth_trace(truth)
     truth_drift = stats.drift(stats.window_rates(t, k)).drift
-    assert abs(r.drift - truth_drift) < 0.03
-    assert abs(r.ttft_s - truth["ttft_s"]) < 0.005
+    assert abs(s.drift - truth_drift) < 0.03
+    # TTFT within 5 ms of the server's own clock in the median stream: one late wake-up on a busy machine
+    # is not the plugin's error, a systematic offset (e.g. timing from the wrong event) still is.
+    errors = sorted(abs(x.ttft_s - tr["ttft_s"]) for x, tr in zip(r.streams, truths, strict=True))
+    assert errors[1] < 0.005, errors
     assert abs(r.prompt_tokens - 1000) <= 10 and r.prompt_tokens == truth["prompt_tokens"]
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from pytest_specperf import prompts
 from pytest_specperf.prompts import DEFAULT_INSTRUCTIONS, KINDS, MAX_CALLS, Prompt, build_prompt
+from pytest_specperf.sim import classify as sim_classify
+from pytest_specperf.sim import tokenize as sim_tokenize
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 _BPE_LIKE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]+|\s+(?!\S)|\s+")
@@ -239,10 +241,8 @@ _SIM_VARIANTS = (0, 1, 2, 5, 4242, 57_301, 99_999)
 @pytest.mark.parametrize("ctx", [256, 1000, 3000])
 @pytest.mark.parametrize("kind", KINDS)
 def test_simulator_tokenizer_and_classifier_agree(kind: str, ctx: int) -> None:
-    sim = pytest.importorskip("pytest_specperf.sim")
-
     def sim_count(text: str) -> int:
-        return len(sim.tokenize(text, add_bos=True))  # as usage.prompt_tokens counts it
+        return len(sim_tokenize(text, add_bos=True))  # as usage.prompt_tokens counts it
 
     for variant in _SIM_VARIANTS:
         counting = Counting(sim_count)
@@ -250,7 +250,7 @@ def test_simulator_tokenizer_and_classifier_agree(kind: str, ctx: int) -> None:
         assert p.tokens == sim_count(p.text)
         assert abs(p.tokens - ctx) <= tolerance(ctx)
         assert counting.calls <= prompts.EXACT_CALLS + 1
-        assert sim.classify(p.text) == kind, (variant, p.text[:200])
+        assert sim_classify(p.text) == kind, (variant, p.text[:200])
 
 
 def test_repetitive_prompts_begin_at_a_block_heading() -> None:

@@ -80,9 +80,11 @@ def test_vllm_counters_move_per_step_and_match_truth(dialect_sims: dict[str, Sim
     per_pos = [delta(after, before, f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={i}}}")
                for i in range(sim.profile.max_accept - 1)]
     assert sum(per_pos) == accepted and per_pos == sorted(per_pos, reverse=True)
-    # mean acceptance length from the counters equals tokens per decode step in the truth
+    # mean acceptance length from the counters equals tokens per decode step in the truth, and what the
+    # profile declares (bonus token included): healthy prose, min-variance, is 3 tokens a step
     mean_len = 1 + accepted / len(steps)
     assert mean_len == pytest.approx(sum(s["tokens"] for s in steps) / len(steps))
+    assert mean_len == pytest.approx(sim.profile.accept_len["prose"], rel=0.02)
     assert delta(after, before, "vllm:generation_tokens_total") == 300
 
 
