@@ -2,9 +2,9 @@
 
 A build-time tool, kept out of the wheel. Run from anywhere: ``python tools/generate_corpora.py``
 rewrites the shipped files in ``pytest_specperf/data/``; ``--out DIR`` writes them elsewhere.
-Deterministic (fixed seeds), so the shipped files change only when this script does. All text here was written for this project;
-prose.txt and code.txt are hand-written directly. Units in every corpus are separated by a line
-holding only ``%%``.
+Deterministic (fixed seeds), so the shipped files change only when this script does.
+All text here was written for this project; prose.txt and code.txt are hand-written directly.
+Units in every corpus are separated by a line holding only ``%%``.
 """
 
 from __future__ import annotations
