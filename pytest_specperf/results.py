@@ -1,4 +1,4 @@
-"""Result records; attribute names are the keys of ``--specperf-json`` (see DESIGN.md, Result fields)."""
+"""Result records; attribute names are the keys of ``--specperf-json`` (meanings: docs/measurement.md)."""
 
 from __future__ import annotations
 
