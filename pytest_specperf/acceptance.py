@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-# Counter sample names per server kind (docs/servers.md lists them with the versions checked).
+# Counter sample names per server kind (docs/servers.md).
 SERIES: dict[str, dict[str, str]] = {
     "vllm": {"steps": "vllm:spec_decode_num_drafts_total", "drafted": "vllm:spec_decode_num_draft_tokens_total",
              "accepted": "vllm:spec_decode_num_accepted_tokens_total",

@@ -1,4 +1,4 @@
-"""Result records; attribute names are the keys of ``--specperf-json`` (meanings: docs/measurement.md)."""
+"""Result records; attribute names are the keys of ``--specperf-json`` (docs/measurement.md lists them)."""
 
 from __future__ import annotations
 

@@ -30,8 +30,10 @@ Public API
     ``branch``, ``time``, ``dirty``, ``project``. ``machine_info`` hashes the host name (``host_id``) instead of
     storing it. ``job_info`` keeps the CI job/run ids found in the environment, so trials can be grouped by job.
 ``fingerprint(run_or_meta) -> dict``, ``fingerprint_diff(base, cand) -> list[str]``
-    ``model``, ``server``, ``server_version``: a baseline is only comparable under the same fingerprint; the
-    caller decides whether a difference makes the comparison inconclusive (docs/statistics.md).
+    ``model``, ``server``, ``server_version``, ``plugin_version``, ``machine`` (the client's, see ``machine_key``):
+    a baseline is only comparable under the same fingerprint; the caller decides whether a difference makes the
+    comparison inconclusive. A run saved with ``partial`` set (interrupted, stopped by ``-x``, or with errored
+    cases) is never the default baseline of ``find_run``.
 """
 
 from __future__ import annotations
