@@ -1,4 +1,4 @@
-"""Regression gating across runs: per-trial values in log space, a three-outcome rule (reference/stats.md §2).
+"""Regression gating across runs: per-trial values in log space, a three-outcome rule (docs/statistics.md).
 
 Pure numpy/scipy; never imports pytest. The plugin wires it to ``--specperf-compare`` (baseline = a stored run,
 "history mode") and to A/B mode (baseline = build A measured in the same session, ABBA order).
@@ -33,7 +33,7 @@ decide_at=20, against="baseline") -> Comparison``
 ``gate(comparisons, inconclusive="warn") -> tuple[list, list]``
     (failing, warning) comparisons for ``--specperf-inconclusive=pass|warn|fail``.
 ``trials_needed(noise, max_regression)``, ``min_detectable(noise, n_base, n_cand)``
-    The repetitions formula and the minimum detectable effect (stats.md §2.4).
+    The repetitions formula and the minimum detectable effect (docs/statistics.md).
 
 The rule (``compare_case``)
 ---------------------------
@@ -54,11 +54,11 @@ log space (5 % = a factor 0.95 worse, or 1/0.95 better).
   gives the minimum detectable effect and the trials per side needed. ``noise`` behind ``mde`` combines both
   sides' spread (robust 1.4826 MAD of the logs from 5 trials, sd below that), so a noisy candidate shows.
   At ``decide_at`` (20) trials per side an inconclusive case is decided on the point estimate, so the 5 -> 10 -> 20
-  escalation of stats.md §2.3 ends.
+  escalation (docs/statistics.md) ends.
 
 Few trials: with one trial on one side, the CI is the prediction interval from the other side's spread (pooled
 t, ``n - 1`` degrees of freedom). With one trial per side, or no spread at all, nothing measures the noise, so an
-assumed per-trial noise ``noise_floor`` (3 % log-sd: within-job CV 2 % and a between-job 3 % in stats.md §2.2
+assumed per-trial noise ``noise_floor`` (3 % log-sd: a within-job CV of ~2 % and a between-job offset of ~3 %
 give 2-3.6 %) stands in, with ``z_{1-alpha}``: at 5 % threshold a single-trial comparison says regressed only beyond
 about -9.4 %, and cannot say passed unless the candidate is ~5 % better, so repeat=1 catches big regressions and
 is otherwise inconclusive, saying how many trials would settle it. The reason says which of these was used.
@@ -89,12 +89,12 @@ DIRECTIONS: dict[str, str] = {
 
 ALPHA = 0.01
 POWER = 0.8
-#: stats.md §0: 5 % with interleaved A/B in one job, 10 % against a stored run (the per-job offset).
+#: 5 % with interleaved A/B in one job, 10 % against a stored run (the per-job offset; docs/statistics.md).
 AB_MAX_REGRESSION = 0.05
 HISTORY_MAX_REGRESSION = 0.10
 #: assumed per-trial log-sd when the data cannot measure it (one trial per side, or no spread).
 NOISE_FLOOR = 0.03
-#: trials per side at which an inconclusive comparison is decided on the point estimate (stats.md §2.3).
+#: trials per side at which an inconclusive comparison is decided on the point estimate (5 -> 10 -> 20 ends).
 DECIDE_AT = 20
 _NO_SPREAD = 1e-9
 
@@ -208,7 +208,7 @@ def mwu_min_p(n: int, m: int) -> float:
 def min_detectable(noise: float, n_base: int, n_cand: int, *, alpha: float = ALPHA, power: float = POWER) -> float:
     """Smallest worsening (positive fraction) detected with ``power``: ``(z_a + z_b) sd sqrt(1/n + 1/m) sqrt(pi/3)``.
 
-    The ``pi/3`` is the MWU's efficiency relative to the t-test (stats.md §2.4).
+    The ``pi/3`` is the MWU's efficiency relative to the t-test (its asymptotic relative efficiency is 3/pi).
     """
     log_mde = (_z(1 - alpha) + _z(power)) * noise * math.sqrt(1 / n_base + 1 / n_cand) * math.sqrt(math.pi / 3)
     return -math.expm1(-log_mde)
@@ -220,13 +220,13 @@ def trials_needed(noise: float, max_regression: float, *, alpha: float = ALPHA, 
     ``n_min`` is the fewest trials per side at which MWU can reach ``alpha`` (5 at 0.01).
     """
     n_min = next(n for n in range(1, 100) if mwu_min_p(n, n) < alpha)
-    # delta as a plain fraction, as in stats.md's table (-log(1 - delta) would be ~2.5 % larger: fewer trials)
+    # delta as a plain fraction, as in docs/statistics.md's table (-log(1 - delta) would be ~2.5 % larger: fewer trials)
     n = (math.pi / 3) * 2 * ((_z(1 - alpha) + _z(power)) * noise / max_regression) ** 2
     return max(n_min, math.ceil(n))
 
 
 def _side_sd(x: np.ndarray) -> float | None:
-    # stats.md §2.4: robust CV (1.4826 MAD of the logs) once there are enough trials for a MAD; sd below that.
+    # Robust CV (1.4826 MAD of the logs) once there are enough trials for a MAD; sd below that.
     if x.size >= 5:
         s = float(stats.median_abs_deviation(x, scale="normal"))
         if s > _NO_SPREAD:

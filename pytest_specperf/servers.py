@@ -1,4 +1,4 @@
-"""Server kinds and what each supports, per reference/servers.md; detection from /v1/models and probes."""
+"""Server kinds and what each supports (docs/servers.md); detection from /v1/models and probes."""
 
 from __future__ import annotations
 

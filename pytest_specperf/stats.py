@@ -247,7 +247,7 @@ def drift_gate(
             nsig = sum(d.mk_p < trend_p for d in drifts)
             evidence = f"{n} streams, {nsig}/{n} with trend p < {trend_p:g}"
     else:
-        # Test against the limit itself, not against "no drift" (stats.md's rule): H0 is then
+        # Test against the limit itself, not against "no drift" (docs/statistics.md): H0 is then
         # "median drift <= max_drift", so a deploy within its budget fails with probability <= streams_p
         # however close to the limit it is, whereas the H0 "no drift" test plus a point estimate fails
         # ~50 % of deploys that sit just at the limit. The price is power near the limit (at k = 5 all

@@ -1,6 +1,6 @@
 """Saved runs: versioned JSON files, one per session, for ``--specperf-save`` and ``--specperf-compare``.
 
-Never imports pytest. Modelled on pytest-benchmark's file storage (reference/style.md §5), minus its flaws: the
+Never imports pytest. Modelled on pytest-benchmark's file storage, minus its flaws: the
 folder is relative to a root the caller passes (the pytest rootdir), not the cwd; a bad file is skipped with a
 warning, never an exception; two writers never clobber each other's file.
 
@@ -62,7 +62,7 @@ REPORT_FORMAT = "pytest-specperf/1"
 DEFAULT_SUBDIR = Path(".specperf") / "runs"
 TOP_META = ("plugin_version", "endpoint", "model", "server", "server_version")
 FINGERPRINT_KEYS = ("model", "server", "server_version", "plugin_version", "machine")
-#: CI variables that identify the job (stats.md §2.1: store the job id).
+#: CI variables that identify the job: runs from different jobs differ by a per-job offset (docs/statistics.md).
 JOB_ENV = ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_JOB", "GITHUB_SHA", "GITHUB_REF_NAME", "CI_PIPELINE_ID",
            "CI_JOB_ID", "CI_COMMIT_SHA", "BUILDKITE_BUILD_ID", "BUILDKITE_JOB_ID", "BUILD_ID", "BUILD_NUMBER")
 

@@ -1,4 +1,4 @@
-"""Acceptance parsers on the documented shapes (servers.md), including sources the simulator does not emit."""
+"""Acceptance parsers on the documented shapes (docs/servers.md), including sources the simulator does not emit."""
 
 import pytest
 

@@ -99,7 +99,7 @@ def test_single_trial_per_side_uses_the_noise_floor() -> None:
     assert "1 trial per side: no noise estimate, assumed 3% per trial" in big.reason
     small = compare_case([50.0], [48.5], direction="higher")
     assert small.verdict == "inconclusive"
-    assert "need 8 trials per side" in small.reason  # stats.md: CV 3 % and 5 % threshold need 8 per side
+    assert "need 8 trials per side" in small.reason  # docs/statistics.md: CV 3 % and 5 % threshold need 8 per side
     # no spread at all on several trials also falls back to the floor instead of an infinitely narrow CI
     flat = compare_case([50.0] * 5, [50.0] * 5, direction="higher")
     assert flat.method == "mwu" and flat.noise_source == "floor" and flat.verdict == "passed"
@@ -128,7 +128,7 @@ def test_decided_on_the_estimate_at_20_trials() -> None:
 
 
 def test_repetitions_formula_matches_reference_table() -> None:
-    # stats.md §0 / §2.4: alpha 0.01 one-sided, power 0.8, MWU.
+    # The table in docs/statistics.md: alpha 0.01 one-sided, power 0.8, MWU.
     assert trials_needed(0.02, 0.05) == 5
     assert trials_needed(0.03, 0.05) == 8
     assert trials_needed(0.05, 0.05) == 22

@@ -1,13 +1,15 @@
-"""Regenerates reasoning.txt and repetitive.txt from the hand-written pieces below.
+"""Regenerates the corpora reasoning.txt and repetitive.txt from the hand-written pieces below.
 
-Run from anywhere: ``python pytest_specperf/data/generate.py``. Deterministic (fixed seeds), so
-the shipped files change only when this script does. All text here was written for this project;
-prose.txt and code.txt are hand-written directly. Units in every corpus are separated by a line
-holding only ``%%``.
+A build-time tool, kept out of the wheel. Run from anywhere: ``python tools/generate_corpora.py``
+rewrites the shipped files in ``pytest_specperf/data/``; ``--out DIR`` writes them elsewhere.
+Deterministic (fixed seeds), so the shipped files change only when this script does.
+All text here was written for this project; prose.txt and code.txt are hand-written directly.
+Units in every corpus are separated by a line holding only ``%%``.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 import re
@@ -15,7 +17,8 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+#: where the package ships its corpora
+DATA = Path(__file__).resolve().parent.parent / "pytest_specperf" / "data"
 SEPARATOR = "\n%%\n"
 
 # -- reasoning ----------------------------------------------------------------------------------
@@ -875,9 +878,26 @@ def repetitive_corpus(count: int = 24, seed: int = 7) -> str:
     return SEPARATOR.join(units) + "\n"
 
 
-def main() -> None:
-    (HERE / "reasoning.txt").write_text(reasoning_corpus(), encoding="utf-8")
-    (HERE / "repetitive.txt").write_text(repetitive_corpus(), encoding="utf-8")
+def write_corpora(out: Path) -> list[Path]:
+    """Write the generated corpora into ``out``; return their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"reasoning.txt": reasoning_corpus(), "repetitive.txt": repetitive_corpus()}
+    paths = []
+    for name, text in files.items():
+        path = out / name
+        # newline="\n": the same bytes on every platform, so the shipped files compare exactly
+        with path.open("w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: regenerate the corpora into the package's data folder or ``--out``."""
+    parser = argparse.ArgumentParser(description="Regenerate the generated prompt corpora.")
+    parser.add_argument("--out", type=Path, default=DATA, help=f"folder to write into (default: {DATA})")
+    for path in write_corpora(parser.parse_args(argv).out):
+        print(path)
 
 
 if __name__ == "__main__":
