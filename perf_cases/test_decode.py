@@ -13,14 +13,16 @@ import pytest
 @pytest.mark.sustained(tokens=1500, ctx=5000, content="reasoning", min_tps=60, max_drift=0.15)
 def test_long_reasoning_holds(specperf):
     r = specperf.result  # measured once for this test, from its marker
-    assert r.completion_tokens == r.tokens  # the length asked (sized down on a small local engine)
-    assert r.ttft_s < r.total_s
+    assert r.completion_tokens == r.tokens  # the whole answer, counted exactly (sized down on a small engine)
+    assert r.late_tps >= 0.8 * r.early_tps  # the end of a long answer reads as fast as its start
 
 
 # The classic two-point decode rate at the same context: it passes even where the case above fails.
-@pytest.mark.two_point(ctx=5000, min_tps=60)
+@pytest.mark.two_point(ctx=5000, min_tps=60, repeat=3)
 def test_burst_decode(specperf):
-    assert specperf.result.decode_tps > 0
+    r = specperf.result
+    # Bursts that disagree by more than 25% say the server is too noisy at this size to trust one: raise long=.
+    assert max(r.samples_tps) <= 1.25 * min(r.samples_tps)
 
 
 # How decode scales with context length (attention cost per step grows with the KV cache).
@@ -31,9 +33,10 @@ def test_context_scaling(specperf):
     assert points[-1]["decode_tps"] >= 0.2 * points[0]["decode_tps"]
 
 
-# The same measurements, called directly: useful for ad-hoc checks and comparisons in one test.
-def test_code_faster_than_prose_is_not_assumed(specperf, endpoint):
+# The same measurements, called directly: two of them compared with a tolerance in one test.
+def test_prose_keeps_up_with_code(specperf):
     code = specperf.sustained(tokens=300, ctx=1000, content="code")
     prose = specperf.sustained(tokens=300, ctx=1000, content="prose")
-    assert code.completion_tokens == prose.completion_tokens == 300
-    print(f"{endpoint['server']}: code {code.decode_tps:.1f} tok/s, prose {prose.decode_tps:.1f} tok/s")
+    # Drafts are accepted less often on prose than on code, so prose decodes slower; under half the code
+    # rate means the drafter fails on ordinary text.
+    assert prose.decode_tps >= 0.5 * code.decode_tps, f"prose {prose.decode_tps:.1f} vs code {code.decode_tps:.1f}"
