@@ -294,6 +294,9 @@ def _measure_marked(item: pytest.Item) -> None:
                 notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression)
     except (MeasurementError, ConfigError) as exc:
         reason = str(exc)
+    else:
+        reason = ""
+    if reason:  # failed outside the except block, so no "during handling of the above exception" chain
         _record(item, _error_record(item, spec, reason))
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
@@ -408,14 +411,17 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         reason = _failed_reason(item)
         if reason:
             pytest.fail(reason, pytrace=False)
+    message = ""
     try:
         res = yield
     except MeasurementError as exc:  # a direct call that could not measure: an error, as for a marker case
         item.stash[_DIRECT_ERROR] = True
         tail = item.config.stash[SESSION].log_tail()
-        pytest.fail(f"could not measure: {exc}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
+        message = f"could not measure: {exc}" + (f"\nengine log tail:\n{tail}" if tail else "")
     except ConfigError as exc:  # a user mistake in a direct call or in using specperf.result: its one line
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    if message:
+        pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain is shown
     if isinstance(item, pytest.Function):
         reason = _failed_reason(item)
         if reason:
