@@ -19,7 +19,7 @@ import httpx
 from httpx_sse import EventSource, SSEError
 
 from .errors import MeasurementError, shorten
-from .servers import CAPABILITIES, Capabilities, ServerInfo, kind_from_models
+from .servers import CAPABILITIES, Capabilities, ServerInfo, context_from_models, kind_from_models
 
 #: Where each server kind tells its version: (route, JSON key).
 VERSION_ROUTES: dict[str, tuple[str, str]] = {
@@ -80,8 +80,10 @@ class Client:
     """One endpoint. Errors are MeasurementError with a one-line reason; the API key never appears in them."""
 
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 60.0,
-                 retries: int = 3, max_retry_wait: float = 30.0, kind: str | None = None) -> None:
+                 retries: int = 3, max_retry_wait: float = 30.0, kind: str | None = None,
+                 source: str = "--endpoint") -> None:
         self.url = url.rstrip("/")
+        self.source = source  # the option that named this URL, for "fix --endpoint" hints
         self.model = model
         self.timeout = timeout
         self.retries = retries
@@ -106,7 +108,8 @@ class Client:
         return MeasurementError(self._redact(message))
 
     def _down(self, exc: Exception) -> MeasurementError:
-        return self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix --endpoint")
+        return self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix "
+                          f"{self.source}")
 
     def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """Send with bounded retries on 429/503 (honouring Retry-After); connection errors are named."""
@@ -124,11 +127,17 @@ class Client:
             except httpx.TimeoutException:
                 raise self._fail(f"{method} {path} got no answer within {self.timeout:g} s "
                                  "(raise --specperf-timeout if the server is just slow)") from None
+            except httpx.HTTPError as exc:  # cut mid-answer: the same named error as a cut stream
+                raise self._cut(method, path, time.perf_counter() - t0, exc) from None
             if resp.status_code in (429, 503) and attempt < self.retries:
                 time.sleep(self._retry_wait(resp, attempt))
                 continue
             return resp, elapsed
         raise AssertionError("unreachable")
+
+    def _cut(self, method: str, path: str, after_s: float, exc: Exception) -> MeasurementError:
+        return self._fail(f"server closed the connection after {after_s:.1f} s without a complete answer to "
+                          f"{method} {path} ({shorten(str(exc) or type(exc).__name__, 60)})")
 
     def _retry_wait(self, resp: httpx.Response, attempt: int) -> float:
         try:
@@ -180,8 +189,10 @@ class Client:
         elif models and self.model not in models:
             raise self._fail(f"model {self.model!r} is not served by {self.url}; it serves {', '.join(models)} "
                              f"(fix --model)")
+        limit, source = self._context_limit(body, kind)
         details.setdefault("version", self._server_version(kind))
-        self.info = ServerInfo(kind=kind, models=models, caps=CAPABILITIES[kind], details=details)
+        self.info = ServerInfo(kind=kind, models=models, caps=CAPABILITIES[kind], details=details,
+                               max_context=limit, context_source=source)
         return self.info
 
     def _server_version(self, kind: str) -> str | None:
@@ -196,6 +207,22 @@ class Client:
             return None
         value = body.get(key) if isinstance(body, dict) else None
         return str(value) if value else None
+
+    def _context_limit(self, models_body: Any, kind: str) -> tuple[int | None, str]:
+        """The context one request may use, as advertised: llama.cpp's per-slot ``n_ctx`` in /props, else
+        ``max_model_len`` (or ``meta.n_ctx``) in /v1/models; (None, "") when the server does not say."""
+        if kind == "llamacpp":
+            try:
+                resp = self.http.get("/props")
+                props = resp.json() if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                props = None
+            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+                return n_ctx, "n_ctx in /props"
+        limit = context_from_models(models_body, self.model)
+        return (limit, "max_model_len in /v1/models") if limit else (None, "")
 
     def _probe_kind(self, details: dict[str, Any]) -> str:
         for path, kind, key in (("/info", "tgi", "model_id"), ("/api/version", "ollama", "version")):
@@ -337,6 +364,9 @@ class Client:
             except httpx.TimeoutException:
                 raise self._fail(f"POST {path}: no response headers within {self.timeout:g} s "
                                  f"(--specperf-timeout={self.timeout:g})") from None
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                # Before the first event (after it, stream() names the cut with its token count).
+                raise self._cut("POST", path, time.perf_counter() - t0, exc) from None
             time.sleep(wait)
 
     def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock
 
 
 def lock_path(url: str) -> Path:
@@ -21,10 +22,6 @@ def lock_path(url: str) -> Path:
 
 @contextmanager
 def endpoint_lock(url: str) -> Iterator[None]:
-    """Hold the endpoint's exclusive lock; the OS frees it if the process dies."""
-    with open(lock_path(url), "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    """Hold the endpoint's exclusive lock; the OS frees it if the process dies (filelock: flock or msvcrt)."""
+    with FileLock(lock_path(url)):
+        yield

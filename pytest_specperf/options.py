@@ -12,6 +12,8 @@ from urllib.parse import urlparse
 import pytest
 
 from .errors import ConfigError
+from .files import check_writable
+from .storage import slug
 
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
 OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str, dict[str, Any]]] = [
@@ -59,6 +61,9 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
      "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
     (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
 ]
+
+
+STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,10 @@ def read_settings(config: pytest.Config) -> Settings:
     if key_env is not None and not str(key_env).replace("_", "").isalnum():
         raise ConfigError(f"--api-key-env={key_env!r} must be the NAME of an environment variable, e.g. "
                           "--api-key-env=MY_KEY (never the key itself)")
+    if key_env is not None and not os.environ.get(str(key_env)):
+        # Asked for by name: a missing key would only show later as HTTP 401 on every case.
+        raise ConfigError(f"--api-key-env={key_env}: the variable {key_env} is not set (or empty); export it "
+                          "with the API key, or drop --api-key-env")
     engine = _raw(config, "specperf_engine")
     if engine is not None and engine not in ("llamacpp",):
         raise ConfigError(f"--specperf-engine={engine!r} is not known; use --specperf-engine=llamacpp")
@@ -149,7 +158,7 @@ def read_settings(config: pytest.Config) -> Settings:
     engine_model = _raw(config, "specperf_engine_model")
     if engine_model is not None and not Path(engine_model).is_file():
         raise ConfigError(f"--specperf-engine-model={engine_model}: no such file; give the path of a .gguf model")
-    engine_args = tuple(shlex.split(str(_raw(config, "specperf_engine_args") or "")))
+    engine_args = _engine_args(config) if engine else ()  # only parsed when an engine is asked for
     sim = str(_raw(config, "specperf_sim") or "healthy")
     if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():
         raise ConfigError(f"--specperf-sim={sim}: no such profile file; give a built-in profile name or a YAML path")
@@ -162,6 +171,9 @@ def read_settings(config: pytest.Config) -> Settings:
             raise ConfigError(f"--specperf-sim={sim}: {exc}") from None
     json_path, markdown, bencher = (_out_file(config, n) for n in ("specperf_json", "specperf_markdown",
                                                                     "specperf_bencher"))
+    summary = os.environ.get(STEP_SUMMARY)
+    if markdown is not None and summary:
+        check_writable(Path(summary).parent, f"${STEP_SUMMARY}={summary} (written with --specperf-markdown)")
     inconclusive = str(_raw(config, "specperf_inconclusive") or "warn")
     if inconclusive not in ("pass", "warn", "fail"):
         raise ConfigError(f"--specperf-inconclusive={inconclusive!r} is not known; use pass, warn or fail")
@@ -173,16 +185,18 @@ def read_settings(config: pytest.Config) -> Settings:
             raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
         if endpoint or engine:
             raise ConfigError("--specperf-ab measures its own two endpoints; drop --endpoint/--specperf-engine")
+        if parts[0] == parts[1]:
+            raise ConfigError(f"--specperf-ab names {parts[0]} twice; A and B must be two different servers "
+                              "(to judge one server against a saved run, use --specperf-compare)")
         ab_pair = (parts[0], parts[1])
     trials = _number(config, "specperf_ab_trials", 5, 0.0)
     if trials != int(trials) or trials < 2:
         raise ConfigError(f"--specperf-ab-trials={trials:g} must be a whole number >= 2")
-    compare_name = _raw(config, "specperf_compare")
-    save_name = _raw(config, "specperf_save")
-    if config.getoption("specperf_compare") == "":
-        compare_name = ""
-    if config.getoption("specperf_save") == "":
-        save_name = ""
+    compare_name = _run_name(config, "specperf_compare")
+    save_name = _run_name(config, "specperf_save")
+    storage = str(_raw(config, "specperf_storage") or ".specperf/runs")
+    if save_name is not None:
+        check_writable(config.rootpath / storage, f"--specperf-storage={storage} (where --specperf-save writes)")
     return Settings(
         endpoint=endpoint,
         model=_raw(config, "specperf_model"),
@@ -198,7 +212,7 @@ def read_settings(config: pytest.Config) -> Settings:
         max_drift=_number(config, "specperf_max_drift", 0.15, 0.0, 1.0),
         save=None if save_name is None else str(save_name),
         compare=None if compare_name is None else str(compare_name),
-        storage=str(_raw(config, "specperf_storage") or ".specperf/runs"),
+        storage=storage,
         max_regression=_number(config, "specperf_max_regression", 0.05, 0.0, 1.0),
         inconclusive=inconclusive,
         ab=ab_pair,
@@ -239,4 +253,40 @@ def _out_file(config: pytest.Config, name: str) -> Path | None:
         raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}=results.json")
     if not path.parent.exists():
         raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
+    check_writable(path.parent, f"{flag}={path}")  # now, not after the first case
     return path
+
+
+def _engine_args(config: pytest.Config) -> tuple[str, ...]:
+    raw = str(_raw(config, "specperf_engine_args") or "")
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ConfigError(f"--specperf-engine-args={raw!r} is not valid shell quoting ({exc}); balance the quotes, "
+                          "e.g. --specperf-engine-args='--threads 2'") from None
+
+
+YES = ("true", "yes", "on", "1")
+NO = ("false", "no", "off", "0")
+
+
+def _run_name(config: pytest.Config, name: str) -> str | None:
+    """--specperf-save / --specperf-compare: None (off), "" (automatic name / the latest) or a run name.
+
+    The bare flag and the words true/yes/on/1 mean "" (so ini ``specperf_save = true`` does not save a run
+    named "true"); false/no/off/0 mean off; anything else is the name.
+    """
+    flag = "--" + name.replace("_", "-")
+    raw = config.getoption(name)
+    if raw is None:
+        raw = config.getini(name)
+        if raw in ("", None, []):
+            return None
+    text = str(raw).strip()
+    if text.lower() in YES or text == "":
+        return ""
+    if text.lower() in NO:
+        return None
+    if not slug(text):
+        raise ConfigError(f"{flag}={text!r} has no letter or digit to name a run by; use e.g. {flag}=main")
+    return text

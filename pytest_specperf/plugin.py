@@ -16,10 +16,11 @@ import pytest
 
 from . import __version__, benchmark_bridge, exports, gating, storage
 from .errors import ConfigError, MeasurementError
-from .options import Settings, add_options, read_settings
+from .files import write_text_atomic
+from .options import STEP_SUMMARY, Settings, add_options, read_settings
 from .report import table, write_json_atomic
-from .session import EndpointSession
-from .spec import SPECS, CaseSpec, build_spec, marker_help
+from .session import EndpointSession, SharedStart
+from .spec import SPECS, CaseSpec, CtxSweepSpec, build_spec, marker_help
 from .yamlcases import is_case_file, load_cases
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -28,6 +29,7 @@ AB_A = pytest.StashKey[EndpointSession]()  # --specperf-ab: SESSION is B (the ca
 BASELINE = pytest.StashKey[list[dict[str, Any]]]()
 BASELINE_RUN = pytest.StashKey[storage.Run]()
 BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run
+SHARED = pytest.StashKey[SharedStart]()  # xdist controller: starts the endpoint when a worker first needs it
 
 
 class SpecperfWarning(pytest.PytestWarning):
@@ -53,17 +55,20 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
-    url = model = None
+    url = model = shared = None
     if _is_worker(config):
-        # The controller started the simulator/engine once; every worker measures that one endpoint.
+        # One simulator/engine for all workers, started by the controller when the first worker needs it.
         url = config.workerinput.get("specperf_url")  # type: ignore[attr-defined]
         model = config.workerinput.get("specperf_model")  # type: ignore[attr-defined]
+        folder = config.workerinput.get("specperf_shared")  # type: ignore[attr-defined]
+        shared = Path(folder) if folder else None
+    source = "--endpoint"
     if settings.ab:
-        config.stash[AB_A] = EndpointSession(settings, url=settings.ab[0])
-        url = settings.ab[1]
+        config.stash[AB_A] = EndpointSession(settings, url=settings.ab[0], source="--specperf-ab")
+        url, source = settings.ab[1], "--specperf-ab"
     if settings.compare is not None:
         config.stash[BASELINE] = _load_baseline(config, settings)
-    session = EndpointSession(settings, url=url, model=model)
+    session = EndpointSession(settings, url=url, model=model, source=source, shared=shared)
     session.progress = _progress_factory(config)
     config.stash[SESSION] = session
     if not _is_worker(config):
@@ -110,6 +115,9 @@ def _run_meta(session: EndpointSession) -> dict[str, Any]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(SHARED, None)
+    if shared is not None:
+        shared.close()  # first: a start under way finishes, so the session below stops what it started
     for key in (SESSION, AB_A):
         session = config.stash.get(key, None)
         if session is not None:
@@ -118,12 +126,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: start the endpoint once and hand its URL to every worker."""
-    session = node.config.stash[SESSION]
-    try:
-        node.workerinput["specperf_url"] = session.url
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    """xdist controller: hand every worker the endpoint's URL, or where to ask for it to be started.
+
+    Nothing is started here: a run whose workers collect no perf case never starts a simulator or engine.
+    """
+    config = node.config
+    session = config.stash[SESSION]
+    if session.given_url is not None:
+        node.workerinput["specperf_url"] = session.given_url
+    else:
+        if SHARED not in config.stash:
+            config.stash[SHARED] = SharedStart(session)
+        node.workerinput["specperf_shared"] = str(config.stash[SHARED].folder)
     if session.model:
         node.workerinput["specperf_model"] = session.model
 
@@ -196,12 +210,38 @@ class YamlCaseFile(pytest.File):
             cases = load_cases(self.path)
         except ConfigError as exc:
             raise self.CollectError(str(exc)) from None
+        if not cases:
+            self.warn(SpecperfWarning(f"{self.path.name} holds no perf cases; add one, e.g. "
+                                      "'my_case: {sustained: {tokens: 500}}', or delete the file"))
         for name, spec, kwargs, marks in cases:
             item = YamlCaseItem.from_parent(self, name=name, spec=spec)
             item.add_marker(getattr(pytest.mark, spec.KIND)(**kwargs))
             for m in marks:
+                _register_yaml_mark(self.config, m, self.path.name)
                 item.add_marker(m)
             yield item
+
+
+def _register_yaml_mark(config: pytest.Config, name: str, file: str) -> None:
+    """A mark a YAML case names is registered, as a conftest would, so it selects (-m) without a warning.
+
+    Under --strict-markers it is left to pytest: an unregistered mark is then an error, as in Python tests.
+    """
+    if _strict_markers(config):
+        return
+    if name not in {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}:
+        config.addinivalue_line("markers", f"{name}: named by perf cases in {file}")
+
+
+def _strict_markers(config: pytest.Config) -> bool:
+    for ini in ("strict_markers", "strict"):  # pytest 9 reads "strict" when "strict_markers" is unset
+        try:
+            value = config.getini(ini)
+        except ValueError:  # an older pytest without that ini key
+            continue
+        if value is not None:
+            return bool(value)
+    return bool(getattr(config.option, "strict_markers", False))
 
 
 class CaseFailed(Exception):
@@ -241,8 +281,14 @@ def _record(item: pytest.Item, result: dict[str, Any]) -> None:
 
 
 def _error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
-    return {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": spec.ctx, "content": spec.content,
-            "verdict": "error", "reason": reason}
+    record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": spec.ctx, "content": spec.content,
+              "verdict": "error", "reason": reason}
+    for name in ("tokens", "short", "long"):
+        if hasattr(spec, name):
+            record[name] = getattr(spec, name)
+    if isinstance(spec, CtxSweepSpec):
+        record["ctx"] = max(spec.ctxs)
+    return record
 
 
 def _measure_marked(item: pytest.Item) -> None:
@@ -270,6 +316,9 @@ def _measure_marked(item: pytest.Item) -> None:
                                                 _baseline_differences(config, session), settings.compare_strict)
     except (MeasurementError, ConfigError) as exc:
         reason = str(exc)
+    else:
+        reason = ""
+    if reason:  # failed outside the except block, so no "during handling of the above exception" chain
         _record(item, _error_record(item, spec, reason))
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
@@ -324,11 +373,20 @@ class SpecperfFixture:
         return r
 
     def _direct(self, kind: str, kwargs: dict[str, Any]) -> Any:
-        spec = build_spec(kind, kwargs)
-        n = sum(1 for r in self._item.stash.get(RESULTS, []) if r.get("kind") == kind)
-        result = self._session.runner.run(spec, f"{self._item.nodeid}#{kind}{n}")
+        try:
+            spec = build_spec(kind, kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"specperf.{exc}") from None  # "specperf.sustained(): unknown keyword ..."
+        done = self._item.stash.get(RESULTS, [])
+        n = sum(1 for r in done if r.get("kind") == kind)
+        call = 1 + sum(1 for r in done if "call" in r)  # tells a test's direct calls apart in the table
+        try:
+            result = self._session.runner.run(spec, f"{self._item.nodeid}#{kind}{n}")
+        except MeasurementError as exc:
+            _record(self._item, {**_error_record(self._item, spec, str(exc)), "call": call})
+            raise
         result.nodeid = self._item.nodeid
-        _record(self._item, result.as_dict())
+        _record(self._item, {**result.as_dict(), "call": call})
         for warning in result.warnings:
             self._item.warn(SpecperfWarning(warning))
         return result
@@ -375,10 +433,17 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         reason = _failed_reason(item)
         if reason:
             pytest.fail(reason, pytrace=False)
+    message = ""
     try:
         res = yield
-    except MeasurementError as exc:  # a direct call that could not measure
-        pytest.fail(f"could not measure: {exc}", pytrace=False)
+    except MeasurementError as exc:  # a direct call that could not measure: an error, as for a marker case
+        item.stash[_DIRECT_ERROR] = True
+        tail = item.config.stash[SESSION].log_tail()
+        message = f"could not measure: {exc}" + (f"\nengine log tail:\n{tail}" if tail else "")
+    except ConfigError as exc:  # a user mistake in a direct call or in using specperf.result: its one line
+        message = str(exc)
+    if message:
+        pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain is shown
     if isinstance(item, pytest.Function):
         reason = _failed_reason(item)
         if reason:
@@ -389,6 +454,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
+    if call.when == "call" and report.failed and item.stash.get(_DIRECT_ERROR, False):
+        report.specperf_error = True  # travels with the report (xdist copies its attributes)
     results = item.stash.get(RESULTS, [])
     sent = item.stash.get(_SENT, 0)
     if results[sent:] and (call.when == "call" or report.failed):
@@ -402,19 +469,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _SENT = pytest.StashKey[int]()
+_DIRECT_ERROR = pytest.StashKey[bool]()
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """A direct call that could not measure is an ERROR (as a marker case's setup error is), never FAILED."""
+    if report.when == "call" and report.failed and getattr(report, "specperf_error", False):
+        return "error", "E", ("ERROR", {"red": True})
+    return None
 
 
 # -- reporting ----------------------------------------------------------------------------------
 
 
 class Reporter:
-    """The one writer of the table and the JSON file (the controller under xdist), fed by reports."""
+    """The one writer of the table and the output files (the controller under xdist), fed by reports.
+
+    A write that fails mid-run (disk full, folder removed) is a warning: the run, its table and pytest's
+    summary still complete. Paths were checked for writability before anything ran.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.settings = config.stash[SETTINGS]
         self.results: list[dict[str, Any]] = []
         self.saved: Path | None = None
+        self.write_errors: dict[str, str] = {}  # option -> what went wrong (first failure only)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
@@ -422,39 +502,65 @@ class Reporter:
                 self.results.append(value)
                 self.write_json()  # after every case, so a killed run keeps what it measured
 
+    def _write(self, option: str, path: Path | str, write: Any) -> bool:
+        try:
+            write()
+        except OSError as exc:
+            self.write_errors.setdefault(option, f"could not write {path} ({exc.strerror or exc})")
+            return False
+        self.write_errors.pop(option, None)
+        return True
+
     def write_json(self) -> None:
         """Write all results so far (atomically) if --specperf-json was given."""
-        if self.settings.json_path is None:
+        path = self.settings.json_path
+        if path is None:
             return
         meta = {"endpoint": self.results[0].get("endpoint") if self.results else self.settings.endpoint}
-        write_json_atomic(self.settings.json_path, self.results, meta, redact=[self.settings.api_key or ""])
+        self._write("--specperf-json", path, lambda: write_json_atomic(path, self.results, meta,
+                                                                       redact=[self.settings.api_key or ""]))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.write_json()  # also on Ctrl-C: every case finished so far is in the file
+        if self.results:
+            self._write_summaries(_partial(session, exitstatus, self.results))
+        for option, problem in self.write_errors.items():
+            warnings.warn(SpecperfWarning(f"{option}: {problem}; the results are in the table below"), stacklevel=1)
+
+    def _write_summaries(self, partial: str) -> None:
         s = self.settings
-        if not self.results:
-            return
         compared = s.compare is not None or s.ab is not None
-        if s.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
+        if s.markdown:
+            md = s.markdown
             text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None,
                                             against="A" if s.ab else "baseline")
-            if s.markdown:
-                _atomic_text(s.markdown, text)
-            summary = os.environ.get("GITHUB_STEP_SUMMARY")
-            if summary:
-                with open(summary, "a", encoding="utf-8") as fh:
-                    fh.write("## specperf\n\n" + text)
+            self._write("--specperf-markdown", md, lambda: write_text_atomic(md, text))
+            summary = os.environ.get(STEP_SUMMARY)
+            if summary:  # only with --specperf-markdown: the plugin writes nothing it was not asked for
+
+                def append() -> None:
+                    with open(summary, "a", encoding="utf-8") as fh:
+                        fh.write("## specperf\n\n" + text)
+
+                self._write(f"${STEP_SUMMARY}", summary, append)
         if s.bencher:
             import json
 
-            _atomic_text(s.bencher, json.dumps(exports.bencher_json(self.results), indent=2))
+            bencher = s.bencher
+            text = json.dumps(exports.bencher_json(self.results), indent=2)
+            self._write("--specperf-bencher", bencher, lambda: write_text_atomic(bencher, text))
         if s.save is not None:
             first = self.results[0]
             meta = {"plugin_version": __version__, "endpoint": first.get("endpoint"), "model": first.get("model"),
                     "server": first.get("server"), "server_version": first.get("server_version"),
-                    "partial": _partial(session, exitstatus, self.results)}
-            self.saved = storage.save_run(storage_folder(self.config, s), self.results, meta, s.save or None,
-                                          root=self.config.rootpath, redact=[s.api_key or ""])
+                    "partial": partial}
+            folder = storage_folder(self.config, s)
+
+            def save() -> None:
+                self.saved = storage.save_run(folder, self.results, meta, s.save or None, root=self.config.rootpath,
+                                              redact=[s.api_key or ""])
+
+            self._write("--specperf-save", folder, save)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
@@ -462,10 +568,12 @@ class Reporter:
         terminalreporter.section("specperf")
         for line in table(self.results):
             terminalreporter.write_line(line)
-        if self.settings.json_path:
+        if self.settings.json_path and "--specperf-json" not in self.write_errors:
             terminalreporter.write_line(f"results written to {self.settings.json_path}")
         if self.saved is not None:
             terminalreporter.write_line(f"run saved as {self.saved}")
+        for option, problem in self.write_errors.items():
+            terminalreporter.write_line(f"{option}: {problem}", red=True)
 
 
 def _partial(session: pytest.Session, exitstatus: int, results: list[dict[str, Any]]) -> str:
@@ -476,12 +584,6 @@ def _partial(session: pytest.Session, exitstatus: int, results: list[dict[str, A
         return f"stopped early: {session.shouldstop or session.shouldfail}"
     errors = sum(r.get("verdict") == "error" for r in results)
     return f"{errors} case(s) could not be measured" if errors else ""
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _progress_factory(config: pytest.Config) -> Any:

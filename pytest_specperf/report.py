@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .files import write_text_atomic
 
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
 
@@ -25,7 +24,19 @@ def finite_number(v: Any) -> float | None:
 
 def _f(v: Any, spec: str = ".1f") -> str:
     x = finite_number(v)
-    return "-" if x is None else format(x, spec)
+    if x is None:
+        return "-"
+    text = format(x, spec)
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # never "-0.00"
+
+
+def _sweep_low(r: dict[str, Any]) -> str:
+    """The sweep's decode cell: its figure is the slowest point's, so say so and where."""
+    rated = [p for p in r["points"] if finite_number(p.get("decode_tps")) is not None]
+    if not rated:
+        return _f(r.get("decode_tps"))
+    low = min(rated, key=lambda p: p["decode_tps"])
+    return f"{_f(low['decode_tps'])} (min, ctx {_f(low.get('ctx'), '.0f')})"
 
 
 def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
@@ -53,21 +64,65 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
             text += f"; warning: {warning}"
         for note in r.get("notes") or []:
             text += f"; {note}"
-    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
-            "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"), text]
+    decode = _sweep_low(r) if r.get("kind") == "ctx_sweep" and r.get("points") else _f(r.get("decode_tps"))
+    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
+            "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.get("drift"), ".2f"), text]
+
+
+def label(r: dict[str, Any]) -> str:
+    """The case cell: kind and test name; a direct call (``specperf.sustained(...)``) adds its number and content,
+    so several calls in one test are told apart (ctx and tokens have their own columns)."""
+    nodeid = str(r.get("nodeid", ""))
+    case = nodeid.split("::")[-1] or nodeid
+    text = f"[{r.get('kind', '')}] {case}"
+    if r.get("call") is not None:
+        text += f" (call {r['call']}, {r.get('content', '')})"
+    return text
+
+
+def _stalls(r: dict[str, Any]) -> str:
+    n = finite_number(r.get("stalls"))
+    if not n:
+        return "-"
+    return f"{n:.0f} ({_f(r.get('stall_s'), '.1f')} s)"
+
+
+def _change(c: dict[str, Any]) -> str:
+    metric = {"decode_tps": "decode", "ttft_s": "ttft"}.get(str(c.get("metric")), str(c.get("metric") or ""))
+    where = f"@{c['ctx']}" if c.get("ctx") is not None else ""
+    change = finite_number((c.get("comparison") or {}).get("change"))
+    if not metric:
+        return str(c.get("verdict", ""))
+    return f"{metric}{where} {'' if change is None else f'{change * 100:+.1f}% '}{c.get('verdict', '')}"
+
+
+def extra_columns(results: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Columns shown only when they say something: stalls when any occurred, the comparison when comparing."""
+    extra: list[tuple[str, Any]] = []
+    if any(finite_number(r.get("stalls")) for r in results):
+        extra.append(("stalls", _stalls))
+    if any("comparisons" in r for r in results):
+        title = "B vs A" if any("ab" in r for r in results) else "vs baseline"
+        extra.append((title, lambda r: ", ".join(_change(c) for c in r.get("comparisons") or []) or "-"))
+    return extra
 
 
 def row(r: dict[str, Any]) -> tuple[str, ...]:
-    """One terminal table row from a result dict."""
-    nodeid = str(r.get("nodeid", ""))
-    case = nodeid.split("::")[-1] or nodeid
-    return (f"[{r.get('kind', '')}] {case}", *cells(r))
+    """One terminal table row from a result dict (the fixed columns)."""
+    return (label(r), *cells(r))
 
 
 def table(results: Iterable[dict[str, Any]]) -> list[str]:
-    """The summary table as lines of aligned columns; the verdict column is left unpadded."""
-    rows = [COLUMNS, *(row(r) for r in results)]
-    widths = [max(len(x[i]) for x in rows) for i in range(len(COLUMNS) - 1)]
+    """The summary table as lines of aligned columns; the verdict column is last and left unpadded."""
+    results = list(results)
+    extra = extra_columns(results)
+    header = (*COLUMNS[:-1], *(name for name, _ in extra), COLUMNS[-1])
+    body = []
+    for r in results:
+        fixed = row(r)
+        body.append((*fixed[:-1], *(show(r) for _, show in extra), fixed[-1]))
+    rows = [header, *body]
+    widths = [max(len(x[i]) for x in rows) for i in range(len(header) - 1)]
     out = []
     for x in rows:
         cells = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
@@ -84,12 +139,4 @@ def write_json_atomic(path: Path, results: list[dict[str, Any]], meta: dict[str,
     for secret in redact:
         if secret:
             text = text.replace(secret, "***")
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text + "\n")

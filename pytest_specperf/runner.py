@@ -76,6 +76,7 @@ class Runner:
         asked = spec
         if self.size_cap is not None:
             spec = fit_spec(spec, *self.size_cap)
+        self._check_context(spec)
         with endpoint_lock(self.client.url):
             self._warm_up()
             started = time.time()
@@ -92,6 +93,19 @@ class Runner:
             result.sized_down = {k: v for k, v in spec.as_dict().items() if v != asked.as_dict()[k]}
         judge(result, spec, max_drift=self.max_drift, inconclusive=self.inconclusive)
         return result
+
+    def _check_context(self, spec: CaseSpec) -> None:
+        """A case that cannot fit the server's advertised context fails now, before a prompt is built."""
+        info = self.client.info or self.client.detect()
+        limit = info.max_context
+        if limit is None:
+            return
+        ctx, out = _context_needed(spec)
+        if ctx + out > limit:
+            raise measure.MeasurementError(
+                f"ctx {ctx} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
+                f"serves {self.client.model} with {limit} ({info.context_source}); lower ctx or tokens, or "
+                "start the server with a longer context")
 
     def sustained(self, spec: SustainedSpec, nodeid: str = "") -> SustainedResult:
         """k streams of distinct prompts of one kind and length; medians over streams, drift gate over all."""
@@ -275,6 +289,18 @@ class Runner:
                            "t_short_s": p.t_short_s, "t_long_s": p.t_long_s, "samples_tps": p.samples_tps})
         return self._base(SweepResult, spec, max(spec.ctxs), points[-1]["prompt_tokens"], nodeid, points=points,
                           decode_tps=min(p["decode_tps"] for p in points))
+
+
+def _context_needed(spec: CaseSpec) -> tuple[int, int]:
+    """(prompt tokens, generated tokens) of the case's largest request."""
+    if isinstance(spec, CtxSweepSpec):
+        return max(spec.ctxs), spec.short + spec.tokens
+    if isinstance(spec, TwoPointSpec):
+        return spec.ctx, spec.long
+    if isinstance(spec, SustainedSpec):
+        burst = TwoPointSpec().long if spec.max_burst_gap is not None else 0
+        return spec.ctx, max(spec.tokens, burst)
+    return spec.ctx, 0
 
 
 def _speculates(acc: dict[str, Any] | None) -> bool:

@@ -42,10 +42,13 @@ class ServerInfo:
     models: tuple[str, ...]
     caps: Capabilities
     details: dict[str, Any] = field(default_factory=dict)
+    max_context: int | None = None  # tokens of context per request, as the server advertises it
+    context_source: str = ""  # where max_context was read, e.g. "max_model_len in /v1/models"
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for reports."""
         return {"kind": self.kind, "models": list(self.models), "details": self.details,
+                "max_context": self.max_context,
                 "supports": {k: v for k, v in self.caps.__dict__.items()}}
 
 
@@ -60,3 +63,17 @@ def kind_from_models(body: Any) -> tuple[str | None, tuple[str, ...]]:
         if kind in owners:
             return kind, ids
     return None, ids
+
+
+def context_from_models(body: Any, model: str | None) -> int | None:
+    """The served model's context length from a /v1/models body: ``max_model_len`` (vLLM, SGLang) or
+    llama.cpp's ``meta.n_ctx``; None when the body does not say."""
+    data = body.get("data") if isinstance(body, dict) else None
+    for card in data if isinstance(data, list) else []:
+        if not isinstance(card, dict) or (model is not None and card.get("id") != model):
+            continue
+        meta = card.get("meta") if isinstance(card.get("meta"), dict) else {}
+        for value in (card.get("max_model_len"), meta.get("n_ctx")):
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
+import threading
+import time
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from .client import Client, Progress
 from .errors import ConfigError, MeasurementError
+from .files import write_text_atomic
 from .options import Settings
 from .runner import Runner
 
@@ -19,10 +26,13 @@ ENGINE_SIZE = (256, 320, 5.0)
 class EndpointSession:
     """Owns what this process started (simulator or engine) and the client and runner over it."""
 
-    def __init__(self, settings: Settings, *, url: str | None = None, model: str | None = None) -> None:
+    def __init__(self, settings: Settings, *, url: str | None = None, model: str | None = None,
+                 source: str = "--endpoint", shared: Path | None = None) -> None:
         self.settings = settings
         self._given_url = url or settings.endpoint
         self._given_model = model or settings.model
+        self._source = source  # the option that named the URL, for error hints
+        self._shared = shared  # xdist worker: the controller starts the endpoint when asked here
         self._server: AbstractContextManager[Any] | None = None
         self.started = ""  # what this session started: "", "sim:<profile>", "engine:llamacpp"
         self._client: Client | None = None
@@ -37,11 +47,20 @@ class EndpointSession:
             if self._start_error is not None:
                 raise self._start_error  # one failed start is enough: every case reports the same reason
             try:
-                self._start()
+                if self._shared is not None:
+                    self._given_url, model = ask_controller(self._shared)
+                    self._given_model = self._given_model or model
+                else:
+                    self._start()
             except (ConfigError, MeasurementError) as exc:
                 self._start_error = exc
                 raise
         assert self._given_url is not None
+        return self._given_url
+
+    @property
+    def given_url(self) -> str | None:
+        """The URL without starting anything (None: a simulator or engine would be started on first use)."""
         return self._given_url
 
     @property
@@ -81,7 +100,9 @@ class EndpointSession:
         """The client (detects the server on first use)."""
         if self._client is None:
             s = self.settings
-            self._client = Client(self.url, model=self._given_model, api_key=s.api_key, timeout=s.timeout)
+            url = self.url
+            self._client = Client(url, model=self._given_model, api_key=s.api_key, timeout=s.timeout,
+                                  source=self._source)
             self._client.detect()
         return self._client
 
@@ -121,3 +142,57 @@ class EndpointSession:
             finally:
                 self._server = None
 
+
+
+# -- xdist: one endpoint for all workers, started only when one of them needs it ---------------------------------
+
+ANSWER = "endpoint.json"
+ASK = "needed"
+SHARED_START_TIMEOUT_S = 900.0  # covers building nothing, but loading a model on a slow host
+
+
+class SharedStart:
+    """The controller's side: starts its session's endpoint the first time a worker asks (a file in ``folder``).
+
+    Workers collect and run the tests, so only they know whether a perf case runs at all; a run without one
+    never starts a simulator or engine. The controller owns what it starts and stops it at the end.
+    """
+
+    def __init__(self, session: EndpointSession) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="specperf-shared-"))
+        self._session = session
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="specperf-shared-start", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.wait(0.05):
+            if (self.folder / ASK).exists():
+                try:
+                    answer: dict[str, Any] = {"url": self._session.url, "model": self._session.model}
+                except (ConfigError, MeasurementError) as exc:
+                    answer = {"error": str(exc), "config": isinstance(exc, ConfigError)}
+                write_text_atomic(self.folder / ANSWER, json.dumps(answer))
+                return
+
+    def close(self) -> None:
+        """Stop answering (waits for a start under way, so the session can then stop it) and clean up."""
+        self._stop.set()
+        self._thread.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def ask_controller(folder: Path, timeout: float = SHARED_START_TIMEOUT_S) -> tuple[str, str | None]:
+    """The worker's side: ask the controller to start the endpoint; (url, model) or its start error."""
+    answer = folder / ANSWER
+    if not answer.exists():
+        (folder / ASK).touch()
+        deadline = time.monotonic() + timeout
+        while not answer.exists():
+            if time.monotonic() > deadline:
+                raise MeasurementError(f"the shared endpoint did not start within {timeout:g} s")
+            time.sleep(0.05)
+    data = json.loads(answer.read_text(encoding="utf-8"))
+    if "error" in data:
+        raise (ConfigError if data.get("config") else MeasurementError)(data["error"])
+    return str(data["url"]), data.get("model")

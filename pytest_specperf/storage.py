@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .files import default_mode
+
 FORMAT = "pytest-specperf/run"
 VERSION = 1
 #: what ``report.write_json_atomic`` writes for ``--specperf-json``; loadable as a baseline too.
@@ -187,7 +189,8 @@ def _jsonable(obj: Any) -> Any:
     return f"UNSERIALIZABLE[{type(obj).__name__}]"
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A run name as it appears in a file name (``[A-Za-z0-9._-]``; '' when nothing is left)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:80]
 
 
@@ -217,7 +220,7 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
     folder.mkdir(parents=True, exist_ok=True)
     commit = meta.get("commit") if isinstance(meta.get("commit"), dict) else commit_info(root)
     if name:
-        label = _slug(name)
+        label = slug(name)
     elif commit.get("id") not in (None, "unknown", "unversioned"):
         label = str(commit["id"])[:12] + ("-dirty" if commit.get("dirty") else "")
     else:
@@ -247,6 +250,7 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
             fh.write(text + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, default_mode())  # as every other file the plugin writes, not mkstemp's private 0o600
         for _ in range(1000):
             target = folder / f"{_next_counter(folder):04d}_{label}.json"
             try:
@@ -368,7 +372,8 @@ def find_run(folder: Path | str, name: str | None = None) -> Path | None:
         if m is None:
             continue
         counter, rest = m.group(1), m.group(2)
-        if name in (p.name, p.stem, rest, counter) or (name.isdigit() and int(name) == int(counter)):
+        named = name in (p.name, p.stem, rest, counter) or slug(name) == rest  # "a/b" was saved as "a-b"
+        if named or (name.isdigit() and int(name) == int(counter)):
             matches.append(p)
     return matches[-1] if matches else None
 

@@ -14,6 +14,15 @@ from pytest_specperf.sim import SimServer
 SPEED = 8.0
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of this suite gets a 300 s limit from pytest-timeout. It is set here, not as the ini key
+    ``timeout``, because pytest-timeout is only a test extra: the ini key would make pytest warn
+    "Unknown config option: timeout" in every other run from the repo root (the README's first command)."""
+    if config.pluginmanager.hasplugin("timeout"):
+        for item in items:
+            item.add_marker(pytest.mark.timeout(300), append=True)  # a test's own timeout mark comes first
+
+
 @pytest.fixture(scope="session")
 def healthy_sim() -> Iterator[SimServer]:
     """The default profile, compressed in time."""

@@ -10,15 +10,36 @@ import sys
 
 import yaml
 
+from . import faults
 from .engine import Engine
 from .profile import ProfileError, builtin_profiles, load_profile, merge_overrides, parse_assignment, profile_from_dict
 from .server import run_server
 
 
+def _faults_help() -> str:
+    """--help's epilog: the fault syntax, taken from the faults module so the two never disagree."""
+    items = [line[2:] for line in (faults.__doc__ or "").splitlines() if line.startswith("    ")]
+    return ("faults: the request header X-Specperf-Fault, or the profile key faults (--set faults=...) for every\n"
+            "request; items separated by , or ; e.g.  X-Specperf-Fault: stall=2.0@100, key=t1\n" + "\n".join(items)
+            + "\nTimes are model seconds, divided by --speed; POST /sim/reset clears the status counters.")
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is out of range; a port is 0 (any free one) to 65535")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     ap = argparse.ArgumentParser(prog="specperf-sim", description="Speculative-decoding LLM server simulator "
-                                 "(OpenAI-compatible HTTP, vLLM / SGLang / llama.cpp dialects).")
+                                 "(OpenAI-compatible HTTP, vLLM / SGLang / llama.cpp dialects).",
+                                 epilog=_faults_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="healthy",
                     help=f"built-in profile ({', '.join(builtin_profiles())}) or a YAML file (default: healthy)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -26,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dialect", choices=("vllm", "sglang", "llamacpp"), help="shortcut for --set dialect=...")
     ap.add_argument("--profile-json", help=argparse.SUPPRESS)  # a resolved profile, from SimServer
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
+    ap.add_argument("--port", type=_port, default=0, help="0 (default) picks a free port")
     ap.add_argument("--speed", type=float, default=1.0, help="divide every time by this (default 1)")
     ap.add_argument("--list-profiles", action="store_true", help="print the built-in profile names and exit")
     ap.add_argument("--show-profile", action="store_true", help="print the resolved profile as YAML and exit")
