@@ -16,21 +16,34 @@ def default_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_text_atomic(path: Path | str, text: str) -> None:
-    """Write ``text`` so that a reader never sees half of it; the file gets ``default_mode()``.
+def write_temp(folder: Path | str, text: str, prefix: str) -> Path:
+    """``text`` in a new temporary file in ``folder``, flushed to disk, with ``default_mode()``.
 
-    Temp files from ``mkstemp`` are private (0o600); every file the plugin writes is chmod-ed to the
-    same ordinary mode, so a JSON report, a Markdown summary and a saved run can be read alike.
+    The first half of every atomic write: the caller renames (or links) it into place, and must unlink
+    it if that fails. Temp files from ``mkstemp`` are private (0o600); every file the plugin writes gets
+    the same ordinary mode, so a JSON report, a Markdown summary and a saved run can be read alike.
     """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())  # a crash after the rename must not leave an empty file behind the name
         os.chmod(tmp, default_mode())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write ``text`` so that a reader never sees half of it (temp file, fsync, rename)."""
+    path = Path(path)
+    tmp = write_temp(path.parent, text, f".{path.name}.")
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 

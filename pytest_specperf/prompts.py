@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-KINDS: tuple[str, ...] = ("prose", "code", "reasoning", "repetitive")
+from .kinds import CONTENT_KINDS
+
+KINDS = CONTENT_KINDS
 
 #: Each prompt ends with this (after a blank line) unless ``instruction`` is given: it invites a
 #: long continuation of the same kind, so the generation keeps the prompt's character.

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .errors import ConfigError
+from .kinds import CONTENT_KINDS
 
-CONTENT_KINDS = ("prose", "code", "reasoning", "repetitive")
 #: Fewest tokens a sustained case needs for drift to be judged: 8 windows of 32 decode tokens, plus a
 #: first chunk (TTFT's) of up to 8 tokens.
 MIN_DRIFT_TOKENS = 264

@@ -47,7 +47,6 @@ import platform
 import re
 import socket
 import subprocess
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -55,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .files import default_mode
+from .files import write_temp
 
 FORMAT = "pytest-specperf/run"
 VERSION = 1
@@ -244,13 +243,8 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
     for secret in redact:
         if secret:
             text = text.replace(secret, "***")
-    fd, tmp = tempfile.mkstemp(prefix=".specperf-run-", suffix=".tmp", dir=folder)
+    tmp = write_temp(folder, text + "\n", ".specperf-run-")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, default_mode())  # as every other file the plugin writes, not mkstemp's private 0o600
         for _ in range(1000):
             target = folder / f"{_next_counter(folder):04d}_{label}.json"
             try:
@@ -264,7 +258,7 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
             return target
         raise OSError(f"could not claim a run file name in {folder}")
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
 
 
 def _package_version() -> str:

@@ -19,7 +19,9 @@ from typing import Any
 
 import yaml
 
-KINDS = ("prose", "code", "reasoning", "repetitive")
+from ..kinds import CONTENT_KINDS
+
+KINDS = CONTENT_KINDS
 DIALECTS = ("vllm", "sglang", "llamacpp")
 ACCEPT_DISTS = ("geometric", "min-variance")
 
