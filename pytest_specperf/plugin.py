@@ -43,6 +43,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -277,7 +283,24 @@ class YamlCaseItem(pytest.Item):
 
 
 def _record(item: pytest.Item, result: dict[str, Any]) -> None:
+    if result.get("verdict") in ("passed", "failed"):
+        _hooks_verdict(item.config, result)
     item.stash.setdefault(RESULTS, []).append(result)
+
+
+def _hooks_verdict(config: pytest.Config, result: dict[str, Any]) -> None:
+    """Let the project's ``pytest_specperf_verdict`` hooks veto or annotate a judged case."""
+    for change in config.hook.pytest_specperf_verdict(config=config, result=result):
+        if not isinstance(change, dict):
+            continue
+        why = str(change.get("reason") or "no reason given")
+        verdict = change.get("verdict")
+        if verdict in ("passed", "failed") and verdict != result["verdict"]:
+            was = result["verdict"] + (f": {result['reason']}" if result.get("reason") else "")
+            result["verdict"] = verdict
+            result["reason"] = f"{verdict} by pytest_specperf_verdict ({why}); the plugin said {was}"
+        if change.get("note"):
+            result.setdefault("notes", []).append(str(change["note"]))
 
 
 def _error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
@@ -494,6 +517,7 @@ class Reporter:
         self.settings = config.stash[SETTINGS]
         self.results: list[dict[str, Any]] = []
         self.saved: Path | None = None
+        self._run_meta: dict[str, Any] | None = None
         self.write_errors: dict[str, str] = {}  # option -> what went wrong (first failure only)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -511,12 +535,22 @@ class Reporter:
         self.write_errors.pop(option, None)
         return True
 
+    def run_metadata(self) -> dict[str, Any]:
+        """What the project's ``pytest_specperf_run_metadata`` hooks say about the deploy (asked once)."""
+        if self._run_meta is None:
+            self._run_meta = {}
+            for part in self.config.hook.pytest_specperf_run_metadata(config=self.config):
+                if isinstance(part, dict):
+                    self._run_meta.update(part)
+        return self._run_meta
+
     def write_json(self) -> None:
         """Write all results so far (atomically) if --specperf-json was given."""
         path = self.settings.json_path
         if path is None:
             return
-        meta = {"endpoint": self.results[0].get("endpoint") if self.results else self.settings.endpoint}
+        meta = {"endpoint": self.results[0].get("endpoint") if self.results else self.settings.endpoint,
+                "run": self.run_metadata()}
         self._write("--specperf-json", path, lambda: write_json_atomic(path, self.results, meta,
                                                                        redact=[self.settings.api_key or ""]))
 
@@ -553,7 +587,7 @@ class Reporter:
             first = self.results[0]
             meta = {"plugin_version": __version__, "endpoint": first.get("endpoint"), "model": first.get("model"),
                     "server": first.get("server"), "server_version": first.get("server_version"),
-                    "partial": partial}
+                    "partial": partial, "run": self.run_metadata()}
             folder = storage_folder(self.config, s)
 
             def save() -> None:
