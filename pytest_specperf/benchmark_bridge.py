@@ -13,6 +13,11 @@ from typing import Any
 from .exports import benchmark_extra_info, per_token_seconds
 
 OUTPUT_OPTIONS = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare")
+#: pytest-benchmark versions whose private names below were checked (tests/test_benchmark_bridge.py).
+SUPPORTED = ">=4.0,<6"
+#: The private parts of ``BenchmarkFixture`` this bridge relies on, all here and nowhere else.
+PRIVATE_METHOD = "_make_stats"  # (rounds) -> Stats with .update(seconds): how timings enter its stats
+PRIVATE_MODE = "_mode"  # set once the fixture was used, else pytest-benchmark warns that it sat idle
 
 
 def wanted(config: Any) -> bool:
@@ -30,10 +35,11 @@ def feed(bench: Any, result: dict[str, Any]) -> str | None:
     seconds = per_token_seconds(result)
     if not seconds:
         return None
-    make = getattr(bench, "_make_stats", None)
+    make = getattr(bench, PRIVATE_METHOD, None)
     if make is None:
-        return "this pytest-benchmark has no _make_stats; specperf results are not in its output"
-    bench._mode = "specperf"  # marks the fixture used, so pytest-benchmark does not warn it was idle
+        return (f"this pytest-benchmark has no {PRIVATE_METHOD} (the bridge supports pytest-benchmark{SUPPORTED}); "
+                "specperf results are not in its output")
+    setattr(bench, PRIVATE_MODE, "specperf")
     stats = make(1)
     for s in seconds:
         stats.update(s)
