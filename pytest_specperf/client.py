@@ -99,6 +99,12 @@ class Client:
         """Close the connection pool."""
         self.http.close()
 
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- errors ---------------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:

@@ -14,6 +14,21 @@ from pytest_specperf.sim import SimServer
 SPEED = 8.0
 
 
+#: Warnings this suite tolerates, each with its reason; every other warning fails the test that raised it.
+TOLERATED_WARNINGS = (
+    # pytest-benchmark turns itself off under xdist (tox's xdist env) and says so once per run.
+    "ignore::pytest_benchmark.logger.PytestBenchmarkWarning",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite runs with warnings as errors (set here, not in pyproject: the ini there also serves
+    ``pytest perf_cases/``, where a perf warning must stay a warning)."""
+    config.addinivalue_line("filterwarnings", "error")
+    for line in TOLERATED_WARNINGS:
+        config.addinivalue_line("filterwarnings", line)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test of this suite gets a 300 s limit from pytest-timeout. It is set here, not as the ini key
     ``timeout``, because pytest-timeout is only a test extra: the ini key would make pytest warn
@@ -37,16 +52,20 @@ def seed_sim() -> Iterator[SimServer]:
         yield sim
 
 
-def _runner_for(url: str, **kw: object) -> Runner:
-    client = Client(url, timeout=30)
-    client.detect()
-    return Runner(client, **kw)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="session")
-def runner_for() -> object:
-    """A factory: a runner over a fresh client of a URL (detection included)."""
-    return _runner_for
+def runner_for() -> Iterator[object]:
+    """A factory: a runner over a fresh client of a URL (detection included); clients close at the end."""
+    clients: list[Client] = []
+
+    def make(url: str, **kw: object) -> Runner:
+        client = Client(url, timeout=30)
+        clients.append(client)
+        client.detect()
+        return Runner(client, **kw)  # type: ignore[arg-type]
+
+    yield make
+    for client in clients:
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -100,10 +100,10 @@ def _other_traffic(url: str) -> Iterator[None]:
     stop = threading.Event()
 
     def noise() -> None:
-        c = Client(url)
-        c.detect()
-        while not stop.is_set():
-            c.complete("Some other user's request about the weather today.", 64)
+        with Client(url) as c:
+            c.detect()
+            while not stop.is_set():
+                c.complete("Some other user's request about the weather today.", 64)
 
     th = threading.Thread(target=noise, daemon=True)
     th.start()

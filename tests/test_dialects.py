@@ -19,9 +19,10 @@ def dialect_sim(request: pytest.FixtureRequest, speed: float):
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
-def test_counts_are_exact_and_sum_to_usage(dialect_sim, api: str) -> None:
+def test_counts_are_exact_and_sum_to_usage(dialect_sim, api: str, request: pytest.FixtureRequest) -> None:
     dialect, sim = dialect_sim
     c = Client(sim.url)
+    request.addfinalizer(c.close)
     assert c.detect().kind == dialect
     trace = c.stream(PROMPT, 300, api=api)
     assert trace.exact and trace.count_source == SOURCES[dialect]

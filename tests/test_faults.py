@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,10 +16,10 @@ PROMPT = "The river ran quietly past the old mill, and the town slept under a pa
 
 
 @pytest.fixture
-def client(healthy_sim: SimServer) -> Client:
-    c = Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=1.0)
-    c.detect()
-    return c
+def client(healthy_sim: SimServer) -> Iterator[Client]:
+    with Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=1.0) as c:
+        c.detect()
+        yield c
 
 
 def _fault(spec: str, key: str) -> dict[str, str]:
@@ -63,10 +64,10 @@ def test_retry_after_is_honoured_then_succeeds(healthy_sim: SimServer, code: int
         real_sleep(seconds)
 
     monkeypatch.setattr(time, "sleep", sleep)
-    client = Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=5.0)
-    client.detect()
-    t0 = time.perf_counter()
-    trace = client.stream(PROMPT, 64, headers=_fault(f"status={code}*2, retry_after=0.3", f"retry{code}"))
+    with Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=5.0) as client:
+        client.detect()
+        t0 = time.perf_counter()
+        trace = client.stream(PROMPT, 64, headers=_fault(f"status={code}*2, retry_after=0.3", f"retry{code}"))
     assert trace.completion_tokens == 64
     assert waits == [pytest.approx(0.3), pytest.approx(0.3)]
     assert time.perf_counter() - t0 >= 0.6
@@ -88,24 +89,25 @@ def test_slow_first_byte_past_the_timeout(client: Client, speed: float) -> None:
 
 
 def test_wrong_model_name(healthy_sim: SimServer) -> None:
-    c = Client(healthy_sim.url, model="no-such-model")
-    with pytest.raises(MeasurementError, match=r"model 'no-such-model' is not served by .*; it serves specperf-sim "
-                                               r"\(fix --model\)"):
+    wrong = r"model 'no-such-model' is not served by .*; it serves specperf-sim \(fix --model\)"
+    with Client(healthy_sim.url, model="no-such-model") as c, pytest.raises(MeasurementError, match=wrong):
         c.detect()
 
 
 def test_endpoint_down() -> None:
     with pytest.raises(MeasurementError, match=r"endpoint http://127\.0\.0\.1:9 is down .*start the server"):
-        Client("http://127.0.0.1:9").detect()
+        with Client("http://127.0.0.1:9") as c:
+            c.detect()
 
 
-def test_output_shorter_than_asked_is_an_error(speed: float) -> None:
+def test_output_shorter_than_asked_is_an_error(speed: float, request: pytest.FixtureRequest) -> None:
     # A server that stops at EOS and is not told to ignore it (kind forced to plain OpenAI: no ignore_eos).
     with SimServer("healthy", speed=speed, overrides={"eos_after_tokens": 50}) as sim:
         from pytest_specperf.runner import Runner
         from pytest_specperf.spec import SustainedSpec
 
         c = Client(sim.url, kind="openai")
+        request.addfinalizer(c.close)
         c.detect()
         with pytest.raises(MeasurementError, match=r"^output 50 tokens < 300 asked \(finish_reason=stop\): the server "
                                                    r"cannot force the length"):
