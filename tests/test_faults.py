@@ -95,9 +95,9 @@ def test_wrong_model_name(healthy_sim: SimServer) -> None:
 
 
 def test_endpoint_down() -> None:
-    with pytest.raises(MeasurementError, match=r"endpoint http://127\.0\.0\.1:9 is down .*start the server"):
-        with Client("http://127.0.0.1:9") as c:
-            c.detect()
+    down = r"endpoint http://127\.0\.0\.1:9 is down .*start the server"
+    with Client("http://127.0.0.1:9") as c, pytest.raises(MeasurementError, match=down):
+        c.detect()
 
 
 def test_output_shorter_than_asked_is_an_error(speed: float, request: pytest.FixtureRequest) -> None:
