@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from . import acceptance, loadcase, measure, stats
+from . import acceptance, capacity, loadcase, measure, ratecase, stats
 from .client import Client, Progress
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
+from .ratespec import CapacitySpec, RateSpec
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
 from .spec import MIN_DRIFT_TOKENS, CaseSpec, CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
@@ -87,6 +88,10 @@ class Runner:
                 result = self.ctx_sweep(spec, nodeid)
             elif isinstance(spec, LoadSweepSpec):
                 result = loadcase.load_sweep(self, spec, nodeid, self._coalesce_s())
+            elif isinstance(spec, RateSpec):
+                result = ratecase.rate_case(self, spec, nodeid)
+            elif isinstance(spec, CapacitySpec):
+                result = capacity.search(self, spec, nodeid)
             else:
                 raise TypeError(f"unknown spec {spec!r}")
             result.started_at, result.finished_at = started, time.time()

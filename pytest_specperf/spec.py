@@ -213,6 +213,8 @@ def validate_load(spec: Any, k: str) -> None:
 
 SPECS: dict[str, type[CaseSpec]] = {s.KIND: s for s in (SustainedSpec, TwoPointSpec, CtxSweepSpec, LoadSweepSpec)}
 
+from . import ratespec as _ratespec  # noqa: E402, F401  (adds the open-loop kinds to SPECS; they build on CaseSpec)
+
 
 def marker_help() -> dict[str, str]:
     """Marker registration lines with their signatures, for ``pytest --markers``."""

@@ -28,6 +28,8 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
         problems = [f"at {lv['concurrency']} users: {lv['reason']}" for lv in result.levels
                     if lv["verdict"] == "failed"]
         result.warnings += [f"at {lv['concurrency']} users: {w}" for lv in result.levels for w in lv["warnings"]]
+    elif kind_problems := _open_loop(result, spec):
+        problems = kind_problems
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
 
@@ -113,3 +115,14 @@ def causes(r: SustainedResult) -> str:
 def _causes(r: SustainedResult) -> str:
     text = causes(r)
     return f"; {text}" if text else ""
+
+
+def _open_loop(result: Result, spec: CaseSpec) -> list[str]:
+    """Rate and capacity cases judge themselves (``ratecase``, ``capacity``)."""
+    from . import capacity, ratecase
+
+    if isinstance(result, ratecase.RateResult):
+        return ratecase.rate_problems(result, spec)  # type: ignore[arg-type]
+    if isinstance(result, capacity.CapacityResult):
+        return capacity.capacity_problems(result, spec)  # type: ignore[arg-type]
+    return []
