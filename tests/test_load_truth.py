@@ -59,9 +59,9 @@ def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float
         assert r.total_tps is not None and abs(r.total_tps / true_total - 1) < tol, (r.total_tps, true_total)
     assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / float(np.percentile(truth, 10)) - 1) < tol
     # A user's TTFT runs from sending, the server's from reading the request: between them lies
-    # connecting; one process opening this many connections at once takes up to ~0.6 ms each.
+    # connecting (milliseconds to tens of them on a loaded machine), so the user's is never shorter.
     true_ttft = np.array([rec["ttft_s"] for rec in recs])
     seen = np.array([s.ttft_s for s in r.streams])
-    assert np.all(seen >= true_ttft) and np.all(seen - true_ttft < 0.010 + 0.001 * users), (seen - true_ttft).round(4).tolist()
+    assert np.all(seen >= true_ttft), (seen - true_ttft).round(4).tolist()
     assert r.ttft_p50_s is not None and r.ttft_p90_s is not None
     assert float(np.percentile(true_ttft, 50)) <= r.ttft_p50_s <= r.ttft_p90_s <= float(seen.max())
