@@ -7,37 +7,12 @@ server's monotonic clock are one clock on Linux).
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
+from load_helpers import true_aggregate, true_decode
 
 from pytest_specperf.sim import SimServer
 from pytest_specperf.spec import SustainedSpec
-
-
-def _true_decode(rec: dict) -> float:
-    steps = rec["steps"]
-    k = sum(s["tokens"] for s in steps) - steps[0]["tokens"]
-    return k / (steps[-1]["t_s"] - steps[0]["t_s"])
-
-
-def _true_aggregate(recs: list[dict]) -> float:
-    """Tokens all streams truly produced while every one of them was decoding, per second of that span.
-
-    A step produces its tokens over the interval since the stream's previous step, so a step that
-    straddles the span's edge counts in proportion to its overlap.
-    """
-    abs_steps = [[(r["arrival_monotonic"] + s["t_s"], s["tokens"]) for s in r["steps"]] for r in recs]
-    start = max(steps[0][0] for steps in abs_steps)
-    end = min(steps[-1][0] for steps in abs_steps)
-    tokens = 0.0
-    for steps in abs_steps:
-        for (t_prev, _), (t, k) in itertools.pairwise(steps):
-            overlap = min(t, end) - max(t_prev, start)
-            if overlap > 0:
-                tokens += k * overlap / (t - t_prev)
-    return tokens / (end - start)
 
 
 @pytest.mark.parametrize(("users", "speed", "tol"), [(4, 2.0, 0.02), (16, 2.0, 0.02), (64, 4.0, 0.03)])
@@ -48,14 +23,14 @@ def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float
         recs = [sim.truth(s.response_id) for s in r.streams]
     assert len(r.streams) == users and all(s.completion_tokens == 400 for s in r.streams)
     measured = np.array([s.decode_tps for s in r.streams])
-    truth = np.array([_true_decode(rec) for rec in recs])
+    truth = np.array([true_decode(rec) for rec in recs])
     errors = measured / truth - 1
     # Streams really shared the engine: the simulator batched them (its steps record the batch size).
     assert max(s["batch"] for rec in recs for s in rec["steps"]) == users
     assert np.max(np.abs(errors)) < tol, f"per-user decode off truth by {errors.round(4).tolist()}"
     assert abs(r.decode_tps / float(np.median(truth)) - 1) < tol
     if users <= 16:
-        true_total = _true_aggregate(recs)
+        true_total = true_aggregate(recs)
         assert r.total_tps is not None and abs(r.total_tps / true_total - 1) < tol, (r.total_tps, true_total)
     assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / float(np.percentile(truth, 10)) - 1) < tol
     # A user's TTFT runs from sending, the server's from reading the request: between them lies
