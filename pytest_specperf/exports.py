@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .compare import CaseComparison, case_key, sub_cases, trials
-from .report import COLUMNS, cells, level_rows
+from .report import COLUMNS, cells, level_rows, n_users
 from .report import finite_number as _num
 
 #: result field -> Bencher measure slug
@@ -128,7 +128,7 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
 
 def _where(cc: CaseComparison) -> str:
     if cc.users is not None:
-        return f" @ {cc.users} users"
+        return f" @ {n_users(cc.users)}"
     return "" if cc.ctx is None else f" @ ctx {cc.ctx}"
 
 

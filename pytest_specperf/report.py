@@ -71,7 +71,12 @@ def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """A load sweep's levels as (label suffix, row dict) for a row each under the case's own."""
     if r.get("kind") != "load_sweep":
         return []
-    return [(f" @ {lv.get('concurrency')} users", {**lv, "kind": "sustained"}) for lv in r.get("levels") or []]
+    return [(f" @ {n_users(lv.get('concurrency'))}", {**lv, "kind": "sustained"}) for lv in r.get("levels") or []]
+
+
+def n_users(n: Any) -> str:
+    """'1 user', '8 users'."""
+    return f"{n} user" if n == 1 else f"{n} users"
 
 
 def row(r: dict[str, Any]) -> tuple[str, ...]:
@@ -90,8 +95,8 @@ def table(results: Iterable[dict[str, Any]]) -> list[str]:
     widths = [max(len(x[i]) for x in rows) for i in range(len(COLUMNS) - 1)]
     out = []
     for x in rows:
-        cells = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
-        out.append("  ".join([*cells, x[-1]]))
+        padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
+        out.append("  ".join([*padded, x[-1]]))
     return out
 
 
