@@ -5,11 +5,11 @@ a common origin) over one ``httpx.AsyncClient`` and returns a :class:`StreamOutc
 in order, each with the same :class:`~pytest_specperf.events.Trace` the sync client returns, so
 ``measure.stream_result`` measures every stream unchanged.
 
-Exact time under load: while a stream is open, the only work done per network read is a clock
-read and an append. SSE framing, JSON and token counting run after that stream has ended, so one
-stream's parsing never delays another's timestamps (one core parses some 100k events/s, and a
-64-stream case on a fast server delivers a few 10k/s). An event is stamped with the read that
-completed it; events that arrived in one read share its time, as they did arrive together.
+Exact time under load: while streams are open, the only work done per network read is a clock
+read and an append. SSE framing, JSON and token counting run once every stream of the run has
+ended, so no stream's parsing delays another's timestamps (parsing each stream as it ended put
+the last chunks of 64 streams finishing together 35 ms late). An event is stamped with the read
+that completed it; events that arrived in one read share its time, as they did arrive together.
 
 Scheduling: requests with ``at_s`` in the future wait on the event loop's timer, so open-loop
 arrivals (a Poisson schedule, a fixed rate) are a list of requests with increasing ``at_s``; each
@@ -97,6 +97,16 @@ def traces(outcomes: Sequence[StreamOutcome]) -> list[Trace]:
     return [o.trace for o in outcomes if o.trace is not None]
 
 
+@dataclass
+class _Raw:
+    """One stream as read: timestamped raw reads, parsed only once every stream has ended."""
+
+    path: str
+    t0: float
+    total_s: float
+    reads: list[tuple[float, bytes]]
+
+
 async def _run(client: Client, requests: list[StreamRequest], origin: float | None) -> list[StreamOutcome]:
     limits = httpx.Limits(max_connections=max(len(requests), 1), max_keepalive_connections=max(len(requests), 1))
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
@@ -104,23 +114,43 @@ async def _run(client: Client, requests: list[StreamRequest], origin: float | No
                                  limits=limits) as http:
         start = time.perf_counter() if origin is None else origin
         tasks = [asyncio.create_task(_one(client, http, r, start)) for r in requests]
-        return list(await asyncio.gather(*tasks))
+        done = await asyncio.gather(*tasks)
+    # Parsing waits until the last stream ended: done per stream as it ends, it would hold up the
+    # event loop while other streams' chunks arrive (with 64 streams ending together, by tens of ms).
+    return [_parsed(client, outcome, raw) for outcome, raw in done]
 
 
-async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float) -> StreamOutcome:
+async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float
+               ) -> tuple[StreamOutcome, _Raw | None]:
     delay = origin + req.at_s - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
     sent = time.perf_counter()
     try:
-        trace, sent = await _stream(client, http, req)
-        return StreamOutcome(req, trace, None, sent - origin, origin)
+        raw = await _stream(client, http, req)
+        return StreamOutcome(req, None, None, raw.t0 - origin, origin), raw
     except MeasurementError as exc:
-        return StreamOutcome(req, None, exc, sent - origin, origin)
+        return StreamOutcome(req, None, exc, sent - origin, origin), None
 
 
-async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> tuple[Trace, float]:
-    """One stream: raw reads timestamped on arrival, parsed once it has ended; returns (trace, send time)."""
+def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamOutcome:
+    """The outcome with its trace built from the raw reads (or the parse error)."""
+    if raw is None:
+        return outcome
+    builder = TraceBuilder(client.caps, client._fail)
+    try:
+        for t, data in split_events(raw.reads):
+            if builder.feed(t, data):
+                break
+        # Text-only chunks are counted with the server's tokenizer: off the clock, after the streams.
+        outcome.trace = builder.finish(raw.total_s, raw.t0, client.count_text_chunks)
+    except MeasurementError as exc:
+        outcome.error = exc
+    return outcome
+
+
+async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
+    """One stream's raw reads, each stamped on arrival (retries on 429/503 as the sync client does)."""
     path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature)
     reads: list[tuple[float, bytes]] = []
     for attempt in range(client.retries + 1):
@@ -136,17 +166,14 @@ async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -
                         client._check_status(resp, f"POST {path}")
                     _check_event_stream(client, resp, path)
                     await _read_all(client, resp, reads, t0)
-                    total = time.perf_counter() - t0
-                    break
+                    return _Raw(path, t0, time.perf_counter() - t0, reads)
         except httpx.ConnectError as exc:
             raise client._down(exc) from None
+        except httpx.TimeoutException:
+            raise client._fail(f"POST {path}: no response headers within {client.timeout:g} s "
+                               f"(--specperf-timeout={client.timeout:g})") from None
         await asyncio.sleep(wait)
-    builder = TraceBuilder(client.caps, client._fail)
-    for t, data in split_events(reads):
-        if builder.feed(t, data):
-            break
-    # Text-only chunks are counted with the server's tokenizer: off the clock, after the stream.
-    return builder.finish(total, t0, client.count_text_chunks), t0
+    raise AssertionError("unreachable")
 
 
 async def _read_all(client: Client, resp: httpx.Response, reads: list[tuple[float, bytes]], t0: float) -> None:

@@ -144,12 +144,24 @@ def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: flo
         levels.append(level_fields(r))
     info = runner.client.info or runner.client.detect()
     totals = [lv["total_tps"] for lv in levels if lv["total_tps"] is not None]
-    return LoadSweepResult(
+    result = LoadSweepResult(
         kind=spec.KIND, endpoint=runner.client.url, model=str(runner.client.model), server=info.kind, ctx=spec.ctx,
         prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
         tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
         knee=knee([(lv["concurrency"], lv["total_tps"]) for lv in levels]),
         decode_tps=levels[-1]["decode_tps"], total_tps=max(totals) if totals else None, min_speedup=spec.min_speedup)
+    result.notes.append(knee_text(result.knee, levels))
+    return result
+
+
+def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
+    """The knee in words, with the aggregate figures around it."""
+    if at is None:
+        return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
+    i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
+    here, past = levels[i], levels[i + 1]
+    return (f"knee at {at} users: aggregate {here['total_tps']:.1f} -> {past['total_tps']:.1f} tok/s at "
+            f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
 
 
 LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps",
