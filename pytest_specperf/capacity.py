@@ -60,6 +60,7 @@ class CapacityResult(Result):
     attainment: float | None = None  # at max_rps
     min_rps: float | None = None
     reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    decode_tps: float | None = None  # median request's decode at max_rps
 
 
 def probe_requests(spec: CapacitySpec, rps: float) -> int:
@@ -85,7 +86,7 @@ def probe(runner: Runner, spec: CapacitySpec, rps: float, seed: int, k: int) -> 
             "achieved_rps": fig["achieved_rps"], "output_tps": fig["output_tps"], "missed": missed,
             "refused": fig["refused"], "failed": fig["failed"],
             **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
-            "late_p99_s": fig["late_p99_s"],
+            "late_p99_s": fig["late_p99_s"], "decode_tps": fig["decode_tps"],
             # chunk spacing is a step time only where the server sends one chunk per engine step
             **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}
                if runner.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
@@ -142,7 +143,8 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
         CapacityResult, spec, spec.ctx, None, nodeid, slo=dict(spec.slo), target=spec.target, tokens=spec.tokens,
         arrivals=spec.arrivals, max_rps=lo if lo is not None else 0.0, bracket=[lo, hi], probes=probes, stop=stop,
         search_s=time.monotonic() - began, goodput_rps=best["goodput_rps"] if best else None,
-        attainment=best["attainment"] if best else None, min_rps=spec.min_rps)
+        attainment=best["attainment"] if best else None, min_rps=spec.min_rps,
+        decode_tps=best["decode_tps"] if best else None)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")
     if capacity_problems(r, spec) and runner.client.caps.step_chunks:

@@ -85,6 +85,12 @@ DIRECTIONS: dict[str, str] = {
     "burst_tps": "higher",
     "tokens_per_chunk": "higher",
     "total_tps": "higher",  # load cases: aggregate output tok/s of all users
+    "attainment": "higher",  # rate cases: share of requests meeting the slo
+    "goodput_rps": "higher",  # rate cases: requests meeting the slo per second
+    "max_rps": "higher",  # capacity cases: the highest rate that keeps the attainment target
+    "ttft_p90_s": "lower",
+    "tpot_p90_ms": "lower",
+    "e2e_p90_s": "lower",
     "ttft_s": "lower",
     "total_s": "lower",
 }

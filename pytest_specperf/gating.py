@@ -17,6 +17,14 @@ from .compare import CaseComparison, Comparison
 from .results import Result
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
+#: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
+KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"),
+                "capacity": ("max_rps",)}
+
+
+def metrics_for(result: dict[str, Any]) -> tuple[str, ...]:
+    """The metrics compared for a result of this kind."""
+    return KIND_METRICS.get(str(result.get("kind")), METRICS)
 # Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
 TTFT_FLOOR_S = 0.010
 
@@ -44,7 +52,7 @@ def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold)."""
     mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
     ccs = compare.compare_runs(mine, [result], max_regression=max_regression or gate.max_regression,
-                               metrics=METRICS)
+                               metrics=metrics_for(result))
     return gate.apply(result, _ttft_floor(ccs, mine, [result]))
 
 
@@ -55,7 +63,7 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     for arm in compare.ab_order(trials):
         arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
     ccs = compare.compare_ab(arms["A"], arms["B"], max_regression=max_regression or gate.max_regression,
-                             metrics=METRICS)
+                             metrics=metrics_for(arms["B"][0]))
     ccs = _ttft_floor(ccs, arms["A"], arms["B"])
     summary = dict(arms["B"][-1])
     summary["verdict"] = "failed" if any(r["verdict"] == "failed" for r in arms["B"]) else summary["verdict"]

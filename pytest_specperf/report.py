@@ -47,7 +47,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
     early, late = finite_number(r.get("early_tps")), finite_number(r.get("late_tps"))
     text = ""
     if verdict:
-        text = str(r.get("verdict", ""))
+        text = open_loop(r) + str(r.get("verdict", ""))
         if text != "passed" and r.get("reason"):
             text = f"{text}: {r['reason']}"
         for warning in r.get("warnings") or []:
@@ -61,10 +61,25 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
 
 def users(r: dict[str, Any]) -> str:
     """Concurrent streams: a load case's N, a load sweep's levels (1..8), 1 for single-stream cases."""
+    if r.get("kind") == "rate":
+        return f"{_f(r.get('achieved_rps'), '.3g')} req/s"
+    if r.get("kind") == "capacity":
+        return f"<= {_f(r.get('max_rps'), '.3g')} req/s"
     c = r.get("concurrency", 1)
     if isinstance(c, list):
         return f"{c[0]}..{c[-1]}" if len(c) > 1 else str(c[0]) if c else "-"
     return str(c)
+
+
+def open_loop(r: dict[str, Any]) -> str:
+    """What a rate or capacity case is judged on, ahead of its verdict; '' for other kinds."""
+    if r.get("kind") == "rate" and r.get("attainment") is not None:
+        return (f"attainment {_f(r['attainment'], '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s, "
+                f"{_f(r.get('output_tps'))} tok/s out; ")
+    if r.get("kind") == "capacity":
+        lo, hi = (r.get("bracket") or [None, None])[:2]
+        return f"max {_f(r.get('max_rps'), '.3g')} req/s (bracket {_f(lo, '.3g')}..{_f(hi, '.3g')}); "
+    return ""
 
 
 def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
