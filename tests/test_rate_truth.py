@@ -160,3 +160,19 @@ def test_capacity_lands_within_ten_percent_of_the_profiles_answer(runner_for: An
     assert lo == r.max_rps and hi is not None and hi / lo - 1 <= 0.10 + 1e-9
     assert [p["passed"] for p in r.probes] == [p["attainment"] >= 0.9 for p in r.probes]
     assert r.verdict == "passed" and "precision" in r.stop
+
+
+def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
+    # Scheduled at 1.0 s, sent at 1.3 s (the client fell behind): the user waited from 1.0 s on.
+    from pytest_specperf.concurrent import StreamOutcome, StreamRequest
+    from pytest_specperf.events import Chunk, Trace
+    from pytest_specperf.ratecase import request_record
+
+    chunks = [Chunk(0.2, 1), Chunk(0.3, 4), Chunk(0.4, 5)]
+    trace = Trace(chunks=chunks, total_s=0.45, usage={"completion_tokens": 10}, finish_reason="length",
+                  response_id="x", count_source="continuous_usage", exact=True)
+    rec = request_record(StreamOutcome(StreamRequest(prompt="p", max_tokens=10, at_s=1.0), trace, None, 1.3, 0.0),
+                         {"ttft_s": 0.4, "e2e_s": 1.0}, 10, "vllm")
+    assert rec["ttft_s"] == pytest.approx(0.5) and rec["e2e_s"] == pytest.approx(0.75)
+    assert rec["tpot_ms"] == pytest.approx(1000 * 0.2 / 9) and rec["tokens_per_chunk"] == pytest.approx(4.5)
+    assert rec["met"] is False  # 0.5 s to the first token although the server took 0.2 s
