@@ -263,11 +263,14 @@ def rate_problems(r: RateResult, spec: RateSpec) -> list[str]:
 def why_missed(r: RateResult) -> str:
     """'tpot_ms missed most (40 of 64, p90 81 ms > 50); 3 refused (HTTP 429/503); vs the lowest rate ...'."""
     parts = []
-    if r.slo and r.missed:
+    if r.slo and r.missed and max(r.missed.values()) > 0:
         key = max(r.missed, key=lambda k: r.missed[k])
         unit = SLO_KEYS[key]
         p90 = getattr(r, f"{key.rsplit('_', 1)[0]}_p90_{unit}")
-        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, p90 {p90:.3g} {unit} > {r.slo[key]:g})")
+        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, p90 {p90:.3g} {unit}, bound {r.slo[key]:g})")
+    elif r.slo:
+        parts.append(f"every request met the slo: goodput is capped by the offered {r.achieved_rps:.3g} req/s over "
+                     f"{r.duration_s:.3g} s")
     if r.refused:
         parts.append(f"{r.refused} refused (HTTP 429/503)")
     if r.failed:

@@ -23,8 +23,8 @@ import pytest
 def test_light_load_meets_the_slo(specperf):
     assert specperf.result.refused == 0
 
-@pytest.mark.rate(rps={4 * SPEED}, requests=40, tokens=64, ctx=200, arrivals="constant",
-                  slo={{"tpot_ms": {12 / SPEED}, "e2e_s": 100}}, min_goodput={4 * SPEED})
+@pytest.mark.rate(rps={6 * SPEED}, requests=40, tokens=64, ctx=200, arrivals="constant",
+                  slo={{"tpot_ms": {12 / SPEED}, "e2e_s": 100}}, min_goodput={3 * SPEED})
 def test_heavy_load_misses_it(specperf):
     pass
 
@@ -55,7 +55,7 @@ def test_rate_cases_from_markers_yaml_and_direct_calls(pytester: pytest.Pytester
         truths = [sim.truth(p["response_id"]) for p in heavy["per_request"]]
     res.assert_outcomes(passed=3, failed=1)
     text = res.stdout.str()
-    assert "goodput" in text and "< min_goodput 40" in text and "tpot_ms missed most" in text
+    assert "goodput" in text and "< min_goodput 30" in text and "tpot_ms missed most" in text
     assert "step time rose" in text  # batching: verifying everyone's drafts makes the steps slower
     assert cases["yaml_rate"]["kind"] == "rate" and cases["yaml_rate"]["verdict"] == "passed"
     light = cases["test_light_load_meets_the_slo"]

@@ -176,3 +176,16 @@ def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
     assert rec["ttft_s"] == pytest.approx(0.5) and rec["e2e_s"] == pytest.approx(0.75)
     assert rec["tpot_ms"] == pytest.approx(1000 * 0.2 / 9) and rec["tokens_per_chunk"] == pytest.approx(4.5)
     assert rec["met"] is False  # 0.5 s to the first token although the server took 0.2 s
+
+
+def test_a_goodput_floor_missed_with_every_request_on_time_blames_the_offered_rate() -> None:
+    from pytest_specperf.ratecase import RateResult, rate_problems
+
+    r = RateResult(kind="rate", endpoint="", model="", server="vllm", ctx=100, prompt_tokens=100, rps=2.0,
+                   requests=10, slo={"e2e_s": 1.0}, met=10, missed={"e2e_s": 0}, attainment=1.0, achieved_rps=2.0,
+                   duration_s=5.5, goodput_rps=10 / 5.5)
+    [problem] = rate_problems(r, build_spec("rate", {"rps": 2.0, "requests": 10, "slo": {"e2e_s": 1.0},
+                                                     "min_goodput": 2.0}))
+    assert problem.startswith("goodput 1.82 req/s < min_goodput 2 at 2.00 req/s (10 requests, asked 2)")
+    assert "every request met the slo: goodput is capped by the offered 2 req/s" in problem
+    assert "missed most" not in problem
