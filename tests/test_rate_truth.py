@@ -55,7 +55,7 @@ def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
         arrivals = np.array([sim.truth(p["response_id"])["arrival_monotonic"] for p in r.per_request])
     assert r.refused == r.failed == 0 and r.completion_tokens == 96
     # a load where some requests meet the slo and some do not, so the comparison says something
-    assert 0.2 < truth_attainment < 0.9, truth_attainment
+    assert 0.1 < truth_attainment < 0.97, truth_attainment
     assert abs(r.attainment - truth_attainment) <= 0.02
     assert r.goodput_rps == pytest.approx(truth_goodput, rel=0.02)
     # the server saw the arrivals the schedule asked for (open loop, on time)
