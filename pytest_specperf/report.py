@@ -37,7 +37,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
               f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
     else:
         ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
-    if r.get("kind") in ("sustained", "load_sweep"):
+    if r.get("kind") in ("sustained", "load_sweep", "rate", "capacity"):
         tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
     elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
         tokens = _f(r["long"] - r["short"], ".0f")

@@ -148,3 +148,28 @@ def test_r(specperf):
     assert {c["metric"] for c in r["comparisons"]} == {"goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms",
                                                        "e2e_p90_s"}
     assert r["verdict"] != "error" and again.ret in (0, 1)
+
+
+def test_capacity_marker_reports_its_search_and_fails_its_floor(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cap=f"""
+import pytest
+
+@pytest.mark.capacity(slo={{"tpot_ms": {25 / SPEED}}}, target=0.9, tokens=48, ctx=100, arrivals="constant",
+                      start_rps={SPEED}, probe_s=1.0, min_requests=12, precision=0.5, budget_s=60, min_rps=1000)
+def test_cap(specperf):
+    pass
+""")
+    out = pytester.path / "r.json"
+    with SimServer("batching", speed=SPEED, overrides={"speculation": False}) as sim:
+        res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", f"--specperf-json={out}", "-p",
+                                            "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    [r] = json.loads(out.read_text())["results"]
+    lo, hi = r["bracket"]
+    assert r["kind"] == "capacity" and r["max_rps"] == lo and hi is not None and hi / lo <= 1.5 + 1e-9
+    rates = [p["rps"] for p in r["probes"]]
+    assert rates[:2] == [SPEED, 2 * SPEED]  # bracketing doubles from start_rps
+    assert all(p["passed"] == (p["attainment"] >= 0.9) and p["counted"] < p["requests"] for p in r["probes"])
+    text = res.stdout.str()
+    assert f"capacity {lo:.3g} req/s < min_rps 1000" in text and "tpot_ms missed most" in text
+    assert any("[capacity] test_cap" in line and "<= " in line and "bracket" in line for line in res.outlines)
