@@ -82,8 +82,10 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
     if runner.client.caps.step_chunks:
         r.step_ms = med([step_ms(t) for t in found])
     if total is None:
-        r.notes.append(f"no common window: the {spec.concurrency} streams never all decoded at once "
-                       f"(ramp_s={spec.ramp_s:g} is longer than a stream); aggregate tok/s not measured")
+        why = f"ramp_s={spec.ramp_s:g} spreads the starts over more than a stream lasts" if spec.ramp_s else (
+            "the first ended before the last began decoding; raise tokens")
+        r.notes.append(f"no common window: the {spec.concurrency} streams never all decoded at once ({why}); "
+                       "aggregate tok/s not measured")
     return r
 
 
