@@ -45,8 +45,10 @@ def _truth_figures(sim: SimServer, per_request: list[dict[str, Any]], slo: dict[
 
 
 def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
+    # tpot is the bound that decides here: the server's and the client's tpot of a request agree to the
+    # microsecond, while a latency from arrival also holds the client's own lateness (a few ms on a busy host)
     speed = 5.0
-    slo = {"tpot_ms": 14.0 / speed, "e2e_s": 2.0 / speed}
+    slo = {"tpot_ms": 12.0 / speed, "e2e_s": 30.0}
     with SimServer("batching", speed=speed, overrides={"jitter": 0.0}) as sim:
         runner = runner_for(sim.url)
         spec = build_spec("rate", {"rps": 1.3 * speed, "requests": 80, "tokens": 96, "ctx": 300, "slo": slo})
