@@ -62,7 +62,8 @@ def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
     assert r.goodput_rps == pytest.approx(truth_goodput, rel=0.02)
     # the server saw the arrivals the schedule asked for (open loop, on time)
     at = np.array([p["at_s"] for p in r.per_request])
-    assert np.abs((arrivals - arrivals[0]) - (at - at[0])).max() < 0.05
+    error = np.abs((arrivals - arrivals[0]) - (at - at[0]))
+    assert np.percentile(error, 90) < 0.02 and error.max() < 0.2, error  # a busy host may hold one back
     assert r.achieved_rps == pytest.approx((len(at) - 1) / (at[-1] - at[0]), rel=0.02)
     assert r.tpot_p50_ms <= r.tpot_p90_ms <= r.tpot_p99_ms and r.e2e_p50_s <= r.e2e_p90_s
 
