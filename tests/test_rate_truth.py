@@ -47,18 +47,18 @@ def _truth_figures(sim: SimServer, per_request: list[dict[str, Any]], slo: dict[
 def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
     # tpot is the bound that decides here: the server's and the client's tpot of a request agree to the
     # microsecond, while a latency from arrival also holds the client's own lateness (a few ms on a busy host)
-    speed = 5.0
+    speed = 2.5  # a 10 ms hiccup of a busy host moves a 95-token tpot by well under 2% at this speed
     slo = {"tpot_ms": 12.0 / speed, "e2e_s": 30.0}
     with SimServer("batching", speed=speed, overrides={"jitter": 0.0}) as sim:
         runner = runner_for(sim.url)
-        spec = build_spec("rate", {"rps": 1.3 * speed, "requests": 80, "tokens": 96, "ctx": 300, "slo": slo})
+        spec = build_spec("rate", {"rps": 1.3 * speed, "requests": 100, "tokens": 96, "ctx": 300, "slo": slo})
         r = runner.run(spec, "rate::truth")
         truth_attainment, truth_goodput = _truth_figures(sim, r.per_request, slo)
         arrivals = np.array([sim.truth(p["response_id"])["arrival_monotonic"] for p in r.per_request])
     assert r.refused == r.failed == 0 and r.completion_tokens == 96
     # a load where some requests meet the slo and some do not, so the comparison says something
     assert 0.1 < truth_attainment < 0.97, truth_attainment
-    assert abs(r.attainment - truth_attainment) <= 0.02
+    assert abs(r.attainment - truth_attainment) <= 0.02 + 1e-9  # two points: two requests of 100
     assert r.goodput_rps == pytest.approx(truth_goodput, rel=0.02)
     # the server saw the arrivals the schedule asked for (open loop, on time)
     at = np.array([p["at_s"] for p in r.per_request])
