@@ -36,7 +36,7 @@ simulator's own ``GET /sim/truth/{id}``, ``GET /sim/truth`` (all records, no ste
 Bad JSON or fields: 400 with a message; a ``model`` other than the served one: 404 (vllm,
 sglang; llama.cpp ignores the name as llama-server does).
 
-Dialects (``dialect`` profile key), as in reference/servers.md:
+Dialects (``dialect`` profile key), shaped as the real servers answer:
 
 - vllm: one SSE chunk per engine step with all its tokens. Exact per-chunk counts:
   ``return_token_ids`` -> ``choices[0].token_ids``, or ``stream_options: {include_usage: true,

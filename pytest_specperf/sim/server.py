@@ -1,4 +1,4 @@
-"""HTTP routes of the simulator (aiohttp.web), shaped per dialect as in reference/servers.md."""
+"""HTTP routes of the simulator (aiohttp.web), shaped per dialect as the real servers answer."""
 
 from __future__ import annotations
 
