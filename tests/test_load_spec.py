@@ -59,14 +59,17 @@ def _trace(t0: float, start: float, rate: float, n: int) -> Trace:
 
 
 def test_aggregate_counts_only_the_span_in_which_every_stream_decoded() -> None:
-    # A: 100 tok/s over absolute 1.0..3.0 s; B: 50 tok/s over 2.0..6.0 s. Both decode in 2.0..3.0.
+    # A: 100 tok/s over absolute 1.0..3.0 s; B: 50 tok/s over 1.5..3.5 s. Both decode in 1.5..3.0.
     a = _trace(0.5, 0.5, 100.0, 201)
-    b = _trace(1.0, 1.0, 50.0, 201)
+    b = _trace(1.0, 0.5, 50.0, 101)
     total, window = aggregate_tps([a, b])
-    assert window == pytest.approx(1.0)
+    assert window == pytest.approx(1.5)
     assert total == pytest.approx(150.0, rel=0.01)
+    # C: 50 tok/s over 2.0..6.0 s overlaps A for 1 s of their median 3 s: too little to describe the load.
+    c = _trace(1.0, 1.0, 50.0, 201)
+    assert aggregate_tps([a, c]) == (None, pytest.approx(1.0))
     late = _trace(10.0, 0.0, 100.0, 50)  # starts after A ended: never all at once
-    assert aggregate_tps([a, late]) == (None, None)
+    assert aggregate_tps([a, late]) == (None, 0.0)
 
 
 def test_sse_events_are_stamped_with_the_read_that_completed_them() -> None:
