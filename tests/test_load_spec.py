@@ -7,7 +7,9 @@ import pytest
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.events import Chunk, Trace, split_events
 from pytest_specperf.loadcase import aggregate_tps, knee
-from pytest_specperf.spec import LoadSweepSpec, build_spec
+from pytest_specperf.results import SustainedResult
+from pytest_specperf.spec import LoadSweepSpec, SustainedSpec, build_spec
+from pytest_specperf.verdict import judge
 from pytest_specperf.yamlcases import load_cases
 
 
@@ -76,3 +78,16 @@ def test_sse_events_are_stamped_with_the_read_that_completed_them() -> None:
     reads = [(0.1, b'data: {"a"'), (0.2, b": 1}\n\n: comment\n\ndata: x\r\n"),
              (0.3, b"data: y\r\n\r\ndata: [DONE]\n\n")]
     assert list(split_events(reads)) == [(0.2, '{"a": 1}'), (0.3, "x\ny"), (0.3, "[DONE]")]
+
+
+def test_under_load_min_tps_holds_for_the_slow_users_and_min_total_tps_for_the_sum() -> None:
+    spec = SustainedSpec(tokens=100, concurrency=8, min_tps=80, min_total_tps=700)
+    r = SustainedResult(kind="sustained", endpoint="http://x", model="m", server="vllm", ctx=100, prompt_tokens=100,
+                        completion_tokens=100, concurrency=8, decode_tps=100.0, decode_p10_tps=60.0, total_tps=720.0)
+    judge(r, spec)
+    # The median user is fast enough; one user in ten is not: that fails the floor every user is owed.
+    assert r.verdict == "failed" and "p10 user decode 60.0 tok/s < min_tps 80 with 8 users" in r.reason
+    assert "min_total_tps" not in r.reason
+    r.decode_p10_tps, r.total_tps = 85.0, 650.0
+    judge(r, spec)
+    assert r.verdict == "failed" and r.reason.startswith("aggregate 650.0 tok/s < min_total_tps 700 with 8 users")
