@@ -12,11 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from . import compare
+from . import compare, crossover
 from .compare import CaseComparison, Comparison
 from .results import Result
 
-METRICS = ("decode_tps", "ttft_s")
+METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
+#: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
+KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"),
+                "capacity": ("max_rps",)}
+
+
+def metrics_for(result: dict[str, Any]) -> tuple[str, ...]:
+    """The metrics compared for a result of this kind."""
+    return KIND_METRICS.get(str(result.get("kind")), METRICS)
 # Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
 TTFT_FLOOR_S = 0.010
 
@@ -49,7 +57,7 @@ def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str
     """
     mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
     ccs = compare.compare_runs(mine, [result], max_regression=max_regression or gate.max_regression,
-                               metrics=METRICS)
+                               metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, result)]
     return gate.apply(result, _unlike(_ttft_floor(ccs, mine, [result]), unlike, strict))
 
@@ -94,7 +102,7 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     for arm in compare.ab_order(trials):
         arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
     ccs = compare.compare_ab(arms["A"], arms["B"], max_regression=max_regression or gate.max_regression,
-                             metrics=METRICS)
+                             metrics=metrics_for(arms["B"][0]))
     ccs = _ttft_floor(ccs, arms["A"], arms["B"])
     summary = aggregate(arms["B"])
     summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
@@ -102,6 +110,8 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
                      "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
                      "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
     warnings = gate.apply(summary, ccs)
+    if summary.get("kind") == "load_sweep":
+        warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
     return summary, warnings
 
 
@@ -156,5 +166,5 @@ def comparisons_of(results: list[dict[str, Any]]) -> list[CaseComparison]:
         for d in r.get("comparisons") or []:
             c = d.get("comparison")
             out.append(CaseComparison(d["nodeid"], d.get("ctx"), d.get("metric"), d["verdict"], d["reason"],
-                                      Comparison(**c) if c else None, d.get("q")))
+                                      Comparison(**c) if c else None, d.get("q"), d.get("users")))
     return out

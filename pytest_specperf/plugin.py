@@ -426,6 +426,18 @@ class SpecperfFixture:
         """Measure a context sweep now (same keywords as the marker)."""
         return self._direct("ctx_sweep", kwargs)
 
+    def load_sweep(self, **kwargs: Any) -> Any:
+        """Measure a concurrency sweep now (same keywords as the marker)."""
+        return self._direct("load_sweep", kwargs)
+
+    def rate(self, **kwargs: Any) -> Any:
+        """Measure an open-loop rate case now (same keywords as the marker)."""
+        return self._direct("rate", kwargs)
+
+    def capacity(self, **kwargs: Any) -> Any:
+        """Search the highest rate within the SLO now (same keywords as the marker)."""
+        return self._direct("capacity", kwargs)
+
 
 @pytest.fixture(scope="session")
 def endpoint(pytestconfig: pytest.Config) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from typing import Any
 from . import __version__
 from .files import write_text_atomic
 
-COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
+COLUMNS = ("case", "ctx", "users", "tokens", "ttft", "decode tok/s", "total tok/s", "early -> late", "drift",
+           "verdict")
 
 
 def finite_number(v: Any) -> float | None:
@@ -47,7 +48,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
               f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
     else:
         ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
-    if r.get("kind") == "sustained":
+    if r.get("kind") in ("sustained", "load_sweep", "rate", "capacity"):
         tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
     elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
         tokens = _f(r["long"] - r["short"], ".0f")
@@ -57,15 +58,15 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
     early, late = finite_number(r.get("early_tps")), finite_number(r.get("late_tps"))
     text = ""
     if verdict:
-        text = str(r.get("verdict", ""))
-        if text != "passed" and r.get("reason"):
+        text = open_loop(r) + str(r.get("verdict", ""))
+        if r.get("verdict") != "passed" and r.get("reason"):
             text = f"{text}: {r['reason']}"
         for warning in r.get("warnings") or []:
             text += f"; warning: {warning}"
         for note in r.get("notes") or []:
             text += f"; {note}"
     decode = _sweep_low(r) if r.get("kind") == "ctx_sweep" and r.get("points") else _f(r.get("decode_tps"))
-    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
+    return [ctx, users(r), tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode, _f(r.get("total_tps")),
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.get("drift"), ".2f"), text]
 
 
@@ -107,6 +108,41 @@ def extra_columns(results: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     return extra
 
 
+def users(r: dict[str, Any]) -> str:
+    """Concurrent streams: a load case's N, a load sweep's levels (1..8), 1 for single-stream cases."""
+    if r.get("kind") == "rate":
+        return f"{_f(r.get('achieved_rps'), '.3g')} req/s"
+    if r.get("kind") == "capacity":
+        return f"<= {_f(r.get('max_rps'), '.3g')} req/s"
+    c = r.get("concurrency", 1)
+    if isinstance(c, list):
+        return f"{c[0]}..{c[-1]}" if len(c) > 1 else str(c[0]) if c else "-"
+    return str(c)
+
+
+def open_loop(r: dict[str, Any]) -> str:
+    """What a rate or capacity case is judged on, ahead of its verdict; '' for other kinds."""
+    if r.get("kind") == "rate" and r.get("attainment") is not None:
+        return (f"attainment {_f(r['attainment'], '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s, "
+                f"{_f(r.get('output_tps'))} tok/s out; ")
+    if r.get("kind") == "capacity":
+        lo, hi = (r.get("bracket") or [None, None])[:2]
+        return f"max {_f(r.get('max_rps'), '.3g')} req/s (bracket {_f(lo, '.3g')}..{_f(hi, '.3g')}); "
+    return ""
+
+
+def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A load sweep's levels as (label suffix, row dict) for a row each under the case's own."""
+    if r.get("kind") != "load_sweep":
+        return []
+    return [(f" @ {n_users(lv.get('concurrency'))}", {**lv, "kind": "sustained"}) for lv in r.get("levels") or []]
+
+
+def n_users(n: Any) -> str:
+    """'1 user', '8 users'."""
+    return f"{n} user" if n == 1 else f"{n} users"
+
+
 def row(r: dict[str, Any]) -> tuple[str, ...]:
     """One terminal table row from a result dict (the fixed columns)."""
     return (label(r), *cells(r))
@@ -119,14 +155,15 @@ def table(results: Iterable[dict[str, Any]]) -> list[str]:
     header = (*COLUMNS[:-1], *(name for name, _ in extra), COLUMNS[-1])
     body = []
     for r in results:
-        fixed = row(r)
-        body.append((*fixed[:-1], *(show(r) for _, show in extra), fixed[-1]))
+        lines = [(row(r), r), *(((f"  {lab.strip()}", *cells(lv)), lv) for lab, lv in level_rows(r))]
+        for fixed, source in lines:
+            body.append((*fixed[:-1], *(show(source) for _, show in extra), fixed[-1]))
     rows = [header, *body]
     widths = [max(len(x[i]) for x in rows) for i in range(len(header) - 1)]
     out = []
     for x in rows:
-        cells = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
-        out.append("  ".join([*cells, x[-1]]))
+        padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
+        out.append("  ".join([*padded, x[-1]]))
     return out
 
 

@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from . import acceptance, measure, stats
+from . import acceptance, capacity, loadcase, measure, ratecase, stats
 from .client import Client, Progress
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
+from .ratespec import CapacitySpec, RateSpec
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
-from .spec import MIN_DRIFT_TOKENS, CaseSpec, CtxSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
+from .spec import MIN_DRIFT_TOKENS, CaseSpec, CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
 from .verdict import judge
 
 # Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
@@ -86,6 +87,12 @@ class Runner:
                 result = self.two_point(spec, nodeid)
             elif isinstance(spec, CtxSweepSpec):
                 result = self.ctx_sweep(spec, nodeid)
+            elif isinstance(spec, LoadSweepSpec):
+                result = loadcase.load_sweep(self, spec, nodeid, self._coalesce_s())
+            elif isinstance(spec, RateSpec):
+                result = ratecase.rate_case(self, spec, nodeid)
+            elif isinstance(spec, CapacitySpec):
+                result = capacity.search(self, spec, nodeid)
             else:
                 raise TypeError(f"unknown spec {spec!r}")
             result.started_at, result.finished_at = started, time.time()
@@ -108,7 +115,12 @@ class Runner:
                 "start the server with a longer context")
 
     def sustained(self, spec: SustainedSpec, nodeid: str = "") -> SustainedResult:
-        """k streams of distinct prompts of one kind and length; medians over streams, drift gate over all."""
+        """k streams of distinct prompts of one kind and length; medians over streams, drift gate over all.
+
+        With ``concurrency`` > 1 the streams run at once (a load case, see ``loadcase``).
+        """
+        if spec.concurrency > 1 or spec.min_total_tps is not None:
+            return loadcase.sustained_load(self, spec, nodeid, self._coalesce_s())
         seed = case_seed(nodeid)
         streams: list[StreamResult] = []
         drifts: list[stats.Drift] = []
@@ -128,7 +140,7 @@ class Runner:
             else:
                 trace = self.client.stream(prompt.text, spec.tokens, **ask)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
-            s, d = measure.stream_result(trace, coalesce_s=0.0 if self.client.caps.step_chunks else BURST_S)
+            s, d = measure.stream_result(trace, coalesce_s=self._coalesce_s())
             streams.append(s)
             if trace.timings is not None:
                 timings.append(trace.timings)
@@ -182,6 +194,9 @@ class Runner:
             r.burst_tps = burst.decode_tps
             r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
         return r
+
+    def _coalesce_s(self) -> float:
+        return 0.0 if self.client.caps.step_chunks else BURST_S
 
     def _check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
         """An acceptance gate asked for but without a trustworthy figure is an error, never a silent pass."""
