@@ -54,6 +54,9 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-markdown",), "specperf_markdown",
      "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
     (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
+    (("--specperf-html",), "specperf_html", "write a self-contained HTML report with plots here (opens offline)"),
+    (("--specperf-plots",), "specperf_plots",
+     "write one PNG per case into this folder (the Markdown summary links them)"),
 ]
 
 
@@ -82,6 +85,8 @@ class Settings:
     ab_trials: int = 5
     markdown: Path | None = None
     bencher: Path | None = None
+    html: Path | None = None
+    plots: Path | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -200,6 +205,8 @@ def read_settings(config: pytest.Config) -> Settings:
         ab_trials=int(trials),
         markdown=markdown,
         bencher=bencher,
+        html=_out_file(config, "specperf_html"),
+        plots=_out_dir(config, "specperf_plots"),
     )
 
 
@@ -221,4 +228,15 @@ def _out_file(config: pytest.Config, name: str) -> Path | None:
         raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}=results.json")
     if not path.parent.exists():
         raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
+    return path
+
+
+def _out_dir(config: pytest.Config, name: str) -> Path | None:
+    raw = _raw(config, name)
+    if raw is None:
+        return None
+    path = Path(raw)
+    flag = "--" + name.replace("_", "-")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{flag}={path} is a file; give a folder (it is created if missing), e.g. {flag}=plots")
     return path

@@ -413,14 +413,24 @@ class Reporter:
         if not self.results:
             return
         compared = s.compare is not None or s.ab is not None
+        baseline = self.config.stash.get(BASELINE, None)
+        from . import html_report, plots  # matplotlib is loaded only by runs that draw
+
+        images = plots.write_case_images(self.results, s.plots, baseline=baseline) if s.plots else []
+        links = [None if p is None else os.path.relpath(p, s.markdown.parent) if s.markdown else str(p)
+                 for p in images]
         if s.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
-            text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None)
+            text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None,
+                                            plots=links)
             if s.markdown:
                 _atomic_text(s.markdown, text)
             summary = os.environ.get("GITHUB_STEP_SUMMARY")
             if summary:
                 with open(summary, "a", encoding="utf-8") as fh:
                     fh.write("## specperf\n\n" + text)
+        if s.html:
+            html_report.write(s.html, self.results, html_report.run_meta(self.results, self.config.rootpath),
+                              baseline, redact=[s.api_key or ""])
         if s.bencher:
             import json
 
@@ -439,6 +449,8 @@ class Reporter:
             terminalreporter.write_line(line)
         if self.settings.json_path:
             terminalreporter.write_line(f"results written to {self.settings.json_path}")
+        if self.settings.html:
+            terminalreporter.write_line(f"HTML report written to {self.settings.html}")
         if self.saved is not None:
             terminalreporter.write_line(f"run saved as {self.saved}")
 

@@ -25,6 +25,7 @@ class Result:
     started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
     finished_at: float = 0.0
     sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine
+    min_tps: float | None = None  # the case's floor in tok/s, as judged (reports draw it)
     warnings: list[str] = field(default_factory=list)  # gates that could not decide (shown, not failed)
     notes: list[str] = field(default_factory=list)  # gates not judged, and why
 
