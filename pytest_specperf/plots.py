@@ -60,12 +60,25 @@ def _draw(ax: Any, chart: Chart) -> None:
     if chart.categories:
         ax.set_xticks(range(len(chart.categories)), chart.categories)
         ax.set_xlim(-0.6, len(chart.categories) - 0.4)
+    _readable_ylim(ax, chart)
     ax.set_title(chart.title, loc="left")
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel(chart.ylabel)
     ax.grid(alpha=0.3, lw=0.5)
     if len(chart.series) + len(chart.levels) + len(chart.bands) > 1:
         ax.legend(fontsize=7, frameon=False, loc="best")
+
+
+def _readable_ylim(ax: Any, chart: Chart) -> None:
+    # A flat series (5.0 tokens/step with float noise) would be autoscaled onto its rounding errors.
+    ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels]
+    if not ys:
+        return
+    lo, hi = min(ys), max(ys)
+    span = max(abs(hi), abs(lo), 1e-12) * 0.05
+    if hi - lo < span:
+        mid = (hi + lo) / 2
+        ax.set_ylim(mid - span, mid + span)
 
 
 def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 2.8) -> Figure:
