@@ -355,9 +355,10 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
         base_name, base = _base_trials(r, cc, baseline)
         cand = _cand_trials(r, cc)
         cand_name = "B" if base_name == "A" else "current"
-        chart = Chart(f"cmp{n}", f"{metric}{where}: {cand_name} vs {base_name}, {c.get('verdict')} "
-                      f"({c.get('change', 0) * 100:+.1f}%, 98% interval {c['change_ci'][0] * 100:+.1f}% .. "
-                      f"{c['change_ci'][1] * 100:+.1f}%)", "", metric, categories=[base_name, cand_name])
+        # The case's verdict (cc), which may differ from the raw comparison's (e.g. a TTFT noise floor).
+        chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')} "
+                      f"{c.get('change', 0) * 100:+.1f}% [{c['change_ci'][0] * 100:+.1f}%, "
+                      f"{c['change_ci'][1] * 100:+.1f}%]", "", metric, categories=[base_name, cand_name])
         for i, (name, values) in enumerate(((base_name, base), (cand_name, cand))):
             if values:
                 chart.series.append(Series(name, [float(i)] * len(values), [float(v) for v in values], "points"))
