@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from . import __version__, benchmark_bridge, exports, gating, storage
+from . import __version__, benchmark_bridge, exports, gating, live_progress, storage
 from .errors import ConfigError, MeasurementError
 from .options import Settings, add_options, read_settings
 from .report import table, write_json_atomic
@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.compare is not None:
         config.stash[BASELINE] = _load_baseline(config, settings)
     session = EndpointSession(settings, url=url, model=model)
-    session.progress = _progress_factory(config)
+    session.progress = live_progress.install(config, _is_worker(config))
     config.stash[SESSION] = session
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), "specperf-reporter")
@@ -459,25 +459,3 @@ def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
-
-
-def _progress_factory(config: pytest.Config) -> Any:
-    """Live progress on a terminal (tokens so far, current rate); nothing when output is not a TTY."""
-    if _is_worker(config) or os.environ.get("CI"):
-        return None
-
-    def for_case(nodeid: str) -> Any:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        tw = getattr(reporter, "_tw", None)  # the real terminal, also while test output is captured
-        if tw is None or not tw.hasmarkup:
-            return None
-
-        def show(tokens: int, seconds: float) -> None:
-            rate = tokens / seconds if seconds > 0 else 0.0
-            # Save cursor, write, clear to end of line, restore: pytest's own line stays intact.
-            tw.write(f"\x1b7 [{tokens} tokens, {rate:.0f} tok/s]\x1b[K\x1b8")
-            tw.flush()
-
-        return show
-
-    return for_case
