@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from . import __version__, benchmark_bridge, exports, gating, live_progress, storage
+from . import __version__, benchmark_bridge, exports, gating, html_extras, live_progress, storage
 from .errors import ConfigError, MeasurementError
 from .options import Settings, add_options, read_settings
 from .report import table, write_json_atomic
@@ -66,6 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION] = session
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), "specperf-reporter")
+        if html_extras.wanted(config):
+            config.pluginmanager.register(html_extras.HtmlExtras(config.stash.get(BASELINE, None)), "specperf-html")
 
 
 def storage_folder(config: pytest.Config, settings: Settings) -> Path:
