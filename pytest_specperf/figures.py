@@ -293,8 +293,8 @@ def two_point(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
              ("floor", fmt(r.get("min_tps"), "g", " tok/s"))]
     samples = [float(x) for x in r.get("samples_tps") or [] if finite_number(x) is not None]
     chart = Chart("samples", "two-point decode rate per repeat", "repeat", "tok/s",
-                  [Series("two-point", [float(i + 1) for i in range(len(samples))], samples, "points")] if samples
-                  else [])
+                  [Series("two-point", [float(i) for i in range(len(samples))], samples, "points")] if samples else [],
+                  categories=[f"#{i + 1}" for i in range(len(samples))])
     if finite_number(r.get("min_tps")) is not None:
         chart.levels.append(Level(float(r["min_tps"]), f"floor {r['min_tps']:g}", "solid"))
     return CaseView(facts, [chart] if chart.series else [])
