@@ -212,3 +212,18 @@ def test_unknown_kind_is_a_field_table_and_a_new_kind_adds_one_renderer() -> Non
     finally:
         del figures.RENDERERS["load"]
     assert 'data-chart="goodput"' in page and '<g id="goodput-s0">' in page
+
+
+def test_ini_twin_writes_the_report(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nspecperf_html = out/report.html\nspecperf_sim_speed = 8\n")
+    pytester.mkdir("out")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.two_point(ctx=100)
+        def test_tp(specperf): pass
+    """)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    page = (pytester.path / "out" / "report.html").read_text()
+    assert re.findall(r'data-nodeid="([^"]+)"', page) == ["test_ini_twin_writes_the_report.py::test_tp"]
+    res.stdout.fnmatch_lines(["HTML report written to out/report.html"])
