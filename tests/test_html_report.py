@@ -227,3 +227,28 @@ def test_ini_twin_writes_the_report(pytester: pytest.Pytester) -> None:
     page = (pytester.path / "out" / "report.html").read_text()
     assert re.findall(r'data-nodeid="([^"]+)"', page) == ["test_ini_twin_writes_the_report.py::test_tp"]
     res.stdout.fnmatch_lines(["HTML report written to out/report.html"])
+
+
+def test_ab_run_draws_each_arms_trials_and_the_verdict(pytester: pytest.Pytester) -> None:
+    from pytest_specperf.sim import SimServer
+
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.sustained(tokens=300, ctx=100)
+        def test_case(specperf): pass
+    """)
+    with SimServer("healthy", speed=20) as a, SimServer("healthy", speed=10) as b:  # B decodes at half A's rate
+        res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{b.url}", "--specperf-html=r.html",
+                                            "--specperf-json=r.json", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    (r,) = json.loads((pytester.path / "r.json").read_text())["results"]
+    page = (pytester.path / "r.html").read_text()
+    data = json.loads(re.search(r'id="specperf-data">(.*?)</script>', page, re.S).group(1))
+    chart = next(c for c in data["charts"]["case-1"] if c["title"].startswith("decode_tps"))
+    assert chart["categories"] == ["A", "B"] and "regressed" in chart["title"]
+    assert chart["series"][0]["y"] == r["ab"]["a_decode_tps"] and chart["series"][1]["y"] == r["ab"]["b_decode_tps"]
+    low, high = chart["series"][2]["low"][0], chart["series"][2]["high"][0]
+    a_median = float(np.median(r["ab"]["a_decode_tps"]))
+    c = next(cc["comparison"] for cc in r["comparisons"] if cc["metric"] == "decode_tps")
+    assert np.allclose([low, high], [a_median * (1 + x) for x in c["change_ci"]])
+    assert f'<g id="{chart["id"]}-s2">' in page  # the interval is drawn
