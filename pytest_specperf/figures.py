@@ -152,36 +152,37 @@ def _common(r: dict[str, Any]) -> list[tuple[str, str]]:
 # -- sustained -------------------------------------------------------------------------------------
 
 
-def cumulative(stream: dict[str, Any]) -> tuple[list[float], list[float]]:
-    """Decode tokens against seconds since the request, at window edges: (ttft, 0), then every W tokens.
+def cumulative(stream: dict[str, Any]) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Decode tokens against seconds since the request, and where stalls ended: (xs, ys, stall xs, stall ys).
 
-    Window rates are W / (window duration), so the curve is rebuilt exactly at the edges.
+    Rebuilt from the window rates (window i lasts W / rate_i seconds), so exact at every window edge;
+    a stall inside a window is drawn as a flat run of its gap ending at its token, the rest of the
+    window's time spread evenly over its tokens.
     """
     w = stream.get("window_tokens")
     rates = [x for x in stream.get("window_tps") or [] if finite_number(x)]
+    stalls = sorted((float(s["at_token"]), float(s["gap_s"])) for s in stream.get("stalls") or []
+                    if finite_number(s.get("at_token")) is not None and finite_number(s.get("gap_s")) is not None)
     t = float(stream.get("ttft_s") or 0.0)
-    xs, ys = [t], [0.0]
+    xs, ys, sx, sy = [t], [0.0], [], []
     if not w or not rates:
-        return xs, ys
-    for i, rate in enumerate(rates, 1):
-        t += w / rate
+        return xs, ys, sx, sy
+    for i, rate in enumerate(rates):
+        start, d = i * w, w / rate
+        inside = [(a, g) for a, g in stalls if start < a <= start + w]
+        busy = max(d - sum(g for _, g in inside), 0.0)
+        waited = 0.0
+        for a, g in inside:
+            before = t + (a - start) / w * busy + waited
+            xs += [before, before + g]
+            ys += [a, a]
+            sx.append(before + g)
+            sy.append(a)
+            waited += g
+        t += d
         xs.append(t)
-        ys.append(float(i * w))
-    return xs, ys
-
-
-def _stall_points(stream: dict[str, Any], xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
-    px, py = [], []
-    for s in stream.get("stalls") or []:
-        at = finite_number(s.get("at_token"))
-        if at is None or len(xs) < 2 or at > ys[-1]:
-            continue
-        # Time at that token on the rebuilt curve: linear between the window edges around it.
-        i = max(1, next((j for j, y in enumerate(ys) if y >= at), len(ys) - 1))
-        frac = (at - ys[i - 1]) / (ys[i] - ys[i - 1]) if ys[i] > ys[i - 1] else 0.0
-        px.append(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
-        py.append(at)
-    return px, py
+        ys.append(float(start + w))
+    return xs, ys, sx, sy
 
 
 def _edge_bands(n: int, w: float, axis: str) -> list[Band]:
@@ -231,11 +232,10 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
 def _cumulative_chart(streams: list[dict[str, Any]]) -> Chart:
     chart = Chart("cumulative", "decode tokens over time", "seconds since request", "decode tokens")
     for i, s in enumerate(streams):
-        xs, ys = cumulative(s)
+        xs, ys, px, py = cumulative(s)
         if len(xs) < 2:
             continue
         chart.series.append(Series(f"stream {i + 1}", xs, ys))
-        px, py = _stall_points(s, xs, ys)
         if px:
             chart.series.append(Series(f"stalls, stream {i + 1}", px, py, "points"))
     if streams and streams[0].get("window_tokens"):

@@ -252,3 +252,32 @@ def test_ab_run_draws_each_arms_trials_and_the_verdict(pytester: pytest.Pytester
     c = next(cc["comparison"] for cc in r["comparisons"] if cc["metric"] == "decode_tps")
     assert np.allclose([low, high], [a_median * (1 + x) for x in c["change_ci"]])
     assert f'<g id="{chart["id"]}-s2">' in page  # the interval is drawn
+
+
+def test_stalls_are_marked_where_the_stream_stalled(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", stall="faults: 'stall=4@200'\n")  # every request stalls 4 model-seconds at token 200
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.sustained(tokens=600, ctx=100)
+        def test_case(specperf): pass
+    """)
+    res = pytester.runpytest_subprocess("--specperf-sim=stall.yaml", "--specperf-sim-speed=4", "--specperf-html=r.html",
+                                        "--specperf-json=r.json", "-p", "no:cacheprovider")
+    (r,) = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert r["stalls"] >= 1, res.stdout.str()[-2000:]
+    page = (pytester.path / "r.html").read_text()
+    data = json.loads(re.search(r'id="specperf-data">(.*?)</script>', page, re.S).group(1))
+    cumulative = next(c for c in data["charts"]["case-1"] if c["id"] == "cumulative")
+    (marks,) = [s for s in cumulative["series"] if s["name"].startswith("stalls")]
+    assert marks["y"] == [s["at_token"] for s in r["streams"][0]["stalls"]]
+    line = cumulative["series"][0]
+    # the curve stays flat for the stall's gap and the mark is where it resumes
+    gap = r["streams"][0]["stalls"][0]["gap_s"]
+    at = line["x"].index(marks["x"][0])
+    assert line["y"][at - 1] == line["y"][at] == marks["y"][0]
+    assert line["x"][at] - line["x"][at - 1] == pytest.approx(gap)
+    # and still passes through every window edge: W tokens in W / rate seconds each
+    w, rates = r["streams"][0]["window_tokens"], r["streams"][0]["window_tps"]
+    edges = [x for x, y in zip(line["x"], line["y"], strict=True) if y % w == 0 and y not in marks["y"]]
+    assert np.allclose(np.diff(edges), w / np.asarray(rates))
+    assert '<g id="cumulative-s1">' in page
