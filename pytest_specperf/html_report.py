@@ -6,6 +6,7 @@ offline and asks no network address for anything. Never imports pytest.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -96,8 +97,20 @@ def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
     counts: dict[str, int] = {}
     for c in cases:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    data = {"results": results, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}
     return {"meta": metadata(results, meta), "cases": cases, "summary": summary, "counts": counts,
-            "data": {"results": results, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}}
+            "data": _json_safe(data)}
+
+
+def _json_safe(obj: Any) -> Any:
+    # NaN and infinities are not JSON: the embedded data must parse in a browser (JSON.parse).
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def render(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,

@@ -281,3 +281,13 @@ def test_stalls_are_marked_where_the_stream_stalled(pytester: pytest.Pytester) -
     edges = [x for x, y in zip(line["x"], line["y"], strict=True) if y % w == 0 and y not in marks["y"]]
     assert np.allclose(np.diff(edges), w / np.asarray(rates))
     assert '<g id="cumulative-s1">' in page
+
+
+def test_embedded_data_is_strict_json() -> None:
+    """A window with no step (NaN in the result) must not make the embedded data unparsable in a browser."""
+    result = {"nodeid": "t.py::test_x", "kind": "sustained", "verdict": "passed", "window_step_ms": [5.0, float("nan")],
+              "drift": float("inf")}
+    page = html_report.render([result])
+    text = re.search(r'id="specperf-data">(.*?)</script>', page, re.S).group(1)
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the embedded JSON"))
+    assert data["results"][0]["window_step_ms"] == [5.0, None] and data["results"][0]["drift"] is None
