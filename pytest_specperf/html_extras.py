@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-PROP = "specperf"  # the user_properties key carrying a result dict (set by the plugin)
+from .report_files import results_of
 
 
 def wanted(config: pytest.Config) -> bool:
@@ -38,7 +38,7 @@ class HtmlExtras:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Before pytest-html renders the row: one HTML block of figures and one PNG per result."""
-        results = [v for k, v in report.user_properties if k == PROP and isinstance(v, dict)]
+        results = results_of(report)
         if not results:
             return
         from pytest_html import extras

@@ -46,7 +46,7 @@ def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[
         machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
                         f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
     server = meta.get("server") or first.get("server") or "-"
-    version = meta.get("server_version")
+    version = meta.get("server_version") or first.get("server_version")
     return [
         ("endpoint", str(meta.get("endpoint") or first.get("endpoint") or "-")),
         ("model", str(meta.get("model") or first.get("model") or "-")),

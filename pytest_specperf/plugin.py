@@ -18,6 +18,7 @@ from . import __version__, benchmark_bridge, exports, gating, html_extras, live_
 from .errors import ConfigError, MeasurementError
 from .options import Settings, add_options, read_settings
 from .report import table, write_json_atomic
+from .report_files import ReportFiles
 from .session import EndpointSession
 from .spec import SPECS, CaseSpec, build_spec, marker_help
 from .yamlcases import is_case_file, load_cases
@@ -66,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION] = session
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), "specperf-reporter")
+        config.pluginmanager.register(ReportFiles(config, settings, config.stash.get(BASELINE, None)), "specperf-files")
         if html_extras.wanted(config):
             config.pluginmanager.register(html_extras.HtmlExtras(config.stash.get(BASELINE, None)), "specperf-html")
 
@@ -415,24 +417,16 @@ class Reporter:
         if not self.results:
             return
         compared = s.compare is not None or s.ab is not None
-        baseline = self.config.stash.get(BASELINE, None)
-        from . import html_report, plots  # matplotlib is loaded only by runs that draw
-
-        images = plots.write_case_images(self.results, s.plots, baseline=baseline) if s.plots else []
-        links = [None if p is None else os.path.relpath(p, s.markdown.parent) if s.markdown else str(p)
-                 for p in images]
+        files = self.config.pluginmanager.get_plugin("specperf-files")  # wrote --specperf-plots just before
         if s.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
             text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None,
-                                            plots=links)
+                                            plots=files.links(s.markdown) if files else None)
             if s.markdown:
                 _atomic_text(s.markdown, text)
             summary = os.environ.get("GITHUB_STEP_SUMMARY")
             if summary:
                 with open(summary, "a", encoding="utf-8") as fh:
                     fh.write("## specperf\n\n" + text)
-        if s.html:
-            html_report.write(s.html, self.results, html_report.run_meta(self.results, self.config.rootpath),
-                              baseline, redact=[s.api_key or ""])
         if s.bencher:
             import json
 
@@ -451,8 +445,6 @@ class Reporter:
             terminalreporter.write_line(line)
         if self.settings.json_path:
             terminalreporter.write_line(f"results written to {self.settings.json_path}")
-        if self.settings.html:
-            terminalreporter.write_line(f"HTML report written to {self.settings.html}")
         if self.saved is not None:
             terminalreporter.write_line(f"run saved as {self.saved}")
 
