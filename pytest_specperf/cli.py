@@ -27,8 +27,9 @@ class UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specperf", description="Look at and compare runs saved with --specperf-save.")
-    p.add_argument("--storage", default=DEFAULT_STORAGE,
-                   help=f"folder of saved runs (default {DEFAULT_STORAGE}, relative to the current folder)")
+    p.add_argument("--storage", type=Path, default=None,
+                   help=f"folder of saved runs (default: {DEFAULT_STORAGE} in the current folder or the nearest "
+                        "folder above it that has one, as pytest saves them under its rootdir)")
     sub = p.add_subparsers(dest="command", required=True, metavar="{list,show,compare,report}")
     sub.add_parser("list", help="the saved runs, oldest first")
     show = sub.add_parser("show", help="a run's metadata and result table")
@@ -45,6 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
     rep.add_argument("--baseline", help="a run to draw the comparisons' baseline trials from")
     return p
+
+
+def default_storage(start: Path | None = None) -> Path:
+    """``.specperf/runs`` in ``start`` (the current folder) or the nearest folder above that has one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / storage.DEFAULT_SUBDIR).is_dir():
+            return folder / storage.DEFAULT_SUBDIR
+    return here / storage.DEFAULT_SUBDIR
 
 
 def load(folder: Path, name: str) -> storage.Run:
@@ -157,7 +167,7 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``specperf`` command."""
     args = _parser().parse_args(argv)
-    folder = Path(args.storage)
+    folder = args.storage if args.storage is not None else default_storage()
     try:
         if args.command == "list":
             return cmd_list(folder)

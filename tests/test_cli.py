@@ -82,6 +82,14 @@ def test_list_and_show(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "[two_point] test_tp" in out and "regressed beyond" in out
 
 
+def test_runs_are_found_from_a_subfolder(runs: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    (runs / "sub" / "deeper").mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(runs / "sub" / "deeper")
+    assert cli.main(["show", "base"]) == 0
+    assert "0001_base" in capsys.readouterr().out
+
+
 def test_report_draws_both_sides_of_each_comparison(runs: Path, capsys: pytest.CaptureFixture[str],
                                                    tmp_path: Path) -> None:
     out_file = tmp_path / "r.html"
