@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -76,7 +77,7 @@ class _Cdp:
                 self.events.append(json.loads(self.ws.recv(timeout=max(0.05, deadline - time.monotonic()))))
 
 
-def _port(profile: Path, proc: subprocess.Popen[bytes], timeout: float = 30) -> int:
+def _port(profile: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> int:
     marker = profile / "DevToolsActivePort"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -85,16 +86,17 @@ def _port(profile: Path, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
         if proc.poll() is not None:
             raise RuntimeError(f"chromium exited with {proc.returncode} before opening its DevTools port")
         time.sleep(0.1)
-    raise RuntimeError("chromium did not open its DevTools port within 30 s")
+    raise RuntimeError(f"chromium did not open its DevTools port within {timeout:g} s")
 
 
 def visit(page: Path, script: str, chromium: str) -> PageVisit:
     """Load ``page`` (a file) in a fresh headless Chromium; ``script`` is evaluated after load (its JSON result
     lands in ``values``)."""
     with tempfile.TemporaryDirectory(prefix="specperf-chromium-") as profile:
+        # A session of its own: the browser's helper processes are ended with it.
         proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env={**os.environ, "HOME": profile})
+                                env={**os.environ, "HOME": profile}, start_new_session=True)
         try:
             port = _port(Path(profile), proc)
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
@@ -105,16 +107,19 @@ def visit(page: Path, script: str, chromium: str) -> PageVisit:
                     cdp.call(f"{domain}.enable")
                 url = page.resolve().as_uri()
                 cdp.call("Page.navigate", {"url": url})
-                cdp.wait_event("Page.loadEventFired")
+                cdp.wait_event("Page.loadEventFired", timeout=60)
                 cdp.drain(1.0)  # late requests (fonts, images) and errors would show up here
                 result = cdp.call("Runtime.evaluate", {"expression": script, "returnByValue": True})
                 shot = cdp.call("Page.captureScreenshot", {"format": "png"})
         finally:
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
     out = PageVisit(screenshot=base64.b64decode(shot["data"]))
     if "exceptionDetails" in result:
         out.console_errors.append(f"script failed: {result['exceptionDetails']}")
