@@ -93,9 +93,13 @@ def _cmp_cell(ccs: Sequence[CaseComparison]) -> str:
 
 
 def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[CaseComparison] | None = None,
-                     against: str = "baseline") -> str:
+                     against: str = "baseline", plots: Sequence[str | None] | None = None) -> str:
     """The results (and comparisons against ``against``: "baseline" or "A") as a GitHub-flavoured Markdown table
-    with notes below it."""
+    with notes below it.
+
+    ``plots``: one image link per result (None where it has none), listed under the table.
+    """
+    results = list(results)
     ccs = list(comparisons) if comparisons is not None else None
     by_key: dict[str, list[CaseComparison]] = {}
     for cc in ccs or []:
@@ -128,6 +132,10 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
+    links = [(r, link) for r, link in zip(results, plots or [], strict=False) if link]
+    if links:
+        lines += ["", "Plots:"] + [f"- [{_case(str(r.get('nodeid', '')))}]({link.replace(' ', '%20')})"
+                                   for r, link in links]
     return "\n".join(lines) + "\n"
 
 

@@ -60,6 +60,9 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-markdown",), "specperf_markdown",
      "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
     (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
+    (("--specperf-html",), "specperf_html", "write a self-contained HTML report with plots here (opens offline)"),
+    (("--specperf-plots",), "specperf_plots",
+     "write one PNG per case into this folder (the Markdown summary links them)"),
 ]
 
 
@@ -92,6 +95,8 @@ class Settings:
     markdown: Path | None = None
     bencher: Path | None = None
     compare_strict: bool = False
+    html: Path | None = None
+    plots: Path | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -220,6 +225,8 @@ def read_settings(config: pytest.Config) -> Settings:
         markdown=markdown,
         bencher=bencher,
         compare_strict=_flag(config, "specperf_compare_strict"),
+        html=_out_file(config, "specperf_html"),
+        plots=_out_dir(config, "specperf_plots"),
     )
 
 
@@ -290,3 +297,12 @@ def _run_name(config: pytest.Config, name: str) -> str | None:
     if not slug(text):
         raise ConfigError(f"{flag}={text!r} has no letter or digit to name a run by; use e.g. {flag}=main")
     return text
+def _out_dir(config: pytest.Config, name: str) -> Path | None:
+    raw = _raw(config, name)
+    if raw is None:
+        return None
+    path = Path(raw)
+    flag = "--" + name.replace("_", "-")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{flag}={path} is a file; give a folder (it is created if missing), e.g. {flag}=plots")
+    return path

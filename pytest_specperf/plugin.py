@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from . import __version__, benchmark_bridge, exports, gating, storage
+from . import __version__, benchmark_bridge, exports, gating, html_extras, live_progress, storage
 from .errors import ConfigError, MeasurementError
 from .files import write_text_atomic
 from .options import STEP_SUMMARY, Settings, add_options, read_settings
 from .report import table, write_json_atomic
+from .report_files import ReportFiles
 from .session import EndpointSession, SharedStart
 from .spec import SPECS, CaseSpec, CtxSweepSpec, build_spec, marker_help
 from .yamlcases import is_case_file, load_cases
@@ -75,10 +76,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.compare is not None:
         config.stash[BASELINE] = _load_baseline(config, settings)
     session = EndpointSession(settings, url=url, model=model, source=source, shared=shared)
-    session.progress = _progress_factory(config)
+    session.progress = live_progress.install(config, _is_worker(config))
     config.stash[SESSION] = session
     if not _is_worker(config):
         config.pluginmanager.register(Reporter(config), "specperf-reporter")
+        config.pluginmanager.register(ReportFiles(config, settings, config.stash.get(BASELINE, None)), "specperf-files")
+        if html_extras.wanted(config):
+            config.pluginmanager.register(html_extras.HtmlExtras(config.stash.get(BASELINE, None)), "specperf-html")
 
 
 def storage_folder(config: pytest.Config, settings: Settings) -> Path:
@@ -576,10 +580,12 @@ class Reporter:
     def _write_summaries(self, partial: str) -> None:
         s = self.settings
         compared = s.compare is not None or s.ab is not None
+        files = self.config.pluginmanager.get_plugin("specperf-files")  # wrote --specperf-plots just before
         if s.markdown:
             md = s.markdown
             text = exports.markdown_summary(self.results, gating.comparisons_of(self.results) if compared else None,
-                                            against="A" if s.ab else "baseline")
+                                            against="A" if s.ab else "baseline",
+                                            plots=files.links(md) if files else None)
             self._write("--specperf-markdown", md, lambda: write_text_atomic(md, text))
             summary = os.environ.get(STEP_SUMMARY)
             if summary:  # only with --specperf-markdown: the plugin writes nothing it was not asked for
@@ -630,25 +636,3 @@ def _partial(session: pytest.Session, exitstatus: int, results: list[dict[str, A
         return f"stopped early: {session.shouldstop or session.shouldfail}"
     errors = sum(r.get("verdict") == "error" for r in results)
     return f"{errors} case(s) could not be measured" if errors else ""
-
-
-def _progress_factory(config: pytest.Config) -> Any:
-    """Live progress on a terminal (tokens so far, current rate); nothing when output is not a TTY."""
-    if _is_worker(config) or os.environ.get("CI"):
-        return None
-
-    def for_case(nodeid: str) -> Any:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        tw = getattr(reporter, "_tw", None)  # the real terminal, also while test output is captured
-        if tw is None or not tw.hasmarkup:
-            return None
-
-        def show(tokens: int, seconds: float) -> None:
-            rate = tokens / seconds if seconds > 0 else 0.0
-            # Save cursor, write, clear to end of line, restore: pytest's own line stays intact.
-            tw.write(f"\x1b7 [{tokens} tokens, {rate:.0f} tok/s]\x1b[K\x1b8")
-            tw.flush()
-
-        return show
-
-    return for_case

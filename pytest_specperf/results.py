@@ -26,6 +26,7 @@ class Result:
     finished_at: float = 0.0
     sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine
     server_version: str | None = None  # as the server tells it (vLLM /version, llama.cpp build_info, ...)
+    min_tps: float | None = None  # the case's floor in tok/s, as judged (reports draw it)
     warnings: list[str] = field(default_factory=list)  # gates that could not decide (shown, not failed)
     notes: list[str] = field(default_factory=list)  # gates not judged, and why
 

@@ -13,6 +13,7 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
     ``result.warnings``; a gate that could not be judged at all is said in ``result.notes``.
     """
     problems: list[str] = []
+    result.min_tps = spec.min_tps
     if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
         problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else max_drift)
         _undecided_drift(result, spec, inconclusive, problems)

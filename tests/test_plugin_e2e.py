@@ -60,6 +60,8 @@ def test_seed_profile_catches_the_story(pytester: pytest.Pytester, perf_cases: P
 @pytest.mark.parametrize(("option", "message"), [
     ("--specperf-max-drift=2", "--specperf-max-drift=2 is out of range; it must be between 0 and 1"),
     ("--specperf-sim=helthy", "--specperf-sim=helthy: unknown profile 'helthy': built-in profiles are"),
+    ("--specperf-html=/", "--specperf-html=/ is a directory; give a file path"),
+    ("--specperf-plots=/etc/hostname", "--specperf-plots=/etc/hostname is a file; give a folder"),
 ])
 def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, option: str, message: str) -> None:
     pytester.makepyfile("def test_x(): pass")

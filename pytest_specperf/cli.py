@@ -1,0 +1,190 @@
+"""The ``specperf`` command over saved runs: list, show, compare (same verdicts as ``--specperf-compare``), report.
+
+A bad run name or a corrupt file is one line on stderr and exit status 2; a regression is exit status 1.
+Never imports pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import compare, gating, storage
+from .report import table
+
+DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
+
+
+class UsageError(Exception):
+    """A mistake of the caller: printed as one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specperf", description="Look at and compare runs saved with --specperf-save.")
+    p.add_argument("--storage", type=Path, default=None,
+                   help=f"folder of saved runs (default: {DEFAULT_STORAGE} in the current folder or the nearest "
+                        "folder above it that has one, as pytest saves them under its rootdir)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{list,show,compare,report}")
+    sub.add_parser("list", help="the saved runs, oldest first")
+    show = sub.add_parser("show", help="a run's metadata and result table")
+    show.add_argument("run", help="run name, number, file name, or path of a run or --specperf-json file")
+    cmp = sub.add_parser("compare", help="judge NEW against BASE; exit status 1 on a regression")
+    cmp.add_argument("base")
+    cmp.add_argument("new")
+    cmp.add_argument("--max-regression", type=float, default=0.05,
+                     help="largest tolerated slowdown, as a fraction (default 0.05)")
+    cmp.add_argument("--inconclusive", choices=("pass", "warn", "fail"), default="warn",
+                     help="what a comparison too noisy to decide does (default warn)")
+    rep = sub.add_parser("report", help="write a run's self-contained HTML report")
+    rep.add_argument("run")
+    rep.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
+    rep.add_argument("--baseline", help="a run to draw the comparisons' baseline trials from")
+    return p
+
+
+def default_storage(start: Path | None = None) -> Path:
+    """``.specperf/runs`` in ``start`` (the current folder) or the nearest folder above that has one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / storage.DEFAULT_SUBDIR).is_dir():
+            return folder / storage.DEFAULT_SUBDIR
+    return here / storage.DEFAULT_SUBDIR
+
+
+def load(folder: Path, name: str) -> storage.Run:
+    """The run ``name`` designates, or UsageError saying why it cannot be used."""
+    path = storage.find_run(folder, name)
+    if path is None:
+        known = ", ".join(p.stem for p in storage.list_runs(folder)[-5:])
+        hint = f"known: {known}" if known else f"no saved runs in {folder}; save one with pytest --specperf-save"
+        raise UsageError(f"no run {name!r} in {folder} ({hint}); `specperf list` shows them")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = storage.load_run(path)
+    if run is None:
+        why = str(caught[0].message) if caught else f"{path} could not be read"
+        raise UsageError(_why(why))
+    return run
+
+
+def _why(warning: str) -> str:
+    # storage warns "specperf: skipping run file P: why" (it skips); here the file was asked for by name.
+    return warning.removeprefix("specperf: ").replace("skipping run file ", "run file ", 1)
+
+
+def _verdicts(results: list[dict[str, Any]]) -> str:
+    counts = Counter(str(r.get("verdict") or "-") for r in results)
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+def cmd_list(folder: Path) -> int:
+    """One line per saved run."""
+    paths = storage.list_runs(folder)
+    if not paths:
+        print(f"no saved runs in {folder}; save one with pytest --specperf-save")
+        return 0
+    for path in paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = storage.load_run(path)
+        if run is None:
+            print(f"{path.stem}  unreadable: {_why(str(caught[0].message)) if caught else path}")
+            continue
+        commit = str(run.commit.get("id") or "-")[:12] + ("-dirty" if run.commit.get("dirty") else "")
+        print(f"{run.label}  {run.created or '-'}  commit {commit}  {run.server or '-'} {run.model or '-'}  "
+              f"{len(run.results)} results: {_verdicts(run.results)}")
+    return 0
+
+
+def cmd_show(run: storage.Run) -> int:
+    """A run's metadata and its result table."""
+    print(f"run {run.label} ({run.path})")
+    for label, value in (("created", run.created), ("endpoint", run.endpoint), ("model", run.model),
+                         ("server", " ".join(x for x in (run.server, run.server_version) if x)),
+                         ("commit", run.commit.get("id")), ("plugin", run.plugin_version)):
+        print(f"  {label}: {value or '-'}")
+    for line in table(run.results):
+        print(line)
+    return 0
+
+
+def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str
+          ) -> tuple[list[compare.CaseComparison], list[compare.CaseComparison]]:
+    """Every case of ``new`` against ``base`` exactly as ``--specperf-compare`` does; (comparisons, failing)."""
+    gate = gating.Gate(max_regression, inconclusive)
+    judged = []
+    for r in new.results:
+        r = copy.deepcopy(r)
+        r.pop("comparisons", None)
+        gating.against_baseline(gate, r, base.results)
+        judged.append(r)
+    ccs = gating.comparisons_of(judged)
+    ours = {r.get("nodeid") for r in new.results}
+    ccs += [compare.CaseComparison(str(b["nodeid"]), None, None, "missing", "only in the baseline")
+            for b in base.results if b.get("nodeid") not in ours]
+    fail, _ = compare.gate(ccs, inconclusive)
+    return ccs, fail
+
+
+def cmd_compare(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str) -> int:
+    """Print each comparison; 1 if any case regressed (or was inconclusive under --inconclusive=fail)."""
+    if not 0 < max_regression < 1:
+        raise UsageError(f"--max-regression={max_regression:g} must be between 0 and 1, e.g. 0.05")
+    for diff in storage.fingerprint_diff(base, new):
+        print(f"warning: not the same set-up, {diff}")
+    ccs, fail = judge(base, new, max_regression, inconclusive)
+    print(f"{new.label} against {base.label}:")
+    for cc in ccs:
+        where = cc.nodeid + ("" if cc.ctx is None else f" @ ctx {cc.ctx}")
+        print(f"  {cc.verdict:12} {where} {cc.metric or ''}: {cc.reason}")
+    counts = Counter(cc.verdict for cc in ccs)
+    print(", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "nothing to compare")
+    return 1 if fail else 0
+
+
+def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> int:
+    """Write the run's HTML report."""
+    from . import html_report  # matplotlib is loaded only when drawing
+
+    if output.is_dir():
+        raise UsageError(f"-o {output} is a folder; give a file name, e.g. -o report.html")
+    if not output.parent.exists():
+        raise UsageError(f"-o {output}: folder {output.parent} does not exist")
+    meta = {"endpoint": run.endpoint, "model": run.model, "server": run.server, "server_version": run.server_version,
+            "commit": run.commit, "machine": run.machine, "plugin_version": run.plugin_version,
+            "created": run.created}
+    html_report.write(output, run.results, meta, baseline.results if baseline else None)
+    print(f"report of {run.label} written to {output}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``specperf`` command."""
+    args = _parser().parse_args(argv)
+    folder = args.storage if args.storage is not None else default_storage()
+    try:
+        if args.command == "list":
+            return cmd_list(folder)
+        if args.command == "show":
+            return cmd_show(load(folder, args.run))
+        if args.command == "compare":
+            return cmd_compare(load(folder, args.base), load(folder, args.new), args.max_regression,
+                               args.inconclusive)
+        baseline = load(folder, args.baseline) if args.baseline else None
+        return cmd_report(load(folder, args.run), args.output, baseline)
+    except UsageError as exc:
+        print(f"specperf: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"specperf: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

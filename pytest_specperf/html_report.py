@@ -1,0 +1,140 @@
+"""The self-contained HTML report (``--specperf-html``, ``specperf report``): Jinja2 over ``figures`` + ``plots``.
+
+Everything is inline (SVG charts, CSS, a few lines of script, the results as JSON), so the file opens
+offline and asks no network address for anything. Never imports pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from . import __version__, figures, plots, storage
+
+#: summary order: what needs attention first
+VERDICT_ORDER = {"error": 0, "failed": 1, "regressed": 2, "inconclusive": 3, "passed": 4}
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("pytest_specperf", "templates"),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.rsplit("/", 1)[-1] or nodeid
+
+
+def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The header rows: endpoint, model, server kind and version, commit, machine, plugin version, time."""
+    first = results[0] if results else {}
+    commit = meta.get("commit") or {}
+    machine = meta.get("machine") or {}
+    commit_text = "-"
+    if commit:
+        commit_text = f"{str(commit.get('id', '-'))[:12]}{' (dirty)' if commit.get('dirty') else ''}"
+        if commit.get("branch"):
+            commit_text += f" on {commit['branch']}"
+    machine_text = "-"
+    if machine:
+        machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
+                        f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
+    server = meta.get("server") or first.get("server") or "-"
+    version = meta.get("server_version") or first.get("server_version")
+    return [
+        ("endpoint", str(meta.get("endpoint") or first.get("endpoint") or "-")),
+        ("model", str(meta.get("model") or first.get("model") or "-")),
+        ("server", f"{server} {version}" if version else str(server)),
+        ("commit", commit_text),
+        ("machine", machine_text),
+        ("pytest-specperf", str(meta.get("plugin_version") or __version__)),
+        ("time", str(meta.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))),
+    ]
+
+
+def run_meta(results: list[dict[str, Any]], root: Path | str | None = None) -> dict[str, Any]:
+    """Metadata of the run being reported now: commit of ``root``, this machine, plugin version, time."""
+    first = results[0] if results else {}
+    return {"endpoint": first.get("endpoint"), "model": first.get("model"), "server": first.get("server"),
+            "commit": storage.commit_info(root), "machine": storage.machine_info(), "plugin_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _cmp_summary(r: dict[str, Any]) -> str:
+    parts = []
+    for cc in r.get("comparisons") or []:
+        c = cc.get("comparison") or {}
+        if c:
+            parts.append(f"{c.get('metric')} {c.get('change', 0) * 100:+.1f}% {c.get('verdict')}")
+        else:
+            parts.append(str(cc.get("verdict", "")))
+    return "; ".join(parts)
+
+
+def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+            baseline: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the template needs: header rows, summary rows (failures first), one section per case."""
+    meta = meta or {}
+    cases = []
+    for i, r in enumerate(results):
+        v = figures.view(r, baseline)
+        charts = [{"id": c.id, "title": c.title, "svg": plots.svg_inline(c, salt=f"c{i}-{c.id}"), "data": c.data()}
+                  for c in v.charts]
+        verdict = str(r.get("verdict") or "-")
+        cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.get("nodeid", "")),
+                      "short": _short(str(r.get("nodeid", ""))), "kind": str(r.get("kind") or "-"),
+                      "verdict": verdict, "reason": str(r.get("reason") or ""), "facts": v.facts, "charts": charts,
+                      "warnings": [*(r.get("warnings") or []), *(r.get("notes") or [])],
+                      "decode": figures.fmt(r.get("decode_tps")), "drift": figures.fmt(r.get("drift"), ".2f"),
+                      "compared": _cmp_summary(r)})
+    summary = sorted(cases, key=lambda c: (VERDICT_ORDER.get(c["verdict"], 5), c["index"]))
+    counts: dict[str, int] = {}
+    for c in cases:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    data = {"results": results, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}
+    return {"meta": metadata(results, meta), "cases": cases, "summary": summary, "counts": counts,
+            "data": _json_safe(data)}
+
+
+def _json_safe(obj: Any) -> Any:
+    # NaN and infinities are not JSON: the embedded data must parse in a browser (JSON.parse).
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def render(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+           baseline: list[dict[str, Any]] | None = None) -> str:
+    """The report as one HTML document."""
+    return _env().get_template("report.html.j2").render(**context(results, meta, baseline))
+
+
+def write(path: Path | str, results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+          baseline: list[dict[str, Any]] | None = None, redact: list[str] | None = None) -> Path:
+    """Write the report atomically (a reader never sees half of it); API keys in ``redact`` become ``***``."""
+    text = render(results, meta, baseline)
+    for secret in redact or []:
+        if secret:
+            text = text.replace(secret, "***")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # a report is for sharing (mkstemp makes it owner-only)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

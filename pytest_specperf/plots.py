@@ -1,0 +1,149 @@
+"""Drawing the charts of ``figures`` with matplotlib: inline SVG for the HTML report, PNG or SVG files per case.
+
+matplotlib is used through its object API (``Figure``, no pyplot), so nothing global is touched and no
+window or display is needed. SVG keeps text as text (small, searchable), and every drawn series carries
+an id (``<chart id>-s<index>``), so a reader (or a test) can find the path that draws a given series.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+from matplotlib.figure import Figure
+
+from .figures import CaseView, Chart, view
+
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
+BAND_COLORS = {"early windows": "#2ca02c", "late windows": "#d62728"}
+LEVEL_COLORS = ["#2ca02c", "#d62728", "#000000", "#7f7f7f"]
+_RC = {
+    "svg.fonttype": "none",  # text stays text: a fraction of the size of glyph outlines
+    "path.simplify": False,  # every data point is drawn (and can be found in the SVG)
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+FORMATS = ("svg", "png")
+# No <metadata> block (creator URL, RDF namespaces): nothing in the report names an outside address.
+_SVG_META = {"Date": None, "Creator": None, "Format": None, "Type": None}
+
+
+def _draw(ax: Any, chart: Chart) -> None:
+    for band in chart.bands:
+        span = ax.axvspan if band.axis == "x" else ax.axhspan
+        span(band.lo, band.hi, color=BAND_COLORS.get(band.label, "#cccccc"), alpha=0.12, lw=0, label=band.label)
+    for i, s in enumerate(chart.series):
+        gid = f"{chart.id}-s{i}"
+        color = COLORS[i % len(COLORS)]
+        if s.style == "bars":
+            ax.bar(s.x, s.y, color=[COLORS[j % len(COLORS)] for j in range(len(s.x))], gid=gid, width=0.6)
+        elif s.style == "points":
+            marker = "x" if s.name.startswith("stalls") else "o"
+            if s.low is not None and s.high is not None:
+                err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
+                       [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
+                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=s.name, gid=gid)
+            else:
+                ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color, ms=5, ls="none",
+                        label=s.name, gid=gid)
+        else:
+            ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
+    for j, level in enumerate(chart.levels):
+        ax.axhline(level.y, color=LEVEL_COLORS[j % len(LEVEL_COLORS)], lw=1,
+                   ls="--" if level.style == "dashed" else "-", label=level.label)
+    if chart.categories:
+        ax.set_xticks(range(len(chart.categories)), chart.categories)
+        ax.set_xlim(-0.6, len(chart.categories) - 0.4)
+    _readable_ylim(ax, chart)
+    ax.set_title(chart.title, loc="left")
+    ax.set_xlabel(chart.xlabel)
+    ax.set_ylabel(chart.ylabel)
+    ax.grid(alpha=0.3, lw=0.5)
+    if len(chart.series) + len(chart.levels) + len(chart.bands) > 1:
+        ax.legend(fontsize=7, frameon=False, loc="best")
+
+
+def _readable_ylim(ax: Any, chart: Chart) -> None:
+    # A flat series (5.0 tokens/step with float noise) would be autoscaled onto its rounding errors.
+    ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels]
+    if not ys:
+        return
+    lo, hi = min(ys), max(ys)
+    span = max(abs(hi), abs(lo), 1e-12) * 0.05
+    if hi - lo < span:
+        mid = (hi + lo) / 2
+        ax.set_ylim(mid - span, mid + span)
+
+
+def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 2.8) -> Figure:
+    cols = 1 if len(charts) == 1 else 2
+    rows = (len(charts) + cols - 1) // cols
+    fig = Figure(figsize=(width * cols, row_height * rows), layout="constrained")
+    for i, chart in enumerate(charts):
+        _draw(fig.add_subplot(rows, cols, i + 1), chart)
+    return fig
+
+
+def _save(fig: Figure, fmt: str, salt: str) -> bytes:
+    buf = io.BytesIO()
+    # A salt per figure keeps the ids matplotlib derives (clip paths, markers) unique within one HTML page.
+    with mpl.rc_context({**_RC, "svg.hashsalt": salt}):
+        fig.savefig(buf, format=fmt, metadata=_SVG_META if fmt == "svg" else None, dpi=100)
+    return buf.getvalue()
+
+
+def svg_inline(chart: Chart, salt: str) -> str:
+    """One chart as an ``<svg>`` element to put inside HTML (no XML prolog or doctype)."""
+    with mpl.rc_context(_RC):
+        fig = _figure([chart])
+    text = _save(fig, "svg", salt).decode("utf-8")
+    return text[text.index("<svg"):]
+
+
+def case_image(view: CaseView, fmt: str = "png", salt: str = "") -> bytes:
+    """All of a case's charts in one image (PNG or SVG)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"image format {fmt!r}: use one of {', '.join(FORMATS)}")
+    with mpl.rc_context(_RC):
+        fig = _figure(view.charts)
+    return _save(fig, fmt, salt)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a node id."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.")[:120] or "case"
+
+
+def image_names(results: Iterable[dict[str, Any]], fmt: str) -> list[str]:
+    """One unique file name per result (a test that measured several cases gets ``-2``, ``-3``, ...)."""
+    seen: dict[str, int] = {}
+    names = []
+    for r in results:
+        base = slug(str(r.get("nodeid", "")))
+        seen[base] = seen.get(base, 0) + 1
+        names.append(f"{base}{'' if seen[base] == 1 else f'-{seen[base]}'}.{fmt}")
+    return names
+
+
+def write_case_images(results: list[dict[str, Any]], folder: Path, fmt: str = "png",
+                      baseline: list[dict[str, Any]] | None = None) -> list[Path | None]:
+    """One image per case with charts into ``folder`` (created); None for cases with nothing to draw."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out: list[Path | None] = []
+    for name, r in zip(image_names(results, fmt), results, strict=True):
+        v = view(r, baseline)
+        if not v.charts:
+            out.append(None)
+            continue
+        path = folder / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_bytes(case_image(v, fmt, salt=name))
+        tmp.replace(path)
+        out.append(path)
+    return out
