@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="largest tolerated slowdown, as a fraction (default 0.05)")
     cmp.add_argument("--inconclusive", choices=("pass", "warn", "fail"), default="warn",
                      help="what a comparison too noisy to decide does (default warn)")
+    cmp.add_argument("--strict", action="store_true",
+                     help="judge runs measured differently (model, server version, machine, ...) as if comparable, "
+                          "like --specperf-compare-strict")
     rep = sub.add_parser("report", help="write a run's self-contained HTML report")
     rep.add_argument("run")
     rep.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
@@ -114,15 +117,16 @@ def cmd_show(run: storage.Run) -> int:
     return 0
 
 
-def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str
+def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str, strict: bool = False
           ) -> tuple[list[compare.CaseComparison], list[compare.CaseComparison]]:
     """Every case of ``new`` against ``base`` exactly as ``--specperf-compare`` does; (comparisons, failing)."""
     gate = gating.Gate(max_regression, inconclusive)
+    differences = storage.fingerprint_diff(base, new)
     judged = []
     for r in new.results:
         r = copy.deepcopy(r)
         r.pop("comparisons", None)
-        gating.against_baseline(gate, r, base.results)
+        gating.against_baseline(gate, r, base.results, differences=differences, strict=strict)
         judged.append(r)
     ccs = gating.comparisons_of(judged)
     ours = {r.get("nodeid") for r in new.results}
@@ -132,13 +136,14 @@ def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusi
     return ccs, fail
 
 
-def cmd_compare(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str) -> int:
+def cmd_compare(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str,
+                strict: bool = False) -> int:
     """Print each comparison; 1 if any case regressed (or was inconclusive under --inconclusive=fail)."""
     if not 0 < max_regression < 1:
         raise UsageError(f"--max-regression={max_regression:g} must be between 0 and 1, e.g. 0.05")
     for diff in storage.fingerprint_diff(base, new):
         print(f"warning: not the same set-up, {diff}")
-    ccs, fail = judge(base, new, max_regression, inconclusive)
+    ccs, fail = judge(base, new, max_regression, inconclusive, strict)
     print(f"{new.label} against {base.label}:")
     for cc in ccs:
         where = cc.nodeid + ("" if cc.ctx is None else f" @ ctx {cc.ctx}")
@@ -175,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_show(load(folder, args.run))
         if args.command == "compare":
             return cmd_compare(load(folder, args.base), load(folder, args.new), args.max_regression,
-                               args.inconclusive)
+                               args.inconclusive, args.strict)
         baseline = load(folder, args.baseline) if args.baseline else None
         return cmd_report(load(folder, args.run), args.output, baseline)
     except UsageError as exc:

@@ -120,3 +120,19 @@ def test_bad_names_and_corrupt_files_are_one_line_errors(runs: Path, capsys: pyt
         assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     finally:
         bad.unlink()
+
+
+def test_runs_measured_differently_are_not_judged_unless_strict(runs: Path, capsys: pytest.CaptureFixture[str]
+                                                              ) -> None:
+    folder = runs / ".specperf" / "runs"
+    doc = json.loads(next(folder.glob("*_base.json")).read_text())
+    doc["model"] = "another-model"
+    other = folder / "0008_othermodel.json"
+    other.write_text(json.dumps(doc))
+    try:
+        code, out, _ = _main(runs, capsys, "compare", "othermodel", "new")
+        assert code == 0 and not re.search(r"^  regressed", out, re.M) and "  inconclusive " in out
+        code, out, _ = _main(runs, capsys, "compare", "othermodel", "new", "--strict")
+        assert code == 1 and "  regressed" in out
+    finally:
+        other.unlink()
