@@ -40,7 +40,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-max-drift",), "specperf_max_drift",
      "default maximum drift (1 - late/early decode rate) for sustained cases; default 0.15"),
     (("--specperf-save",), "specperf_save",
-     "save this run's results as a baseline (optionally named) in the storage folder", {"nargs": "?", "const": ""}),
+     "save this run's results as a baseline (optionally named) in the storage folder; the words true/yes/on/1 "
+     "mean an automatic name, false/no/off/0 mean do not save", {"nargs": "?", "const": ""}),
     (("--specperf-compare",), "specperf_compare",
      "compare every case with a saved run (default: the latest; or give its name or number)",
      {"nargs": "?", "const": ""}),

@@ -363,6 +363,7 @@ class _ResultView:
         self._data = data
 
     def __getattr__(self, name: str) -> Any:
+        __tracebackhide__ = True  # a misspelt field is the test's mistake: show its line, not this one
         try:
             return self._data[name]
         except KeyError:

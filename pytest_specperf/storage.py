@@ -12,7 +12,8 @@ Public API
     Writes ``NNNN_<name>.json`` (next counter; ``<name>`` = ``name``, else the short commit id with ``-dirty``,
     else ``run``; sanitised to ``[A-Za-z0-9._-]``) atomically: temp file, fsync, then a hard link to the final
     name, which fails rather than overwrite a file another writer just claimed (``os.replace`` where hard links
-    are unsupported). ``meta`` keys ``plugin_version``, ``endpoint``, ``model``, ``server`` (detected kind),
+    are unsupported); the file gets the mode of an ordinary new file (umask applied). ``meta`` keys
+    ``plugin_version``, ``endpoint``, ``model``, ``server`` (detected kind),
     ``server_version`` go to the top level, anything else under ``"meta"``; ``meta["commit"]`` overrides
     ``commit_info(root or cwd)``. Every string in ``redact`` (API keys) is replaced by ``***`` in the file.
 ``load_run(path) -> Run | None``
@@ -24,7 +25,7 @@ Public API
 ``find_run(folder, name=None) -> Path | None``
     ``None`` -> the latest. Otherwise an existing file path (as given, or inside ``folder``), else a run whose
     counter (``3`` or ``0003``), full stem (``0003_main``), file name, or part after the counter (``main``) equals
-    ``name``; several matches -> the latest of them.
+    ``name`` or ``name`` as sanitised when saved (``feature/x`` -> ``feature-x``); several matches -> the latest.
 ``commit_info(path=None) -> dict``, ``machine_info() -> dict``, ``job_info() -> dict``
     Never raise. ``commit_info`` gives ``id`` ("unversioned" outside git, "unknown" plus ``error`` if git fails),
     ``branch``, ``time``, ``dirty``, ``project``. ``machine_info`` hashes the host name (``host_id``) instead of

@@ -26,3 +26,17 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
     assert all(r["sized_down"] for r in results if r["nodeid"].endswith("test_long_reasoning_holds"))
     # The server really speculated, and the plugin saw it in its counters.
     assert any((r.get("acceptance") or {}).get("drafted") for r in sustained)
+
+
+def test_ctx_beyond_the_engine_context_fails_first(pytester: pytest.Pytester, ngram_server) -> None:
+    # The shared server runs with -c 2048: llama-server advertises it as n_ctx in /props.
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.sustained(ctx=4000, tokens=64)
+        def test_huge(specperf): pass
+    """)
+    res = pytester.runpytest_subprocess(f"--endpoint={ngram_server.url}", "-p", "no:cacheprovider")
+    res.assert_outcomes(errors=1)
+    res.stdout.fnmatch_lines(["*could not measure: ctx 4000 + 64 generated tokens need 4064 tokens of context, but "
+                              f"{ngram_server.url} serves * with 2048 (n_ctx in /props)*"])
+    assert "Traceback" not in res.stdout.str()
