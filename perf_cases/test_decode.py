@@ -21,8 +21,8 @@ def test_long_reasoning_holds(specperf):
 @pytest.mark.two_point(ctx=5000, min_tps=60, repeat=3)
 def test_burst_decode(specperf):
     r = specperf.result
-    # Bursts that disagree by more than 25% say the server is too noisy at this size to trust one: raise long=.
-    assert max(r.samples_tps) <= 1.25 * min(r.samples_tps)
+    # Bursts half again apart say the server is too noisy at this size to trust one of them: raise long=.
+    assert max(r.samples_tps) <= 1.5 * min(r.samples_tps)
 
 
 # How decode scales with context length (attention cost per step grows with the KV cache).
