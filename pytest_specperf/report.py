@@ -7,14 +7,15 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 
-COLUMNS = ("case", "ctx", "users", "tokens", "ttft", "decode tok/s", "total tok/s", "early -> late", "drift",
-           "verdict")
+COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
+#: shown before the verdict when a run has load cases: users per row, and their aggregate output
+LOAD_COLUMNS = ("users", "total tok/s")
 
 
 def finite_number(v: Any) -> float | None:
@@ -54,9 +55,20 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
             text += f"; warning: {warning}"
         for note in r.get("notes") or []:
             text += f"; {note}"
-    return [ctx, users(r), tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
-            _f(r.get("total_tps")), "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}",
-            _f(r.get("drift"), ".2f"), text]
+    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
+            "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"), text]
+
+
+def has_load(results: Iterable[dict[str, Any]]) -> bool:
+    """Whether any result is a load case (then the table shows LOAD_COLUMNS)."""
+    return any(r.get("kind") == "load_sweep" or (finite_number(r.get("concurrency")) or 1) > 1 for r in results)
+
+
+def with_load(values: Sequence[str], r: dict[str, Any] | None = None) -> list[str]:
+    """``values`` (a row ending in its verdict) with the load cells of ``r`` before the verdict; the
+    header's names when ``r`` is None."""
+    extra = list(LOAD_COLUMNS) if r is None else [users(r), _f(r.get("total_tps"))]
+    return [*values[:-1], *extra, values[-1]]
 
 
 def users(r: dict[str, Any]) -> str:
@@ -88,11 +100,13 @@ def row(r: dict[str, Any]) -> tuple[str, ...]:
 
 def table(results: Iterable[dict[str, Any]]) -> list[str]:
     """The summary table as lines of aligned columns; the verdict column is left unpadded."""
-    rows: list[tuple[str, ...]] = [COLUMNS]
+    results = list(results)
+    load = has_load(results)
+    rows: list[Sequence[str]] = [with_load(COLUMNS) if load else COLUMNS]
     for r in results:
-        rows.append(row(r))
-        rows += [(f"  {label.strip()}", *cells(lv)) for label, lv in level_rows(r)]
-    widths = [max(len(x[i]) for x in rows) for i in range(len(COLUMNS) - 1)]
+        for x, src in [(row(r), r), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in level_rows(r))]:
+            rows.append(with_load(x, src) if load else x)
+    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
     out = []
     for x in rows:
         padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
