@@ -201,9 +201,12 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
     if isinstance(result.get("concurrency"), list):  # a load sweep: its levels' list
         props[[k for k, _ in props].index("specperf_concurrency")] = (
             "specperf_concurrency", ",".join(str(c) for c in result["concurrency"]))
+    if (_num(result.get("concurrency")) or 1) > 1:
+        props += _stream_props("specperf", result)
     for lv in result.get("levels") or []:
         props += [(f"specperf_users{lv['concurrency']}_{k}", _s(lv[k])) for k in JUNIT_LEVEL_FIELDS
                   if lv.get(k) is not None]
+        props += _stream_props(f"specperf_users{lv['concurrency']}", lv)
     cross = result.get("crossover")
     if isinstance(cross, dict):
         props.append(("specperf_crossover", cross.get("text", "")))
@@ -228,6 +231,13 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
         if c.get("p") is not None:
             props.append((f"{name}_p", _s(c["p"])))
     return props
+
+
+def _stream_props(prefix: str, case: dict[str, Any]) -> list[tuple[str, str]]:
+    """A load case's per-stream decode and ttft, comma-separated in stream order."""
+    streams = [x for x in case.get("streams") or [] if isinstance(x, dict)]
+    return [(f"{prefix}_stream_{k}", ",".join(_s(x.get(k)) for x in streams)) for k in ("decode_tps", "ttft_s")
+            if streams]
 
 
 def benchmark_extra_info(result: dict[str, Any]) -> dict[str, Any]:
