@@ -55,7 +55,8 @@ def _text(first: dict[str, Any] | None, floor: float, levels: list[dict[str, Any
     lo, hi = first["interval"]
     what = "slower for users" if floor == 1.0 else f"under min_speedup {floor:g}"
     sure = "" if first["verdict"] == "below" else ", not significant"
-    return (f"B {what} from {first['users']} users: speedup {first['speedup']:.2f} [{lo:.2f}, {hi:.2f}] "
+    users = f"{first['users']} user" + ("" if first["users"] == 1 else "s")
+    return (f"B {what} from {users}: speedup {first['speedup']:.2f} [{lo:.2f}, {hi:.2f}] "
             f"({first['b_decode_tps']:.1f} vs {first['a_decode_tps']:.1f} tok/s per user{sure})")
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .compare import CaseComparison, case_key, sub_cases, trials
-from .report import COLUMNS, cells, level_rows, n_users
+from .report import COLUMNS, cells, has_load, level_rows, n_users, with_load
 from .report import finite_number as _num
 
 #: result field -> Bencher measure slug
@@ -71,8 +71,9 @@ def _case(nodeid: str, suffix: str = "") -> str:
     return f"`{short}`{suffix}"
 
 
-def _row(r: dict[str, Any], case: str, *, verdict: bool = True) -> list[str]:
-    return [case, *(_cell(c) for c in cells(r, verdict=verdict))]
+def _row(r: dict[str, Any], case: str, *, verdict: bool = True, load: bool = False) -> list[str]:
+    out = [case, *(_cell(c) for c in cells(r, verdict=verdict))]
+    return with_load(out, r) if load else out
 
 
 def _pct(x: float) -> str:
@@ -104,7 +105,9 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
     by_key: dict[str, list[CaseComparison]] = {}
     for cc in ccs or []:
         by_key.setdefault(cc.key, []).append(cc)
-    header = [*COLUMNS, f"vs {against}"] if ccs is not None else list(COLUMNS)
+    load = has_load(results)
+    columns = with_load(COLUMNS) if load else list(COLUMNS)
+    header = [*columns, f"vs {against}"] if ccs is not None else columns
     rows: list[list[str]] = []
     shown: set[str] = set()
 
@@ -116,18 +119,18 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
 
     for r in results:
         nodeid = str(r.get("nodeid", ""))
-        add(_row(r, _case(nodeid, f" ({_cell(r.get('kind', ''))})" if r.get("kind") else "")), nodeid)
+        add(_row(r, _case(nodeid, f" ({_cell(r.get('kind', ''))})" if r.get("kind") else ""), load=load), nodeid)
         if r.get("kind") == "ctx_sweep":
             for _, ctx, point in sub_cases(r):
-                add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False), case_key(nodeid, ctx))
+                add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False, load=load), case_key(nodeid, ctx))
         for label, lv in level_rows(r):
-            add(_row(lv, _case(nodeid, label)), case_key(nodeid, None, lv.get("concurrency")))
+            add(_row(lv, _case(nodeid, label), load=True), case_key(nodeid, None, lv.get("concurrency")))
     for key, group in by_key.items():
         if key not in shown:
             g = group[0]
             label = _case(g.nodeid, _where(g))
-            add([label, *["-"] * (len(COLUMNS) - 2), ""], key)
-    align = ["---", *["---:"] * (len(COLUMNS) - 2), "---", *(["---"] if ccs is not None else [])]
+            add([label, *["-"] * (len(columns) - 2), ""], key)
+    align = ["---", *["---:"] * (len(columns) - 2), "---", *(["---"] if ccs is not None else [])]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
@@ -211,9 +214,12 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
     if isinstance(result.get("concurrency"), list):  # a load sweep: its levels' list
         props[[k for k, _ in props].index("specperf_concurrency")] = (
             "specperf_concurrency", ",".join(str(c) for c in result["concurrency"]))
+    if (_num(result.get("concurrency")) or 1) > 1:
+        props += _stream_props("specperf", result)
     for lv in result.get("levels") or []:
         props += [(f"specperf_users{lv['concurrency']}_{k}", _s(lv[k])) for k in JUNIT_LEVEL_FIELDS
                   if lv.get(k) is not None]
+        props += _stream_props(f"specperf_users{lv['concurrency']}", lv)
     cross = result.get("crossover")
     if isinstance(cross, dict):
         props.append(("specperf_crossover", cross.get("text", "")))
@@ -238,6 +244,13 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
         if c.get("p") is not None:
             props.append((f"{name}_p", _s(c["p"])))
     return props
+
+
+def _stream_props(prefix: str, case: dict[str, Any]) -> list[tuple[str, str]]:
+    """A load case's per-stream decode and ttft, comma-separated in stream order."""
+    streams = [x for x in case.get("streams") or [] if isinstance(x, dict)]
+    return [(f"{prefix}_stream_{k}", ",".join(_s(x.get(k)) for x in streams)) for k in ("decode_tps", "ttft_s")
+            if streams]
 
 
 def benchmark_extra_info(result: dict[str, Any]) -> dict[str, Any]:

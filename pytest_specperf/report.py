@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .files import write_text_atomic
 
-COLUMNS = ("case", "ctx", "users", "tokens", "ttft", "decode tok/s", "total tok/s", "early -> late", "drift",
-           "verdict")
+COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
+#: shown before the verdict when a run has load cases: users per row, and their aggregate output
+LOAD_COLUMNS = ("users", "total tok/s")
 
 
 def finite_number(v: Any) -> float | None:
@@ -66,7 +67,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
         for note in r.get("notes") or []:
             text += f"; {note}"
     decode = _sweep_low(r) if r.get("kind") == "ctx_sweep" and r.get("points") else _f(r.get("decode_tps"))
-    return [ctx, users(r), tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode, _f(r.get("total_tps")),
+    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.get("drift"), ".2f"), text]
 
 
@@ -106,6 +107,18 @@ def extra_columns(results: list[dict[str, Any]]) -> list[tuple[str, Any]]:
         title = "B vs A" if any("ab" in r for r in results) else "vs baseline"
         extra.append((title, lambda r: ", ".join(_change(c) for c in r.get("comparisons") or []) or "-"))
     return extra
+
+
+def has_load(results: Iterable[dict[str, Any]]) -> bool:
+    """Whether any result is a load case (then the table shows LOAD_COLUMNS)."""
+    return any(r.get("kind") == "load_sweep" or (finite_number(r.get("concurrency")) or 1) > 1 for r in results)
+
+
+def with_load(values: Sequence[str], r: dict[str, Any] | None = None) -> list[str]:
+    """``values`` (a row ending in its verdict) with the load cells of ``r`` before the verdict; the
+    header's names when ``r`` is None."""
+    extra = list(LOAD_COLUMNS) if r is None else [users(r), _f(r.get("total_tps"))]
+    return [*values[:-1], *extra, values[-1]]
 
 
 def users(r: dict[str, Any]) -> str:
@@ -151,15 +164,19 @@ def row(r: dict[str, Any]) -> tuple[str, ...]:
 def table(results: Iterable[dict[str, Any]]) -> list[str]:
     """The summary table as lines of aligned columns; the verdict column is last and left unpadded."""
     results = list(results)
+    load = has_load(results)
     extra = extra_columns(results)
-    header = (*COLUMNS[:-1], *(name for name, _ in extra), COLUMNS[-1])
-    body = []
+
+    def line(values: Sequence[str], source: dict[str, Any] | None = None) -> tuple[str, ...]:
+        values = with_load(values, source) if load else list(values)
+        shown = [name for name, _ in extra] if source is None else [show(source) for _, show in extra]
+        return (*values[:-1], *shown, values[-1])
+
+    rows = [line(COLUMNS)]
     for r in results:
-        lines = [(row(r), r), *(((f"  {lab.strip()}", *cells(lv)), lv) for lab, lv in level_rows(r))]
-        for fixed, source in lines:
-            body.append((*fixed[:-1], *(show(source) for _, show in extra), fixed[-1]))
-    rows = [header, *body]
-    widths = [max(len(x[i]) for x in rows) for i in range(len(header) - 1)]
+        for x, src in [(row(r), r), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in level_rows(r))]:
+            rows.append(line(x, src))
+    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
     out = []
     for x in rows:
         padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]

@@ -94,6 +94,7 @@ def test_load_cases_from_markers_yaml_and_direct_calls(pytester: pytest.Pytester
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["specperf_concurrency"] == "1,2,4,8" and props["specperf_knee"] == "2"
     assert float(props["specperf_users8_total_tps"]) == pytest.approx(sweep["levels"][-1]["total_tps"], rel=1e-4)
+    assert len(props["specperf_users8_stream_decode_tps"].split(",")) == 8
 
 
 AB_CASE = """
