@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import compare
+from . import compare, sequential
 from .compare import CaseComparison, Comparison
 from .results import Result
 
@@ -40,11 +40,17 @@ class Gate:
 
 
 def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str, Any]],
-                     max_regression: float | None = None) -> list[str]:
-    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold)."""
+                     max_regression: float | None = None, *, auto: bool = False) -> list[str]:
+    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold).
+
+    ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
+    """
     mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
-    ccs = compare.compare_runs(mine, [result], max_regression=max_regression or gate.max_regression,
-                               metrics=METRICS)
+    threshold = max_regression or gate.max_regression
+    if auto:
+        ccs = sequential.compare_runs(mine, [result], max_regression=threshold, metrics=METRICS, final=True)
+    else:
+        ccs = compare.compare_runs(mine, [result], max_regression=threshold, metrics=METRICS)
     return gate.apply(result, _ttft_floor(ccs, mine, [result]))
 
 
@@ -56,7 +62,28 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
         arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
     ccs = compare.compare_ab(arms["A"], arms["B"], max_regression=max_regression or gate.max_regression,
                              metrics=METRICS)
-    ccs = _ttft_floor(ccs, arms["A"], arms["B"])
+    return _ab_summary(arms, _ttft_floor(ccs, arms["A"], arms["B"]), gate)
+
+
+def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
+                   max_regression: float | None = None) -> sequential.Until:
+    """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
+    return sequential.until_baseline(baseline, nodeid, max_regression=max_regression or gate.max_regression,
+                                     metrics=METRICS, judge=_ttft_floor)
+
+
+def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
+                max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
+    a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
+                                  max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  metrics=METRICS, judge=_ttft_floor)
+    return _ab_summary({"A": a, "B": b}, ccs, gate)
+
+
+def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate
+                ) -> tuple[dict[str, Any], list[str]]:
+    trials = len(arms["B"])
     summary = dict(arms["B"][-1])
     summary["verdict"] = "failed" if any(r["verdict"] == "failed" for r in arms["B"]) else summary["verdict"]
     summary["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in arms["B"] if r.get("reason")))

@@ -1,0 +1,210 @@
+"""``repeat="auto"``: add trials until a comparison is decided (a sequential probability ratio test).
+
+A fixed number of trials is either too many (a clear pass or a clear regression is plain after
+a few) or too few (a borderline one). Wald's sequential probability ratio test (SPRT) stops as
+soon as the trials so far are enough, and among all tests with the same error rates it needs the
+fewest trials on average at the two hypotheses. docs/statistics.md explains the choice.
+
+The two hypotheses sit symmetrically around the case's threshold ``max_regression`` (in log
+space, where "worse" is always "lower", as in ``compare``):
+
+* H0, nothing changed: ``mu = 0``;
+* H1, a regression of twice the threshold: ``mu = 2 log(1 - max_regression)`` (-9.75 % at 5 %).
+
+Their likelihood ratio is 1 exactly at the threshold, so a change at the threshold is called a
+regression half of the time, as the fixed rule's point estimate does. After each trial the log
+likelihood ratio of the difference of log means is compared with Wald's bounds
+``log((1 - beta) / alpha)`` (regressed) and ``log(beta / (1 - alpha))`` (passed); between them, one
+more trial. The per-trial noise is unknown, so each look uses the t statistic of each hypothesis
+(pooled variance, ``n_base + n_cand - 2`` degrees of freedom), mapped to the normal score with the
+same tail probability: the ratio is then ``(z0**2 - z1**2) / 2``. That keeps a lucky pair of
+nearly equal first trials from deciding anything (heavy t tails), which a plug-in variance would
+not. Trials start at ``MIN_TRIALS`` per side; at ``max_repeat`` an undecided comparison is
+``inconclusive``. The error rates (false alarms, detections and trials used) are measured by
+``benchmarks/sequential.py`` on the simulator, and checked on a smaller sample by the tests.
+
+Public API: ``sprt(base, cand, ...) -> Decision``, ``compare_case(...) -> Comparison`` (the fixed
+rule's figures with the sequential verdict), ``compare_runs`` (as ``compare.compare_runs``),
+``decided(comparisons)``, and ``run_ab(...)`` (A/B in ABBA order until decided).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from . import compare
+from .compare import CaseComparison, Comparison
+from .spec import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
+
+ALPHA = 0.01  # false alarms: regressed when nothing changed
+BETA = 0.05  # misses: passed at a regression of twice the threshold
+#: candidate trials before a decision (and A trials in A/B): with the baseline's they give the variance
+#: enough degrees of freedom that one unlucky pair cannot decide.
+MIN_TRIALS = AUTO_MIN_TRIALS
+#: default cap on trials per side (per arm in A/B) for ``repeat="auto"``.
+MAX_REPEAT = AUTO_MAX_REPEAT
+_NO_SPREAD = 1e-9
+# A log-sd below this is rounding, not noise (equal values): it stands for the smallest noise a real
+# endpoint shows, so identical trials do not give an infinite ratio.
+MIN_NOISE = 0.002
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One look of the test."""
+
+    verdict: str  # regressed | passed | continue
+    llr: float  # log likelihood ratio, H1 (regression of 2x threshold) against H0 (no change)
+    upper: float  # regressed at or above this
+    lower: float  # passed at or below this
+    n_base: int
+    n_cand: int
+
+
+def bounds(alpha: float = ALPHA, beta: float = BETA) -> tuple[float, float]:
+    """Wald's (lower, upper) bounds on the log likelihood ratio."""
+    return math.log(beta / (1 - alpha)), math.log((1 - beta) / alpha)
+
+
+def _z_of_t(t: float, df: int) -> float:
+    """The normal score with the same upper tail probability as ``t`` on ``df`` degrees of freedom."""
+    # isf/sf keep precision in the far tail, where a cdf near 1 would round to it.
+    return float(stats.norm.isf(stats.t.sf(t, df))) if t > 0 else -float(stats.norm.isf(stats.t.sf(-t, df)))
+
+
+def sprt(base: Sequence[float], cand: Sequence[float], *, direction: str = "higher", max_regression: float = 0.05,
+         alpha: float = ALPHA, beta: float = BETA, min_trials: int = MIN_TRIALS) -> Decision:
+    """One look: regressed, passed, or continue (add a trial), from per-trial values of each side.
+
+    Raises ValueError for a non-positive value or an unknown direction (caller errors, not data).
+    """
+    if direction not in ("higher", "lower"):
+        raise ValueError(f"direction must be 'higher' or 'lower', not {direction!r}")
+    b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
+    if not all(np.all(np.isfinite(x)) and np.all(x > 0) for x in (b, c)):
+        raise ValueError("trial values must be finite and positive (they are compared as logs)")
+    lower, upper = bounds(alpha, beta)
+    nb, nc = b.size, c.size
+    # A stored baseline may hold a single trial: the candidate's trials then carry the variance.
+    if nb < 1 or nc < min_trials:
+        return Decision("continue", 0.0, upper, lower, nb, nc)
+    sign = 1.0 if direction == "higher" else -1.0
+    lb, lc = sign * np.log(b), sign * np.log(c)
+    d = float(lc.mean() - lb.mean())
+    df = nb + nc - 2
+    ss = float(((lb - lb.mean()) ** 2).sum() + ((lc - lc.mean()) ** 2).sum())
+    sd = max(math.sqrt(ss / df), MIN_NOISE)
+    se = sd * math.sqrt(1 / nb + 1 / nc)
+    mu1 = 2 * math.log1p(-max_regression)
+    z0, z1 = _z_of_t(d / se, df), _z_of_t((d - mu1) / se, df)
+    llr = (z0 * z0 - z1 * z1) / 2
+    verdict = "regressed" if llr >= upper else "passed" if llr <= lower else "continue"
+    return Decision(verdict, llr, upper, lower, nb, nc)
+
+
+def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
+                 metric: str = "value", against: str = "baseline", final: bool = False,
+                 alpha: float = ALPHA, beta: float = BETA) -> Comparison:
+    """The fixed rule's figures (change, CI, p, noise) with the sequential verdict and its reason.
+
+    An undecided test is ``inconclusive`` (``final``: because ``max_repeat`` was reached); the caller
+    adds a trial while any metric is.
+    """
+    fixed = compare.compare_case(base, cand, direction=direction, max_regression=max_regression, metric=metric,
+                                 against=against, decide_at=None)
+    dec = sprt(base, cand, direction=direction, max_regression=max_regression, alpha=alpha, beta=beta)
+    thr = f"{max_regression:.0%}"
+    how = (f"sequential test, {dec.n_base} vs {dec.n_cand} trials, LLR {dec.llr:+.2f} "
+           f"in [{dec.lower:.2f}, {dec.upper:.2f}]")
+    if dec.verdict == "regressed":
+        verdict, tail = "regressed", f"regressed beyond {thr}"
+    elif dec.verdict == "passed":
+        verdict, tail = "passed", f"within {thr}"
+    else:
+        verdict = "inconclusive"
+        tail = "inconclusive: undecided at max_repeat (raise it)" if final else "inconclusive: undecided"
+    change = fixed.change_ci
+    reason = (f"{metric} {fixed.change * 100:+.1f}% [{change[0] * 100:+.1f}%, {change[1] * 100:+.1f}%] vs {against} "
+              f"({how}): {tail}")
+    return replace(fixed, verdict=verdict, method="sprt", reason=reason)
+
+
+def compare_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[dict[str, Any]], *,
+                 max_regression: float, metrics: Sequence[str], against: str = "baseline",
+                 final: bool = False) -> list[CaseComparison]:
+    """``compare.compare_runs`` with the sequential verdict on every compared metric."""
+    base_results, cand_results = list(base_results), list(cand_results)
+    ccs = compare.compare_runs(base_results, cand_results, max_regression=max_regression, metrics=metrics,
+                               against=against, decide_at=None)
+    base_idx, _ = compare._index(base_results)
+    cand_idx, _ = compare._index(cand_results)
+    out = []
+    for cc in ccs:
+        key = (cc.nodeid, cc.ctx)
+        if cc.comparison is not None and cc.metric and key in base_idx and key in cand_idx:
+            tb, tc = compare._positive(base_idx[key], cc.metric), compare._positive(cand_idx[key], cc.metric)
+            c = compare_case(tb, tc, direction=compare.DIRECTIONS[cc.metric], max_regression=max_regression,
+                             metric=cc.metric, against=against, final=final)
+            cc = CaseComparison(cc.nodeid, cc.ctx, cc.metric, c.verdict, c.reason, c, cc.q)
+        out.append(cc)
+    return out
+
+
+def decided(comparisons: Iterable[CaseComparison]) -> bool:
+    """True when no more trials are needed: a metric regressed, or none is still undecided."""
+    ccs = list(comparisons)
+    if any(cc.verdict == "regressed" for cc in ccs):
+        return True
+    return not any(cc.verdict == "inconclusive" for cc in ccs)
+
+
+Measure = Callable[[], dict[str, Any]]  # one trial's result dict
+Until = Callable[[dict[str, list[float]]], bool]  # per-metric trial values so far -> decided
+Judge = Callable[[list[CaseComparison], list[dict[str, Any]], list[dict[str, Any]]], list[CaseComparison]]
+
+
+def until_baseline(baseline: list[dict[str, Any]], nodeid: str, *, max_regression: float, metrics: Sequence[str],
+                   judge: Judge | None = None) -> Until:
+    """The runner's ``until`` against a stored run: True once every metric is decided on the trials so far."""
+    mine = [b for b in baseline if b.get("nodeid") == nodeid]
+
+    def done(values: dict[str, list[float]]) -> bool:
+        n = max((len(v) for v in values.values()), default=0)
+        cand = [{"nodeid": nodeid, "kind": "trial", **{m: v[i] for m, v in values.items() if i < len(v)}}
+                for i in range(n)]
+        ccs = compare_runs(mine, cand, max_regression=max_regression, metrics=metrics)
+        return decided(judge(ccs, mine, cand) if judge else ccs)
+
+    return done
+
+
+def run_ab(measure_a: Measure, measure_b: Measure, *, max_repeat: int, max_regression: float,
+           metrics: Sequence[str], judge: Judge | None = None
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[CaseComparison]]:
+    """A and B in ABBA order, one trial each per round, until every metric is decided or ``max_repeat`` per arm.
+
+    ``judge`` post-processes each look's comparisons (e.g. a noise floor that passes tiny TTFT changes).
+    Returns A's trials, B's trials and the last look's comparisons (undecided ones ``inconclusive``).
+    """
+    arms: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    order = compare.ab_order(max_repeat)
+    ccs: list[CaseComparison] = []
+    for i in range(0, len(order), 2):
+        for arm in order[i:i + 2]:
+            arms[arm].append((measure_a if arm == "A" else measure_b)())
+        n = len(arms["B"])
+        if n < min(MIN_TRIALS, max_repeat):
+            continue
+        ccs = compare_runs(arms["A"], arms["B"], max_regression=max_regression, metrics=metrics, against="A",
+                           final=n >= max_repeat)
+        if judge is not None:
+            ccs = judge(ccs, arms["A"], arms["B"])
+        if decided(ccs):
+            break
+    return arms["A"], arms["B"], ccs
