@@ -95,7 +95,7 @@ def sprt(base: Sequence[float], cand: Sequence[float], *, direction: str = "high
     if nb < 1 or nc < min_trials:
         return Decision("continue", 0.0, upper, lower, nb, nc)
     sign = 1.0 if direction == "higher" else -1.0
-    lb, lc = sign * np.log(b), sign * np.log(c)
+    lb, lc = _winsorize(sign * np.log(b)), _winsorize(sign * np.log(c))
     d = float(lc.mean() - lb.mean())
     df = nb + nc - 2
     ss = float(((lb - lb.mean()) ** 2).sum() + ((lc - lc.mean()) ** 2).sum())
@@ -105,7 +105,20 @@ def sprt(base: Sequence[float], cand: Sequence[float], *, direction: str = "high
     z0, z1 = _z_of_t(d / se, df), _z_of_t((d - mu1) / se, df)
     llr = (z0 * z0 - z1 * z1) / 2
     verdict = "regressed" if llr >= upper else "passed" if llr <= lower else "continue"
+    # The fixed rule's size criterion on medians as well: a verdict the medians contradict (one outlying
+    # trial moved the means) waits for more trials.
+    if (verdict == "regressed") != (float(np.median(lc) - np.median(lb)) <= math.log1p(-max_regression)):
+        verdict = "continue"
     return Decision(verdict, llr, upper, lower, nb, nc)
+
+
+def _winsorize(x: np.ndarray, k: float = 3.0) -> np.ndarray:
+    """Clip to median +- k robust sd (1.4826 MAD) from 5 values on: a hiccup trial weighs as a bad one, no more."""
+    if x.size < 5:
+        return x
+    m = float(np.median(x))
+    s = float(stats.median_abs_deviation(x, scale="normal"))
+    return np.clip(x, m - k * s, m + k * s) if s > _NO_SPREAD else x
 
 
 def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
