@@ -8,56 +8,20 @@ text (marked approximate). Chunk counts are reconciled with ``usage.completion_t
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from httpx_sse import EventSource, SSEError
 
 from .errors import MeasurementError, shorten
+from .events import Chunk, Trace, TraceBuilder
 from .servers import CAPABILITIES, Capabilities, ServerInfo, kind_from_models
 
 Progress = Callable[[int, float], None]  # (tokens so far, seconds since the first token)
-
-
-@dataclass
-class Chunk:
-    """One SSE event that carried generated tokens."""
-
-    t: float  # seconds since the request was sent
-    tokens: int
-    text: str = ""
-
-
-@dataclass
-class Trace:
-    """A timed streamed completion."""
-
-    chunks: list[Chunk]
-    total_s: float
-    usage: dict[str, Any]
-    finish_reason: str | None
-    response_id: str | None
-    count_source: str  # continuous_usage | timings_per_token | token_ids | tokenize | chunks
-    exact: bool
-    timings: dict[str, Any] | None = None  # llama.cpp's last `timings` object
-    extras: dict[str, Any] = field(default_factory=dict)  # other per-response stats (vLLM metrics, sglext)
-    t0: float = 0.0  # time.perf_counter() when the request was sent: chunk times are relative to it
-
-    @property
-    def completion_tokens(self) -> int:
-        """Tokens generated, as the server counted them."""
-        return int(self.usage.get("completion_tokens", sum(c.tokens for c in self.chunks)))
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        """Prompt tokens, as the server counted them."""
-        v = self.usage.get("prompt_tokens")
-        return int(v) if v is not None else None
 
 
 @dataclass
@@ -258,7 +222,7 @@ class Client:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
+    def body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
               temperature: float) -> tuple[str, dict[str, Any]]:
         caps = self.caps
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
@@ -286,7 +250,7 @@ class Client:
     def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
                  temperature: float = 0.0, headers: dict[str, str] | None = None) -> Completion:
         """One non-streamed completion, timed from send to full response (retries not timed)."""
-        path, body = self._body(prompt, max_tokens, api, False, seed, temperature)
+        path, body = self.body(prompt, max_tokens, api, False, seed, temperature)
         resp, elapsed = self._timed_request("POST", path, json=body, headers=headers)
         self._check_status(resp, f"POST {path}")
         try:
@@ -323,101 +287,38 @@ class Client:
                temperature: float = 0.0, headers: dict[str, str] | None = None,
                on_progress: Progress | None = None) -> Trace:
         """One streamed completion; timestamps are taken as each SSE event is read."""
-        path, body = self._body(prompt, max_tokens, api, True, seed, temperature)
-        chunks: list[Chunk] = []
-        usage: dict[str, Any] = {}
-        finish: str | None = None
-        resp_id: str | None = None
-        timings: dict[str, Any] | None = None
-        extras: dict[str, Any] = {}
-        prev_cum = {"usage": 0, "timings": 0}
-        source = ""
-        done = False
-        n = 0
+        path, body = self.body(prompt, max_tokens, api, True, seed, temperature)
+        trace = TraceBuilder(self.caps, self._fail)
         last_progress = 0.0
         with self._open_stream(path, body, headers) as (resp, t0):
             try:
                 for sse in EventSource(resp).iter_sse():
                     t = time.perf_counter() - t0
-                    data = sse.data
-                    if data.strip() == "[DONE]":
-                        done = True
+                    if trace.feed(t, sse.data):
                         break
-                    if not data.strip():
-                        continue
-                    try:
-                        obj = json.loads(data)
-                    except ValueError:
-                        raise self._fail(f"malformed SSE line after {n} tokens: {shorten('data: ' + data, 80)!r}"
-                                         ) from None
-                    if not isinstance(obj, dict):
-                        raise self._fail(f"malformed SSE event after {n} tokens: {shorten(data, 80)!r}")
-                    if "error" in obj:
-                        err = obj["error"]
-                        msg = err.get("message", err) if isinstance(err, dict) else err
-                        raise self._fail(f"server error mid-stream after {n} tokens: {shorten(str(msg), 100)}")
-                    resp_id = resp_id or obj.get("id")
-                    choices = obj.get("choices") or []
-                    text, count, src = "", None, ""
-                    if choices:
-                        ch = choices[0]
-                        text = _choice_text(ch)
-                        finish = ch.get("finish_reason") or finish
-                        if isinstance(ch.get("token_ids"), list):
-                            count, src = len(ch["token_ids"]), "token_ids"
-                    u = obj.get("usage")
-                    if isinstance(u, dict):
-                        usage = u
-                        # Cumulative per-chunk usage only where asked for and present from the start; a
-                        # final-only usage (llama.cpp completions) is a total, not this chunk's count.
-                        if (choices and "completion_tokens" in u and self.caps.continuous_usage
-                                and source in ("", "continuous_usage")):
-                            count, src = int(u["completion_tokens"]) - prev_cum["usage"], "continuous_usage"
-                            prev_cum["usage"] = int(u["completion_tokens"])
-                    tm = obj.get("timings")
-                    if isinstance(tm, dict):
-                        timings = tm
-                        if ("predicted_n" in tm and src != "continuous_usage" and choices
-                                and source in ("", "timings_per_token")):
-                            count, src = int(tm["predicted_n"]) - prev_cum["timings"], "timings_per_token"
-                            prev_cum["timings"] = int(tm["predicted_n"])
-                    for key in ("metrics", "sglext"):
-                        if key in obj:
-                            extras[key] = obj[key]
-                    if count is None and text:
-                        count, src = -1, "text"  # counted after the stream, off the clock
-                    if count:
-                        source = source or src
-                        chunks.append(Chunk(t, count, text))
-                        n += max(count, 1)
-                        if on_progress and t - last_progress > 0.5:
-                            last_progress = t
-                            on_progress(n, t - chunks[0].t)
+                    if on_progress and trace.chunks and t - last_progress > 0.5:
+                        last_progress = t
+                        on_progress(trace.tokens, t - trace.chunks[0].t)
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                raise self._fail(f"stream cut after {n} tokens: {shorten(str(exc), 80)}") from None
+                raise self.cut(trace.tokens, exc) from None
             except httpx.TimeoutException:
-                raise self._fail(f"stalled: no data for {self.timeout:g} s after {n} tokens "
-                                 f"(--specperf-timeout={self.timeout:g})") from None
+                raise self.stalled(trace.tokens) from None
             except SSEError as exc:
                 raise self._fail(f"POST {path} did not answer with an event stream: {shorten(str(exc), 80)}"
                                  ) from None
             total = time.perf_counter() - t0
-        if not done:
-            raise self._fail(f"stream cut after {n} tokens: it ended without data: [DONE]")
-        exact = source in ("continuous_usage", "timings_per_token", "token_ids")
-        if source == "text":
-            self._count_text_chunks(chunks)
-        chunks = [c for c in chunks if c.tokens > 0]
-        if "completion_tokens" in usage:
-            exact = _reconcile(chunks, int(usage["completion_tokens"])) and exact
-        else:
-            usage = {**usage, "completion_tokens": sum(c.tokens for c in chunks)}
-            exact = False
-        if not chunks:
-            raise self._fail("the stream carried no tokens")
-        return Trace(chunks, total, usage, finish, resp_id, source or "chunks", exact, timings, extras, t0)
+        return trace.finish(total, t0, self.count_text_chunks)
 
-    def _count_text_chunks(self, chunks: list[Chunk]) -> None:
+    def cut(self, tokens: int, exc: Exception) -> MeasurementError:
+        """The error for a stream the connection dropped."""
+        return self._fail(f"stream cut after {tokens} tokens: {shorten(str(exc), 80)}")
+
+    def stalled(self, tokens: int) -> MeasurementError:
+        """The error for a stream that sent nothing for the read timeout."""
+        return self._fail(f"stalled: no data for {self.timeout:g} s after {tokens} tokens "
+                          f"(--specperf-timeout={self.timeout:g})")
+
+    def count_text_chunks(self, chunks: list[Chunk]) -> None:
         """Fallback: tokenize each chunk's text (approximate at chunk seams), or 1 token per chunk."""
         can_tokenize = self.caps.tokenize is not None
         for c in chunks:
@@ -441,36 +342,3 @@ def _json_or_none(resp: httpx.Response) -> Any:
         return resp.json()
     except ValueError:
         return None
-
-
-def _choice_text(ch: dict[str, Any]) -> str:
-    """All generated text in a choice: content, reasoning (both spellings) and tool-call arguments."""
-    parts = [ch.get("text") or ""]
-    delta = ch.get("delta") or ch.get("message") or {}
-    if isinstance(delta, dict):
-        for key in ("content", "reasoning_content", "reasoning"):
-            v = delta.get(key)
-            if isinstance(v, str):
-                parts.append(v)
-        for call in delta.get("tool_calls") or []:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
-                parts.append(fn["arguments"])
-    return "".join(parts)
-
-
-def _reconcile(chunks: list[Chunk], total: int) -> bool:
-    """Make chunk counts sum to the server's total; True if they already did."""
-    have = sum(c.tokens for c in chunks)
-    if have == total or not chunks:
-        return have == total
-    # Spread the difference proportionally; the counts were approximate anyway.
-    scale = total / have if have else 0.0
-    acc = 0.0
-    assigned = 0
-    for c in chunks:
-        acc += c.tokens * scale
-        new = round(acc) - assigned
-        assigned += new
-        c.tokens = new
-    return False

@@ -15,8 +15,9 @@ Public API
     A ``ctx_sweep`` has no trials of its own (``[]``): expand it with ``sub_cases``.
 ``sub_cases(result) -> list[tuple[str, int | None, dict]]``
     ``(nodeid, ctx, case)``: one entry for an ordinary case (ctx None), one per point for a sweep (ctx = the
-    asked ctx; the point gets ``kind`` and ``nodeid``). ``case_key(nodeid, ctx)`` is ``nodeid`` or
-    ``"nodeid@ctx=64"``; exports use the same key.
+    asked ctx; the point gets ``kind`` and ``nodeid``), one per level for a load sweep (ctx None; the level
+    gets ``kind`` "sustained", ``nodeid`` and ``users``, its concurrency). ``case_key(nodeid, ctx, users)`` is
+    ``nodeid``, ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key.
 ``compare_case(base, cand, *, direction, max_regression=0.05, alpha=0.01, metric="value", noise_floor=0.03,
 decide_at=20, against="baseline") -> Comparison``
     The rule for one metric of one case, below. ``Comparison.as_dict()`` is JSON-able.
@@ -68,8 +69,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -83,6 +84,7 @@ DIRECTIONS: dict[str, str] = {
     "late_tps": "higher",
     "burst_tps": "higher",
     "tokens_per_chunk": "higher",
+    "total_tps": "higher",  # load cases: aggregate output tok/s of all users
     "ttft_s": "lower",
     "total_s": "lower",
 }
@@ -140,19 +142,22 @@ class CaseComparison:
     reason: str
     comparison: Comparison | None = None
     q: float | None = None  # Benjamini-Hochberg q-value over the run's p-values (report only)
+    users: int | None = None  # a load sweep's level (concurrency); None for other cases
 
     @property
     def key(self) -> str:
-        """``nodeid`` or ``nodeid@ctx=N``."""
-        return case_key(self.nodeid, self.ctx)
+        """``nodeid``, ``nodeid@ctx=N`` or ``nodeid@users=N``."""
+        return case_key(self.nodeid, self.ctx, self.users)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data, with ``key``."""
         return {**asdict(self), "key": self.key}
 
 
-def case_key(nodeid: str, ctx: int | None) -> str:
-    """The name of a case or sweep point in comparisons and exports."""
+def case_key(nodeid: str, ctx: int | None, users: int | None = None) -> str:
+    """The name of a case, sweep point or load level in comparisons and exports."""
+    if users is not None:
+        return f"{nodeid}@users={users}"
     return nodeid if ctx is None else f"{nodeid}@ctx={ctx}"
 
 
@@ -183,6 +188,9 @@ def trials(result: dict[str, Any], metric: str) -> list[float]:
 def sub_cases(result: dict[str, Any]) -> list[tuple[str, int | None, dict[str, Any]]]:
     """``(nodeid, ctx, case)`` per comparable unit: the case itself, or each point of a sweep."""
     nodeid = str(result.get("nodeid", ""))
+    if result.get("kind") == "load_sweep":
+        return [(nodeid, None, {**lv, "kind": "sustained", "nodeid": nodeid, "users": lv.get("concurrency")})
+                for lv in result.get("levels") or [] if isinstance(lv, dict)]
     if result.get("kind") != "ctx_sweep":
         return [(nodeid, None, result)]
     out: list[tuple[str, int | None, dict[str, Any]]] = []
@@ -341,9 +349,12 @@ class _Entry:
     cases: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _index(results: Iterable[dict[str, Any]]) -> tuple[dict[tuple[str, int | None], _Entry], dict[str, str]]:
-    """Sub-cases by (nodeid, ctx), pooling repeats of one nodeid; errored nodeids with their reasons apart."""
-    idx: dict[tuple[str, int | None], _Entry] = {}
+_Key = tuple[str, int | None, int | None]  # nodeid, sweep ctx, load level
+
+
+def _index(results: Iterable[dict[str, Any]]) -> tuple[dict[_Key, _Entry], dict[str, str]]:
+    """Sub-cases by (nodeid, ctx, users), pooling repeats of one nodeid; errored nodeids with their reasons apart."""
+    idx: dict[_Key, _Entry] = {}
     errors: dict[str, str] = {}
     for r in results:
         if not isinstance(r, dict):
@@ -352,7 +363,7 @@ def _index(results: Iterable[dict[str, Any]]) -> tuple[dict[tuple[str, int | Non
             errors.setdefault(str(r.get("nodeid", "")), str(r.get("reason", "")) or "error")
             continue
         for nodeid, ctx, case in sub_cases(r):
-            idx.setdefault((nodeid, ctx), _Entry()).cases.append(case)
+            idx.setdefault((nodeid, ctx, case.get("users")), _Entry()).cases.append(case)
     return idx, errors
 
 
@@ -363,8 +374,10 @@ def _positive(entry: _Entry, metric: str) -> list[float]:
 def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
                  max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
                  alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
-                 against: str = "baseline") -> list[CaseComparison]:
+                 against: str = "baseline", rule: Callable[..., Comparison] | None = None) -> list[CaseComparison]:
     """Match candidate cases to the baseline's by nodeid (and ctx) and compare each metric; see the module docstring.
+
+    ``rule`` replaces ``compare_case`` (same arguments), e.g. the sequential test of repeat="auto".
 
     Order: candidate cases as they came (metrics in the given order), then baseline-only cases.
     Raises ValueError for a metric not in DIRECTIONS.
@@ -376,35 +389,40 @@ def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
     base, base_err = _index(base_results)
     cand, cand_err = _index(cand_results)
     out: list[CaseComparison] = []
-    for (nodeid, ctx), entry in cand.items():
-        if (nodeid, ctx) not in base:
+    for (nodeid, ctx, users), entry in cand.items():
+        if (nodeid, ctx, users) not in base:
             if nodeid in base_err:
-                out.append(CaseComparison(nodeid, ctx, None, "skipped", f"baseline errored: {base_err[nodeid]}"))
+                out.append(CaseComparison(nodeid, ctx, None, "skipped", f"baseline errored: {base_err[nodeid]}",
+                                          users=users))
             else:
-                out.append(CaseComparison(nodeid, ctx, None, "new", f"not in the {against}"))
+                out.append(CaseComparison(nodeid, ctx, None, "new", f"not in the {against}", users=users))
             continue
         for m in metrics:
-            tb, tc = _positive(base[(nodeid, ctx)], m), _positive(entry, m)
+            tb, tc = _positive(base[(nodeid, ctx, users)], m), _positive(entry, m)
             if not tb and not tc:
                 continue  # the metric does not apply to this kind (ttft_s of a two-point case)
             if not tb or not tc:
                 side = "baseline" if not tb else "candidate"
-                out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}"))
+                out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
                 continue
-            c = compare_case(tb, tc, direction=DIRECTIONS[m], max_regression=max_regression, alpha=alpha, metric=m,
-                             noise_floor=noise_floor, decide_at=decide_at, against=against)
-            out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c))
-    cand_nodeids = {n for n, _ in cand}
-    for (nodeid, ctx) in base:
-        if (nodeid, ctx) in cand:
+            c = (rule or compare_case)(tb, tc, direction=DIRECTIONS[m], max_regression=max_regression, alpha=alpha,
+                                       metric=m, noise_floor=noise_floor, decide_at=decide_at, against=against)
+            if users is not None:
+                c = replace(c, reason=f"at {users} users: {c.reason}")
+            out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c, users=users))
+    cand_nodeids = {n for n, _, _ in cand}
+    for (nodeid, ctx, users) in base:
+        if (nodeid, ctx, users) in cand:
             continue
         if nodeid in cand_err:
-            out.append(CaseComparison(nodeid, ctx, None, "skipped", f"candidate errored: {cand_err[nodeid]}"))
+            out.append(CaseComparison(nodeid, ctx, None, "skipped", f"candidate errored: {cand_err[nodeid]}",
+                                      users=users))
         elif nodeid not in cand_nodeids:
-            out.append(CaseComparison(nodeid, ctx, None, "missing", "not in this run"))
-        else:  # a sweep point the candidate did not measure
-            out.append(CaseComparison(nodeid, ctx, None, "missing", "this ctx is not in this run"))
-    base_nodeids = {n for n, _ in base}
+            out.append(CaseComparison(nodeid, ctx, None, "missing", "not in this run", users=users))
+        else:  # a sweep point or load level the candidate did not measure
+            what = "this ctx" if users is None else f"{users} users"
+            out.append(CaseComparison(nodeid, ctx, None, "missing", f"{what} is not in this run", users=users))
+    base_nodeids = {n for n, _, _ in base}
     for nodeid, why in cand_err.items():
         if nodeid not in base_nodeids:
             verdict = "skipped" if nodeid in base_err else "new"
@@ -422,7 +440,7 @@ def _with_q(out: list[CaseComparison]) -> list[CaseComparison]:
     qs = stats.false_discovery_control([p for _, p in ps], method="bh")
     for (i, _), q in zip(ps, qs, strict=True):
         cc = out[i]
-        out[i] = CaseComparison(cc.nodeid, cc.ctx, cc.metric, cc.verdict, cc.reason, cc.comparison, float(q))
+        out[i] = replace(cc, q=float(q))
     return out
 
 

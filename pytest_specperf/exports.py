@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .compare import CaseComparison, case_key, sub_cases, trials
-from .report import COLUMNS, cells
+from .report import COLUMNS, cells, level_rows, n_users
 from .report import finite_number as _num
 
 #: result field -> Bencher measure slug
@@ -44,9 +44,15 @@ MEASURES = {
     "late_tps": "late-tps",
     "burst_tps": "burst-tps",
     "drift": "drift",
+    "total_tps": "total-tps",
+    "decode_p10_tps": "decode-p10-tps",
 }
 JUNIT_FIELDS = ("verdict", "decode_tps", "ttft_s", "drift", "drift_verdict", "client_tps", "early_tps", "late_tps",
-                "burst_tps", "prompt_tokens", "completion_tokens", "repeat")
+                "burst_tps", "prompt_tokens", "completion_tokens", "repeat", "concurrency", "decode_p10_tps",
+                "total_tps", "common_window_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "knee")
+#: per level of a load sweep, as specperf_users<N>_<field>
+JUNIT_LEVEL_FIELDS = ("verdict", "decode_tps", "decode_p10_tps", "total_tps", "ttft_p50_s", "ttft_p90_s",
+                      "accept_len", "step_ms", "drift")
 EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "prompt_tokens", "tokens",
                      "completion_tokens", "short", "long", "repeat", "decode_tps", "client_tps", "ttft_s", "total_s",
                      "early_tps", "late_tps", "drift", "stalls", "tokens_per_chunk", "burst_tps", "burst_gap",
@@ -105,10 +111,12 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
         if r.get("kind") == "ctx_sweep":
             for _, ctx, point in sub_cases(r):
                 add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False), case_key(nodeid, ctx))
+        for label, lv in level_rows(r):
+            add(_row(lv, _case(nodeid, label)), case_key(nodeid, None, lv.get("concurrency")))
     for key, group in by_key.items():
         if key not in shown:
             g = group[0]
-            label = _case(g.nodeid, "" if g.ctx is None else f" @ ctx {g.ctx}")
+            label = _case(g.nodeid, _where(g))
             add([label, *["-"] * (len(COLUMNS) - 2), ""], key)
     align = ["---", *["---:"] * (len(COLUMNS) - 2), "---", *(["---"] if ccs is not None else [])]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
@@ -118,6 +126,12 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
     return "\n".join(lines) + "\n"
 
 
+def _where(cc: CaseComparison) -> str:
+    if cc.users is not None:
+        return f" @ {n_users(cc.users)}"
+    return "" if cc.ctx is None else f" @ ctx {cc.ctx}"
+
+
 def _notes(ccs: Sequence[CaseComparison]) -> list[str]:
     counts = Counter(cc.verdict for cc in ccs)
     order = ("regressed", "inconclusive", "improved", "passed", "new", "missing", "skipped")
@@ -125,14 +139,14 @@ def _notes(ccs: Sequence[CaseComparison]) -> list[str]:
     regressed = [cc for cc in ccs if cc.verdict == "regressed"]
     if regressed:
         out += ["", "Regressions:"]
-        out += [f"- {_case(cc.nodeid, '' if cc.ctx is None else f' @ ctx {cc.ctx}')}: {_cell(cc.reason)}"
+        out += [f"- {_case(cc.nodeid, _where(cc))}: {_cell(cc.reason)}"
                 for cc in regressed]
     noisy = [(cc, cc.comparison) for cc in ccs if cc.verdict == "inconclusive" and cc.comparison is not None
              and cc.comparison.mde > cc.comparison.threshold]
     if noisy:
         out += ["", "Too noisy to settle (minimum detectable effect above the threshold):"]
         for cc, c in noisy:
-            where = _case(cc.nodeid, "" if cc.ctx is None else f" @ ctx {cc.ctx}")
+            where = _case(cc.nodeid, _where(cc))
             noise = f"noise {c.noise:.1%} per trial" + (" (assumed)" if c.noise_source == "floor" else "")
             out.append(f"- {where} {c.metric}: {noise}; with {c.n_base} vs {c.n_cand} trials the smallest detectable "
                        f"change is {c.mde:.1%}, above {c.threshold:.0%}; {c.trials_needed} trials per side needed.")
@@ -164,7 +178,7 @@ def bencher_json(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[
                 if m is not None:
                     measures[slug] = m
             if measures:
-                out.setdefault(case_key(nodeid, ctx), {}).update(measures)
+                out.setdefault(case_key(nodeid, ctx, case.get("users")), {}).update(measures)
     return out
 
 
@@ -180,17 +194,27 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
     """``(name, value)`` string pairs for JUnit XML properties."""
     props = [(f"specperf_{k}", _s(result[k])) for k in JUNIT_FIELDS if result.get(k) is not None]
     props += [(f"specperf_{k}", " | ".join(result[k])) for k in ("warnings", "notes") if result.get(k)]
+    if isinstance(result.get("concurrency"), list):  # a load sweep: its levels' list
+        props[[k for k, _ in props].index("specperf_concurrency")] = (
+            "specperf_concurrency", ",".join(str(c) for c in result["concurrency"]))
+    for lv in result.get("levels") or []:
+        props += [(f"specperf_users{lv['concurrency']}_{k}", _s(lv[k])) for k in JUNIT_LEVEL_FIELDS
+                  if lv.get(k) is not None]
+    cross = result.get("crossover")
+    if isinstance(cross, dict):
+        props.append(("specperf_crossover", cross.get("text", "")))
     nodeid = result.get("nodeid")
     if comparisons is not None:
         ccs = [cc.as_dict() for cc in comparisons if cc.nodeid == nodeid]
     else:
         ccs = [cc for cc in result.get("comparisons") or [] if isinstance(cc, dict)]
     for cc in ccs:
+        at = (f"_ctx{cc['ctx']}" if cc.get("ctx") is not None else "") + (
+            f"_users{cc['users']}" if cc.get("users") is not None else "")
         if not cc.get("metric"):
-            props.append(("specperf_cmp" + (f"_ctx{cc['ctx']}" if cc.get("ctx") is not None else ""),
-                          str(cc.get("verdict", ""))))
+            props.append(("specperf_cmp" + at, str(cc.get("verdict", ""))))
             continue
-        name = f"specperf_cmp_{cc['metric']}" + (f"_ctx{cc['ctx']}" if cc.get("ctx") is not None else "")
+        name = f"specperf_cmp_{cc['metric']}" + at
         props.append((f"{name}_verdict", str(cc.get("verdict", ""))))
         c = cc.get("comparison") or {}
         if c.get("change") is not None:

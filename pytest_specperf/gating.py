@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from . import compare, sequential
+from . import compare, crossover, sequential
 from .compare import CaseComparison, Comparison
 from .results import Result
 
-METRICS = ("decode_tps", "ttft_s")
+METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
 # Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
 TTFT_FLOOR_S = 0.010
 
@@ -91,6 +91,8 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
                      "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
                      "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
     warnings = gate.apply(summary, ccs)
+    if summary.get("kind") == "load_sweep":
+        warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
     return summary, warnings
 
 
@@ -121,5 +123,5 @@ def comparisons_of(results: list[dict[str, Any]]) -> list[CaseComparison]:
         for d in r.get("comparisons") or []:
             c = d.get("comparison")
             out.append(CaseComparison(d["nodeid"], d.get("ctx"), d.get("metric"), d["verdict"], d["reason"],
-                                      Comparison(**c) if c else None, d.get("q")))
+                                      Comparison(**c) if c else None, d.get("q"), d.get("users")))
     return out

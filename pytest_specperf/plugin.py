@@ -333,6 +333,10 @@ class SpecperfFixture:
         """Measure a context sweep now (same keywords as the marker)."""
         return self._direct("ctx_sweep", kwargs)
 
+    def load_sweep(self, **kwargs: Any) -> Any:
+        """Measure a concurrency sweep now (same keywords as the marker)."""
+        return self._direct("load_sweep", kwargs)
+
 
 @pytest.fixture(scope="session")
 def endpoint(pytestconfig: pytest.Config) -> dict[str, Any]:

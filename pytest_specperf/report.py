@@ -13,7 +13,8 @@ from typing import Any
 
 from . import __version__
 
-COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
+COLUMNS = ("case", "ctx", "users", "tokens", "ttft", "decode tok/s", "total tok/s", "early -> late", "drift",
+           "verdict")
 
 
 def finite_number(v: Any) -> float | None:
@@ -36,7 +37,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
               f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
     else:
         ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
-    if r.get("kind") == "sustained":
+    if r.get("kind") in ("sustained", "load_sweep"):
         tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
     elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
         tokens = _f(r["long"] - r["short"], ".0f")
@@ -53,8 +54,29 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
             text += f"; warning: {warning}"
         for note in r.get("notes") or []:
             text += f"; {note}"
-    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
-            "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}", _f(r.get("drift"), ".2f"), text]
+    return [ctx, users(r), tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", _f(r.get("decode_tps")),
+            _f(r.get("total_tps")), "-" if early is None or late is None else f"{early:.1f} -> {late:.1f}",
+            _f(r.get("drift"), ".2f"), text]
+
+
+def users(r: dict[str, Any]) -> str:
+    """Concurrent streams: a load case's N, a load sweep's levels (1..8), 1 for single-stream cases."""
+    c = r.get("concurrency", 1)
+    if isinstance(c, list):
+        return f"{c[0]}..{c[-1]}" if len(c) > 1 else str(c[0]) if c else "-"
+    return str(c)
+
+
+def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A load sweep's levels as (label suffix, row dict) for a row each under the case's own."""
+    if r.get("kind") != "load_sweep":
+        return []
+    return [(f" @ {n_users(lv.get('concurrency'))}", {**lv, "kind": "sustained"}) for lv in r.get("levels") or []]
+
+
+def n_users(n: Any) -> str:
+    """'1 user', '8 users'."""
+    return f"{n} user" if n == 1 else f"{n} users"
 
 
 def row(r: dict[str, Any]) -> tuple[str, ...]:
@@ -66,12 +88,15 @@ def row(r: dict[str, Any]) -> tuple[str, ...]:
 
 def table(results: Iterable[dict[str, Any]]) -> list[str]:
     """The summary table as lines of aligned columns; the verdict column is left unpadded."""
-    rows = [COLUMNS, *(row(r) for r in results)]
+    rows: list[tuple[str, ...]] = [COLUMNS]
+    for r in results:
+        rows.append(row(r))
+        rows += [(f"  {label.strip()}", *cells(lv)) for label, lv in level_rows(r)]
     widths = [max(len(x[i]) for x in rows) for i in range(len(COLUMNS) - 1)]
     out = []
     for x in rows:
-        cells = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
-        out.append("  ".join([*cells, x[-1]]))
+        padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
+        out.append("  ".join([*padded, x[-1]]))
     return out
 
 

@@ -56,6 +56,7 @@ class StreamResult:
     response_id: str | None = None
     window_tokens_per_chunk: list[float] = field(default_factory=list)
     window_chunks_per_s: list[float] = field(default_factory=list)
+    sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
 
 
 @dataclass
@@ -90,6 +91,29 @@ class SustainedResult(Result):
     burst_gap: float | None = None
     repeat: int = 1
     streams: list[StreamResult] = field(default_factory=list)
+    # Load cases (concurrency > 1): decode_tps is then the median user's.
+    concurrency: int = 1
+    ramp_s: float = 0.0
+    decode_p10_tps: float | None = None  # the 10th-percentile user's decode: what min_tps gates under load
+    total_tps: float | None = None  # aggregate output tok/s over the window in which every stream decoded
+    common_window_s: float | None = None  # that window's length
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    step_ms: float | None = None  # median engine step time (servers that send one chunk per step)
+
+
+@dataclass
+class LoadSweepResult(Result):
+    """A sustained load at each concurrency level; ``levels`` hold each level's load fields and streams."""
+
+    tokens: int = 0
+    concurrency: list[int] = field(default_factory=list)
+    levels: list[dict[str, Any]] = field(default_factory=list)
+    knee: int | None = None  # first level past which aggregate tok/s grows < 10% per doubling
+    decode_tps: float = 0.0  # per-user median decode at the highest level
+    total_tps: float | None = None  # the highest aggregate over levels
+    min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
+    crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import acceptance, measure, stats
+from . import acceptance, loadcase, measure, stats
 from .client import Client, Progress
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
@@ -20,6 +20,7 @@ from .spec import (
     MIN_DRIFT_TOKENS,
     CaseSpec,
     CtxSweepSpec,
+    LoadSweepSpec,
     SustainedSpec,
     TwoPointSpec,
     fit_spec,
@@ -104,6 +105,8 @@ class Runner:
                 result = self.two_point(spec, nodeid, until=until)
             elif isinstance(spec, CtxSweepSpec):
                 result = self.ctx_sweep(spec, nodeid)
+            elif isinstance(spec, LoadSweepSpec):
+                result = loadcase.load_sweep(self, spec, nodeid, self._coalesce_s())
             else:
                 raise TypeError(f"unknown spec {spec!r}")
             result.started_at, result.finished_at = started, time.time()
@@ -115,9 +118,12 @@ class Runner:
     def sustained(self, spec: SustainedSpec, nodeid: str = "", *, until: Until | None = None) -> SustainedResult:
         """k streams of distinct prompts of one kind and length; medians over streams, drift gate over all.
 
-        With ``repeat="auto"`` streams are added while the drift gate is inconclusive or ``until`` says
-        the comparison is undecided, up to ``max_repeat``.
+        With ``concurrency`` > 1 the streams run at once (a load case, see ``loadcase``). With
+        ``repeat="auto"`` streams are added while the drift gate is inconclusive or ``until`` says the
+        comparison is undecided, up to ``max_repeat``.
         """
+        if spec.concurrency > 1 or spec.min_total_tps is not None:
+            return loadcase.sustained_load(self, spec, nodeid, self._coalesce_s())
         seed = case_seed(nodeid)
         streams: list[StreamResult] = []
         drifts: list[stats.Drift] = []
@@ -145,7 +151,7 @@ class Runner:
             else:
                 trace = self.client.stream(prompt.text, spec.tokens, **ask)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
-            s, d = measure.stream_result(trace, coalesce_s=0.0 if self.client.caps.step_chunks else BURST_S)
+            s, d = measure.stream_result(trace, coalesce_s=self._coalesce_s())
             streams.append(s)
             if trace.timings is not None:
                 timings.append(trace.timings)
@@ -199,6 +205,9 @@ class Runner:
             r.burst_tps = burst.decode_tps
             r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
         return r
+
+    def _coalesce_s(self) -> float:
+        return 0.0 if self.client.caps.step_chunks else BURST_S
 
     def _check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
         """An acceptance gate asked for but without a trustworthy figure is an error, never a silent pass."""

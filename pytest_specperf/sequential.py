@@ -169,21 +169,14 @@ def compare_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[
                  max_regression: float, metrics: Sequence[str], against: str = "baseline",
                  final: bool = False) -> list[CaseComparison]:
     """``compare.compare_runs`` with the sequential verdict on every compared metric."""
-    base_results, cand_results = list(base_results), list(cand_results)
-    ccs = compare.compare_runs(base_results, cand_results, max_regression=max_regression, metrics=metrics,
-                               against=against, decide_at=None)
-    base_idx, _ = compare._index(base_results)
-    cand_idx, _ = compare._index(cand_results)
-    out = []
-    for cc in ccs:
-        key = (cc.nodeid, cc.ctx)
-        if cc.comparison is not None and cc.metric and key in base_idx and key in cand_idx:
-            tb, tc = compare._positive(base_idx[key], cc.metric), compare._positive(cand_idx[key], cc.metric)
-            c = compare_case(tb, tc, direction=compare.DIRECTIONS[cc.metric], max_regression=max_regression,
-                             metric=cc.metric, against=against, final=final)
-            cc = CaseComparison(cc.nodeid, cc.ctx, cc.metric, c.verdict, c.reason, c, cc.q)
-        out.append(cc)
-    return out
+
+    def rule(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float, metric: str,
+             against: str, **_: Any) -> Comparison:
+        return compare_case(base, cand, direction=direction, max_regression=max_regression, metric=metric,
+                            against=against, final=final)
+
+    return compare.compare_runs(list(base_results), list(cand_results), max_regression=max_regression,
+                                metrics=metrics, against=against, rule=rule)
 
 
 def decided(comparisons: Iterable[CaseComparison]) -> bool:

@@ -93,10 +93,17 @@ class SustainedSpec(CaseSpec):
     min_accept_len: float | None = None
     max_accept_drop: float | None = None
     require_speculation: bool = False
+    concurrency: int = 1  # streams at once (users); > 1 makes it a load case
+    ramp_s: float = 0.0  # starts spread evenly over this many seconds (0: all together)
+    min_total_tps: float | None = None  # floor on aggregate output tok/s while all streams decode
 
     def validate(self) -> None:
         super().validate()
         k = self.KIND
+        validate_load(self, k)
+        _check(self.concurrency == 1 or (self.repeat == 1 and self.max_burst_gap is None), k,
+               f"concurrency={self.concurrency} runs its streams at once: drop repeat and max_burst_gap "
+               "(they measure one stream at a time)")
         _check(isinstance(self.tokens, int) and self.tokens >= 16, k,
                f"tokens must be an integer >= 16, got {self.tokens!r}")
         for name in ("max_drift", "max_burst_gap", "max_accept_drop"):
@@ -151,7 +158,77 @@ class CtxSweepSpec(CaseSpec):
         _check(isinstance(self.short, int) and self.short >= 1, k, f"short must be an integer >= 1, got {self.short!r}")
 
 
-SPECS: dict[str, type[CaseSpec]] = {s.KIND: s for s in (SustainedSpec, TwoPointSpec, CtxSweepSpec)}
+@dataclass(frozen=True, kw_only=True)
+class LoadSweepSpec(CaseSpec):
+    """A sustained load at each concurrency: per-user and aggregate decode, the knee, speculation's crossover."""
+
+    KIND: ClassVar[str] = "load_sweep"
+    concurrency: tuple[int, ...] = field(default=(1, 2, 4, 8))
+    tokens: int = 300
+    ramp_s: float = 0.0
+    max_drift: float | None = None
+    # Floors: one number for every level, or {level: floor}.
+    min_tps: Any = None  # type: ignore[assignment]
+    min_total_tps: Any = None
+    min_speedup: float | None = None  # A/B: B's per-user decode / A's at every level must reach this
+
+    def validate(self) -> None:
+        k = self.KIND
+        _check(isinstance(self.concurrency, tuple) and len(self.concurrency) >= 1
+               and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in self.concurrency)
+               and list(self.concurrency) == sorted(set(self.concurrency)), k,
+               f"concurrency must be a rising list of positive integers, e.g. [1, 2, 4, 8], got "
+               f"{list(self.concurrency)!r}")
+        for name in ("min_tps", "min_total_tps"):
+            floors = getattr(self, name)
+            if isinstance(floors, Mapping):
+                bad = [c for c in floors if c not in self.concurrency]
+                _check(not bad, k, f"{name} names level {bad[0] if bad else ''!r}, which is not in concurrency "
+                       f"{list(self.concurrency)}")
+                values = list(floors.values())
+            else:
+                values = [floors]
+            _check(all(v is None or (_is_number(v) and v > 0) for v in values), k,
+                   f"{name} must be a positive number of tokens/s or a mapping {{level: tokens/s}}, got {floors!r}")
+        CaseSpec.validate(dataclasses.replace(self, min_tps=None))  # the shared keywords; floors checked above
+        _check(self.repeat == 1, k, f"repeat={self.repeat}: a load sweep runs each level once; its levels' "
+               "many streams are the samples (use --specperf-ab-trials to repeat A/B arms)")
+        _check(isinstance(self.tokens, int) and self.tokens >= 16, k,
+               f"tokens must be an integer >= 16, got {self.tokens!r}")
+        _check(_is_number(self.ramp_s) and self.ramp_s >= 0, k,
+               f"ramp_s must be a number of seconds >= 0, got {self.ramp_s!r}")
+        _check(self.max_drift is None or (_is_number(self.max_drift) and 0 < self.max_drift < 1), k,
+               f"max_drift must be a fraction in (0, 1), got {self.max_drift!r}")
+        _check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
+               f"max_drift needs tokens >= {MIN_DRIFT_TOKENS}, got tokens={self.tokens}; raise tokens or drop it")
+        _check(self.min_speedup is None or (_is_number(self.min_speedup) and self.min_speedup > 0), k,
+               f"min_speedup must be a positive ratio (1.0: speculation must not slow users), got {self.min_speedup!r}")
+
+    def floor(self, name: str, level: int) -> float | None:
+        """The ``min_tps`` or ``min_total_tps`` floor at one level."""
+        v = getattr(self, name)
+        return v.get(level) if isinstance(v, Mapping) else v
+
+    def level(self, c: int) -> SustainedSpec:
+        """The sustained case measured at concurrency ``c``."""
+        return SustainedSpec(ctx=self.ctx, content=self.content, api=self.api, temperature=self.temperature,
+                             tokens=self.tokens, concurrency=c, ramp_s=self.ramp_s, max_drift=self.max_drift,
+                             min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
+
+
+def validate_load(spec: Any, k: str) -> None:
+    """concurrency, ramp_s and min_total_tps of a sustained case."""
+    c = spec.concurrency
+    _check(isinstance(c, int) and not isinstance(c, bool) and c >= 1, k,
+           f"concurrency must be an integer >= 1 (streams at once), got {c!r}")
+    _check(_is_number(spec.ramp_s) and spec.ramp_s >= 0, k,
+           f"ramp_s must be a number of seconds >= 0, got {spec.ramp_s!r}")
+    v = spec.min_total_tps
+    _check(v is None or (_is_number(v) and v > 0), k,
+           f"min_total_tps must be a positive number of tokens/s (aggregate over all streams), got {v!r}")
+
+
+SPECS: dict[str, type[CaseSpec]] = {s.KIND: s for s in (SustainedSpec, TwoPointSpec, CtxSweepSpec, LoadSweepSpec)}
 
 
 def marker_help() -> dict[str, str]:
@@ -178,8 +255,12 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = ())
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keywords: {', '.join(names)}"
             raise ConfigError(f"{kind}(): unknown keyword {key!r}{hint}")
     values = dict(kwargs)
-    if "ctxs" in values and isinstance(values["ctxs"], list | tuple):
-        values["ctxs"] = tuple(values["ctxs"])
+    for name in ("ctxs", "concurrency"):
+        if kind != "sustained" and isinstance(values.get(name), list | tuple):
+            values[name] = tuple(values[name])
+    if kind == "load_sweep" and isinstance(values.get("concurrency"), int) and not isinstance(
+            values["concurrency"], bool):
+        values["concurrency"] = (values["concurrency"],)
     spec = cls(**values)
     spec.validate()
     return spec
@@ -201,6 +282,6 @@ def fit_spec(spec: CaseSpec, max_ctx: int, max_tokens: int, max_floor: float | N
         for name in ("tokens", "long"):
             if getattr(spec, name, 0) > max_tokens:
                 changes[name] = max_tokens
-    if max_floor is not None and spec.min_tps is not None and spec.min_tps > max_floor:
+    if max_floor is not None and _is_number(spec.min_tps) and spec.min_tps > max_floor:
         changes["min_tps"] = max_floor
     return dataclasses.replace(spec, **changes) if changes else spec

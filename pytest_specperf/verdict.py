@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .results import Result, SustainedResult, SweepResult, TwoPointResult
+from .results import LoadSweepResult, Result, SustainedResult, SweepResult, TwoPointResult
 from .spec import CaseSpec, SustainedSpec
 
 
@@ -24,6 +24,10 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
         if low:
             pts = ", ".join(f"{p['decode_tps']:.1f} tok/s at ctx {p['prompt_tokens']}" for p in low)
             problems.append(f"decode below min_tps {spec.min_tps:g}: {pts}")
+    elif isinstance(result, LoadSweepResult):
+        problems = [f"at {lv['concurrency']} users: {lv['reason']}" for lv in result.levels
+                    if lv["verdict"] == "failed"]
+        result.warnings += [f"at {lv['concurrency']} users: {w}" for lv in result.levels for w in lv["warnings"]]
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
 
@@ -34,7 +38,9 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
     if r.drift_failed and r.drift is not None:
         out.append(f"drift {r.drift:.2f} > {max_drift:g}: early {r.early_tps:.1f} tok/s -> late "
                    f"{r.late_tps:.1f} tok/s {where}" + _causes(r))
-    if spec.min_tps is not None and r.decode_tps < spec.min_tps:
+    if r.decode_p10_tps is not None:  # measured as a load case
+        out += _load_floors(r, spec, where)
+    elif spec.min_tps is not None and r.decode_tps < spec.min_tps:
         out.append(f"decode {r.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} {where}")
     if spec.max_burst_gap is not None and r.burst_gap is not None and r.burst_gap > spec.max_burst_gap:
         out.append(f"burst gap {r.burst_gap:.2f} > {spec.max_burst_gap:g}: sustained {r.decode_tps:.1f} tok/s vs "
@@ -51,6 +57,23 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
                        f"{split['accept_early']:.1f} -> {split['accept_late']:.1f} tokens/step {where}")
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
         out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
+    return out
+
+
+def _load_floors(r: SustainedResult, spec: SustainedSpec, where: str) -> list[str]:
+    """Under load, min_tps holds for (nearly) every user: the 10th-percentile one; min_total_tps for the sum."""
+    out = []
+    users = f"{r.concurrency} users"
+    if spec.min_tps is not None and r.decode_p10_tps is not None and r.decode_p10_tps < spec.min_tps:
+        out.append(f"p10 user decode {r.decode_p10_tps:.1f} tok/s < min_tps {spec.min_tps:g} with {users} "
+                   f"(median user {r.decode_tps:.1f}) {where}")
+    if spec.min_total_tps is not None:
+        if r.total_tps is None:
+            out.append(f"min_total_tps {spec.min_total_tps:g} cannot be judged: the {users} never all decoded at "
+                       f"once (lower ramp_s)")
+        elif r.total_tps < spec.min_total_tps:
+            out.append(f"aggregate {r.total_tps:.1f} tok/s < min_total_tps {spec.min_total_tps:g} with {users} "
+                       f"{where}")
     return out
 
 

@@ -19,8 +19,11 @@ until ``/health`` is 200 and raises ``SimStartError`` with the child's stderr ta
 ``start_all(servers)`` boots several children in parallel. A bad profile raises ``ProfileError``
 before anything starts.
 
-Profiles (``profile.py``; built in: healthy, seed, fragmenting, acceptance-collapse; or a YAML
-file) set the cost model (``model.py``), the dialect and faults. ``--speed X`` divides every
+Profiles (``profile.py``; built in: healthy, seed, fragmenting, acceptance-collapse, batching;
+or a YAML file) set the cost model (``model.py``), the dialect and faults. Concurrent requests
+share decode steps (continuous batching, ``batch.py``): a step costs more with more sequences,
+more context and more verified drafts; ``speculation: false`` gives a profile's twin without
+speculative decoding, and ``batch.simulate`` gives a profile's answer for given arrivals. ``--speed X`` divides every
 time (prefill, steps, stalls, first_byte) by X, so every rate scales by exactly X.
 
 Routes (all dialects): ``POST /v1/completions``, ``POST /v1/chat/completions`` (stream and
@@ -76,7 +79,8 @@ Faults (``faults.py``): header ``X-Specperf-Fault`` or profile key ``faults``, e
 ``key=NAME`` (scope of the status counter); reset counters with ``POST /sim/reset``.
 
 Truth (``truth.py``): per response id, the real write time of every step relative to arrival,
-its intended time and step_ms, its tokens, accepted and drafted counts. The first step is the
+its intended time and step_ms, its tokens, accepted and drafted counts, and the shared step it
+belonged to (step number, batch size, tokens verified, context attended). The first step is the
 prefill (1 token); a non-streamed response's steps are timed when computed, the body goes out
 after the last.
 

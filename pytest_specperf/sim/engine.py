@@ -1,21 +1,25 @@
-"""The request engine: runs one generation on the clock, feeding a sink and recording truth.
+"""The request engine: runs generations on the clock as one continuous batch, feeding sinks and recording truth.
 
-Timing uses absolute deadlines on the event loop's monotonic clock: each step is due at the
-previous step's deadline plus its duration, so lateness of one wake-up never accumulates and a
-request's total time is exact up to the last wake-up. Concurrent requests each run their own
-timeline; a step is slowed by ``batch_slowdown`` for every other request decoding when it starts
-(see ``model.py``), so "one request at a time" is exact and a batch makes every step slower.
+One stepper task per server plays the ``Batcher`` (``batch.py``) on the event loop's monotonic
+clock: each step starts at the previous step's planned end (or at the arrival that wakes an
+idle server) and is due at its start plus its duration, so lateness of one wake-up never
+accumulates and a request's total time is exact up to the last wake-up. At a step's end every
+member's tokens are handed to its request's task, which writes them (a slow client never holds
+up the batch) and records the real write time next to the planned one. Alone, a request runs
+exactly the single-request timeline: prefill, then one step after another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .batch import Batcher, BatchStep, Part, Seq, step_record
 from .faults import FaultSpec, StatusCounters, parse_faults
 from .metrics import SimMetrics
 from .model import RequestModel
@@ -81,11 +85,13 @@ class Engine:
         self.profile = profile
         self.speed = float(speed)
         self.truth = TruthStore()
-        self.metrics = SimMetrics(profile.dialect, profile.model, profile.max_accept)
+        self.metrics = SimMetrics(profile.dialect, profile.model, profile.max_accept if profile.speculation else 1)
         self.status = StatusCounters()
         self.profile_faults = parse_faults(profile.faults)
         self._counter = itertools.count()
-        self.decoding = 0  # requests past prefill right now (the batch)
+        self.batcher = Batcher(profile, self.speed)
+        self._stepper: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
 
     def request_seed(self, seed: int | None, prompt_ids: list[int]) -> int:
         """A request's RNG seed: fixed by (seed, prompt) when the client gives a seed, else fresh."""
@@ -108,16 +114,48 @@ class Engine:
                 "profile": p.name, "speed": self.speed, "content_kind": req.kind,
                 "prompt_tokens": len(req.prompt_ids), "max_tokens": req.max_tokens, "temperature": req.temperature,
                 "seed": req.seed, "body": req.body,
+                "speculation": p.speculation,
                 "completion_tokens": 0, "finish_reason": None, "done": False, "arrival_monotonic": req.arrival,
-                "ttft_s": None, "total_s": None, "steps": [], "faults": []}
+                "queue_s": None, "ttft_s": None, "total_s": None, "steps": [], "faults": []}
+
+    def _join(self, seq: Seq) -> None:
+        """Put a request into the batch and make sure a stepper runs."""
+        self.batcher.add(seq)
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        self._wake.set()
+        if self._stepper is None or self._stepper.done():
+            self._stepper = asyncio.get_running_loop().create_task(self._run_steps())
+
+    async def _run_steps(self) -> None:
+        """Plan and time steps while any request is in the batch, then end (a new arrival restarts it)."""
+        assert self._wake is not None
+        while (start := self.batcher.next_start()) is not None:
+            delay = start - time.monotonic()
+            if delay > 0:  # idle until a stall ends, unless a new arrival comes first
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                continue
+            step = self.batcher.step(start)
+            await _sleep_until(step.end)
+            for part in step.parts:
+                part.seq.owner.put_nowait((step, part))
+
+    async def close(self) -> None:
+        """Stop the stepper (server shutdown)."""
+        if self._stepper is not None and not self._stepper.done():
+            self._stepper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stepper
 
     async def generate(self, req: GenRequest, sink: Sink) -> dict[str, Any]:
-        """Run the request to its end on the clock; returns its (finished) truth record."""
+        """Run the request to its end in the batch; returns its (finished) truth record."""
         rec = self._record(req)
         self.truth.add(rec)
         speed, faults = self.speed, req.faults
         self.metrics.running += 1
-        joined = False
+        seq: Seq | None = None
         try:
             # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
             # modelled prefill (as on a real server) instead of adding to it
@@ -128,39 +166,30 @@ class Engine:
                                       "t_s": time.monotonic() - req.arrival})
             await sink.start()
             seed = self.request_seed(req.seed, req.prompt_ids)
-            model = RequestModel(self.profile, len(req.prompt_ids), req.kind, seed)
             text = token_stream(req.kind, seed + 1)
             target, reason = self.target(req)
-            stalls = list(faults.stalls)
-            state = {"malformed_done": False}
-            prefill_ms = model.prefill_ms() / speed
-            deadline = start + prefill_ms / 1000.0
-            deadline = self._stalls(stalls, 0, deadline, rec, req)
-            await _sleep_until(deadline)
-            self.metrics.on_prefill(len(req.prompt_ids))
-            generated = 1
-            self.decoding += 1
-            joined = True
-            deadline = await self._emit(sink, rec, req, [next(text)], generated, target, reason, deadline,
-                                        {"step_ms": prefill_ms, "accepted": 0, "drafted": 0,
-                                         "ctx": len(req.prompt_ids), "batch": self.decoding, "phase": "prefill"},
-                                        stalls, state)
+            inbox: asyncio.Queue[tuple[BatchStep, Part]] = asyncio.Queue()
+            seq = Seq(RequestModel(self.profile, len(req.prompt_ids), req.kind, seed), target, start,
+                      stalls=[(at, s / speed) for at, s in faults.stalls], owner=inbox)
+            for at, s in faults.stalls:
+                if at <= 0:
+                    rec["faults"].append({"kind": "stall", "at_token": at, "s": s, "after_tokens": 0,
+                                          "t_s": time.monotonic() - req.arrival})
+            self._join(seq)
+            malformed_done = False
+            generated = 0
             while generated < target:
-                batch = self.decoding  # the batch when the step starts sets its cost
-                s = model.step(generated, target - generated, batch)
-                step_ms = s.step_ms / speed
-                deadline += step_ms / 1000.0
-                await _sleep_until(deadline)
-                generated += s.tokens
-                self.metrics.on_step(s.accepted, s.drafted, s.tokens)
-                deadline = await self._emit(sink, rec, req, [next(text) for _ in range(s.tokens)], generated,
-                                            target, reason, deadline,
-                                            {"step_ms": step_ms, "accepted": s.accepted, "drafted": s.drafted,
-                                             "ctx": s.ctx, "batch": batch, "phase": "decode"},
-                                            stalls, state)
-            if joined:
-                self.decoding -= 1
-                joined = False
+                step, part = await inbox.get()
+                generated = part.generated
+                if part.phase == "prefill":
+                    rec["queue_s"] = step.start - req.arrival
+                    self.metrics.on_prefill(len(req.prompt_ids))
+                else:
+                    self.metrics.on_step(part.accepted, part.drafted, part.tokens)
+                await sink.step([next(text) for _ in range(part.tokens)], generated,
+                                reason if generated >= target else None)
+                self._record_step(rec, req, step, part)
+                malformed_done = await self._faults(sink, rec, req, part, malformed_done)
             rec["finish_reason"] = reason
             await sink.finish(rec)
         except FaultDisconnect:
@@ -170,37 +199,31 @@ class Engine:
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
-            if joined:
-                self.decoding -= 1
+            if seq is not None:
+                self.batcher.remove(seq)
             self.metrics.running -= 1
             rec["total_s"] = time.monotonic() - req.arrival
             rec["done"] = True
             self.metrics.on_finish(rec)
         return rec
 
-    def _stalls(self, stalls: list[tuple[int, float]], generated: int, deadline: float, rec: dict[str, Any],
-                req: GenRequest) -> float:
-        """Push the next deadline back by every pending stall whose token has been reached."""
-        while stalls and stalls[0][0] <= generated:
-            at, seconds = stalls.pop(0)
-            deadline += seconds / self.speed
-            rec["faults"].append({"kind": "stall", "at_token": at, "s": seconds, "after_tokens": generated,
-                                  "t_s": time.monotonic() - req.arrival})
-        return deadline
-
-    async def _emit(self, sink: Sink, rec: dict[str, Any], req: GenRequest, ids: list[int], generated: int,
-                    target: int, reason: str, deadline: float, info: dict[str, Any],
-                    stalls: list[tuple[int, float]], state: dict[str, bool]) -> float:
-        await sink.step(ids, generated, reason if generated >= target else None)
-        now = time.monotonic()
-        step = {"t_s": now - req.arrival, "tokens": len(ids), "intended_t_s": deadline - req.arrival, **info}
-        rec["steps"].append(step)
-        rec["completion_tokens"] = generated
+    def _record_step(self, rec: dict[str, Any], req: GenRequest, step: BatchStep, part: Part) -> None:
+        """Append the step to the truth record: real write time next to the planned one."""
+        entry = step_record(step, part, time.monotonic() - req.arrival, step.end - req.arrival, self.speed)
+        rec["steps"].append(entry)
+        rec["completion_tokens"] = part.generated
         if rec["ttft_s"] is None:
-            rec["ttft_s"] = step["t_s"]
-        faults = req.faults
-        if faults.malformed_at is not None and not state["malformed_done"] and generated >= faults.malformed_at:
-            state["malformed_done"] = True
+            rec["ttft_s"] = entry["t_s"]
+
+    async def _faults(self, sink: Sink, rec: dict[str, Any], req: GenRequest, part: Part, malformed_done: bool) -> bool:
+        """Stalls the batcher applied after this step, then malformed and disconnect faults; returns malformed_done."""
+        now = time.monotonic() - req.arrival
+        for at, s in part.stalls:
+            rec["faults"].append({"kind": "stall", "at_token": at, "s": s * self.speed, "after_tokens": part.generated,
+                                  "t_s": now})
+        faults, generated = req.faults, part.generated
+        if faults.malformed_at is not None and not malformed_done and generated >= faults.malformed_at:
+            malformed_done = True
             await sink.malformed()
             rec["faults"].append({"kind": "malformed", "at_token": faults.malformed_at, "after_tokens": generated,
                                   "t_s": time.monotonic() - req.arrival})
@@ -209,4 +232,4 @@ class Engine:
                                   "t_s": time.monotonic() - req.arrival})
             sink.abort()
             raise FaultDisconnect()
-        return self._stalls(stalls, generated, deadline, rec, req)
+        return malformed_done

@@ -142,7 +142,7 @@ class SimMetrics:
             if not enabled:
                 return 404, "Not Found", {}
             return 200, self._sglang(), {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
-        return 200, self._vllm(enabled), {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        return 200, self._vllm(enabled and self.k > 0), {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
 
     def _vllm(self, spec: bool) -> str:
         t = _Text()

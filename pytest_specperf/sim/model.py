@@ -3,10 +3,14 @@
 All times here are model times in milliseconds (speed 1); the engine divides them by ``speed``.
 
 - prefill: ``prompt_tokens / prefill_tokens_per_s``; it also yields the first token.
-- decode step: ``step_ms + step_ms_per_1k_ctx * c + step_ms_per_1k_ctx_sq * c**2
-  + step_ms_per_1k_generated * g`` with ``c`` the current context (prompt + generated) and ``g``
-  the tokens generated so far, both in thousands; times ``1 + batch_slowdown * (batch - 1)``
-  for ``batch`` requests decoding at once; times ``1 + jitter * N(0, 1)`` (clamped).
+- decode step of a batch (``decode_step_ms``): ``step_ms + draft_ms_per_token * k
+  + step_ms_per_seq * (B - 1) + step_ms_per_token * max(0, T - step_free_tokens)`` plus, for
+  each of the B sequences, ``step_ms_per_1k_ctx * c + step_ms_per_1k_ctx_sq * c**2
+  + step_ms_per_1k_generated * g`` with ``c`` its current context (prompt + generated) and ``g``
+  its tokens generated so far, both in thousands; ``k`` is the longest draft in the step and
+  ``T`` the tokens verified (drafts + one bonus per sequence). Alone (B = 1) this is the
+  single-request step time. The whole step is then scaled by ``1 + jitter * N(0, 1)`` (clamped)
+  drawn by its oldest sequence, so a seeded request alone draws exactly as before.
 - acceptance: each step drafts ``max_accept - 1`` tokens (fewer near ``max_tokens``, so no
   draft is wasted); draft position i is accepted with a constant conditional probability ``p``
   while every earlier one was, so P(at least i accepted) = p**i. ``p`` solves
@@ -14,12 +18,14 @@ All times here are model times in milliseconds (speed 1); the engine divides the
   the same geometric schedule as llama.cpp's ``--spec-synth-len``. L == max_accept gives p == 1.
   With ``accept_dist: min-variance`` (vLLM's synthetic_acceptance_length schedule) a step
   accepts floor(L - 1) drafts plus one more with probability frac(L - 1) instead.
+  ``speculation: false`` drafts nothing: every step emits one token.
 """
 
 from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .profile import Profile
@@ -43,13 +49,36 @@ def conditional_accept_prob(mean_len: float, drafts: int) -> float:
 
 @dataclass(frozen=True)
 class Step:
-    """One decode step as the model plans it (model milliseconds)."""
+    """One decode step of one request as the model plans it (model milliseconds)."""
 
     tokens: int  # tokens emitted: accepted drafts + the bonus token
     accepted: int
     drafted: int
-    step_ms: float
+    step_ms: float  # the step's time with this request alone (jitter included)
     ctx: int  # context length when the step starts
+    jitter: float = 1.0  # the relative jitter this request drew for the step
+
+
+def seq_ms(profile: Profile, ctx: int, generated: int) -> float:
+    """What one sequence adds to a step: attention over its context and fragmentation (model ms)."""
+    p = profile
+    c = ctx / 1000.0
+    return p.step_ms_per_1k_ctx * c + p.step_ms_per_1k_ctx_sq * c * c + p.step_ms_per_1k_generated * generated / 1000.0
+
+
+def decode_step_ms(profile: Profile, seqs: Iterable[tuple[int, int, int]]) -> float:
+    """A decode step's time without jitter for sequences given as (ctx, generated, drafted); 0 when none."""
+    p = profile
+    batch = attention = verified = longest = 0
+    for ctx, generated, drafted in seqs:
+        batch += 1
+        attention += seq_ms(p, ctx, generated)
+        verified += drafted + 1
+        longest = max(longest, drafted)
+    if batch == 0:
+        return 0.0
+    return (p.step_ms + p.draft_ms_per_token * longest + p.step_ms_per_seq * (batch - 1) + attention
+            + p.step_ms_per_token * max(0, verified - p.step_free_tokens))
 
 
 class RequestModel:
@@ -65,35 +94,47 @@ class RequestModel:
         """Prefill time, proportional to prompt tokens (no jitter: prefill is compute-bound)."""
         return 1000.0 * self.prompt_tokens / self.profile.prefill_tokens_per_s
 
-    def base_step_ms(self, generated: int) -> float:
-        """Step time without batch or jitter after ``generated`` tokens (the first token counts)."""
-        p = self.profile
-        c = (self.prompt_tokens + generated) / 1000.0
-        return (p.step_ms + p.step_ms_per_1k_ctx * c + p.step_ms_per_1k_ctx_sq * c * c
-                + p.step_ms_per_1k_generated * generated / 1000.0)
+    def drafts(self, remaining: int) -> int:
+        """Drafts proposed with ``remaining`` tokens still allowed: none past the end, none without speculation."""
+        if not self.profile.speculation:
+            return 0
+        return max(0, min(self.profile.max_accept - 1, remaining - 1))
 
-    def step(self, generated: int, remaining: int, batch: int = 1) -> Step:
-        """Plan the next step after ``generated`` tokens with ``remaining`` still allowed (>= 1)."""
+    def base_step_ms(self, generated: int, drafted: int | None = None) -> float:
+        """Step time alone, without jitter, after ``generated`` tokens (full drafts unless ``drafted``)."""
+        if drafted is None:
+            drafted = self.drafts(self.profile.max_accept)
+        return decode_step_ms(self.profile, [(self.prompt_tokens + generated, generated, drafted)])
+
+    def _accepted(self, generated: int, drafted: int) -> int:
         p = self.profile
-        drafted = max(0, min(p.max_accept - 1, remaining - 1))
+        if not p.speculation:
+            return 0
         mean = p.accept_mean(self.kind, generated)
-        accepted = 0
         if p.accept_dist == "min-variance":
             whole = int(mean - 1.0)
-            accepted = min(drafted, whole + (1 if self.rng.random() < (mean - 1.0 - whole) else 0))
-        else:
-            prob = conditional_accept_prob(mean, p.max_accept - 1)
-            if prob >= 1.0:
-                accepted = drafted
-            elif prob > 0.0:
-                while accepted < drafted and self.rng.random() < prob:
-                    accepted += 1
-        ms = self.base_step_ms(generated) * (1.0 + p.batch_slowdown * max(0, batch - 1))
+            return min(drafted, whole + (1 if self.rng.random() < (mean - 1.0 - whole) else 0))
+        prob = conditional_accept_prob(mean, p.max_accept - 1)
+        accepted = 0
+        if prob >= 1.0:
+            return drafted
+        if prob > 0.0:
+            while accepted < drafted and self.rng.random() < prob:
+                accepted += 1
+        return accepted
+
+    def step(self, generated: int, remaining: int) -> Step:
+        """Plan the next step after ``generated`` tokens with ``remaining`` still allowed (>= 1)."""
+        p = self.profile
+        drafted = self.drafts(remaining)
+        accepted = self._accepted(generated, drafted)
+        factor = 1.0
         if p.jitter > 0:
             # clamp so a rare large draw cannot make a step negative or absurdly short
-            ms *= min(2.0, max(0.2, 1.0 + p.jitter * self.rng.gauss(0.0, 1.0)))
-        return Step(tokens=accepted + 1, accepted=accepted, drafted=drafted, step_ms=ms,
-                    ctx=self.prompt_tokens + generated)
+            factor = min(2.0, max(0.2, 1.0 + p.jitter * self.rng.gauss(0.0, 1.0)))
+        return Step(tokens=accepted + 1, accepted=accepted, drafted=drafted,
+                    step_ms=self.base_step_ms(generated, drafted) * factor, ctx=self.prompt_tokens + generated,
+                    jitter=factor)
 
 
 def plan(profile: Profile, prompt_tokens: int, kind: str, max_tokens: int, seed: int = 0) -> tuple[float, list[Step]]:

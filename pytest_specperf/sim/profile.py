@@ -3,6 +3,24 @@
 A profile is a YAML mapping (built in under ``profiles/`` or any file) laid over the defaults
 below; every key is checked, and an unknown key is an error that names it. Overrides (from the
 CLI ``--set`` or ``SimServer(overrides=...)``) are merged on top, nested mappings key by key.
+
+Batching keys (continuous batching, see ``batch.py`` and ``model.decode_step_ms``): every
+request that is past its prefill shares one engine step with the others, and a step costs
+
+    step_ms + draft_ms_per_token * k + step_ms_per_seq * (B - 1)
+      + sum over the B sequences of the context and fragmentation terms
+      + step_ms_per_token * max(0, T - step_free_tokens)
+
+with ``k`` the longest draft in the step, ``B`` the sequences in it and ``T`` the tokens the
+target model verifies (each sequence's drafts plus its bonus token). ``step_free_tokens`` is the
+memory-bound region: up to that many tokens cost no more than one, which is why speculation is
+almost free alone; past it every verified token costs ``step_ms_per_token``, so verifying
+``B x k`` drafts eats the batch's compute and speculation's gain shrinks with load.
+``max_batch`` caps the sequences in one step (later arrivals wait for a slot, their wait counts
+in their time to first token). ``speculation: false`` is the same deploy with speculative
+decoding off: no drafts, one token per step, no drafting or verifying cost. A new request's
+prefill runs in the next step that starts after it arrives and lengthens that step for every
+sequence in it.
 """
 
 from __future__ import annotations
@@ -56,7 +74,12 @@ class Profile:
     max_accept: int = 8  # most tokens one step emits (drafts + bonus): draft length = max_accept - 1
     accept_dist: str = "geometric"  # or "min-variance": every step accepts floor or ceil of the mean
     jitter: float = 0.02  # relative std of step time
-    batch_slowdown: float = 0.05  # each extra request decoding at once makes a step this much slower
+    speculation: bool = True  # False: the same deploy without speculative decoding (one token per step)
+    draft_ms_per_token: float = 0.0  # drafting: each draft position costs this once per step (batched)
+    step_ms_per_seq: float = 1.0  # each sequence in a step beyond the first adds this
+    step_ms_per_token: float = 0.0  # compute: each verified token past step_free_tokens adds this
+    step_free_tokens: int = 1  # tokens a step verifies for the price of one (memory-bound region)
+    max_batch: int = 256  # most sequences in one step; later requests wait for a slot
     eos_after_tokens: int | None = None  # natural EOS here unless ignore_eos / min_tokens forbid it
     reasoning_tokens: int = 0  # chat: the first N output tokens go to the dialect's reasoning field
     faults: str = ""  # fault spec applied to every request, same syntax as the X-Specperf-Fault header
@@ -172,8 +195,11 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
     kw["max_model_len"] = _int("max_model_len", merged["max_model_len"], lo=16)
     kw["prefill_tokens_per_s"] = _num("prefill_tokens_per_s", merged["prefill_tokens_per_s"], lo=0, lo_open=True)
     kw["step_ms"] = _num("step_ms", merged["step_ms"], lo=0, lo_open=True)
-    for key in ("step_ms_per_1k_ctx", "step_ms_per_1k_ctx_sq", "step_ms_per_1k_generated", "batch_slowdown"):
+    for key in ("step_ms_per_1k_ctx", "step_ms_per_1k_ctx_sq", "step_ms_per_1k_generated", "draft_ms_per_token",
+                "step_ms_per_seq", "step_ms_per_token"):
         kw[key] = _num(key, merged[key], lo=0)
+    kw["step_free_tokens"] = _int("step_free_tokens", merged["step_free_tokens"], lo=1)
+    kw["max_batch"] = _int("max_batch", merged["max_batch"], lo=1)
     kw["jitter"] = _num("jitter", merged["jitter"], lo=0, hi=0.5)
     kw["max_accept"] = _int("max_accept", merged["max_accept"], lo=1)
     kw["accept_len"] = _accept_map("accept_len", merged["accept_len"], kw["max_accept"], complete=True)
@@ -195,9 +221,10 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
     kw["eos_after_tokens"] = None if eos is None else _int("eos_after_tokens", eos, lo=1)
     kw["reasoning_tokens"] = _int("reasoning_tokens", merged["reasoning_tokens"], lo=0)
     kw["rng_seed"] = _int("rng_seed", merged["rng_seed"], lo=0)
-    if not isinstance(merged["metrics"], bool):
-        raise ProfileError(f"profile key 'metrics': expected true or false, got {merged['metrics']!r}")
-    kw["metrics"] = merged["metrics"]
+    for key in ("metrics", "speculation"):
+        if not isinstance(merged[key], bool):
+            raise ProfileError(f"profile key {key!r}: expected true or false, got {merged[key]!r}")
+        kw[key] = merged[key]
     if kw["faults"]:
         from .faults import FaultError, parse_faults  # late import: faults does not need profiles
 

@@ -600,11 +600,13 @@ async def apply_template(request: web.Request) -> web.StreamResponse:
 async def props(request: web.Request) -> web.StreamResponse:
     """llama.cpp: GET /props (the fields a client probes for)."""
     p = _engine(request).profile
-    return web.json_response({"model_alias": p.model, "model_path": f"/models/{p.model}.gguf", "total_slots": 1,
-                              "endpoint_metrics": p.metrics, "build_info": "b0-specperf-sim",
+    n_max = p.max_accept - 1 if p.speculation else 0
+    return web.json_response({"model_alias": p.model, "model_path": f"/models/{p.model}.gguf",
+                              "total_slots": p.max_batch, "endpoint_metrics": p.metrics,
+                              "build_info": "b0-specperf-sim",
                               "default_generation_settings": {"n_ctx": p.max_model_len,
                                                               "params": {"speculative.types": ["draft-mtp"],
-                                                                         "speculative.n_max": p.max_accept - 1}}})
+                                                                         "speculative.n_max": n_max}}})
 
 
 async def model_info(request: web.Request) -> web.StreamResponse:
@@ -620,7 +622,8 @@ async def server_info(request: web.Request) -> web.StreamResponse:
     d = engine.metrics.done
     steps = d["verify_calls"]
     avg = (steps + d["accepted"]) / steps if steps else 0.0
-    return web.json_response({"served_model_name": engine.profile.model, "speculative_algorithm": "EAGLE",
+    algorithm = "EAGLE" if engine.profile.speculation else None
+    return web.json_response({"served_model_name": engine.profile.model, "speculative_algorithm": algorithm,
                               "speculative_num_draft_tokens": engine.profile.max_accept,
                               "internal_states": [{"avg_spec_accept_length": avg}]})
 
@@ -712,3 +715,4 @@ async def run_server(profile: Profile, speed: float, host: str, port: int, stop:
         await stop.wait()
     finally:
         await runner.cleanup()
+        await app[ENGINE_KEY].close()

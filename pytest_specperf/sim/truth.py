@@ -3,12 +3,14 @@
 A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
 
     {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind",
-     "prompt_tokens", "max_tokens", "temperature", "seed", "completion_tokens", "finish_reason", "done",
+     "prompt_tokens", "max_tokens", "temperature", "seed", "speculation", "completion_tokens", "finish_reason", "done",
      "body",                        # the request's sampling/length fields as the client sent them
      "arrival_monotonic",           # server's time.monotonic() at arrival (same clock as the client's on one host)
+     "queue_s",                     # arrival -> start of the step that prefilled it (waiting for a slot)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written
      "total_s",                     # the response finished (last byte written), null until done
-     "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "batch", "phase"}],
+     "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "phase",
+                "step", "batch", "batch_tokens", "batch_ctx"}],
      "faults": [{"kind", "at_token", "t_s", ...}]}
 
 Per step: ``t_s`` is the real time, relative to arrival, right after the step's chunk was
@@ -16,7 +18,10 @@ written to the socket (non-streamed: when the step finished; the body goes out a
 ``intended_t_s`` is when the schedule wanted it; ``step_ms`` is the model's real-time duration
 of that step (model ms divided by speed; for the first, ``phase: "prefill"``, step the prefill
 time); ``tokens = accepted + 1`` for decode steps; ``drafted`` draft tokens were proposed.
-Sum of ``tokens`` == ``completion_tokens``.
+Sum of ``tokens`` == ``completion_tokens``. Steps are shared (continuous batching): ``step`` is
+the server-wide step number (requests in one step share it, its end and its ``step_ms``),
+``batch`` the sequences in it, ``batch_tokens`` the tokens it verified for its decoding
+sequences (drafts + bonus each), ``batch_ctx`` the context it attended over (summed).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -82,3 +83,32 @@ def stream_body(dialect: str, **extra: Any) -> dict[str, Any]:
     else:
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     return body
+
+
+async def _stream_id(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> str:
+    """Stream one completion to its end; return its response id."""
+    rid = ""
+    async with client.stream("POST", path, json={**body, "stream": True}) as resp:
+        resp.raise_for_status()
+        async for line in resp.aiter_lines():
+            if not rid and line.startswith("data: {"):
+                rid = json.loads(line[6:])["id"]
+    return rid
+
+
+def concurrent_streams(url: str, bodies: list[dict[str, Any]], path: str = "/v1/completions") -> list[str]:
+    """Start every body's stream at once (one asyncio client) and read all to the end; their ids in order."""
+
+    async def run() -> list[str]:
+        limits = httpx.Limits(max_connections=len(bodies) + 4)
+        async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+            return list(await asyncio.gather(*(_stream_id(client, path, b) for b in bodies)))
+
+    return asyncio.run(run())
+
+
+def user_decode_tps(truth: dict[str, Any], speed: float) -> float:
+    """A request's decode rate (tok/s at speed 1) on the model's own schedule: tokens after the first over the time."""
+    steps = truth["steps"]
+    span = steps[-1]["intended_t_s"] - steps[0]["intended_t_s"]
+    return (truth["completion_tokens"] - steps[0]["tokens"]) / span / speed

@@ -10,6 +10,7 @@ from pytest_specperf.sim import load_profile
 from pytest_specperf.sim.model import (
     RequestModel,
     conditional_accept_prob,
+    decode_step_ms,
     expected_sustained,
     expected_two_point,
     plan,
@@ -60,12 +61,35 @@ def test_jitter_zero_is_exact_and_jitter_has_its_std() -> None:
 
 def test_step_time_terms() -> None:
     prof = load_profile("healthy", {"step_ms": 10, "step_ms_per_1k_ctx": 2, "step_ms_per_1k_ctx_sq": 1,
-                                    "step_ms_per_1k_generated": 4, "jitter": 0.0, "batch_slowdown": 0.1})
+                                    "step_ms_per_1k_generated": 4, "jitter": 0.0})
     m = RequestModel(prof, 1500, "prose", seed=0)
     # ctx 2000 -> 2k: 10 + 2*2 + 1*4 + 4*0.5
     assert m.base_step_ms(500) == pytest.approx(20.0)
-    assert m.step(500, 100, batch=3).step_ms == pytest.approx(20.0 * 1.2)
+    assert m.step(500, 100).step_ms == pytest.approx(20.0)
     assert m.prefill_ms() == pytest.approx(1000 * 1500 / prof.prefill_tokens_per_s)
+
+
+def test_batch_step_terms() -> None:
+    prof = load_profile("healthy", {"step_ms": 10, "step_ms_per_1k_ctx": 2, "step_ms_per_1k_ctx_sq": 1,
+                                    "step_ms_per_1k_generated": 4, "draft_ms_per_token": 0.5, "step_ms_per_seq": 1.5,
+                                    "step_ms_per_token": 0.25, "step_free_tokens": 10, "jitter": 0.0})
+    # three sequences: (ctx, generated, drafted); attention per sequence, 3 + 7 + 5 + 1 = 16 verified tokens
+    seqs = [(2000, 500, 7), (1000, 0, 4), (500, 250, 2)]
+    attention = (2 * 2 + 4 + 2) + (2 * 1 + 1) + (2 * 0.5 + 0.25 + 1)
+    expected = 10 + 0.5 * 7 + 1.5 * 2 + attention + 0.25 * (8 + 5 + 3 - 10)
+    assert decode_step_ms(prof, seqs) == pytest.approx(expected)
+    assert decode_step_ms(prof, []) == 0.0
+    # alone and inside the memory-bound region, a step costs what one sequence costs: drafts are nearly free
+    alone = decode_step_ms(prof, [(1000, 0, 7)])
+    assert alone == pytest.approx(10 + 0.5 * 7 + 2 + 1)
+    off = load_profile(prof, {"speculation": False})
+    assert RequestModel(off, 1000, "prose", seed=0).base_step_ms(0) == pytest.approx(10 + 2 + 1)
+
+
+def test_speculation_off_emits_one_token_per_step() -> None:
+    prof = load_profile("healthy", {"speculation": False})
+    _, steps = plan(prof, 100, "repetitive", 50)
+    assert {(s.tokens, s.accepted, s.drafted) for s in steps} == {(1, 0, 0)} and len(steps) == 49
 
 
 def test_same_seed_same_plan() -> None:

@@ -9,7 +9,7 @@ import pytest
 from pytest_specperf.sim import Profile, ProfileError, builtin_profiles, load_profile
 from pytest_specperf.sim.profile import merge_overrides, parse_assignment, profile_from_dict
 
-BUILTINS = ["acceptance-collapse", "fragmenting", "healthy", "seed"]
+BUILTINS = ["acceptance-collapse", "batching", "fragmenting", "healthy", "seed"]
 
 
 def test_builtins_are_listed_and_load() -> None:
@@ -37,7 +37,7 @@ def test_healthy_is_stationary_and_others_are_not() -> None:
 
 
 def test_unknown_profile_lists_builtins() -> None:
-    with pytest.raises(ProfileError, match=r"unknown profile 'helthy'.*acceptance-collapse, fragmenting, healthy"):
+    with pytest.raises(ProfileError, match=r"unknown profile .helthy.*acceptance-collapse, batching, fragmenting"):
         load_profile("helthy")
 
 
@@ -57,6 +57,13 @@ def test_unknown_profile_lists_builtins() -> None:
     ({"metrics": "yes"}, "'metrics': expected true or false"),
     ({"faults": "stal=1@2"}, "'faults': fault 'stal=1@2'"),
     ({"accept_dist": "uniform"}, "'accept_dist': must be one of"),
+    ({"speculation": "off"}, "'speculation': expected true or false"),
+    ({"batch_slowdown": 0.1}, "unknown key 'batch_slowdown'"),
+    ({"step_ms_per_token": -1}, "'step_ms_per_token': must be >= 0"),
+    ({"draft_ms_per_token": "x"}, "'draft_ms_per_token': expected a number"),
+    ({"step_ms_per_seq": -0.5}, "'step_ms_per_seq': must be >= 0"),
+    ({"step_free_tokens": 0}, "'step_free_tokens': must be >= 1"),
+    ({"max_batch": 2.5}, "'max_batch': expected an integer"),
 ])
 def test_bad_values_are_one_line_errors_naming_the_key(override: dict, match: str) -> None:
     with pytest.raises(ProfileError, match=match) as info:

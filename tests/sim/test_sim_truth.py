@@ -1,8 +1,7 @@
-"""Truth records: consistent with what the client saw, exact model times, speed and batch scaling."""
+"""Truth records: consistent with what the client saw, exact model times, speed scaling (batching: test_sim_batch)."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import statistics
 from collections.abc import Iterator
 
@@ -82,23 +81,6 @@ def test_speed_divides_every_time(speed_pair: tuple[SimServer, SimServer]) -> No
         assert a["intended_t_s"] == pytest.approx(2 * b["intended_t_s"])
     # real elapsed times follow, within the wake-up noise of a busy machine
     assert slow["steps"][-1]["t_s"] / fast["steps"][-1]["t_s"] == pytest.approx(2.0, rel=0.2)
-
-
-def test_concurrent_requests_share_the_batch_and_slow_each_step(vllm_sim: SimServer) -> None:
-    body = {"prompt": PROMPT, "max_tokens": 150, "ignore_eos": True}
-
-    def one(_: int) -> str:
-        return httpx.post(vllm_sim.url + "/v1/completions", json=body, timeout=60).json()["id"]
-
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        ids = list(pool.map(one, range(4)))
-    steps = [st for rid in ids for st in vllm_sim.truth(rid)["steps"][1:]]
-    assert max(st["batch"] for st in steps) >= 2
-    bs = vllm_sim.profile.batch_slowdown
-    model = RequestModel(vllm_sim.profile, 200, "prose", seed=0)
-    for st in steps:
-        base = model.base_step_ms(st["ctx"] - 200) / vllm_sim.speed
-        assert st["step_ms"] == pytest.approx(base * (1 + bs * (st["batch"] - 1)))
 
 
 @pytest.mark.parametrize(("kind", "mean"), [("prose", 3.0), ("code", 4.0), ("repetitive", 6.0)])

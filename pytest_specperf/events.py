@@ -1,0 +1,206 @@
+"""From streamed SSE events to a :class:`Trace`, shared by the sync and async clients.
+
+Both clients timestamp an event when it arrives and hand ``(t, data)`` to a :class:`TraceBuilder`;
+the builder counts tokens per event from what the server reports (continuous usage stats,
+llama.cpp's ``timings_per_token``, token ids), else marks the event's text to be counted later.
+:func:`split_events` turns timestamped raw byte reads into ``(t, data)`` pairs, so the async client
+can keep its hot loop to a clock read and an append and parse everything after the stream ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import MeasurementError, shorten
+
+if TYPE_CHECKING:
+    from .servers import Capabilities
+
+Fail = Callable[[str], MeasurementError]
+
+
+@dataclass
+class Chunk:
+    """One SSE event that carried generated tokens."""
+
+    t: float  # seconds since the request was sent
+    tokens: int
+    text: str = ""
+
+
+@dataclass
+class Trace:
+    """A timed streamed completion."""
+
+    chunks: list[Chunk]
+    total_s: float
+    usage: dict[str, Any]
+    finish_reason: str | None
+    response_id: str | None
+    count_source: str  # continuous_usage | timings_per_token | token_ids | tokenize | chunks
+    exact: bool
+    timings: dict[str, Any] | None = None  # llama.cpp's last `timings` object
+    extras: dict[str, Any] = field(default_factory=dict)  # other per-response stats (vLLM metrics, sglext)
+    t0: float = 0.0  # time.perf_counter() when the request was sent: chunk times are relative to it
+
+    @property
+    def completion_tokens(self) -> int:
+        """Tokens generated, as the server counted them."""
+        return int(self.usage.get("completion_tokens", sum(c.tokens for c in self.chunks)))
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """Prompt tokens, as the server counted them."""
+        v = self.usage.get("prompt_tokens")
+        return int(v) if v is not None else None
+
+
+class TraceBuilder:
+    """Accumulates one stream's events; :meth:`feed` each, then :meth:`finish`."""
+
+    def __init__(self, caps: Capabilities, fail: Fail) -> None:
+        self.caps = caps
+        self._fail = fail
+        self.chunks: list[Chunk] = []
+        self.usage: dict[str, Any] = {}
+        self.finish_reason: str | None = None
+        self.response_id: str | None = None
+        self.timings: dict[str, Any] | None = None
+        self.extras: dict[str, Any] = {}
+        self.source = ""
+        self.done = False
+        self.tokens = 0  # tokens seen so far (text-only chunks count 1 until counted)
+        self._prev = {"usage": 0, "timings": 0}
+
+    def feed(self, t: float, data: str) -> bool:
+        """Take one event's data received at ``t``; True once the stream's ``[DONE]`` arrived."""
+        stripped = data.strip()
+        if stripped == "[DONE]":
+            self.done = True
+            return True
+        if not stripped:
+            return False
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise self._fail(f"malformed SSE line after {self.tokens} tokens: {shorten('data: ' + data, 80)!r}"
+                             ) from None
+        if not isinstance(obj, dict):
+            raise self._fail(f"malformed SSE event after {self.tokens} tokens: {shorten(data, 80)!r}")
+        if "error" in obj:
+            err = obj["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise self._fail(f"server error mid-stream after {self.tokens} tokens: {shorten(str(msg), 100)}")
+        self.response_id = self.response_id or obj.get("id")
+        choices = obj.get("choices") or []
+        text, count, src = "", None, ""
+        if choices:
+            ch = choices[0]
+            text = choice_text(ch)
+            self.finish_reason = ch.get("finish_reason") or self.finish_reason
+            if isinstance(ch.get("token_ids"), list):
+                count, src = len(ch["token_ids"]), "token_ids"
+        u = obj.get("usage")
+        if isinstance(u, dict):
+            self.usage = u
+            # Cumulative per-chunk usage only where asked for and present from the start; a
+            # final-only usage (llama.cpp completions) is a total, not this chunk's count.
+            if (choices and "completion_tokens" in u and self.caps.continuous_usage
+                    and self.source in ("", "continuous_usage")):
+                count, src = int(u["completion_tokens"]) - self._prev["usage"], "continuous_usage"
+                self._prev["usage"] = int(u["completion_tokens"])
+        tm = obj.get("timings")
+        if isinstance(tm, dict):
+            self.timings = tm
+            if ("predicted_n" in tm and src != "continuous_usage" and choices
+                    and self.source in ("", "timings_per_token")):
+                count, src = int(tm["predicted_n"]) - self._prev["timings"], "timings_per_token"
+                self._prev["timings"] = int(tm["predicted_n"])
+        for key in ("metrics", "sglext"):
+            if key in obj:
+                self.extras[key] = obj[key]
+        if count is None and text:
+            count, src = -1, "text"  # counted after the stream, off the clock
+        if count:
+            self.source = self.source or src
+            self.chunks.append(Chunk(t, count, text))
+            self.tokens += max(count, 1)
+        return False
+
+    def finish(self, total_s: float, t0: float, count_text: Callable[[list[Chunk]], None]) -> Trace:
+        """The Trace, counts reconciled with the server's total; ``count_text`` counts text-only chunks."""
+        if not self.done:
+            raise self._fail(f"stream cut after {self.tokens} tokens: it ended without data: [DONE]")
+        chunks = self.chunks
+        exact = self.source in ("continuous_usage", "timings_per_token", "token_ids")
+        if self.source == "text":
+            count_text(chunks)
+        chunks = [c for c in chunks if c.tokens > 0]
+        usage = self.usage
+        if "completion_tokens" in usage:
+            exact = reconcile(chunks, int(usage["completion_tokens"])) and exact
+        else:
+            usage = {**usage, "completion_tokens": sum(c.tokens for c in chunks)}
+            exact = False
+        if not chunks:
+            raise self._fail("the stream carried no tokens")
+        return Trace(chunks, total_s, usage, self.finish_reason, self.response_id, self.source or "chunks", exact,
+                     self.timings, self.extras, t0)
+
+
+def split_events(reads: Iterable[tuple[float, bytes]]) -> Iterator[tuple[float, str]]:
+    """SSE events' ``(t, data)`` from timestamped raw reads: an event is stamped with the read that completed it.
+
+    Multi-line ``data:`` fields join with newlines; comments, other fields and a trailing
+    unterminated event are dropped, as an SSE client does.
+    """
+    buf = b""
+    data: list[str] = []
+    for t, raw in reads:
+        buf += raw
+        *lines, buf = buf.split(b"\n")
+        for line_b in lines:
+            line = line_b.rstrip(b"\r").decode("utf-8", errors="replace")
+            if not line:
+                if data:
+                    yield t, "\n".join(data)
+                    data = []
+            elif line.startswith("data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(" ") else value)
+
+
+def choice_text(ch: dict[str, Any]) -> str:
+    """All generated text in a choice: content, reasoning (both spellings) and tool-call arguments."""
+    parts = [ch.get("text") or ""]
+    delta = ch.get("delta") or ch.get("message") or {}
+    if isinstance(delta, dict):
+        for key in ("content", "reasoning_content", "reasoning"):
+            v = delta.get(key)
+            if isinstance(v, str):
+                parts.append(v)
+        for call in delta.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                parts.append(fn["arguments"])
+    return "".join(parts)
+
+
+def reconcile(chunks: list[Chunk], total: int) -> bool:
+    """Make chunk counts sum to the server's total; True if they already did."""
+    have = sum(c.tokens for c in chunks)
+    if have == total or not chunks:
+        return have == total
+    # Spread the difference proportionally; the counts were approximate anyway.
+    scale = total / have if have else 0.0
+    acc = 0.0
+    assigned = 0
+    for c in chunks:
+        acc += c.tokens * scale
+        new = round(acc) - assigned
+        assigned += new
+        c.tokens = new
+    return False

@@ -1,0 +1,75 @@
+"""Load keywords validate alike on every route; the knee, the common window and SSE framing on known inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specperf.errors import ConfigError
+from pytest_specperf.events import Chunk, Trace, split_events
+from pytest_specperf.loadcase import aggregate_tps, knee
+from pytest_specperf.spec import LoadSweepSpec, build_spec
+from pytest_specperf.yamlcases import load_cases
+
+
+@pytest.mark.parametrize(
+    ("kind", "kwargs", "needle"),
+    [
+        ("sustained", {"concurrency": 0}, r"concurrency must be an integer >= 1"),
+        ("sustained", {"concurrency": True}, r"concurrency must be an integer >= 1"),
+        ("sustained", {"concurrency": 4, "repeat": 3}, "drop repeat and max_burst_gap"),
+        ("sustained", {"ramp_s": -1}, r"ramp_s must be a number of seconds >= 0"),
+        ("sustained", {"min_total_tps": 0}, "min_total_tps must be a positive number"),
+        ("load_sweep", {"concurrency": [4, 2]}, "concurrency must be a rising list"),
+        ("load_sweep", {"concurrency": []}, "concurrency must be a rising list"),
+        ("load_sweep", {"min_tps": {3: 10}}, r"min_tps names level 3, which is not in concurrency \[1, 2, 4, 8\]"),
+        ("load_sweep", {"min_total_tps": {8: -1}}, "min_total_tps must be a positive number"),
+        ("load_sweep", {"min_speedup": 0}, "min_speedup must be a positive ratio"),
+        ("load_sweep", {"repeat": 2}, "a load sweep runs each level once"),
+        ("load_sweep", {"max_drift": 0.1, "tokens": 100}, "max_drift needs tokens >= 264"),
+        ("load_sweep", {"concurency": [1, 2]}, "did you mean 'concurrency'"),
+    ],
+)
+def test_bad_load_values_are_named(kind: str, kwargs: dict, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        build_spec(kind, kwargs)
+
+
+def test_yaml_sweep_with_per_level_floors(tmp_path) -> None:
+    f = tmp_path / "x.specperf.yaml"
+    f.write_text("s:\n  load_sweep: {concurrency: [1, 4], tokens: 100, min_tps: {4: 20}, min_total_tps: 90}\n")
+    [(_, spec, _, _)] = load_cases(f)
+    assert isinstance(spec, LoadSweepSpec) and spec.concurrency == (1, 4)
+    one, four = spec.level(1), spec.level(4)
+    assert (one.min_tps, four.min_tps, one.min_total_tps, four.min_total_tps) == (None, 20, 90, 90)
+    assert four.concurrency == 4 and four.tokens == 100
+
+
+def test_knee_is_the_first_level_past_which_doubling_adds_under_ten_percent() -> None:
+    assert knee([(1, 100.0), (2, 190.0), (4, 300.0), (8, 320.0), (16, 330.0)]) == 4
+    assert knee([(1, 100.0), (2, 190.0), (4, 300.0)]) is None
+    # Uneven steps are put per doubling: 1 -> 4 users growing 15% is ~7% per doubling.
+    assert knee([(1, 100.0), (4, 115.0)]) == 1
+    assert knee([(1, 100.0), (4, 125.0)]) is None
+
+
+def _trace(t0: float, start: float, rate: float, n: int) -> Trace:
+    # One token per chunk at a steady rate, first token at ``start`` after sending.
+    chunks = [Chunk(start + i / rate, 1) for i in range(n)]
+    return Trace(chunks, chunks[-1].t, {"completion_tokens": n}, "length", None, "token_ids", True, t0=t0)
+
+
+def test_aggregate_counts_only_the_span_in_which_every_stream_decoded() -> None:
+    # A: 100 tok/s over absolute 1.0..3.0 s; B: 50 tok/s over 2.0..6.0 s. Both decode in 2.0..3.0.
+    a = _trace(0.5, 0.5, 100.0, 201)
+    b = _trace(1.0, 1.0, 50.0, 201)
+    total, window = aggregate_tps([a, b])
+    assert window == pytest.approx(1.0)
+    assert total == pytest.approx(150.0, rel=0.01)
+    late = _trace(10.0, 0.0, 100.0, 50)  # starts after A ended: never all at once
+    assert aggregate_tps([a, late]) == (None, None)
+
+
+def test_sse_events_are_stamped_with_the_read_that_completed_them() -> None:
+    reads = [(0.1, b'data: {"a"'), (0.2, b": 1}\n\n: comment\n\ndata: x\r\n"),
+             (0.3, b"data: y\r\n\r\ndata: [DONE]\n\n")]
+    assert list(split_events(reads)) == [(0.2, '{"a": 1}'), (0.3, "x\ny"), (0.3, "[DONE]")]
