@@ -140,20 +140,23 @@ def main() -> None:
     ap.add_argument("--changes", nargs="*", type=float, default=[0.0, -0.10], help="true changes of B (default 0 -0.1)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    rows = [r for noise in args.noise for ch in args.changes for r in run_condition(noise, ch, args)]
     print(f"threshold {THRESHOLD:.0%}, {args.comparisons} comparisons per condition, {args.tokens}-token streams, "
           f"speed {args.speed:g}; 'regressed' is the false-alarm rate at change 0 and the detection rate below it")
     print(f"{'noise (cv)':<18}{'change':>7}  {'design':<11}{'regressed':>10}{'passed':>8}{'inconcl':>8}"
-          f"{'trials':>8}{'endpoint s':>11}{'vs fixed':>9}")
+          f"{'trials':>8}{'endpoint s':>11}{'vs fixed':>9}", flush=True)
+    rows: list[dict[str, Any]] = []
     fixed: dict[tuple[str, float, str], float] = {}
-    for r in rows:
-        mode = r["design"].split("-")[0]
-        if r["design"].endswith("fixed"):
-            fixed[(r["noise"], r["change"], mode)] = r["seconds"]
-        ratio = r["seconds"] / fixed[(r["noise"], r["change"], mode)] - 1
-        label = f"{r['noise']} ({r['cv']:.1%})"
-        print(f"{label:<18}{r['change']:>+7.0%}  {r['design']:<11}{r['regressed']:>10.3f}"
-              f"{r['passed']:>8.3f}{r['inconclusive']:>8.3f}{r['trials']:>8.2f}{r['seconds']:>11.2f}{ratio:>+9.0%}")
+    for noise in args.noise:
+        for ch in args.changes:
+            for r in run_condition(noise, ch, args):
+                rows.append(r)
+                mode = r["design"].split("-")[0]
+                if r["design"].endswith("fixed"):
+                    fixed[(r["noise"], r["change"], mode)] = r["seconds"]
+                ratio = r["seconds"] / fixed[(r["noise"], r["change"], mode)] - 1
+                label = f"{r['noise']} ({r['cv']:.1%})"
+                print(f"{label:<18}{r['change']:>+7.0%}  {r['design']:<11}{r['regressed']:>10.3f}{r['passed']:>8.3f}"
+                      f"{r['inconclusive']:>8.3f}{r['trials']:>8.2f}{r['seconds']:>11.2f}{ratio:>+9.0%}", flush=True)
     pooled: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         pooled.setdefault((r["noise"], r["design"]), []).append(r["seconds"])
