@@ -3,7 +3,7 @@
 A fixed number of trials is either too many (a clear pass or a clear regression is plain after
 a few) or too few (a borderline one). Wald's sequential probability ratio test (SPRT) stops as
 soon as the trials so far are enough, and among all tests with the same error rates it needs the
-fewest trials on average at the two hypotheses. docs/statistics.md explains the choice.
+fewest trials on average at the two hypotheses. docs/sequential.md explains the choice.
 
 The two hypotheses sit symmetrically around the case's threshold ``max_regression`` (in log
 space, where "worse" is always "lower", as in ``compare``):
@@ -17,11 +17,11 @@ likelihood ratio of the difference of (winsorized) log means is compared with Wa
 - beta) / alpha)`` (regressed) and ``log(beta / (1 - alpha))`` (passed); between them, one more
 trial. Wald's ratio assumes a known noise; here it is Welch's standard error from a few trials, so
 it is widened by the ratio of t to normal quantiles (Welch's degrees of freedom): early looks need
-more evidence, late ones almost none extra. As in the fixed rule, the medians must agree (a
-regression's median change is beyond the threshold, a pass's is not), so one outlying trial cannot
-decide. Trials start at ``MIN_TRIALS``; at ``max_repeat`` an undecided comparison is
-``inconclusive``. The error rates (false alarms, detections, trials used) are measured by
-``benchmarks/sequential.py`` on the simulator, and checked on a smaller sample by the tests.
+more evidence, late ones almost none extra. From five trials on, each side's logs are winsorized at
+3 robust sd, so one hiccup trial weighs as a bad trial, no more. Trials start at ``MIN_TRIALS``; at
+``max_repeat`` an undecided comparison is ``inconclusive``. The error rates (false alarms,
+detections, trials used) are measured by ``benchmarks/sequential.py`` on the simulator, and checked
+on a smaller sample by the tests.
 
 Public API: ``sprt(base, cand, ...) -> Decision``, ``compare_case(...) -> Comparison`` (the fixed
 rule's figures with the sequential verdict), ``compare_runs`` (as ``compare.compare_runs``),
@@ -108,10 +108,6 @@ def sprt(base: Sequence[float], cand: Sequence[float], *, direction: str = "high
     llr_pass = core / (se * _t_widening(beta, df)) ** 2
     llr = llr_fail if llr_fail > 0 else llr_pass
     verdict = "regressed" if llr_fail >= upper else "passed" if llr_pass <= lower else "continue"
-    # The fixed rule's size criterion on medians as well: a verdict the medians contradict (one outlying
-    # trial moved the means) waits for more trials.
-    if (verdict == "regressed") != (float(np.median(lc) - np.median(lb)) <= math.log1p(-max_regression)):
-        verdict = "continue"
     return Decision(verdict, llr, upper, lower, nb, nc)
 
 
