@@ -61,11 +61,30 @@ def test_sprt_waits_for_its_first_look_and_for_the_medians() -> None:
     assert sequential.sprt(base, [80.0, 81.0]).verdict == "continue"  # 2 candidate trials: no look yet
     assert sequential.sprt(base, [80.0, 81.0, 80.5]).verdict == "regressed"
     assert sequential.sprt(base, [100.0, 100.2, 99.8]).verdict == "passed"
-    # One hiccup among good trials moves the mean by ~8 %, not the median: no verdict on it.
-    hiccup = [100.0, 100.5, 99.5, 60.0, 100.2]
-    assert sequential.sprt(base, hiccup).verdict != "regressed"
     # Lower is better (ttft): 20 % longer is a regression.
     assert sequential.sprt([0.10, 0.101, 0.099], [0.12, 0.121, 0.119], direction="lower").verdict == "regressed"
+
+
+def test_hiccup_trials_do_not_hide_a_regression() -> None:
+    # 3 % per-trial noise, and 1 trial in 20 a 30 % hiccup on either side (a stall, a noisy neighbour):
+    # a 10 % regression is still found in >= 95 % of comparisons (unclipped hiccups inflate the variance
+    # and leave ~12 % of them undecided).
+    rng = np.random.default_rng(5)
+
+    def trials(mu: float) -> np.ndarray:
+        x = np.exp(rng.normal(mu, 0.03, 20))
+        x[rng.random(20) < 0.05] *= 0.7
+        return x
+
+    found = 0
+    for _ in range(150):
+        a, b = trials(0.0), trials(np.log(0.9))
+        for n in range(sequential.MIN_TRIALS, 21):
+            d = sequential.sprt(a[:n], b[:n])
+            if d.verdict != "continue":
+                found += d.verdict == "regressed"
+                break
+    assert found >= 143, found
 
 
 @pytest.mark.parametrize(("kw", "needle"), [
