@@ -170,7 +170,8 @@ def test_auto_in_ab_mode(pytester: pytest.Pytester, ab_sims: tuple[str, str, str
     bad.assert_outcomes(failed=1)
     r = _result(out)
     assert 3 <= r["ab"]["trials"] < 8 and len(r["ab"]["a_decode_tps"]) == r["ab"]["trials"]
-    assert {c["verdict"] for c in r["comparisons"] if c["metric"] == "decode_tps"} == {"regressed"}
+    (dec,) = [c for c in r["comparisons"] if c["metric"] == "decode_tps"]
+    assert dec["verdict"] == "regressed" and dec["comparison"]["method"] == "sprt"
     good = pytester.runpytest_subprocess(f"--specperf-ab={a},{a2}", f"--specperf-json={out}")
     good.assert_outcomes(passed=1)
     assert {c["verdict"] for c in _result(out)["comparisons"] if c["metric"] == "decode_tps"} == {"passed"}
