@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import compare
+from .measure import median
 
 
 def _decode(results: list[dict[str, Any]], users: int) -> list[float]:
@@ -39,17 +40,11 @@ def crossover(arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], min_spee
         speedup = 1.0 + c.change
         verdict = "below" if hi < floor else "inconclusive" if speedup < floor else "holds"
         levels.append({"users": users, "speedup": speedup, "interval": [lo, hi], "verdict": verdict,
-                       "a_decode_tps": _median(a), "b_decode_tps": _median(b), "n_a": len(a), "n_b": len(b)})
+                       "a_decode_tps": median(a), "b_decode_tps": median(b), "n_a": len(a), "n_b": len(b)})
     first = next((lv for lv in levels if lv["speedup"] < floor), None)
     return {"floor": floor, "gated": min_speedup is not None, "levels": levels,
             "users": first["users"] if first else None, "speedup": first["speedup"] if first else None,
             "interval": first["interval"] if first else None, "text": _text(first, floor, levels)}
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def _text(first: dict[str, Any] | None, floor: float, levels: list[dict[str, Any]]) -> str:

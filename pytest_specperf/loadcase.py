@@ -82,8 +82,11 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
     if runner.client.caps.step_chunks:
         r.step_ms = med([step_ms(t) for t in found])
     if total is None:
-        r.notes.append(f"no common window: the {spec.concurrency} streams never all decoded at once "
-                       f"(ramp_s={spec.ramp_s:g} is longer than a stream); aggregate tok/s not measured")
+        why = f"ramp_s={spec.ramp_s:g} spreads the starts" if spec.ramp_s else (
+            "the server queued some of them, or they are too short: raise tokens")
+        r.notes.append(f"no common window: the {spec.concurrency} streams all decoded at once for only "
+                       f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why}); "
+                       "aggregate tok/s not measured")
     return r
 
 
@@ -104,17 +107,24 @@ def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.D
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
 
 
+#: The common window must cover at least this share of the median stream's decode: shorter, it holds
+#: a few bursts (a speculative step delivers many tokens at once) and the sum says nothing of the load.
+MIN_OVERLAP = 0.5
+
+
 def aggregate_tps(found: list[Trace]) -> tuple[float | None, float | None]:
     """(output tok/s summed over streams, window s) over the span in which every stream was decoding.
 
     Each stream's cumulative token count is a step curve over absolute time; tokens in the window
     are read off it at the window's edges, interpolating linearly inside a step so a chunk that
-    straddles an edge is shared in proportion. None when the streams never all decoded at once.
+    straddles an edge is shared in proportion. (None, window) when the streams overlapped for less
+    than MIN_OVERLAP of the median stream's decode (a server that queued them, a long ramp).
     """
     start = max(t.t0 + t.chunks[0].t for t in found)
     end = min(t.t0 + t.chunks[-1].t for t in found)
-    if end <= start:
-        return None, None
+    spans = [t.chunks[-1].t - t.chunks[0].t for t in found]
+    if end - start < MIN_OVERLAP * float(np.median(spans)) or end <= start:
+        return None, max(end - start, 0.0)
     tokens = 0.0
     for t in found:
         times = np.array([t.t0 + c.t for c in t.chunks])

@@ -75,7 +75,8 @@ def test_same_profile_gives_no_false_regression_over_20_cases(project: pytest.Py
     verdicts = [c["verdict"] for r in _results(out) for c in r["comparisons"] if c["metric"] == "decode_tps"]
     assert len(verdicts) == 20 and "regressed" not in verdicts
     text = md.read_text()
-    assert "| case | ctx | tokens | ttft | decode tok/s | early -> late | drift | verdict | vs baseline |" in text
+    assert ("| case | ctx | users | tokens | ttft | decode tok/s | total tok/s | early -> late | drift | verdict "
+            "| vs baseline |") in text
     assert "Compared with the baseline:" in text
 
 

@@ -7,7 +7,9 @@ import pytest
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.events import Chunk, Trace, split_events
 from pytest_specperf.loadcase import aggregate_tps, knee
-from pytest_specperf.spec import LoadSweepSpec, build_spec
+from pytest_specperf.results import SustainedResult
+from pytest_specperf.spec import LoadSweepSpec, SustainedSpec, build_spec
+from pytest_specperf.verdict import judge
 from pytest_specperf.yamlcases import load_cases
 
 
@@ -59,17 +61,33 @@ def _trace(t0: float, start: float, rate: float, n: int) -> Trace:
 
 
 def test_aggregate_counts_only_the_span_in_which_every_stream_decoded() -> None:
-    # A: 100 tok/s over absolute 1.0..3.0 s; B: 50 tok/s over 2.0..6.0 s. Both decode in 2.0..3.0.
+    # A: 100 tok/s over absolute 1.0..3.0 s; B: 50 tok/s over 1.5..3.5 s. Both decode in 1.5..3.0.
     a = _trace(0.5, 0.5, 100.0, 201)
-    b = _trace(1.0, 1.0, 50.0, 201)
+    b = _trace(1.0, 0.5, 50.0, 101)
     total, window = aggregate_tps([a, b])
-    assert window == pytest.approx(1.0)
+    assert window == pytest.approx(1.5)
     assert total == pytest.approx(150.0, rel=0.01)
+    # C: 50 tok/s over 2.0..6.0 s overlaps A for 1 s of their median 3 s: too little to describe the load.
+    c = _trace(1.0, 1.0, 50.0, 201)
+    assert aggregate_tps([a, c]) == (None, pytest.approx(1.0))
     late = _trace(10.0, 0.0, 100.0, 50)  # starts after A ended: never all at once
-    assert aggregate_tps([a, late]) == (None, None)
+    assert aggregate_tps([a, late]) == (None, 0.0)
 
 
 def test_sse_events_are_stamped_with_the_read_that_completed_them() -> None:
     reads = [(0.1, b'data: {"a"'), (0.2, b": 1}\n\n: comment\n\ndata: x\r\n"),
              (0.3, b"data: y\r\n\r\ndata: [DONE]\n\n")]
     assert list(split_events(reads)) == [(0.2, '{"a": 1}'), (0.3, "x\ny"), (0.3, "[DONE]")]
+
+
+def test_under_load_min_tps_holds_for_the_slow_users_and_min_total_tps_for_the_sum() -> None:
+    spec = SustainedSpec(tokens=100, concurrency=8, min_tps=80, min_total_tps=700)
+    r = SustainedResult(kind="sustained", endpoint="http://x", model="m", server="vllm", ctx=100, prompt_tokens=100,
+                        completion_tokens=100, concurrency=8, decode_tps=100.0, decode_p10_tps=60.0, total_tps=720.0)
+    judge(r, spec)
+    # The median user is fast enough; one user in ten is not: that fails the floor every user is owed.
+    assert r.verdict == "failed" and "p10 user decode 60.0 tok/s < min_tps 80 with 8 users" in r.reason
+    assert "min_total_tps" not in r.reason
+    r.decode_p10_tps, r.total_tps = 85.0, 650.0
+    judge(r, spec)
+    assert r.verdict == "failed" and r.reason.startswith("aggregate 650.0 tok/s < min_total_tps 700 with 8 users")

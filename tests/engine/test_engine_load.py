@@ -1,0 +1,79 @@
+"""A real llama-server with several slots (continuous batching) under the concurrent client.
+
+Each request's own ``timings`` (llama.cpp's decode time for that request alone) is the known answer
+for the plugin's per-user decode. The machine is shared, so levels run in the order 1, 2, 4, 4, 2, 1
+and each level is judged on the median of its two passes: a slow spell hits both ends alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from pytest_specperf import loadcase, measure
+from pytest_specperf.client import Client
+from pytest_specperf.concurrent import StreamRequest, run_streams, traces
+from pytest_specperf.engines.llamacpp import LlamaServer
+from pytest_specperf.events import Trace
+from pytest_specperf.prompts import build_prompt
+from pytest_specperf.runner import BURST_S
+
+CTX = 64
+
+
+def _client(server: LlamaServer) -> Client:
+    client = Client(server.url, timeout=300)
+    client.detect()
+    client.complete("warm up", 8)
+    return client
+
+
+@pytest.fixture(scope="module")
+def four_slots(llama_engine) -> Iterator[Client]:
+    """Plain continuous batching (no speculation): --parallel splits 2048 context into 4 x 512 slots."""
+    binary, model = llama_engine
+    with LlamaServer(model, preset="none", binary=binary, ctx_size=2048, extra_args=["--parallel", "4"]) as server:
+        yield _client(server)
+
+
+def _decode_checked(trace: Trace, tokens: int) -> float:
+    """The plugin's decode of one request, checked against that request's own server timings."""
+    s, _ = measure.stream_result(trace, coalesce_s=BURST_S)
+    tm = trace.timings
+    assert tm is not None and trace.completion_tokens == tokens
+    server_tps = (tm["predicted_n"] - 1) / tm["predicted_ms"] * 1000  # the first token is the prefill's
+    assert s.decode_tps == pytest.approx(server_tps, rel=0.03)
+    return s.decode_tps
+
+
+def test_more_users_more_aggregate_less_each(four_slots: Client) -> None:
+    tokens = 48
+    prompts = [build_prompt("prose", CTX, four_slots.count_tokens, variant=v).text for v in range(8)]
+    per_user: dict[int, list[float]] = {1: [], 2: [], 4: []}
+    total: dict[int, list[float]] = {1: [], 2: [], 4: []}
+    for n, users in enumerate((1, 2, 4, 4, 2, 1)):
+        offset = 4 * (n >= 3)  # the second pass uses other prompts: no prefix cache from the first
+        reqs = [StreamRequest(prompt=prompts[offset + i], max_tokens=tokens, seed=i) for i in range(users)]
+        found = traces(run_streams(four_slots, reqs))
+        per_user[users].append(float(np.median([_decode_checked(t, tokens) for t in found])))
+        agg, window = loadcase.aggregate_tps(found)
+        assert agg is not None, f"{users} streams overlapped for only {window:.2f} s: the server queued them"
+        total[users].append(agg)
+    d = {c: float(np.median(v)) for c, v in per_user.items()}
+    t = {c: float(np.median(v)) for c, v in total.items()}
+    assert t[1] < t[2] < t[4], f"aggregate tok/s should rise with users: {t}"
+    assert d[1] > d[2] > d[4], f"per-user decode should fall with users: {d}"
+
+
+def test_speculation_stays_on_with_several_slots(llama_engine) -> None:
+    binary, model = llama_engine
+    tokens = 96
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024, extra_args=["--parallel", "2"]) as server:
+        client = _client(server)
+        prompts = [build_prompt("repetitive", 128, client.count_tokens, variant=v).text for v in (1, 2)]
+        found = traces(run_streams(client, [StreamRequest(p, tokens, seed=i) for i, p in enumerate(prompts)]))
+    for trace in found:
+        _decode_checked(trace, tokens)
+        assert trace.timings is not None and trace.timings.get("draft_n", 0) > 0, trace.timings
