@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from .errors import MeasurementError, shorten
-from .events import Chunk, Trace, TraceBuilder, split_events
+from .events import Chunk, Trace, TraceBuilder, paused_gc, split_events
 from .servers import CAPABILITIES, Capabilities, ServerInfo, kind_from_models
 
 Progress = Callable[[int, float], None]  # (tokens so far, seconds since the first token)
@@ -299,12 +299,13 @@ class Client:
             # parsing never delays a timestamp (events that came in one read share its time).
             reads = ((clock() - t0, raw) for raw in resp.iter_bytes())
             try:
-                for t, data in split_events(reads):
-                    if trace.feed(t, data):
-                        break
-                    if on_progress and trace.chunks and t - last_progress > 0.5:
-                        last_progress = t
-                        on_progress(trace.tokens, t - trace.chunks[0].t)
+                with paused_gc():
+                    for t, data in split_events(reads):
+                        if trace.feed(t, data):
+                            break
+                        if on_progress and trace.chunks and t - last_progress > 0.5:
+                            last_progress = t
+                            on_progress(trace.tokens, t - trace.chunks[0].t)
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 raise self.cut(trace.tokens, exc) from None
             except httpx.TimeoutException:
