@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource, SSEError
 
 from .errors import MeasurementError, shorten
-from .events import Chunk, Trace, TraceBuilder
+from .events import Chunk, Trace, TraceBuilder, paused_gc, split_events
 from .servers import CAPABILITIES, Capabilities, ServerInfo, context_from_models, kind_from_models
 
 #: Where each server kind tells its version: (route, JSON key).
@@ -347,21 +346,26 @@ class Client:
         trace = TraceBuilder(self.caps, self._fail)
         last_progress = 0.0
         with self._open_stream(path, body, headers) as (resp, t0):
+            ctype = resp.headers.get("content-type", "")
+            if "text/event-stream" not in ctype:
+                raise self._fail(f"POST {path} did not answer with an event stream: content-type "
+                                 f"{shorten(ctype, 40)!r}")
+            clock = time.perf_counter
+            # Each network read is stamped as it is pulled, before its events are split and parsed, so
+            # parsing never delays a timestamp (events that came in one read share its time).
+            reads = ((clock() - t0, raw) for raw in resp.iter_bytes())
             try:
-                for sse in EventSource(resp).iter_sse():
-                    t = time.perf_counter() - t0
-                    if trace.feed(t, sse.data):
-                        break
-                    if on_progress and trace.chunks and t - last_progress > 0.5:
-                        last_progress = t
-                        on_progress(trace.tokens, t - trace.chunks[0].t)
+                with paused_gc():
+                    for t, data in split_events(reads):
+                        if trace.feed(t, data):
+                            break
+                        if on_progress and trace.chunks and t - last_progress > 0.5:
+                            last_progress = t
+                            on_progress(trace.tokens, t - trace.chunks[0].t)
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                 raise self.cut(trace.tokens, exc) from None
             except httpx.TimeoutException:
                 raise self.stalled(trace.tokens) from None
-            except SSEError as exc:
-                raise self._fail(f"POST {path} did not answer with an event stream: {shorten(str(exc), 80)}"
-                                 ) from None
             total = time.perf_counter() - t0
         return trace.finish(total, t0, self.count_text_chunks)
 

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -388,8 +388,10 @@ def _positive(entry: _Entry, metric: str) -> list[float]:
 def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
                  max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
                  alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
-                 against: str = "baseline") -> list[CaseComparison]:
+                 against: str = "baseline", rule: Callable[..., Comparison] | None = None) -> list[CaseComparison]:
     """Match candidate cases to the baseline's by nodeid (and ctx) and compare each metric; see the module docstring.
+
+    ``rule`` replaces ``compare_case`` (same arguments), e.g. the sequential test of repeat="auto".
 
     Order: candidate cases as they came (metrics in the given order), then baseline-only cases.
     Raises ValueError for a metric not in DIRECTIONS.
@@ -417,8 +419,8 @@ def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
                 side = "baseline" if not tb else "candidate"
                 out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
                 continue
-            c = compare_case(tb, tc, direction=DIRECTIONS[m], max_regression=max_regression, alpha=alpha, metric=m,
-                             noise_floor=noise_floor, decide_at=decide_at, against=against)
+            c = (rule or compare_case)(tb, tc, direction=DIRECTIONS[m], max_regression=max_regression, alpha=alpha,
+                                       metric=m, noise_floor=noise_floor, decide_at=decide_at, against=against)
             if users is not None:
                 c = replace(c, reason=f"at {users} users: {c.reason}")
             out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c, users=users))

@@ -37,7 +37,7 @@ import httpx
 
 from .client import Client
 from .errors import MeasurementError, shorten
-from .events import Trace, TraceBuilder, split_events
+from .events import Trace, TraceBuilder, paused_gc, split_events
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ def run_streams(client: Client, requests: Sequence[StreamRequest], *, origin: fl
     client.info or client.detect()
 
     def go() -> list[StreamOutcome]:
-        return asyncio.run(_run(client, list(requests), origin))
+        with paused_gc():  # a full collection mid-run would stamp every stream's events late
+            return asyncio.run(_run(client, list(requests), origin))
 
     try:
         asyncio.get_running_loop()

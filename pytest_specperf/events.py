@@ -9,8 +9,11 @@ can keep its hot loop to a clock read and an append and parse everything after t
 
 from __future__ import annotations
 
+import gc
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +23,13 @@ if TYPE_CHECKING:
     from .servers import Capabilities
 
 Fail = Callable[[str], MeasurementError]
+# raw_decode skips json.loads' type checks and trailing-whitespace regex per event; feed checks the rest.
+_decode = json.JSONDecoder().raw_decode
 
 
-@dataclass
+@dataclass(slots=True)
 class Chunk:
-    """One SSE event that carried generated tokens."""
+    """One SSE event that carried generated tokens (slots: a 32k-token stream holds 32k of them)."""
 
     t: float  # seconds since the request was sent
     tokens: int
@@ -73,18 +78,24 @@ class TraceBuilder:
         self.source = ""
         self.done = False
         self.tokens = 0  # tokens seen so far (text-only chunks count 1 until counted)
-        self._prev = {"usage": 0, "timings": 0}
+        self._prev_usage = 0  # cumulative counts seen so far, per source
+        self._prev_timings = 0
+        self._continuous = caps.continuous_usage
 
     def feed(self, t: float, data: str) -> bool:
         """Take one event's data received at ``t``; True once the stream's ``[DONE]`` arrived."""
-        stripped = data.strip()
-        if stripped == "[DONE]":
-            self.done = True
-            return True
-        if not stripped:
-            return False
+        # The hot path (thousands of events per second): a JSON object goes straight to the decoder.
+        if not data.startswith("{"):
+            stripped = data.strip()
+            if stripped == "[DONE]":
+                self.done = True
+                return True
+            if not stripped:
+                return False
         try:
-            obj = json.loads(data)
+            obj, end = _decode(data)
+            if end != len(data) and data[end:].strip():
+                raise ValueError("extra data")
         except ValueError:
             raise self._fail(f"malformed SSE line after {self.tokens} tokens: {shorten('data: ' + data, 80)!r}"
                              ) from None
@@ -94,40 +105,47 @@ class TraceBuilder:
             err = obj["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise self._fail(f"server error mid-stream after {self.tokens} tokens: {shorten(str(msg), 100)}")
-        self.response_id = self.response_id or obj.get("id")
-        choices = obj.get("choices") or []
+        if self.response_id is None:
+            self.response_id = obj.get("id")
+        choices = obj.get("choices")
         text, count, src = "", None, ""
         if choices:
             ch = choices[0]
             text = choice_text(ch)
-            self.finish_reason = ch.get("finish_reason") or self.finish_reason
-            if isinstance(ch.get("token_ids"), list):
-                count, src = len(ch["token_ids"]), "token_ids"
+            fr = ch.get("finish_reason")
+            if fr:
+                self.finish_reason = fr
+            ids = ch.get("token_ids")
+            if isinstance(ids, list):
+                count, src = len(ids), "token_ids"
         u = obj.get("usage")
-        if isinstance(u, dict):
+        if u.__class__ is dict:
             self.usage = u
             # Cumulative per-chunk usage only where asked for and present from the start; a
             # final-only usage (llama.cpp completions) is a total, not this chunk's count.
-            if (choices and "completion_tokens" in u and self.caps.continuous_usage
-                    and self.source in ("", "continuous_usage")):
-                count, src = int(u["completion_tokens"]) - self._prev["usage"], "continuous_usage"
-                self._prev["usage"] = int(u["completion_tokens"])
+            cum = u.get("completion_tokens")
+            if choices and cum is not None and self._continuous and self.source in ("", "continuous_usage"):
+                cum = int(cum)
+                count, src = cum - self._prev_usage, "continuous_usage"
+                self._prev_usage = cum
         tm = obj.get("timings")
         if isinstance(tm, dict):
             self.timings = tm
             if ("predicted_n" in tm and src != "continuous_usage" and choices
                     and self.source in ("", "timings_per_token")):
-                count, src = int(tm["predicted_n"]) - self._prev["timings"], "timings_per_token"
-                self._prev["timings"] = int(tm["predicted_n"])
-        for key in ("metrics", "sglext"):
-            if key in obj:
-                self.extras[key] = obj[key]
+                count, src = int(tm["predicted_n"]) - self._prev_timings, "timings_per_token"
+                self._prev_timings = int(tm["predicted_n"])
+        if "metrics" in obj:
+            self.extras["metrics"] = obj["metrics"]
+        if "sglext" in obj:
+            self.extras["sglext"] = obj["sglext"]
         if count is None and text:
             count, src = -1, "text"  # counted after the stream, off the clock
         if count:
-            self.source = self.source or src
+            if not self.source:
+                self.source = src
             self.chunks.append(Chunk(t, count, text))
-            self.tokens += max(count, 1)
+            self.tokens += count if count > 0 else 1
         return False
 
     def finish(self, total_s: float, t0: float, count_text: Callable[[list[Chunk]], None]) -> Trace:
@@ -151,32 +169,80 @@ class TraceBuilder:
                      self.timings, self.extras, t0)
 
 
+_gc_lock = threading.Lock()
+_gc_users = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while streams are read (as timeit does while it times).
+
+    A full collection walks every object the process holds (numpy, scipy, the test session): it
+    was measured at 120 ms during a 10,000-event stream, and every event arriving meanwhile got a
+    late stamp. Reference counting still frees what a stream drops; the collector resumes after
+    the last concurrent reader is done (a count, so threads of the sync client nest safely).
+    """
+    global _gc_users, _gc_was_enabled
+    with _gc_lock:
+        if _gc_users == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_users += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_users -= 1
+            if _gc_users == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def split_events(reads: Iterable[tuple[float, bytes]]) -> Iterator[tuple[float, str]]:
     """SSE events' ``(t, data)`` from timestamped raw reads: an event is stamped with the read that completed it.
 
     Multi-line ``data:`` fields join with newlines; comments, other fields and a trailing
-    unterminated event are dropped, as an SSE client does.
+    unterminated event are dropped, as an SSE client does. Lazy: a generator of reads that stamps
+    each as it is pulled gives every event the time its last bytes arrived, before any parsing.
     """
     buf = b""
-    data: list[str] = []
+    data: list[bytes] = []
     for t, raw in reads:
-        buf += raw
+        buf = buf + raw if buf else raw
+        if b"\n" not in raw:
+            continue
+        if not data and b"\r" not in buf:
+            # The common shape, one "data: ..." line per event and plain newlines: split on event ends.
+            *events, buf = buf.split(b"\n\n")
+            for ev in events:
+                if ev.startswith(b"data: ") and b"\n" not in ev:
+                    yield t, ev[6:].decode("utf-8", errors="replace")
+                else:
+                    yield from _events_of((ev + b"\n\n").split(b"\n")[:-1], data, t)
+            if b"\n" not in buf:
+                continue
         *lines, buf = buf.split(b"\n")
-        for line_b in lines:
-            line = line_b.rstrip(b"\r").decode("utf-8", errors="replace")
-            if not line:
-                if data:
-                    yield t, "\n".join(data)
-                    data = []
-            elif line.startswith("data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(" ") else value)
+        yield from _events_of(lines, data, t)
+
+
+def _events_of(lines: list[bytes], data: list[bytes], t: float) -> Iterator[tuple[float, str]]:
+    """The general SSE line rules; ``data`` holds the current event's data lines across reads."""
+    for line in lines:
+        if line.startswith(b"data:"):
+            value = line[6:] if line.startswith(b"data: ") else line[5:]
+            data.append(value[:-1] if value.endswith(b"\r") else value)
+        elif data and (not line or line == b"\r"):
+            yield t, (data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", errors="replace")
+            data.clear()
 
 
 def choice_text(ch: dict[str, Any]) -> str:
     """All generated text in a choice: content, reasoning (both spellings) and tool-call arguments."""
-    parts = [ch.get("text") or ""]
-    delta = ch.get("delta") or ch.get("message") or {}
+    text = ch.get("text") or ""
+    delta = ch.get("delta") or ch.get("message")
+    if not delta:  # completions: text only (the common case, kept quick)
+        return text if isinstance(text, str) else str(text)
+    parts = [text]
     if isinstance(delta, dict):
         for key in ("content", "reasoning_content", "reasoning"):
             v = delta.get(key)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import compare, crossover
+from . import compare, crossover, sequential
 from .compare import CaseComparison, Comparison
 from .results import Result
 
@@ -49,15 +49,19 @@ class Gate:
 
 def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
-                     strict: bool = False) -> list[str]:
+                     strict: bool = False, *, auto: bool = False) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold).
 
     ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
+    ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
     mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
-    ccs = compare.compare_runs(mine, [result], max_regression=max_regression or gate.max_regression,
-                               metrics=metrics_for(result))
+    threshold = max_regression or gate.max_regression
+    if auto:
+        ccs = sequential.compare_runs(mine, [result], max_regression=threshold, metrics=METRICS, final=True)
+    else:
+        ccs = compare.compare_runs(mine, [result], max_regression=threshold, metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, result)]
     return gate.apply(result, _unlike(_ttft_floor(ccs, mine, [result]), unlike, strict))
 
@@ -103,7 +107,28 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
         arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
     ccs = compare.compare_ab(arms["A"], arms["B"], max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
-    ccs = _ttft_floor(ccs, arms["A"], arms["B"])
+    return _ab_summary(arms, _ttft_floor(ccs, arms["A"], arms["B"]), gate)
+
+
+def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
+                   max_regression: float | None = None) -> sequential.Until:
+    """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
+    return sequential.until_baseline(baseline, nodeid, max_regression=max_regression or gate.max_regression,
+                                     metrics=METRICS, judge=_ttft_floor)
+
+
+def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
+                max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
+    a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
+                                  max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  metrics=METRICS, judge=_ttft_floor)
+    return _ab_summary({"A": a, "B": b}, ccs, gate)
+
+
+def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate
+                ) -> tuple[dict[str, Any], list[str]]:
+    trials = len(arms["B"])
     summary = aggregate(arms["B"])
     summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
                      "a": {k: v for k, v in aggregate(arms["A"]).items() if k in AGGREGATED},

@@ -7,6 +7,7 @@ JSON file are built the same way with and without xdist, by the one process that
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -21,7 +22,7 @@ from .options import STEP_SUMMARY, Settings, add_options, read_settings
 from .report import table, write_json_atomic
 from .report_files import ReportFiles
 from .session import EndpointSession, SharedStart
-from .spec import SPECS, CaseSpec, CtxSweepSpec, build_spec, marker_help
+from .spec import AUTO_MAX_REPEAT, SPECS, CaseSpec, CtxSweepSpec, build_spec, marker_help
 from .yamlcases import is_case_file, load_cases
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -329,18 +330,27 @@ def _measure_marked(item: pytest.Item) -> None:
     gate = gating.Gate(settings.max_regression, settings.inconclusive)
     notes: list[str] = []
     try:
-        if AB_A in config.stash:
+        auto = spec.repeat == "auto"
+        if AB_A in config.stash and auto:
+            a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
+            record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
+                                               lambda: session.runner.run(one, item.nodeid),
+                                               spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
+        elif AB_A in config.stash:
             a = config.stash[AB_A]
             record, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
                                           lambda: session.runner.run(spec, item.nodeid),
                                           settings.ab_trials, gate, spec.max_regression)
         else:
-            result = session.runner.run(spec, item.nodeid)
+            until = (gating.until_baseline(gate, item.nodeid, config.stash[BASELINE], spec.max_regression)
+                     if auto and BASELINE in config.stash else None)
+            result = session.runner.run(spec, item.nodeid, until=until)
             record = result.as_dict()
             record["nodeid"] = item.nodeid
             if BASELINE in config.stash:
                 notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
-                                                _baseline_differences(config, session), settings.compare_strict)
+                                                _baseline_differences(config, session), settings.compare_strict,
+                                                auto=auto)
     except (MeasurementError, ConfigError) as exc:
         reason = str(exc)
     else:

@@ -15,13 +15,33 @@ from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
 from .ratespec import CapacitySpec, RateSpec
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
-from .spec import MIN_DRIFT_TOKENS, CaseSpec, CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec, fit_spec
+from .spec import (
+    AUTO_MAX_REPEAT,
+    AUTO_MIN_TRIALS,
+    MIN_DRIFT_TOKENS,
+    CaseSpec,
+    CtxSweepSpec,
+    LoadSweepSpec,
+    SustainedSpec,
+    TwoPointSpec,
+    fit_spec,
+)
 from .verdict import judge
 
 # Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
 # burst; events this close together are one delivery, so windows interpolate over the step.
 # Merging neighbours only coarsens the cumulative curve (totals stay exact), so erring large is safe.
 BURST_S = 0.005
+#: ``until`` of repeat="auto": per-metric trial values so far -> True when the comparison is decided.
+Until = Callable[[dict[str, list[float]]], bool]
+
+
+def more_trials(spec: CaseSpec, n: int, undecided: Callable[[], bool]) -> bool:
+    """Whether trial ``n + 1`` is needed: ``repeat`` trials, or with "auto" while a gate is undecided."""
+    if spec.repeat != "auto":
+        return n < int(spec.repeat)
+    cap = spec.max_repeat or AUTO_MAX_REPEAT
+    return n < AUTO_MIN_TRIALS or (n < cap and undecided())
 
 
 def case_seed(nodeid: str) -> int:
@@ -71,8 +91,8 @@ class Runner:
 
     # -- cases ----------------------------------------------------------------------------------
 
-    def run(self, spec: CaseSpec, nodeid: str = "") -> Result:
-        """Measure one case and judge it."""
+    def run(self, spec: CaseSpec, nodeid: str = "", *, until: Until | None = None) -> Result:
+        """Measure one case and judge it (``until``: the comparison that ``repeat="auto"`` waits for)."""
         self.client.info or self.client.detect()
         asked = spec
         if self.size_cap is not None:
@@ -82,9 +102,9 @@ class Runner:
             self._warm_up()
             started = time.time()
             if isinstance(spec, SustainedSpec):
-                result: Result = self.sustained(spec, nodeid)
+                result: Result = self.sustained(spec, nodeid, until=until)
             elif isinstance(spec, TwoPointSpec):
-                result = self.two_point(spec, nodeid)
+                result = self.two_point(spec, nodeid, until=until)
             elif isinstance(spec, CtxSweepSpec):
                 result = self.ctx_sweep(spec, nodeid)
             elif isinstance(spec, LoadSweepSpec):
@@ -114,10 +134,12 @@ class Runner:
                 f"serves {self.client.model} with {limit} ({info.context_source}); lower ctx or tokens, or "
                 "start the server with a longer context")
 
-    def sustained(self, spec: SustainedSpec, nodeid: str = "") -> SustainedResult:
+    def sustained(self, spec: SustainedSpec, nodeid: str = "", *, until: Until | None = None) -> SustainedResult:
         """k streams of distinct prompts of one kind and length; medians over streams, drift gate over all.
 
-        With ``concurrency`` > 1 the streams run at once (a load case, see ``loadcase``).
+        With ``concurrency`` > 1 the streams run at once (a load case, see ``loadcase``). With
+        ``repeat="auto"`` streams are added while the drift gate is inconclusive or ``until`` says the
+        comparison is undecided, up to ``max_repeat``.
         """
         if spec.concurrency > 1 or spec.min_total_tps is not None:
             return loadcase.sustained_load(self, spec, nodeid, self._coalesce_s())
@@ -130,7 +152,15 @@ class Runner:
         resp_metrics: list[dict[str, Any]] = []  # vLLM per-request `metrics`
         spec_details: list[dict[str, Any]] = []  # SGLang per-request `sglext.spec_tokens_details`
         scrape_series: list[list[dict[str, float]]] = []
-        for i in range(spec.repeat):
+        max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
+
+        def undecided() -> bool:
+            drift_open = len(drifts) == len(streams) and stats.drift_gate(drifts, max_drift).outcome == "inconclusive"
+            values = {"decode_tps": [s.decode_tps for s in streams], "ttft_s": [s.ttft_s for s in streams]}
+            return drift_open or (until is not None and not until(values))
+
+        i = 0
+        while more_trials(spec, i, undecided):
             prompt = self.prompt(spec.content, spec.ctx, seed + i, spec.api)
             ask = {"api": spec.api, "seed": seed + i, "temperature": spec.temperature, "on_progress": progress}
             if self.client.kind == "vllm" and before is not None:  # counters that move per step
@@ -151,11 +181,11 @@ class Runner:
                 spec_details.append(sglext["spec_tokens_details"])
             if d is not None:
                 drifts.append(d)
-        max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
+            i += 1
         med = measure.median
         r: SustainedResult = self._base(
             SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
-            tokens=spec.tokens, repeat=spec.repeat, streams=streams, max_drift=max_drift,
+            tokens=spec.tokens, repeat=len(streams), streams=streams, max_drift=max_drift,
             completion_tokens=streams[0].completion_tokens,
             ttft_s=med([s.ttft_s for s in streams]), total_s=med([s.total_s for s in streams]),
             decode_tps=med([s.decode_tps for s in streams]), client_tps=med([s.client_tps for s in streams]),
@@ -266,10 +296,12 @@ class Runner:
         split = _attribution(streams) if step_chunks else None
         return (acc.as_dict() if acc else None), split
 
-    def two_point(self, spec: TwoPointSpec, nodeid: str = "", *, seed: int | None = None) -> TwoPointResult:
+    def two_point(self, spec: TwoPointSpec, nodeid: str = "", *, seed: int | None = None,
+                  until: Until | None = None) -> TwoPointResult:
         """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first.
 
         ``seed`` defaults to the case's own; every request carries it and the case's temperature.
+        With ``repeat="auto"`` pairs are added until ``until`` decides (``max_repeat`` at most).
         """
         seed = case_seed(nodeid) if seed is None else seed
         prompt = self.prompt(spec.content, spec.ctx, seed, spec.api)
@@ -277,7 +309,7 @@ class Runner:
         samples: list[float] = []
         shorts, longs = [], []
         usage: dict[str, Any] = {}
-        for _ in range(spec.repeat):
+        while more_trials(spec, len(samples), lambda: until is not None and not until({"decode_tps": samples})):
             # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
             self.client.complete(prompt.text, 1, **ask)
             short = self.client.complete(prompt.text, spec.short, **ask)
@@ -291,7 +323,7 @@ class Runner:
         med = measure.median
         return self._base(TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short,
                           long=spec.long, t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples),
-                          repeat=spec.repeat, samples_tps=samples)
+                          repeat=len(samples), samples_tps=samples)
 
     def ctx_sweep(self, spec: CtxSweepSpec, nodeid: str = "") -> SweepResult:
         """A two-point measurement at each ctx (long = short + tokens)."""

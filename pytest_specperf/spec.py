@@ -19,6 +19,10 @@ from .kinds import CONTENT_KINDS
 #: first chunk (TTFT's) of up to 8 tokens.
 MIN_DRIFT_TOKENS = 264
 APIS = ("completions", "chat")
+#: trials repeat="auto" always takes (the sequential test's first look; sequential.MIN_TRIALS).
+AUTO_MIN_TRIALS = 3
+#: trials repeat="auto" takes at most unless max_repeat says otherwise.
+AUTO_MAX_REPEAT = 20
 
 
 def _check(cond: bool, kind: str, message: str) -> None:
@@ -33,7 +37,10 @@ class CaseSpec:
     KIND: ClassVar[str] = ""
     ctx: int = 1000
     content: str = "prose"
-    repeat: int = 1
+    # Trials (streams of a sustained case, two-point pairs): a number, or "auto": trials are added until the
+    # drift gate and any comparison (baseline, A/B) are decided, at most max_repeat (pytest_specperf.sequential).
+    repeat: int | str = 1
+    max_repeat: int | None = None  # only with repeat="auto"; None: AUTO_MAX_REPEAT
     min_tps: float | None = None
     api: str = "completions"
     max_regression: float | None = None  # None: --specperf-max-regression
@@ -47,8 +54,16 @@ class CaseSpec:
         _check(isinstance(self.ctx, int) and self.ctx >= 1, k, f"ctx must be a positive integer, got {self.ctx!r}")
         _check(self.content in CONTENT_KINDS, k, f"content must be one of {', '.join(CONTENT_KINDS)}, "
                f"got {self.content!r}")
-        _check(isinstance(self.repeat, int) and self.repeat >= 1, k,
-               f"repeat must be an integer >= 1, got {self.repeat!r}")
+        _check(self.repeat == "auto" or (isinstance(self.repeat, int) and not isinstance(self.repeat, bool)
+                                         and self.repeat >= 1), k,
+               f"repeat must be an integer >= 1 or 'auto', got {self.repeat!r}")
+        _check(self.max_repeat is None or self.repeat == "auto", k,
+               f"max_repeat applies to repeat='auto' only, got repeat={self.repeat!r}; drop max_repeat or set "
+               "repeat='auto'")
+        _check(self.max_repeat is None or (isinstance(self.max_repeat, int) and not isinstance(self.max_repeat, bool)
+                                           and self.max_repeat >= AUTO_MIN_TRIALS), k,
+               f"max_repeat must be an integer >= {AUTO_MIN_TRIALS} (the sequential test's first look), "
+               f"got {self.max_repeat!r}")
         _check(self.min_tps is None or (_is_number(self.min_tps) and self.min_tps > 0), k,
                f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
         _check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
@@ -134,6 +149,8 @@ class CtxSweepSpec(CaseSpec):
         # ctx is unused by a sweep; ctxs carries the points.
         super().validate()
         k = self.KIND
+        _check(self.repeat != "auto", k, "repeat='auto' is for sustained and two_point cases; give a sweep a "
+               "number of repeats")
         _check(len(self.ctxs) >= 1 and all(isinstance(c, int) and c >= 1 for c in self.ctxs), k,
                f"ctxs must be a non-empty list of positive integers, got {list(self.ctxs)!r}")
         _check(isinstance(self.tokens, int) and self.tokens >= 8, k,

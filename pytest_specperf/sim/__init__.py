@@ -85,7 +85,7 @@ prefill (1 token); a non-streamed response's steps are timed when computed, the 
 after the last.
 
 Defaults a client should know: completions ``max_tokens`` defaults to 16 (vLLM, SGLang);
-chat, and llama.cpp, default to the rest of the context (``max_model_len`` 32768), so always
+chat, and llama.cpp, default to the rest of the context (``max_model_len`` 262144), so always
 send ``max_tokens``. Without ``eos_after_tokens`` in the profile the model never stops early.
 """
 

@@ -64,7 +64,7 @@ class Profile:
     description: str = ""
     dialect: str = "vllm"
     model: str = "specperf-sim"
-    max_model_len: int = 32768
+    max_model_len: int = 262144  # a long-context model: ctx sweeps to 128k fit
     prefill_tokens_per_s: float = 20000.0
     step_ms: float = 20.0  # decode step at empty context
     step_ms_per_1k_ctx: float = 0.0  # attention: linear in the current context length

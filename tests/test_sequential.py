@@ -1,0 +1,177 @@
+"""repeat="auto": error rates of the sequential test on the simulator's noise model, and the gate end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_specperf import sequential
+from pytest_specperf.errors import ConfigError
+from pytest_specperf.sim import SimServer, load_profile
+from pytest_specperf.sim.model import plan
+from pytest_specperf.spec import build_spec
+
+# The healthy profile with 30 % per-step jitter: per 256-token stream a log-sd of ~3 %, a typical within-job CV.
+NOISY = {"jitter": 0.3}
+
+
+def _trial_source(change: float, rng: random.Random) -> Callable[[], dict[str, Any]]:
+    """Trials of one arm: the decode rate of a 256-token generation drawn from the simulator's own model
+    (the same step plan a SimServer would sleep through), seeded, with steps slowed by ``change``."""
+    profile = load_profile("healthy", {**NOISY, "step_ms": 20.0 / (1.0 + change)})
+
+    def trial() -> dict[str, Any]:
+        _, steps = plan(profile, 200, "prose", 256, seed=rng.randrange(2**31))
+        tps = sum(s.tokens for s in steps) / (sum(s.step_ms for s in steps) / 1000.0)
+        return {"nodeid": "t", "kind": "trial", "decode_tps": tps}
+
+    return trial
+
+
+def _ab(change: float, n: int, seed: int) -> tuple[list[str], list[int]]:
+    rng = random.Random(seed)
+    verdicts, trials = [], []
+    for _ in range(n):
+        a, b, ccs = sequential.run_ab(_trial_source(0.0, rng), _trial_source(change, rng), max_repeat=20,
+                                      max_regression=0.05, metrics=("decode_tps",))
+        verdicts.append(ccs[0].verdict)
+        trials.append(len(a) + len(b))
+    return verdicts, trials
+
+
+def test_error_rates_and_trials_on_the_simulator_noise_model() -> None:
+    # 80 seeded A/B comparisons per condition (benchmarks/sequential.py runs 200 on live simulators).
+    same, n_same = _ab(0.0, 80, seed=1)
+    slow, n_slow = _ab(-0.10, 80, seed=2)
+    assert same.count("regressed") <= 1  # false alarms: ~1 % allowed
+    assert slow.count("regressed") >= 76  # detection of a 10 % regression: >= 95 %
+    fixed = 2 * 10  # the fixed design: 10 trials per arm
+    assert np.mean(n_same + n_slow) <= 0.6 * fixed, (np.mean(n_same), np.mean(n_slow))
+    assert same.count("passed") >= 76  # a stable build is passed, not left inconclusive
+
+
+def test_sprt_waits_for_its_first_look_and_for_the_medians() -> None:
+    base = [100.0, 101.0, 99.0, 100.5, 99.5]
+    assert sequential.sprt(base, [80.0, 81.0]).verdict == "continue"  # 2 candidate trials: no look yet
+    assert sequential.sprt(base, [80.0, 81.0, 80.5]).verdict == "regressed"
+    assert sequential.sprt(base, [100.0, 100.2, 99.8]).verdict == "passed"
+    # Lower is better (ttft): 20 % longer is a regression.
+    assert sequential.sprt([0.10, 0.101, 0.099], [0.12, 0.121, 0.119], direction="lower").verdict == "regressed"
+
+
+def test_hiccup_trials_do_not_hide_a_regression() -> None:
+    # 3 % per-trial noise, and 1 trial in 20 a 30 % hiccup on either side (a stall, a noisy neighbour):
+    # a 10 % regression is still found in >= 95 % of comparisons (unclipped hiccups inflate the variance
+    # and leave ~12 % of them undecided).
+    rng = np.random.default_rng(5)
+
+    def trials(mu: float) -> np.ndarray:
+        x = np.exp(rng.normal(mu, 0.03, 20))
+        x[rng.random(20) < 0.05] *= 0.7
+        return x
+
+    found = 0
+    for _ in range(150):
+        a, b = trials(0.0), trials(np.log(0.9))
+        for n in range(sequential.MIN_TRIALS, 21):
+            d = sequential.sprt(a[:n], b[:n])
+            if d.verdict != "continue":
+                found += d.verdict == "regressed"
+                break
+    assert found >= 143, found
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"repeat": "often"}, "repeat must be an integer >= 1 or 'auto'"),
+    ({"repeat": 3, "max_repeat": 10}, "max_repeat applies to repeat='auto' only"),
+    ({"repeat": "auto", "max_repeat": 2}, "max_repeat must be an integer >= 3"),
+])
+def test_auto_keywords_are_validated(kw: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        build_spec("two_point", kw)
+    with pytest.raises(ConfigError, match="repeat='auto' is for sustained and two_point"):
+        build_spec("ctx_sweep", {"repeat": "auto"})
+
+
+def test_drift_gate_adds_streams_until_decided(runner_for: Any) -> None:
+    # Drift near the limit under heavy noise: three streams often cannot decide it, more do (or max_repeat).
+    ramp = {"jitter": 0.3, "accept_dist": "geometric", "step_ms_per_1k_generated": 10.0}
+    with SimServer("healthy", speed=20, overrides=ramp) as sim:
+        runner = runner_for(sim.url)
+        spec = build_spec("sustained", {"tokens": 600, "ctx": 200, "repeat": "auto", "max_repeat": 7})
+        results = [runner.run(spec, f"t::{i}") for i in range(3)]
+    for r in results:
+        assert len(r.streams) == r.repeat >= 3
+        if r.repeat < 7:  # stopped early: decided
+            assert r.drift_verdict in ("passed", "failed"), r.drift_gate
+        if r.repeat > 3:  # went on: the first three streams were undecided
+            assert r.drift_verdict == "inconclusive" or r.repeat > 3
+    assert max(r.repeat for r in results) > 3, [r.drift_gate for r in results]
+
+
+SLOW = """
+accept_dist: min-variance
+prefill_tokens_per_s: 20000
+step_ms: 23.53
+step_ms_per_1k_ctx: 0.2
+accept_len: {prose: 3.0, code: 4.0, reasoning: 2.9, repetitive: 6.0}
+max_accept: 8
+jitter: 0.02
+"""
+CASE = """
+import pytest
+
+@pytest.mark.sustained(tokens=300, ctx=200, repeat="auto", max_repeat=8)
+def test_case(specperf):
+    pass
+"""
+
+
+@pytest.fixture(scope="module")
+def ab_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    slow = tmp_path_factory.mktemp("seq") / "slow.yaml"
+    slow.write_text(SLOW)
+    with SimServer("healthy", speed=8) as a, SimServer("healthy", speed=8) as a2, SimServer(slow, speed=8) as b:
+        yield a.url, a2.url, b.url
+
+
+def _result(path: Path) -> dict[str, Any]:
+    (r,) = json.loads(path.read_text())["results"]
+    return r
+
+
+def test_auto_against_a_saved_baseline(pytester: pytest.Pytester, ab_sims: tuple[str, str, str]) -> None:
+    a, a2, slow = ab_sims
+    pytester.makepyfile(test_perf=CASE)
+    out = pytester.path / "r.json"
+    pytester.runpytest_subprocess(f"--endpoint={a}", "--specperf-save=base").assert_outcomes(passed=1)
+    bad = pytester.runpytest_subprocess(f"--endpoint={slow}", "--specperf-compare=base", f"--specperf-json={out}")
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(["*decode_tps -1*% * vs baseline (sequential test, 3 vs * trials*: regressed beyond 5%*"])
+    r = _result(out)
+    assert 3 <= r["repeat"] < 8 and len(r["streams"]) == r["repeat"]
+    good = pytester.runpytest_subprocess(f"--endpoint={a2}", "--specperf-compare=base", f"--specperf-json={out}")
+    good.assert_outcomes(passed=1)
+    cmp = {c["metric"]: c for c in _result(out)["comparisons"]}
+    assert cmp["decode_tps"]["verdict"] == "passed" and cmp["decode_tps"]["comparison"]["method"] == "sprt"
+
+
+def test_auto_in_ab_mode(pytester: pytest.Pytester, ab_sims: tuple[str, str, str]) -> None:
+    a, a2, slow = ab_sims
+    pytester.makepyfile(test_perf=CASE)
+    out = pytester.path / "r.json"
+    bad = pytester.runpytest_subprocess(f"--specperf-ab={a},{slow}", f"--specperf-json={out}")
+    bad.assert_outcomes(failed=1)
+    r = _result(out)
+    assert 3 <= r["ab"]["trials"] < 8 and len(r["ab"]["a_decode_tps"]) == r["ab"]["trials"]
+    (dec,) = [c for c in r["comparisons"] if c["metric"] == "decode_tps"]
+    assert dec["verdict"] == "regressed" and dec["comparison"]["method"] == "sprt"
+    good = pytester.runpytest_subprocess(f"--specperf-ab={a},{a2}", f"--specperf-json={out}")
+    good.assert_outcomes(passed=1)
+    assert {c["verdict"] for c in _result(out)["comparisons"] if c["metric"] == "decode_tps"} == {"passed"}
