@@ -111,7 +111,8 @@ def extra_columns(results: list[dict[str, Any]]) -> list[tuple[str, Any]]:
 
 def has_load(results: Iterable[dict[str, Any]]) -> bool:
     """Whether any result is a load case (then the table shows LOAD_COLUMNS)."""
-    return any(r.get("kind") == "load_sweep" or (finite_number(r.get("concurrency")) or 1) > 1 for r in results)
+    return any(r.get("kind") in ("load_sweep", "rate", "capacity") or (finite_number(r.get("concurrency")) or 1) > 1
+               for r in results)
 
 
 def with_load(values: Sequence[str], r: dict[str, Any] | None = None) -> list[str]:

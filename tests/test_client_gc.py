@@ -6,12 +6,16 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+import pytest
+
 from pytest_specperf.client import Client
 from pytest_specperf.concurrent import StreamRequest, run_streams
 
 
-def test_collector_is_paused_during_a_stream_and_restored_after(healthy_sim: Any) -> None:
+def test_collector_is_paused_during_a_stream_and_restored_after(healthy_sim: Any,
+                                                                request: pytest.FixtureRequest) -> None:
     client = Client(healthy_sim.url, timeout=30)
+    request.addfinalizer(client.close)
     seen: list[bool] = []
     assert gc.isenabled()
     trace = client.stream("Tell a story.", 800, on_progress=lambda n, s: seen.append(gc.isenabled()))
@@ -26,8 +30,9 @@ def test_collector_is_paused_during_a_stream_and_restored_after(healthy_sim: Any
         gc.enable()
 
 
-def test_collector_is_restored_after_concurrent_streams(healthy_sim: Any) -> None:
+def test_collector_is_restored_after_concurrent_streams(healthy_sim: Any, request: pytest.FixtureRequest) -> None:
     client = Client(healthy_sim.url, timeout=30)
+    request.addfinalizer(client.close)
     outs = run_streams(client, [StreamRequest("Tell a story.", 40, seed=i) for i in range(4)])
     assert all(o.trace is not None for o in outs)
     assert gc.isenabled()

@@ -19,8 +19,10 @@ def fast_sim() -> Any:
 
 
 @pytest.mark.parametrize("kind", ["prose", "code", "reasoning"])
-def test_a_128k_prompt_takes_few_tokenize_round_trips(fast_sim: SimServer, kind: str) -> None:
+def test_a_128k_prompt_takes_few_tokenize_round_trips(fast_sim: SimServer, kind: str,
+                                                     request: pytest.FixtureRequest) -> None:
     client = Client(fast_sim.url, timeout=60)
+    request.addfinalizer(client.close)
     calls: list[int] = []
 
     def count(text: str) -> int:
