@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from pytest_specperf.client import Client
@@ -13,10 +15,10 @@ from pytest_specperf.spec import SustainedSpec
 
 
 @pytest.fixture(scope="module")
-def client(ngram_server: LlamaServer) -> Client:
-    c = Client(ngram_server.url, timeout=120)
-    assert c.detect().kind == "llamacpp"
-    return c
+def client(ngram_server: LlamaServer) -> Iterator[Client]:
+    with Client(ngram_server.url, timeout=120) as c:
+        assert c.detect().kind == "llamacpp"
+        yield c
 
 
 @pytest.mark.parametrize("variant", [1, 2])
@@ -59,8 +61,7 @@ def test_synthetic_acceptance_length_is_measured(llama_engine) -> None:
     """--spec-synth-len 3 makes a real engine accept 3 tokens per drafted step on average: a known answer."""
     binary, model = llama_engine
     with LlamaServer(model, preset="self-draft", extra_args=["--spec-synth-len", "3"], binary=binary,
-                     ctx_size=2048) as server:
-        c = Client(server.url, timeout=180)
+                     ctx_size=2048) as server, Client(server.url, timeout=180) as c:
         c.detect()
         r = Runner(c).sustained(SustainedSpec(tokens=300, ctx=64, content="prose"), "synth")
     acc = r.acceptance

@@ -21,8 +21,8 @@ def _measure(engine: tuple[Path, Path], content: str, pair: int) -> tuple[float,
     """(share of output tokens that were accepted drafts, decode tok/s) of one stream on a fresh server."""
     binary, model = engine
     # A fresh server per stream: ngram-mod keeps its n-gram pool across requests.
-    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024) as server:
-        client = Client(server.url, timeout=120)
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024) as server, \
+            Client(server.url, timeout=120) as client:
         client.detect()
         spec = SustainedSpec(tokens=200, ctx=256, content=content, temperature=TEMPERATURE)
         r = Runner(client).sustained(spec, f"engine-content-{pair}")

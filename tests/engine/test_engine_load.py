@@ -41,8 +41,9 @@ def four_slots(llama_engine) -> Iterator[Client]:
     """
     binary, model = llama_engine
     args = ["--parallel", "4", "--threads", "1", "--threads-batch", "1"]
-    with LlamaServer(model, preset="none", binary=binary, ctx_size=2048, extra_args=args) as server:
-        yield _client(server)
+    with LlamaServer(model, preset="none", binary=binary, ctx_size=2048, extra_args=args) as server, \
+            _client(server) as client:
+        yield client
 
 
 def _decode_checked(trace: Trace, tokens: int) -> float:
@@ -81,8 +82,8 @@ def test_more_users_more_aggregate_less_each(four_slots: Client) -> None:
 def test_speculation_stays_on_with_several_slots(llama_engine) -> None:
     binary, model = llama_engine
     tokens = 96
-    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024, extra_args=["--parallel", "2"]) as server:
-        client = _client(server)
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024, extra_args=["--parallel", "2"]) as server, \
+            _client(server) as client:
         prompts = [build_prompt("repetitive", 128, client.count_tokens, variant=v).text for v in (1, 2)]
         found = traces(run_streams(client, [StreamRequest(p, tokens, seed=i) for i, p in enumerate(prompts)]))
     for trace in found:
