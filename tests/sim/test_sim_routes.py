@@ -135,7 +135,7 @@ def test_bad_json_is_400_with_a_message(sim: SimServer, client: httpx.Client, ro
     ({"max_tokens": 3}, "prompt"),
     ({"prompt": PROMPT, "temperature": -1}, "temperature"),
     ({"prompt": PROMPT, "n": 2}, "n=1"),
-    ({"prompt": PROMPT, "max_tokens": 40000}, "maximum context length"),
+    ({"prompt": PROMPT, "max_tokens": 300_000}, "maximum context length"),
     ([1, 2], "JSON object"),
 ])
 def test_bad_fields_are_400(client: httpx.Client, body: object, needle: str) -> None:
