@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specperf import sequential
+from pytest_specperf import gating, sequential
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.sim import SimServer, load_profile
 from pytest_specperf.sim.model import plan
@@ -175,3 +175,17 @@ def test_auto_in_ab_mode(pytester: pytest.Pytester, ab_sims: tuple[str, str, str
     good = pytester.runpytest_subprocess(f"--specperf-ab={a},{a2}", f"--specperf-json={out}")
     good.assert_outcomes(passed=1)
     assert {c["verdict"] for c in _result(out)["comparisons"] if c["metric"] == "decode_tps"} == {"passed"}
+
+
+def test_two_point_auto_against_a_baseline(ab_sims: tuple[str, str, str], runner_for: Any) -> None:
+    a, _, slow = ab_sims
+    spec = build_spec("two_point", {"ctx": 200, "repeat": "auto", "max_repeat": 8})
+    gate = gating.Gate(0.05)
+    base = runner_for(a).run(spec, "t::tp").as_dict()
+    assert base["repeat"] == 3  # nothing to decide without a baseline: the first look's trials
+    until = gating.until_baseline(gate, "t::tp", [base])
+    cand = runner_for(slow).run(spec, "t::tp", until=until).as_dict()
+    gating.against_baseline(gate, cand, [base], auto=True)
+    (dec,) = [c for c in cand["comparisons"] if c["metric"] == "decode_tps"]
+    assert dec["verdict"] == "regressed" and dec["comparison"]["method"] == "sprt"
+    assert len(cand["samples_tps"]) == cand["repeat"] < 8
