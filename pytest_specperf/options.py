@@ -236,9 +236,9 @@ def _flag(config: pytest.Config, name: str) -> bool:
     if raw is None:
         return False
     text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
+    if text in YES:
         return True
-    if text in ("0", "false", "no", "off"):
+    if text in NO:
         return False
     raise ConfigError(f"{name} = {raw!r} is not a boolean; use true or false")
 
@@ -251,12 +251,17 @@ def _check_url(url: str, flag: str) -> str:
     return url[: -len("/v1")] if parsed.path.rstrip("/").endswith("/v1") else url
 
 
-def _out_file(config: pytest.Config, name: str) -> Path | None:
+def _path_option(config: pytest.Config, name: str) -> tuple[Path, str] | None:
+    """(path, its option's flag) for a path option that was given, else None."""
     raw = _raw(config, name)
-    if raw is None:
+    return None if raw is None else (Path(raw), "--" + name.replace("_", "-"))
+
+
+def _out_file(config: pytest.Config, name: str) -> Path | None:
+    given = _path_option(config, name)
+    if given is None:
         return None
-    path = Path(raw)
-    flag = "--" + name.replace("_", "-")
+    path, flag = given
     if path.is_dir():
         raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}=results.json")
     if not path.parent.exists():
@@ -298,12 +303,13 @@ def _run_name(config: pytest.Config, name: str) -> str | None:
     if not slug(text):
         raise ConfigError(f"{flag}={text!r} has no letter or digit to name a run by; use e.g. {flag}=main")
     return text
+
+
 def _out_dir(config: pytest.Config, name: str) -> Path | None:
-    raw = _raw(config, name)
-    if raw is None:
+    given = _path_option(config, name)
+    if given is None:
         return None
-    path = Path(raw)
-    flag = "--" + name.replace("_", "-")
+    path, flag = given
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{flag}={path} is a file; give a folder (it is created if missing), e.g. {flag}=plots")
     return path
