@@ -26,10 +26,11 @@ Public API
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from .compare import CaseComparison, case_key, sub_cases, trials
 from .report import COLUMNS, cells, has_load, level_rows, n_users, with_load
@@ -174,7 +175,7 @@ def _measure(value: float | None, values: list[float]) -> dict[str, float] | Non
     if value is None:
         if not values:
             return None
-        value = statistics.median(values)
+        value = float(np.median(values))
     out = {"value": value}
     if len(values) >= 2:
         out["lower_value"] = min(min(values), value)

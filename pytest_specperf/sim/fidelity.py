@@ -23,16 +23,15 @@ import time
 from typing import Any
 
 import httpx
+import numpy as np
+from httpx_sse import EventSource
 
 from .runner import SimServer
 from .textgen import prompt_text
 
 
 def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+    return float(np.quantile(values, q, method="nearest")) if values else float("nan")
 
 
 async def _one(client: httpx.AsyncClient, url: str, model: str, prompt: str, tokens: int,
@@ -43,13 +42,11 @@ async def _one(client: httpx.AsyncClient, url: str, model: str, prompt: str, tok
     rid = ""
     async with client.stream("POST", url + "/v1/completions", json=body) as resp:
         resp.raise_for_status()
-        async for line in resp.aiter_lines():
-            if not line.startswith("data: "):
-                continue
+        async for sse in EventSource(resp).aiter_sse():
             now = time.monotonic()
-            if line == "data: [DONE]":
+            if sse.data == "[DONE]":
                 break
-            chunk = json.loads(line[6:])
+            chunk = json.loads(sse.data)
             rid = chunk["id"]
             if chunk["choices"]:
                 recv.append(now)

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from httpx_sse import EventSource
+from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_specperf.engines.llamacpp import EngineNotFound, LlamaServer, default_model, find_binary
 
@@ -50,10 +52,8 @@ def _stream(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
     done = False
     with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as resp:
         resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data: "):
-                continue
-            data = line.removeprefix("data: ")
+        for sse in EventSource(resp).iter_sse():
+            data = sse.data
             if data == "[DONE]":
                 done = True
                 continue
@@ -68,10 +68,11 @@ def _scrape(client: httpx.Client) -> dict[str, float]:
     resp = client.get("/metrics")
     resp.raise_for_status()
     out: dict[str, float] = {}
-    for line in resp.text.splitlines():
-        if line.startswith("llamacpp:"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
+    for family in text_string_to_metric_families(resp.text):
+        for s in family.samples:
+            if s.name.startswith("llamacpp:"):
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}" if labels else s.name] = float(s.value)
     return out
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource
 
 
 @dataclass
@@ -44,11 +45,9 @@ def stream(c: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, 
                 resp.read()
                 out.body = resp.text
                 return out
-            for line in resp.iter_lines():
-                if not line.startswith("data: "):
-                    continue
+            for sse in EventSource(resp).iter_sse():
                 now = time.monotonic()
-                data = line[len("data: "):]
+                data = sse.data
                 if data == "[DONE]":
                     out.done = True
                     continue
