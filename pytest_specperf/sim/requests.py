@@ -1,0 +1,206 @@
+"""Request validation for the simulator's routes: bodies, fields and prompts, as the real servers check them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from .content import classify
+from .engine import Engine, GenRequest
+from .faults import HEADER, FaultError, combine, parse_faults
+from .tokenizer import (
+    TokenError,
+    chat_prompt_ids,
+    check_messages,
+    completion_prompt_ids,
+    detokenize,
+    tokenize,
+)
+
+
+class BadRequest(Exception):
+    """A client error: (status, one-line message)."""
+
+    def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+def error_body(dialect: str, message: str, status: int, param: str | None = None) -> dict[str, Any]:
+    """The error JSON each server family sends."""
+    kind = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
+            503: "ServiceUnavailableError"}.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+    if dialect == "llamacpp":
+        ltype = {404: "not_found_error", 429: "rate_limit_error", 503: "unavailable_error"}.get(
+            status, "invalid_request_error" if status < 500 else "server_error")
+        return {"error": {"code": status, "message": message, "type": ltype}}
+    if dialect == "sglang":
+        return {"object": "error", "message": message, "type": kind, "param": param, "code": status}
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"Invalid JSON body: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object")
+    return body
+
+
+def opt_int(body: dict[str, Any], key: str, *, lo: int) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadRequest(f"'{key}' must be an integer, got {v!r}", param=key)
+    if v < lo:
+        raise BadRequest(f"'{key}' must be >= {lo}, got {v}", param=key)
+    return v
+
+
+def opt_bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise BadRequest(f"'{key}' must be true or false, got {v!r}", param=key)
+    return v
+
+
+def check_model(engine: Engine, body: dict[str, Any]) -> None:
+    model = body.get("model")
+    if model is None:
+        return
+    if not isinstance(model, str):
+        raise BadRequest(f"'model' must be a string, got {model!r}", param="model")
+    # llama-server serves one model and ignores the name; vLLM and SGLang answer 404
+    if model != engine.profile.model and engine.profile.dialect != "llamacpp":
+        raise BadRequest(f"The model `{model}` does not exist.", status=404, param="model")
+
+
+def completion_prompt(body: dict[str, Any]) -> tuple[list[int], str]:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        if not prompt:
+            raise BadRequest("'prompt' must not be empty", param="prompt")
+        return completion_prompt_ids(prompt), prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        try:
+            return list(prompt), detokenize(prompt)
+        except TokenError as exc:
+            raise BadRequest(f"'prompt': {exc}", param="prompt") from None
+    raise BadRequest("'prompt' must be a non-empty string or list of token ids (one prompt per request)",
+                     param="prompt")
+
+
+def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.Request,
+                 arrival: float) -> tuple[GenRequest, dict]:
+    """Validate a completions/chat body into a GenRequest plus response options."""
+    p = engine.profile
+    check_model(engine, body)
+    if route == "chat":
+        try:
+            messages = check_messages(body.get("messages"))
+        except ValueError as exc:
+            raise BadRequest(str(exc), param="messages") from None
+        prompt_ids = chat_prompt_ids(messages)
+        prompt_text = "\n".join(text for _, text in messages)
+    else:
+        prompt_ids, prompt_text = completion_prompt(body)
+    stream = opt_bool(body, "stream")
+    n = opt_int(body, "n", lo=1)
+    if n not in (None, 1):
+        raise BadRequest("the simulator supports only n=1", param="n")
+    for key in ("temperature", "top_p"):
+        v = body.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+            raise BadRequest(f"'{key}' must be a number >= 0, got {v!r}", param=key)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise BadRequest(f"'seed' must be an integer, got {seed!r}", param="seed")
+    max_tokens = None
+    keys = ("n_predict", "max_tokens", "max_completion_tokens") if p.dialect == "llamacpp" else (
+        ("max_completion_tokens", "max_tokens") if route == "chat" else ("max_tokens",))
+    for key in keys:
+        v = body.get(key)
+        if p.dialect == "llamacpp" and key == "n_predict" and v == -1:
+            continue  # llama.cpp: -1 means "until the context is full"
+        max_tokens = opt_int(body, key, lo=1)
+        if max_tokens is not None:
+            break
+    room = p.max_model_len - len(prompt_ids)
+    if room < 1:
+        raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, your request "
+                         f"has {len(prompt_ids)} input tokens. Please reduce the length of the input messages.")
+    if max_tokens is None:
+        max_tokens = 16 if (route == "completions" and p.dialect != "llamacpp") else room
+    if max_tokens > room:
+        raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, you requested "
+                         f"{max_tokens + len(prompt_ids)} tokens ({len(prompt_ids)} in the messages, {max_tokens} "
+                         f"in the completion). Please reduce the length of the messages or completion.",
+                         param="max_tokens")
+    min_tokens = 0
+    if p.dialect != "llamacpp":  # llama-server has no min_tokens and ignores the key
+        min_tokens = opt_int(body, "min_tokens", lo=0) or 0
+        if min_tokens > max_tokens:
+            raise BadRequest(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
+                             param="min_tokens")
+    ignore_eos = opt_bool(body, "ignore_eos")
+    so = body.get("stream_options")
+    include_usage = continuous = False
+    if so is not None:
+        if not isinstance(so, dict):
+            raise BadRequest("'stream_options' must be an object", param="stream_options")
+        if not stream and p.dialect == "vllm":
+            raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+        include_usage = opt_bool(so, "include_usage")
+        continuous = opt_bool(so, "continuous_usage_stats")
+    return_ids = opt_bool(body, "return_token_ids")
+    if return_ids and p.dialect == "sglang" and route == "chat" and stream:
+        raise BadRequest("return_token_ids is not supported with stream=True on /v1/chat/completions",
+                         param="return_token_ids")
+    try:
+        header = parse_faults(request.headers.get(HEADER, ""))
+    except FaultError as exc:
+        raise BadRequest(f"{HEADER}: {exc}") from None
+    opts = {"include_usage": include_usage, "continuous": continuous, "return_ids": return_ids,
+            "timings_per_token": opt_bool(body, "timings_per_token"), "header_faults": header,
+            "spec_details": p.dialect == "sglang" and opt_bool(body, "return_spec_tokens_details")}
+    prefix = "chatcmpl-" if route == "chat" else "cmpl-"
+    req = GenRequest(id=prefix + uuid.uuid4().hex, route=route, stream=stream, prompt_ids=prompt_ids,
+                     kind=classify(prompt_text), max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos,
+                     seed=seed, temperature=float(body.get("temperature") or 0.0),
+                     faults=combine(engine.profile_faults, header), arrival=arrival,
+                     body={k: body[k] for k in WIRE_FIELDS if k in body})
+    return req, opts
+
+
+# Request fields a truth record keeps as sent, so tests can check what reached the server.
+WIRE_FIELDS = ("temperature", "seed", "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "n_predict",
+               "stream", "cache_prompt")
+
+
+def prompt_tokens_for(engine: Engine, body: dict[str, Any], text_key: str, special_key: str,
+                       special_default: bool) -> list[int]:
+    if "messages" in body and engine.profile.dialect != "llamacpp":
+        try:
+            messages = check_messages(body["messages"])
+        except ValueError as exc:
+            raise BadRequest(str(exc), param="messages") from None
+        ids = chat_prompt_ids(messages, add_generation_prompt=opt_bool(body, "add_generation_prompt", True))
+        # vLLM's chat tokenize defaults add_special_tokens to false: the template has the BOS already
+        return ([1] if opt_bool(body, special_key, False) else []) + ids
+    text = body.get(text_key)
+    if not isinstance(text, str):
+        raise BadRequest(f"'{text_key}' must be a string", param=text_key)
+    parse_special = opt_bool(body, "parse_special", True)
+    return tokenize(text, add_bos=opt_bool(body, special_key, special_default), parse_special=parse_special)

@@ -1,0 +1,248 @@
+"""Per-dialect response shapes: how one generation is written out (SSE chunks or one JSON body)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from .engine import Engine, GenRequest
+from .profile import Profile
+from .tokenizer import (
+    token_piece,
+)
+
+REASONING_KEY = {"vllm": "reasoning", "sglang": "reasoning_content", "llamacpp": "reasoning_content"}
+
+
+class ResponseSink:
+    """Formats one generation for its route, dialect and stream mode."""
+
+    def __init__(self, engine: Engine, request: web.Request, req: GenRequest, opts: dict[str, Any]) -> None:
+        self.engine = engine
+        self.p: Profile = engine.profile
+        self.request = request
+        self.req = req
+        self.opts = opts
+        self.dialect = self.p.dialect
+        self.created = int(time.time())
+        self.response: web.StreamResponse | None = None
+        self.ids: list[int] = []
+        self.reasoning_left = self.p.reasoning_tokens if req.route == "chat" else 0
+        self.content_parts: list[str] = []
+        self.reasoning_parts: list[str] = []
+        self.prefill_done_at = 0.0
+
+    # common pieces --------------------------------------------------------------------------
+
+    def _usage(self, completion: int) -> dict[str, Any]:
+        prompt = len(self.req.prompt_ids)
+        details: Any = {"cached_tokens": 0} if self.dialect == "llamacpp" else None
+        return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+                "prompt_tokens_details": details}
+
+    def _timings(self, record: dict[str, Any] | None, predicted_n: int) -> dict[str, Any]:
+        steps = record["steps"] if record else []
+        prompt_ms = steps[0]["step_ms"] if steps else 0.0
+        predicted_ms = 1000.0 * (time.monotonic() - self.prefill_done_at) if self.prefill_done_at else 0.0
+        n_prompt = len(self.req.prompt_ids)
+        out: dict[str, Any] = {
+            "cache_n": 0, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": prompt_ms / n_prompt if n_prompt else 0.0,
+            "prompt_per_second": 1000.0 * n_prompt / prompt_ms if prompt_ms else 0.0,
+            "predicted_n": predicted_n, "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": predicted_ms / predicted_n if predicted_n else 0.0,
+            "predicted_per_second": 1000.0 * (predicted_n - 1) / predicted_ms if predicted_ms else 0.0,
+        }
+        if record:
+            drafted = sum(s["drafted"] for s in steps)
+            if drafted:  # llama.cpp leaves the keys out when nothing was drafted
+                out["draft_n"] = drafted
+                out["draft_n_accepted"] = sum(s["accepted"] for s in steps)
+        return out
+
+    def _sglext(self, record: dict[str, Any], completion: int) -> dict[str, Any]:
+        """SGLang's ``sglext.spec_tokens_details`` (``return_spec_tokens_details``): one request's verify counts."""
+        decode = [s for s in record["steps"] if s.get("phase") != "prefill"]
+        verify = len(decode)
+        correct = sum(s["accepted"] for s in decode)
+        proposed = sum(s["drafted"] for s in decode)
+        hist = [0] * self.p.max_accept
+        for s in decode:
+            hist[s["accepted"]] += 1
+        return {"spec_tokens_details": {
+            "spec_accept_rate": correct / proposed if proposed else 0.0,
+            "spec_accept_length": completion / verify if verify else 0.0,  # SGLang's own definition
+            "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed, "spec_verify_ct": verify,
+            "spec_correct_drafts_histogram": hist}}
+
+    def _split(self, ids: list[int]) -> tuple[str, str]:
+        """(reasoning text, content text) of a step: the first reasoning_tokens go to reasoning."""
+        k = min(self.reasoning_left, len(ids))
+        self.reasoning_left -= k
+        return "".join(token_piece(t) for t in ids[:k]), "".join(token_piece(t) for t in ids[k:])
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        head: dict[str, Any] = {"id": self.req.id, "object": obj, "created": self.created, "model": self.p.model}
+        if self.dialect == "llamacpp":
+            head["system_fingerprint"] = "b0-specperf-sim"
+        return head
+
+    @staticmethod
+    def _sse(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+    # Sink protocol --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if not self.req.stream:
+            return
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                           "Cache-Control": "no-cache", "X-Request-Id": self.req.id})
+        await resp.prepare(self.request)
+        self.response = resp
+
+    async def step(self, ids: list[int], generated: int, finish_reason: str | None) -> None:
+        first = not self.ids
+        self.ids.extend(ids)
+        if first:
+            self.prefill_done_at = time.monotonic()
+        if self.req.stream and self.dialect == "llamacpp":
+            data = self._llamacpp_events(ids, generated, first)
+        else:
+            reasoning, content = self._split(ids)
+            if not self.req.stream:
+                self.reasoning_parts.append(reasoning)
+                self.content_parts.append(content)
+                return
+            data = self._step_chunk(ids, reasoning, content, generated, first, finish_reason)
+        assert self.response is not None
+        await self.response.write(data)
+
+    def _step_chunk(self, ids: list[int], reasoning: str, content: str, generated: int, first: bool,
+                    finish_reason: str | None) -> bytes:
+        """vLLM / SGLang: one chunk per engine step carrying all of its tokens."""
+        route, o = self.req.route, self.opts
+        continuous = o["continuous"] and (o["include_usage"] or self.dialect == "sglang")
+        out = b""
+        if route == "chat":
+            if first:  # the role chunk comes with the first output, carrying no tokens
+                role: dict[str, Any] = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                                        "finish_reason": None}
+                if o["return_ids"]:
+                    role["token_ids"] = []
+                chunk = {**self._head("chat.completion.chunk"), "choices": [role]}
+                if continuous:
+                    chunk["usage"] = self._usage(0)
+                out += self._sse(chunk)
+            delta: dict[str, Any] = {}
+            if reasoning:
+                delta[REASONING_KEY[self.dialect]] = reasoning
+            if content or not reasoning:
+                delta["content"] = content
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            head = self._head("chat.completion.chunk")
+        else:
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish_reason}
+            head = self._head("text_completion")
+        if self.dialect == "vllm":
+            choice["stop_reason"] = None
+        if o["return_ids"]:
+            choice["token_ids"] = list(ids)
+        chunk = {**head, "choices": [choice]}
+        if continuous:
+            chunk["usage"] = self._usage(generated)
+        return out + self._sse(chunk)
+
+    def _llamacpp_events(self, ids: list[int], generated: int, first: bool) -> bytes:
+        """llama-server: one event per token, so a step's accepted drafts arrive as a burst."""
+        out = b""
+        route = self.req.route
+        if route == "chat" and first:
+            out += self._sse({**self._head("chat.completion.chunk"),
+                              "choices": [{"finish_reason": None, "index": 0,
+                                           "delta": {"role": "assistant", "content": None}}]})
+        n = generated - len(ids)
+        for token in ids:
+            n += 1
+            reasoning, content = self._split([token])
+            if route == "chat":
+                delta = {REASONING_KEY["llamacpp"]: reasoning} if reasoning else {"content": content}
+                ev: dict[str, Any] = {**self._head("chat.completion.chunk"),
+                                      "choices": [{"finish_reason": None, "index": 0, "delta": delta}]}
+            else:
+                ev = {**self._head("text_completion"),
+                      "choices": [{"text": content, "index": 0, "logprobs": None, "finish_reason": None}]}
+            if self.opts["timings_per_token"]:
+                ev["timings"] = self._timings(None, n)
+            out += self._sse(ev)
+        return out
+
+    async def malformed(self) -> None:
+        if self.response is not None:
+            await self.response.write(b'data: {"id": "' + self.req.id.encode() + b'", "choices": [{"text": \n\n')
+
+    def abort(self) -> None:
+        transport = self.request.transport
+        if transport is not None:
+            transport.abort()
+
+    async def finish(self, record: dict[str, Any]) -> None:
+        n = len(self.ids)
+        reason = record["finish_reason"] or "length"
+        if not self.req.stream:
+            self.response = web.json_response(self._body(record, reason), headers={"X-Request-Id": self.req.id})
+            return
+        assert self.response is not None
+        o = self.opts
+        out = b""
+        if self.dialect == "llamacpp":
+            timings = self._timings(record, n)
+            if self.req.route == "chat":
+                final: dict[str, Any] = {**self._head("chat.completion.chunk"),
+                                         "choices": [{"finish_reason": reason, "index": 0, "delta": {}}]}
+                if o["include_usage"]:
+                    out += self._sse(final)
+                    final = {**self._head("chat.completion.chunk"), "choices": [], "usage": self._usage(n)}
+                final["timings"] = timings  # timings ride on the last event
+            else:
+                final = {**self._head("text_completion"),
+                         "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": reason}],
+                         "usage": self._usage(n), "timings": timings}
+            out += self._sse(final)
+        else:
+            obj = "chat.completion.chunk" if self.req.route == "chat" else "text_completion"
+            if o["spec_details"]:  # SGLang sends it as an extra chunk with no choices
+                out += self._sse({**self._head(obj), "choices": [], "sglext": self._sglext(record, n)})
+            if o["include_usage"]:
+                out += self._sse({**self._head(obj), "choices": [], "usage": self._usage(n)})
+        out += b"data: [DONE]\n\n"
+        await self.response.write(out)
+        await self.response.write_eof()
+
+    def _body(self, record: dict[str, Any], reason: str) -> dict[str, Any]:
+        n = len(self.ids)
+        reasoning, content = "".join(self.reasoning_parts), "".join(self.content_parts)
+        if self.req.route == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if reasoning:
+                message[REASONING_KEY[self.dialect]] = reasoning
+            elif self.dialect == "vllm":
+                message["reasoning"] = None
+            choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+            head = self._head("chat.completion")
+        else:
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": reason}
+            head = self._head("text_completion")
+        if self.dialect == "vllm":
+            choice["stop_reason"] = None
+        if self.opts["return_ids"]:
+            choice["token_ids"] = list(self.ids)
+        body = {**head, "choices": [choice], "usage": self._usage(n)}
+        if self.dialect == "llamacpp":
+            body["timings"] = self._timings(record, n)
+        if self.opts["spec_details"]:
+            body["sglext"] = self._sglext(record, n)
+        return body
