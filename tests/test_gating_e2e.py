@@ -23,6 +23,13 @@ def _slow_profile() -> str:
     return yaml.safe_dump(raw)
 
 
+ONE_CASE = """
+import pytest
+
+@pytest.mark.sustained(tokens=400, ctx=200)
+def test_case(specperf):
+    pass
+"""
 CASES = """
 import pytest
 
@@ -110,12 +117,7 @@ def ab_sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
 
 def test_ab_slower_b_is_regressed_and_same_is_passed(project: pytest.Pytester, ab_sims) -> None:
     a, a2, slow = ab_sims
-    project.makepyfile(test_perf="""
-        import pytest
-        @pytest.mark.sustained(tokens=400, ctx=200)
-        def test_case(specperf):
-            pass
-    """)
+    project.makepyfile(test_perf=ONE_CASE)
     out = project.path / "r.json"
     bad = project.runpytest_subprocess(f"--specperf-ab={a},{slow}", f"--specperf-json={out}")
     bad.assert_outcomes(failed=1)
@@ -162,12 +164,7 @@ def test_no_benchmark_output_unless_asked(project: pytest.Pytester) -> None:
 
 def test_ab_row_is_the_aggregate_and_says_a_and_b(project: pytest.Pytester, ab_sims) -> None:
     a, _, slow = ab_sims
-    project.makepyfile(test_perf="""
-        import pytest
-        @pytest.mark.sustained(tokens=400, ctx=200)
-        def test_case(specperf):
-            pass
-    """)
+    project.makepyfile(test_perf=ONE_CASE)
     out, md = project.path / "r.json", project.path / "s.md"
     res = project.runpytest_subprocess(f"--specperf-ab={a},{slow}", f"--specperf-json={out}",
                                        f"--specperf-markdown={md}")
