@@ -66,11 +66,9 @@ def test_retry_after_is_honoured_then_succeeds(healthy_sim: SimServer, code: int
     monkeypatch.setattr(time, "sleep", sleep)
     with Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=5.0) as client:
         client.detect()
-        t0 = time.perf_counter()
         trace = client.stream(PROMPT, 64, headers=_fault(f"status={code}*2, retry_after=0.3", f"retry{code}"))
     assert trace.completion_tokens == 64
     assert waits == [pytest.approx(0.3), pytest.approx(0.3)]
-    assert time.perf_counter() - t0 >= 0.6
 
 
 def test_retries_are_bounded(client: Client) -> None:
