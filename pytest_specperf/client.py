@@ -18,6 +18,7 @@ import httpx
 
 from .errors import MeasurementError, shorten
 from .events import Chunk, Trace, TraceBuilder, paused_gc, split_events
+from .retrying import RETRY_STATUSES, RetryPolicy
 from .servers import CAPABILITIES, Capabilities, ServerInfo, context_from_models, kind_from_models
 
 #: Where each server kind tells its version: (route, JSON key).
@@ -73,49 +74,51 @@ class Client:
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
 
-    def _fail(self, message: str) -> MeasurementError:
+    def fail(self, message: str) -> MeasurementError:
+        """The error to raise for ``message``, with the API key redacted."""
         return MeasurementError(self._redact(message))
 
     def _down(self, exc: Exception) -> MeasurementError:
-        return self._fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix "
+        return self.fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix "
                           f"{self.source}")
 
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How transient refusals are retried (read per call: a rate case turns retries off for its run)."""
+        return RetryPolicy(self.retries, self.max_retry_wait)
+
+    @contextmanager
+    def named_errors(self, method: str, path: str) -> Iterator[float]:
+        """Turn a failed send into its one-line error; yields the send's start time."""
+        t0 = time.perf_counter()
+        try:
+            yield t0
+        except httpx.ConnectError as exc:
+            raise self._down(exc) from None
+        except httpx.TimeoutException:
+            raise self.fail(f"{method} {path} got no response headers within {self.timeout:g} s "
+                             "(raise --specperf-timeout if the server is just slow)") from None
+        except httpx.HTTPError as exc:  # cut mid-answer: the same named error as a cut stream
+            raise self._cut(method, path, time.perf_counter() - t0, exc) from None
+
     def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        """Send with bounded retries on 429/503 (honouring Retry-After); connection errors are named."""
+        """Send with bounded retries on transient refusals (honouring Retry-After); connection errors are named."""
         return self._timed_request(method, path, **kw)[0]
 
     def _timed_request(self, method: str, path: str, **kw: Any) -> tuple[httpx.Response, float]:
         """As _request, plus the duration of the last attempt alone (retry waits are not measured)."""
-        for attempt in range(self.retries + 1):
-            try:
-                t0 = time.perf_counter()
+        def send() -> tuple[httpx.Response, float]:
+            with self.named_errors(method, path) as t0:
                 resp = self.http.request(method, path, **kw)
-                elapsed = time.perf_counter() - t0
-            except httpx.ConnectError as exc:
-                raise self._down(exc) from None
-            except httpx.TimeoutException:
-                raise self._fail(f"{method} {path} got no answer within {self.timeout:g} s "
-                                 "(raise --specperf-timeout if the server is just slow)") from None
-            except httpx.HTTPError as exc:  # cut mid-answer: the same named error as a cut stream
-                raise self._cut(method, path, time.perf_counter() - t0, exc) from None
-            if resp.status_code in (429, 503) and attempt < self.retries:
-                time.sleep(self._retry_wait(resp, attempt))
-                continue
-            return resp, elapsed
-        raise AssertionError("unreachable")
+                return resp, time.perf_counter() - t0
+        return self.retry_policy.call(send)
 
     def _cut(self, method: str, path: str, after_s: float, exc: Exception) -> MeasurementError:
-        return self._fail(f"server closed the connection after {after_s:.1f} s without a complete answer to "
+        return self.fail(f"server closed the connection after {after_s:.1f} s without a complete answer to "
                           f"{method} {path} ({shorten(str(exc) or type(exc).__name__, 60)})")
 
-    def _retry_wait(self, resp: httpx.Response, attempt: int) -> float:
-        try:
-            wait = float(resp.headers.get("retry-after", ""))
-        except ValueError:
-            wait = 2.0**attempt
-        return max(0.0, min(wait, self.max_retry_wait))
-
-    def _check_status(self, resp: httpx.Response, what: str) -> None:
+    def check_status(self, resp: httpx.Response, what: str) -> None:
+        """Raise the named one-line error for a non-200 answer to ``what``, with the fix it suggests."""
         if resp.status_code == 200:
             return
         try:
@@ -126,24 +129,24 @@ class Client:
         except ValueError:
             msg = resp.text
         hint = ""
-        if resp.status_code in (429, 503):
+        if resp.status_code in RETRY_STATUSES:
             hint = f" after {self.retries} retries; the server is overloaded or still loading, retry later"
         elif resp.status_code == 404 and self.model:
             hint = f"; is model {self.model!r} served there? (check --model)"
         elif resp.status_code == 401:
             hint = "; set the API key in the variable --api-key-env names"
-        raise self._fail(f"{what}: HTTP {resp.status_code} from {self.url}{hint}: {shorten(str(msg), 100)}")
+        raise self.fail(f"{what}: HTTP {resp.status_code} from {self.url}{hint}: {shorten(str(msg), 100)}")
 
     # -- discovery ------------------------------------------------------------------------------
 
     def detect(self) -> ServerInfo:
         """Find the server kind and served models; check --model against them."""
         resp = self._request("GET", "/v1/models")
-        self._check_status(resp, "GET /v1/models")
+        self.check_status(resp, "GET /v1/models")
         try:
             body = resp.json()
         except ValueError:
-            raise self._fail(f"GET /v1/models on {self.url} is not JSON: {shorten(resp.text, 80)}; "
+            raise self.fail(f"GET /v1/models on {self.url} is not JSON: {shorten(resp.text, 80)}; "
                              "is this an OpenAI-compatible server?") from None
         kind, models = kind_from_models(body)
         details: dict[str, Any] = {}
@@ -153,10 +156,10 @@ class Client:
             kind = self._probe_kind(details)
         if self.model is None:
             if not models:
-                raise self._fail(f"{self.url} lists no models at /v1/models; pass --model")
+                raise self.fail(f"{self.url} lists no models at /v1/models; pass --model")
             self.model = models[0]
         elif models and self.model not in models:
-            raise self._fail(f"model {self.model!r} is not served by {self.url}; it serves {', '.join(models)} "
+            raise self.fail(f"model {self.model!r} is not served by {self.url}; it serves {', '.join(models)} "
                              f"(fix --model)")
         limit, source = self._context_limit(body, kind)
         details.setdefault("version", self._server_version(kind))
@@ -230,7 +233,7 @@ class Client:
     def _usage_prompt_tokens(self, text: str, api: str) -> int:
         usage = self.complete(text, 1, api=api).usage
         if "prompt_tokens" not in usage:
-            raise self._fail(f"{self.kind} server at {self.url} reports no usage.prompt_tokens and cannot count "
+            raise self.fail(f"{self.kind} server at {self.url} reports no usage.prompt_tokens and cannot count "
                              f"a {api} prompt otherwise; exact ctx cannot be built there")
         return int(usage["prompt_tokens"])
 
@@ -266,7 +269,7 @@ class Client:
             if self.model:
                 body["model"] = self.model
             resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
-        self._check_status(resp, "POST /tokenize")
+        self.check_status(resp, "POST /tokenize")
         out = resp.json()
         if isinstance(out, list):  # TGI: one entry per token
             return len(out)
@@ -304,52 +307,41 @@ class Client:
         """One non-streamed completion, timed from send to full response (retries not timed)."""
         path, body = self.body(prompt, max_tokens, api, False, seed, temperature)
         resp, elapsed = self._timed_request("POST", path, json=body, headers=headers)
-        self._check_status(resp, f"POST {path}")
+        self.check_status(resp, f"POST {path}")
         try:
             out = resp.json()
         except ValueError:
-            raise self._fail(f"POST {path} answered non-JSON: {shorten(resp.text, 80)}") from None
+            raise self.fail(f"POST {path} answered non-JSON: {shorten(resp.text, 80)}") from None
         choices = out.get("choices") or [{}]
         return Completion(elapsed, out.get("usage") or {}, choices[0].get("finish_reason"), out)
 
     @contextmanager
     def _open_stream(self, path: str, body: dict[str, Any],
                      headers: dict[str, str] | None) -> Iterator[tuple[httpx.Response, float]]:
-        for attempt in range(self.retries + 1):
-            t0 = time.perf_counter()
-            try:
-                with self.http.stream("POST", path, json=body, headers=headers) as resp:
-                    if resp.status_code in (429, 503) and attempt < self.retries:
-                        resp.read()
-                        wait = self._retry_wait(resp, attempt)
-                    else:
-                        if resp.status_code != 200:
-                            resp.read()
-                            self._check_status(resp, f"POST {path}")
-                        yield resp, t0
-                        return
-            except httpx.ConnectError as exc:
-                raise self._down(exc) from None
-            except httpx.TimeoutException:
-                raise self._fail(f"POST {path}: no response headers within {self.timeout:g} s "
-                                 f"(--specperf-timeout={self.timeout:g})") from None
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                # Before the first event (after it, stream() names the cut with its token count).
-                raise self._cut("POST", path, time.perf_counter() - t0, exc) from None
-            time.sleep(wait)
+        """The accepted stream's response and its send time (refusals retried, other statuses named)."""
+        def send() -> tuple[httpx.Response, float]:
+            with self.named_errors("POST", path) as t0:
+                resp = self.http.send(self.http.build_request("POST", path, json=body, headers=headers), stream=True)
+                if resp.status_code != 200:
+                    resp.read()
+                    resp.close()
+                return resp, t0
+        resp, t0 = self.retry_policy.call(send)
+        self.check_status(resp, f"POST {path}")
+        try:
+            yield resp, t0
+        finally:
+            resp.close()
 
     def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
                temperature: float = 0.0, headers: dict[str, str] | None = None,
                on_progress: Progress | None = None) -> Trace:
         """One streamed completion; timestamps are taken as each SSE event is read."""
         path, body = self.body(prompt, max_tokens, api, True, seed, temperature)
-        trace = TraceBuilder(self.caps, self._fail)
+        trace = TraceBuilder(self.caps, self.fail)
         last_progress = 0.0
         with self._open_stream(path, body, headers) as (resp, t0):
-            ctype = resp.headers.get("content-type", "")
-            if "text/event-stream" not in ctype:
-                raise self._fail(f"POST {path} did not answer with an event stream: content-type "
-                                 f"{shorten(ctype, 40)!r}")
+            self.check_event_stream(resp, path)
             clock = time.perf_counter
             # Each network read is stamped as it is pulled, before its events are split and parsed, so
             # parsing never delays a timestamp (events that came in one read share its time).
@@ -369,13 +361,19 @@ class Client:
             total = time.perf_counter() - t0
         return trace.finish(total, t0, self.count_text_chunks)
 
+    def check_event_stream(self, resp: httpx.Response, path: str) -> None:
+        """Raise if an accepted stream is not Server-Sent Events (a proxy's HTML page, plain JSON)."""
+        ctype = resp.headers.get("content-type", "")
+        if "text/event-stream" not in ctype:
+            raise self.fail(f"POST {path} did not answer with an event stream: content-type {shorten(ctype, 40)!r}")
+
     def cut(self, tokens: int, exc: Exception) -> MeasurementError:
         """The error for a stream the connection dropped."""
-        return self._fail(f"stream cut after {tokens} tokens: {shorten(str(exc), 80)}")
+        return self.fail(f"stream cut after {tokens} tokens: {shorten(str(exc), 80)}")
 
     def stalled(self, tokens: int) -> MeasurementError:
         """The error for a stream that sent nothing for the read timeout."""
-        return self._fail(f"stalled: no data for {self.timeout:g} s after {tokens} tokens "
+        return self.fail(f"stalled: no data for {self.timeout:g} s after {tokens} tokens "
                           f"(--specperf-timeout={self.timeout:g})")
 
     def count_text_chunks(self, chunks: list[Chunk]) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import httpx
 
 from .client import Client
-from .errors import MeasurementError, shorten
+from .errors import MeasurementError
 from .events import Trace, TraceBuilder, paused_gc, split_events
 
 
@@ -138,7 +138,7 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
     """The outcome with its trace built from the raw reads (or the parse error)."""
     if raw is None:
         return outcome
-    builder = TraceBuilder(client.caps, client._fail)
+    builder = TraceBuilder(client.caps, client.fail)
     try:
         for t, data in split_events(raw.reads):
             if builder.feed(t, data):
@@ -151,30 +151,26 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
 
 
 async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
-    """One stream's raw reads, each stamped on arrival (retries on 429/503 as the sync client does)."""
+    """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy)."""
     path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature)
-    reads: list[tuple[float, bytes]] = []
-    for attempt in range(client.retries + 1):
-        t0 = time.perf_counter()
-        try:
-            async with http.stream("POST", path, json=body) as resp:
-                if resp.status_code in (429, 503) and attempt < client.retries:
-                    await resp.aread()
-                    wait = client._retry_wait(resp, attempt)
-                else:
-                    if resp.status_code != 200:
-                        await resp.aread()
-                        client._check_status(resp, f"POST {path}")
-                    _check_event_stream(client, resp, path)
-                    await _read_all(client, resp, reads, t0)
-                    return _Raw(path, t0, time.perf_counter() - t0, reads)
-        except httpx.ConnectError as exc:
-            raise client._down(exc) from None
-        except httpx.TimeoutException:
-            raise client._fail(f"POST {path}: no response headers within {client.timeout:g} s "
-                               f"(--specperf-timeout={client.timeout:g})") from None
-        await asyncio.sleep(wait)
-    raise AssertionError("unreachable")
+
+    async def send() -> tuple[httpx.Response, float]:
+        with client.named_errors("POST", path) as t0:
+            resp = await http.send(http.build_request("POST", path, json=body), stream=True)
+            if resp.status_code != 200:
+                await resp.aread()
+                await resp.aclose()
+            return resp, t0
+
+    resp, t0 = await client.retry_policy.acall(send)
+    try:
+        client.check_status(resp, f"POST {path}")
+        client.check_event_stream(resp, path)
+        reads: list[tuple[float, bytes]] = []
+        await _read_all(client, resp, reads, t0)
+        return _Raw(path, t0, time.perf_counter() - t0, reads)
+    finally:
+        await resp.aclose()
 
 
 async def _read_all(client: Client, resp: httpx.Response, reads: list[tuple[float, bytes]], t0: float) -> None:
@@ -189,12 +185,6 @@ async def _read_all(client: Client, resp: httpx.Response, reads: list[tuple[floa
         raise client.cut(_tokens_so_far(reads), exc) from None
     except httpx.TimeoutException:
         raise client.stalled(_tokens_so_far(reads)) from None
-
-
-def _check_event_stream(client: Client, resp: httpx.Response, path: str) -> None:
-    ctype = resp.headers.get("content-type", "")
-    if "text/event-stream" not in ctype:
-        raise client._fail(f"POST {path} did not answer with an event stream: content-type {shorten(ctype, 40)!r}")
 
 
 def _tokens_so_far(reads: list[tuple[float, bytes]]) -> int:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from pytest_specperf.client import Client
+from pytest_specperf.concurrent import StreamRequest, run_streams
 from pytest_specperf.errors import MeasurementError
+from pytest_specperf.retrying import RetryPolicy, retry_after_s
 from pytest_specperf.sim import FAULT_HEADER, SimServer
 
 PROMPT = "The river ran quietly past the old mill, and the town slept under a pale moon."
@@ -52,23 +57,62 @@ def test_malformed_sse_line_is_quoted(client: Client) -> None:
     assert len(str(exc.value)) < 160
 
 
-@pytest.mark.parametrize("code", [503, 429])
-def test_retry_after_is_honoured_then_succeeds(healthy_sim: SimServer, code: int,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The retry waits asked of ``time.sleep``, recorded and not slept: the server counts requests, not time."""
+    asked: list[float] = []
+    monkeypatch.setattr(time, "sleep", asked.append)
+    return asked
+
+
+@pytest.mark.parametrize("code", [503, 429, 502, 504])
+def test_retry_after_is_honoured_then_succeeds(healthy_sim: SimServer, code: int, waits: list[float]) -> None:
     # The server asks for 0.3 s; a client that ignored it would back off 1 s then 2 s.
-    waits: list[float] = []
-    real_sleep = time.sleep
-
-    def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(time, "sleep", sleep)
     with Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=5.0) as client:
         client.detect()
         trace = client.stream(PROMPT, 64, headers=_fault(f"status={code}*2, retry_after=0.3", f"retry{code}"))
     assert trace.completion_tokens == 64
     assert waits == [pytest.approx(0.3), pytest.approx(0.3)]
+
+
+def test_retry_after_as_an_http_date(healthy_sim: SimServer, waits: list[float]) -> None:
+    # An HTTP date 4 s ahead, in whole seconds: the wait is what is left of it, between 3 and 4 s.
+    with Client(healthy_sim.url, timeout=2.0, retries=2, max_retry_wait=10.0) as client:
+        done = client.complete(PROMPT, 8, headers=_fault("status=503*1, retry_date=4", "date"))
+    assert done.usage["completion_tokens"] == 8
+    assert len(waits) == 1 and 2.9 <= waits[0] <= 4.0
+
+
+def test_retry_wait_is_capped(healthy_sim: SimServer, waits: list[float]) -> None:
+    with Client(healthy_sim.url, timeout=2.0, retries=3, max_retry_wait=1.5) as client:
+        client.complete(PROMPT, 8, headers=_fault("status=503*2, retry_after=60", "capped"))
+    assert waits == [1.5, 1.5]
+
+
+def test_retry_after_forms_and_backoff_without_it() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_s("2.5", now) == 2.5
+    assert retry_after_s("Thu, 01 Jan 2026 12:00:07 GMT", now) == 7.0
+    assert retry_after_s("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0  # already past: go now
+    assert retry_after_s("soon", now) is None and retry_after_s(None, now) is None
+    policy = RetryPolicy(retries=5, max_wait_s=3.0)
+    bare = httpx.Response(503)
+    assert [policy.wait_s(bare, n) for n in (1, 2, 3)] == [1.0, 2.0, 3.0]
+
+
+def test_concurrent_streams_retry_by_the_same_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    with SimServer("healthy", speed=20, overrides={"faults": "status=429*2, retry_after=0.7"}) as sim, \
+            Client(sim.url, timeout=5.0, retries=2, max_retry_wait=5.0) as client:
+        client.detect()
+        monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+        outcomes = run_streams(client, [StreamRequest(PROMPT, 32, seed=i) for i in range(3)])
+    assert [o.error for o in outcomes] == [None, None, None]
+    assert sorted(slept) == [0.7, 0.7]
 
 
 def test_retries_are_bounded(client: Client) -> None:

@@ -7,6 +7,7 @@ Syntax: items separated by ``,`` or ``;`` (spaces ignored)::
     malformed@N      send one SSE line that is not valid JSON once N tokens have been sent
     status=CODE*K    answer HTTP CODE (e.g. 503, 429) to the first K requests of this scope (K=1 if left out)
     retry_after=S    the Retry-After header (seconds) sent with status (default 1)
+    retry_date=S     the same wait, sent as an HTTP date S seconds from now (whole seconds, as HTTP dates are)
     first_byte=S     hold the response (headers included) for S seconds before anything else
     key=NAME         the scope of the status counter (default: the whole header value)
 
@@ -21,7 +22,9 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 
 HEADER = "X-Specperf-Fault"
 
@@ -40,9 +43,17 @@ class FaultSpec:
     status: int | None = None
     status_count: int = 1
     retry_after: float = 1.0
+    retry_as_date: bool = False
     first_byte_s: float = 0.0
     key: str = ""
     raw: str = field(default="", compare=False)
+
+    @property
+    def retry_after_header(self) -> str:
+        """The Retry-After value sent with ``status``: delay-seconds, or an HTTP date when asked for."""
+        if self.retry_as_date:
+            return formatdate(time.time() + self.retry_after, usegmt=True)
+        return f"{self.retry_after:g}"
 
     @property
     def empty(self) -> bool:
@@ -82,7 +93,7 @@ def parse_faults(text: str) -> FaultSpec:
         name, sep, value = item.partition("=")
         if not sep or not value:
             raise FaultError(f"fault {item!r}: unknown item; use stall=S@N, disconnect@N, malformed@N, "
-                             f"status=CODE*K, retry_after=S, first_byte=S or key=NAME")
+                             f"status=CODE*K, retry_after=S, retry_date=S, first_byte=S or key=NAME")
         if name == "status":
             code_text, _, count_text = value.partition("*")
             if not code_text.isdigit() or not 400 <= int(code_text) <= 599:
@@ -91,15 +102,16 @@ def parse_faults(text: str) -> FaultSpec:
                 raise FaultError(f"fault {item!r}: the count after * must be a positive integer")
             kw["status"] = int(code_text)
             kw["status_count"] = int(count_text or 1)
-        elif name == "retry_after":
+        elif name in ("retry_after", "retry_date"):
             kw["retry_after"] = _seconds(item, value)
+            kw["retry_as_date"] = name == "retry_date"
         elif name == "first_byte":
             kw["first_byte_s"] = _seconds(item, value)
         elif name == "key":
             kw["key"] = value
         else:
             raise FaultError(f"fault {item!r}: unknown item {name!r}; use stall, disconnect, malformed, status, "
-                             f"retry_after, first_byte or key")
+                             f"retry_after, retry_date, first_byte or key")
     return FaultSpec(stalls=tuple(sorted(stalls)), raw=text, **kw)  # type: ignore[arg-type]
 
 

@@ -61,7 +61,7 @@ async def _generate(request: web.Request, route: str) -> web.StreamResponse:
             assert spec.status is not None
             msg = "Too many requests" if spec.status == 429 else f"Simulated HTTP {spec.status} (fault injection)"
             return web.json_response(error_body(engine.profile.dialect, msg, spec.status), status=spec.status,
-                                     headers={"Retry-After": f"{spec.retry_after:g}"})
+                                     headers={"Retry-After": spec.retry_after_header})
     sink = ResponseSink(engine, request, req, opts)
     record = await engine.generate(req, sink)
     if record["finish_reason"] == "fault_disconnect":
