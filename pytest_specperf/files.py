@@ -16,8 +16,8 @@ def default_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_temp(folder: Path | str, text: str, prefix: str) -> Path:
-    """``text`` in a new temporary file in ``folder``, flushed to disk, with ``default_mode()``.
+def write_temp(folder: Path | str, text: str | bytes, prefix: str) -> Path:
+    """``text`` (or bytes) in a new temporary file in ``folder``, flushed to disk, with ``default_mode()``.
 
     The first half of every atomic write: the caller renames (or links) it into place, and must unlink
     it if that fails. Temp files from ``mkstemp`` are private (0o600); every file the plugin writes gets
@@ -25,8 +25,8 @@ def write_temp(folder: Path | str, text: str, prefix: str) -> Path:
     """
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
             fh.flush()
             os.fsync(fh.fileno())  # a crash after the rename must not leave an empty file behind the name
         os.chmod(tmp, default_mode())
@@ -36,8 +36,8 @@ def write_temp(folder: Path | str, text: str, prefix: str) -> Path:
     return Path(tmp)
 
 
-def write_text_atomic(path: Path | str, text: str) -> None:
-    """Write ``text`` so that a reader never sees half of it (temp file, fsync, rename)."""
+def write_text_atomic(path: Path | str, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) so that a reader never sees half of it (temp file, fsync, rename)."""
     path = Path(path)
     tmp = write_temp(path.parent, text, f".{path.name}.")
     try:

@@ -7,8 +7,6 @@ offline and asks no network address for anything. Never imports pytest.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import jinja2
 
 from . import __version__, figures, plots, storage
+from .files import write_text_atomic
 
 #: summary order: what needs attention first
 VERDICT_ORDER = {"error": 0, "failed": 1, "regressed": 2, "inconclusive": 3, "passed": 4}
@@ -128,13 +127,5 @@ def write(path: Path | str, results: list[dict[str, Any]], meta: dict[str, Any] 
             text = text.replace(secret, "***")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # a report is for sharing (mkstemp makes it owner-only)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
     return path

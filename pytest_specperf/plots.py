@@ -17,6 +17,7 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 
 from .figures import CaseView, Chart, view
+from .files import write_text_atomic
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
 BAND_COLORS = {"early windows": "#2ca02c", "late windows": "#d62728"}
@@ -142,8 +143,6 @@ def write_case_images(results: list[dict[str, Any]], folder: Path, fmt: str = "p
             out.append(None)
             continue
         path = folder / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_bytes(case_image(v, fmt, salt=name))
-        tmp.replace(path)
+        write_text_atomic(path, case_image(v, fmt, salt=name))
         out.append(path)
     return out

@@ -287,17 +287,23 @@ def test_down_ab_endpoint_names_the_ab_option(pytester: pytest.Pytester, healthy
 def test_every_written_file_gets_the_same_ordinary_mode(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.sustained(tokens=300, ctx=64)
         def test_x(specperf): pass
     """)
     out = pytester.path / "out"
     out.mkdir()
-    res = pytester.runpytest_subprocess(FAST, f"--specperf-json={out / 'r.json'}",
-                                        f"--specperf-markdown={out / 's.md'}", f"--specperf-bencher={out / 'b.json'}",
-                                        "--specperf-save=m")
+    umask = os.umask(0o027)  # not the usual 022, so a writer with a fixed mode shows
+    try:
+        res = pytester.runpytest_subprocess(FAST, f"--specperf-json={out / 'r.json'}",
+                                            f"--specperf-markdown={out / 's.md'}",
+                                            f"--specperf-bencher={out / 'b.json'}", f"--specperf-html={out / 'r.html'}",
+                                            f"--specperf-plots={out / 'plots'}", "--specperf-save=m")
+        (out / "plain.txt").write_text("x")  # what any program's new file gets under this umask
+    finally:
+        os.umask(umask)
     res.assert_outcomes(passed=1)
-    written = [out / "r.json", out / "s.md", out / "b.json", *(pytester.path / ".specperf" / "runs").glob("*.json")]
-    assert len(written) == 4
-    (out / "plain.txt").write_text("x")  # what any program's new file gets under this umask
+    written = [out / "r.json", out / "s.md", out / "b.json", out / "r.html", *(out / "plots").iterdir(),
+               *(pytester.path / ".specperf" / "runs").glob("*.json")]
+    assert len(written) == 6
     expected = stat.S_IMODE(os.stat(out / "plain.txt").st_mode)
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in written} == {p.name: expected for p in written}
