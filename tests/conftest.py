@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+# httpx imports httpcore on first use. Imported here, before any test: when the first use falls in a test
+# with the pytester fixture, its sys.modules snapshot drops httpcore afterwards, the next import makes a
+# second copy, and httpx no longer recognises (nor translates) that copy's errors.
+import httpcore  # noqa: F401
 import pytest
 
 from pytest_specperf.client import Client
