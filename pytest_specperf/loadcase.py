@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import measure, stats
+from . import acceptance, measure, stats
 from .concurrent import StreamRequest, run_streams, traces
 from .events import Trace
 from .results import LoadSweepResult, StreamResult, SustainedResult
@@ -53,12 +53,7 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
             drifts.append(d)
     r = _result(runner, spec, nodeid, streams, found)
     _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else runner.max_drift)
-    timings = [t.timings for t in found if t.timings is not None]
-    resp_metrics = [t.extras["metrics"] for t in found if isinstance(t.extras.get("metrics"), dict)]
-    details = [t.extras["sglext"]["spec_tokens_details"] for t in found
-               if isinstance(t.extras.get("sglext"), dict) and isinstance(t.extras["sglext"].get("spec_tokens_details"),
-                                                                          dict)]
-    r.acceptance, r.attribution = runner._acceptance(streams, before, after, timings, resp_metrics, details)
+    r.acceptance, r.attribution = runner._acceptance(streams, before, after, *acceptance.response_fields(found))
     runner._check_acceptance_gates(spec, r)
     return r
 
