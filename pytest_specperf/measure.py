@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from . import stats
@@ -36,29 +38,11 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
     ``coalesce_s`` > 0 merges bursts of per-token events into deliveries before windowing; the first
     chunk (TTFT) is never merged with what follows it.
     """
-    t = np.array([c.t for c in trace.chunks], dtype=float)
-    k = np.array([c.tokens for c in trace.chunks], dtype=int)
-    if coalesce_s > 0 and len(t) > 1:
-        t1, k1 = coalesce(t[1:], k[1:], coalesce_s)
-        t, k = np.concatenate([t[:1], t1]), np.concatenate([k[:1], k1])
+    t, k = _deliveries(trace, coalesce_s)
     decode = stats.decode_tps(t, k)
     if decode is None:
         raise MeasurementError(f"only {int(k.sum())} tokens in {len(k)} chunk(s): too few to measure a decode rate")
-    window_tokens = None
-    rates: list[float] = []
-    early = late = drift_v = trend_p = None
-    d = None
-    w_tpc: list[float] = []
-    w_cps: list[float] = []
-    try:
-        windows = stats.window_rates(t, k)
-    except ValueError:
-        windows = None  # too short for windows: rates and drift stay n/a
-    if windows is not None:
-        d = stats.drift(windows)
-        window_tokens, rates = windows.window_tokens, list(windows.rates)
-        early, late, drift_v, trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
-        w_tpc, w_cps = window_step_split(t, k, windows.bounds_s, window_tokens)
+    windowed, d = _windowed(t, k)
     stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
     return StreamResult(
         prompt_tokens=trace.prompt_tokens,
@@ -67,21 +51,49 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
         total_s=trace.total_s,
         decode_tps=decode,
         client_tps=trace.completion_tokens / trace.total_s if trace.total_s > 0 else 0.0,
-        window_tokens=window_tokens,
-        window_tps=rates,
-        early_tps=early,
-        late_tps=late,
-        drift=drift_v,
-        trend_p=trend_p,
         stalls=stalls,
         tokens_per_chunk=float(k[1:].mean()) if len(k) > 1 else float(k[0]),
         count_source=trace.count_source,
         counts_exact=trace.exact,
         response_id=trace.response_id,
-        window_tokens_per_chunk=w_tpc,
-        window_chunks_per_s=w_cps,
         server_timings=trace.timings,
+        **windowed,
     ), d
+
+
+def _deliveries(trace: Trace, coalesce_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, tokens) of the stream's chunks; with ``coalesce_s`` bursts after the first chunk are merged."""
+    t = np.array([c.t for c in trace.chunks], dtype=float)
+    k = np.array([c.tokens for c in trace.chunks], dtype=int)
+    if coalesce_s > 0 and len(t) > 1:
+        t1, k1 = coalesce(t[1:], k[1:], coalesce_s)
+        t, k = np.concatenate([t[:1], t1]), np.concatenate([k[:1], k1])
+    return t, k
+
+
+class _WindowFields(TypedDict):
+    window_tokens: int | None
+    window_tps: list[float]
+    early_tps: float | None
+    late_tps: float | None
+    drift: float | None
+    trend_p: float | None
+    window_tokens_per_chunk: list[float]
+    window_chunks_per_s: list[float]
+
+
+def _windowed(t: np.ndarray, k: np.ndarray) -> tuple[_WindowFields, stats.Drift | None]:
+    """A StreamResult's window fields and the stream's drift; n/a when it is too short for windows."""
+    try:
+        windows = stats.window_rates(t, k)
+    except ValueError:  # too short for windows: rates and drift stay n/a
+        return {"window_tokens": None, "window_tps": [], "early_tps": None, "late_tps": None, "drift": None,
+                "trend_p": None, "window_tokens_per_chunk": [], "window_chunks_per_s": []}, None
+    d = stats.drift(windows)
+    w_tpc, w_cps = window_step_split(t, k, windows.bounds_s, windows.window_tokens)
+    return {"window_tokens": windows.window_tokens, "window_tps": list(windows.rates), "early_tps": d.early_tps,
+            "late_tps": d.late_tps, "drift": d.drift, "trend_p": d.mk_p, "window_tokens_per_chunk": w_tpc,
+            "window_chunks_per_s": w_cps}, d
 
 
 def window_step_split(t: np.ndarray, k: np.ndarray, bounds: list[float], window_tokens: int
