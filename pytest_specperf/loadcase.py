@@ -19,7 +19,7 @@ from . import acceptance, measure, stats
 from .concurrent import StreamRequest, run_streams, traces
 from .events import Trace
 from .results import LoadSweepResult, StreamResult, SustainedResult
-from .spec import MIN_DRIFT_TOKENS, LoadSweepSpec, SustainedSpec
+from .spec import LoadSweepSpec, SustainedSpec
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -88,17 +88,7 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
 def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> None:
     """The drift gate over every stream, as for a sustained case with repeats."""
     r.max_drift = max_drift
-    if len(drifts) < len(streams):
-        r.drift_verdict = "not judged"
-        r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
-                        f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
-        return
-    gate = stats.drift_gate(drifts, max_drift=max_drift)
-    r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
-    r.drift_verdict = gate.outcome
-    r.early_tps = measure.median([d.early_tps for d in drifts])
-    r.late_tps = measure.median([d.late_tps for d in drifts])
-    if len({len(s.window_tps) for s in streams}) == 1:
+    if measure.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
 
 

@@ -20,7 +20,6 @@ from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPoin
 from .spec import (
     AUTO_MAX_REPEAT,
     AUTO_MIN_TRIALS,
-    MIN_DRIFT_TOKENS,
     CaseSpec,
     CtxSweepSpec,
     LoadSweepSpec,
@@ -152,7 +151,9 @@ class Runner:
         trials = self._sustained_trials(spec, seed, progress, before is not None, max_drift, until)
         streams = trials.streams
         r = self._sustained_result(spec, nodeid, streams, max_drift)
-        _judge_drift(r, streams, trials.drifts, max_drift)
+        if measure.judge_drift(r, streams, trials.drifts, max_drift):
+            r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]),
+                                                        axis=0)]
         if self.client.caps.step_chunks:
             _step_windows(r, streams)
         after = self._scrape()
@@ -388,21 +389,6 @@ class _Trials:
     drifts: list[stats.Drift] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     scrape_series: list[list[dict[str, float]]] = field(default_factory=list)  # vLLM counters, per stream
-
-
-def _judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> None:
-    """The drift gate over every stream, or "not judged" when a stream was too short for one."""
-    if len(drifts) < len(streams):
-        r.drift_verdict = "not judged"
-        r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
-                        f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
-        return
-    gate = stats.drift_gate(drifts, max_drift=max_drift)
-    r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
-    r.drift_verdict = gate.outcome
-    r.early_tps = measure.median([d.early_tps for d in drifts])
-    r.late_tps = measure.median([d.late_tps for d in drifts])
-    r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]), axis=0)]
 
 
 def _step_windows(r: SustainedResult, streams: list[StreamResult]) -> None:
