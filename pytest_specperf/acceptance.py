@@ -11,11 +11,15 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    from .events import Trace
 
 # Counter sample names per server kind (docs/servers.md).
 SERIES: dict[str, dict[str, str]] = {
@@ -161,6 +165,24 @@ def from_sglang_details(details: list[dict[str, Any]]) -> Acceptance | None:
     per_pos = [sum(hist[k + 1:]) / steps for k in range(len(hist) - 1)] if sum(hist) == steps else []
     return Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "response", True,
                       steps=steps, drafted=drafted, accepted=accepted, per_position=per_pos)
+
+
+def response_fields(traces: Iterable[Trace]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                       list[dict[str, Any]]]:
+    """Per-request acceptance fields of each stream: (llama.cpp ``timings``, vLLM ``metrics``, SGLang
+    ``sglext.spec_tokens_details``), each from the streams that carry it."""
+    timings: list[dict[str, Any]] = []
+    resp_metrics: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    for trace in traces:
+        if trace.timings is not None:
+            timings.append(trace.timings)
+        if isinstance(trace.extras.get("metrics"), dict):
+            resp_metrics.append(trace.extras["metrics"])
+        sglext = trace.extras.get("sglext")
+        if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
+            details.append(sglext["spec_tokens_details"])
+    return timings, resp_metrics, details
 
 
 def from_llamacpp_timings(timings: list[dict[str, Any]]) -> Acceptance | None:

@@ -103,6 +103,21 @@ def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
     return rec.get("status") == 200 and v is not None and not math.isnan(v) and v <= bound
 
 
+def _next_rate(rate: float, lo: float | None, hi: float | None, precision: float) -> tuple[float, str]:
+    """(next probe's rate, "") or (rate, why the search ends): halve until a pass, double until a failure, then
+    bisect on a log scale until the bracket is within ``precision``."""
+    if lo is None:
+        rate /= 2
+        if rate < FLOOR_RPS:
+            return rate, f"no rate down to {2 * rate:.3g} req/s met the target"
+        return rate, ""
+    if hi is None:
+        return rate * 2, ""
+    if hi / lo - 1 <= precision:
+        return rate, f"bracket within precision {precision:g}"
+    return math.sqrt(lo * hi), ""
+
+
 def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
     """Bracket, then bisect, within the budget; see the module docstring."""
     from .runner import case_seed
@@ -126,18 +141,9 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
             lo = rate if lo is None else max(lo, rate)
         else:
             hi = rate if hi is None else min(hi, rate)
-        if lo is None:
-            rate /= 2
-            if rate < FLOOR_RPS:
-                stop = f"no rate down to {2 * rate:.3g} req/s met the target"
-                break
-        elif hi is None:
-            rate *= 2
-        elif hi / lo - 1 <= spec.precision:
-            stop = f"bracket within precision {spec.precision:g}"
+        rate, stop = _next_rate(rate, lo, hi, spec.precision)
+        if stop:
             break
-        else:
-            rate = math.sqrt(lo * hi)
     best = next((p for p in probes if p["rps"] == lo), None)
     r: CapacityResult = runner._base(
         CapacityResult, spec, spec.ctx, None, nodeid, slo=dict(spec.slo), target=spec.target, tokens=spec.tokens,

@@ -268,13 +268,8 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
-def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
-                 alpha: float = ALPHA, metric: str = "value", noise_floor: float = NOISE_FLOOR,
-                 decide_at: int | None = DECIDE_AT, against: str = "baseline") -> Comparison:
-    """Candidate trials vs baseline trials for one metric (the rule is in the module docstring).
-
-    Raises ValueError for an empty side, a non-positive value or an unknown direction (caller errors, not data).
-    """
+def _log_trials(base: Sequence[float], cand: Sequence[float], direction: str) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(sign, log base, log cand)``, negated when lower is better so that worse is always lower."""
     if direction not in ("higher", "lower"):
         raise ValueError(f"direction must be 'higher' or 'lower', not {direction!r}")
     b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
@@ -283,9 +278,13 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
     if not (np.all(np.isfinite(b)) and np.all(np.isfinite(c)) and b.min() > 0 and c.min() > 0):
         raise ValueError("trial values must be finite and positive (they are compared as logs)")
     sign = 1.0 if direction == "higher" else -1.0
-    lb, lc = sign * np.log(b), sign * np.log(c)
+    return sign, sign * np.log(b), sign * np.log(c)
+
+
+def _interval(lb: np.ndarray, lc: np.ndarray, alpha: float, noise_floor: float) -> tuple[float, float, str, str]:
+    """``(lo, hi, method, how)``: the ``1 - 2 alpha`` interval of the log difference, from Welch's t, a prediction
+    interval (one trial on one side) or the assumed noise floor (nothing measures the noise)."""
     nb, nc = lb.size, lc.size
-    d = float(np.median(lc) - np.median(lb))
     conf = 1 - 2 * alpha
     # Below 1e-9 log-sd (rounding of equal values) there is no spread to measure; scipy would warn of cancellation.
     sd_b = float(lb.std(ddof=1)) if nb >= 2 else 0.0
@@ -304,19 +303,58 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
         lo, hi = mid - half, mid + half
         what = "1 trial per side" if nb == nc == 1 else f"{nb} vs {nc} trials without spread"
         method, how = "noise-floor", f"{what}: no noise estimate, assumed {noise_floor:.0%} per trial"
-    lo, hi = float(lo), float(hi)
+    return float(lo), float(hi), method, how
 
+
+def _rank_test(lb: np.ndarray, lc: np.ndarray, *, large_gain: bool) -> tuple[float, float | None]:
+    """One-sided MWU p-values ``(worse, better)``; the better tail only for a large gain (it is slow)."""
+    p = float(stats.mannwhitneyu(lc, lb, alternative="less").pvalue)
+    p_better = float(stats.mannwhitneyu(lc, lb, alternative="greater").pvalue) if large_gain else None
+    return p, p_better
+
+
+def _verdict(d: float, lo: float, *, worse_sig: bool, better_sig: bool, delta: float, max_regression: float,
+             n_min: int, decide_at: int | None, mde: float, need: int) -> tuple[str, str, bool]:
+    """``(verdict, tail of the reason, decided on the point estimate)`` for log difference ``d``, CI low ``lo``
+    and the threshold ``delta`` in log space."""
+    thr = f"{max_regression:.0%}"
+    if worse_sig and d <= -delta:
+        return "regressed", f"regressed beyond {thr}", False
+    if better_sig and d >= delta:
+        return "improved", f"improved beyond {thr}", False
+    if lo > -delta:
+        tail = f"within {thr}" if abs(d) < delta else f"no regression beyond {thr} (better, but not significantly)"
+        return "passed", tail, False
+    if decide_at is not None and n_min >= decide_at:
+        verdict = "regressed" if d <= -delta else "passed"
+        return verdict, f"{verdict} on the point estimate after {n_min} trials per side (threshold {thr})", True
+    if d <= -delta:
+        tail = f"inconclusive: worse than {thr} but not significant"
+    else:
+        tail = f"inconclusive: cannot show it is within {thr}"
+    if mde > max_regression:
+        tail += f" (detectable at this noise: {mde:.1%}; need {need} trials per side)"
+    return "inconclusive", tail, False
+
+
+def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
+                 alpha: float = ALPHA, metric: str = "value", noise_floor: float = NOISE_FLOOR,
+                 decide_at: int | None = DECIDE_AT, against: str = "baseline") -> Comparison:
+    """Candidate trials vs baseline trials for one metric (the rule is in the module docstring).
+
+    Raises ValueError for an empty side, a non-positive value or an unknown direction (caller errors, not data).
+    """
+    sign, lb, lc = _log_trials(base, cand, direction)
+    nb, nc = lb.size, lc.size
+    d = float(np.median(lc) - np.median(lb))
+    lo, hi, method, how = _interval(lb, lc, alpha, noise_floor)
     delta = -math.log1p(-max_regression)  # threshold in log space
     p: float | None = None
     p_better: float | None = None
     if mwu_min_p(nb, nc) < alpha:
-        p = float(stats.mannwhitneyu(lc, lb, alternative="less").pvalue)
+        p, p_better = _rank_test(lb, lc, large_gain=d >= delta)
         method, how = "mwu", f"{nb} vs {nc} trials"
-        worse_sig = p < alpha
-        # the other tail only matters for a large improvement; skip the second test otherwise (it is slow)
-        if d >= delta:
-            p_better = float(stats.mannwhitneyu(lc, lb, alternative="greater").pvalue)
-        better_sig = p_better is not None and p_better < alpha
+        worse_sig, better_sig = p < alpha, p_better is not None and p_better < alpha
     else:
         if method == "welch":
             how += ": too few for the rank test, t-test"
@@ -325,26 +363,11 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
     noise, source = _noise(lb, lc, noise_floor)
     mde = min_detectable(noise, nb, nc, alpha=alpha)
     need = trials_needed(noise, max_regression, alpha=alpha)
-    thr = f"{max_regression:.0%}"
-    if worse_sig and d <= -delta:
-        verdict, tail = "regressed", f"regressed beyond {thr}"
-    elif better_sig and d >= delta:
-        verdict, tail = "improved", f"improved beyond {thr}"
-    elif lo > -delta:
-        verdict = "passed"
-        tail = f"within {thr}" if abs(d) < delta else f"no regression beyond {thr} (better, but not significantly)"
-    elif decide_at is not None and min(nb, nc) >= decide_at:
-        verdict = "regressed" if d <= -delta else "passed"
+    verdict, tail, estimated = _verdict(d, lo, worse_sig=worse_sig, better_sig=better_sig, delta=delta,
+                                        max_regression=max_regression, n_min=min(nb, nc), decide_at=decide_at,
+                                        mde=mde, need=need)
+    if estimated:
         method += "+estimate"
-        tail = f"{verdict} on the point estimate after {min(nb, nc)} trials per side (threshold {thr})"
-    else:
-        verdict = "inconclusive"
-        if d <= -delta:
-            tail = f"inconclusive: worse than {thr} but not significant"
-        else:
-            tail = f"inconclusive: cannot show it is within {thr}"
-        if mde > max_regression:
-            tail += f" (detectable at this noise: {mde:.1%}; need {need} trials per side)"
     change = math.expm1(sign * d)
     ch = sorted((math.expm1(sign * lo), math.expm1(sign * hi)))
     if method.startswith("mwu"):
@@ -385,6 +408,61 @@ def _positive(entry: _Entry, metric: str) -> list[float]:
     return [x for case in entry.cases for x in trials(case, metric) if x > 0]
 
 
+def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[str],
+                     compare: Callable[..., Comparison]) -> list[CaseComparison]:
+    """Each metric of a case present on both sides; skipped where only one side has values."""
+    nodeid, ctx, users = key
+    out: list[CaseComparison] = []
+    for m in metrics:
+        tb, tc = _positive(base, m), _positive(cand, m)
+        if not tb and not tc:
+            continue  # the metric does not apply to this kind (ttft_s of a two-point case)
+        if not tb or not tc:
+            side = "baseline" if not tb else "candidate"
+            out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
+            continue
+        c = compare(tb, tc, direction=DIRECTIONS[m], metric=m)
+        if users is not None:
+            c = replace(c, reason=f"at {users} users: {c.reason}")
+        out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c, users=users))
+    return out
+
+
+def _baseline_only(base: dict[_Key, _Entry], cand: dict[_Key, _Entry],
+                   cand_err: dict[str, str]) -> list[CaseComparison]:
+    """Baseline sub-cases the candidate lacks: skipped when it errored, else missing."""
+    out: list[CaseComparison] = []
+    cand_nodeids = {n for n, _, _ in cand}
+    for (nodeid, ctx, users) in base:
+        if (nodeid, ctx, users) in cand:
+            continue
+        if nodeid in cand_err:
+            out.append(CaseComparison(nodeid, ctx, None, "skipped", f"candidate errored: {cand_err[nodeid]}",
+                                      users=users))
+        elif nodeid not in cand_nodeids:
+            out.append(CaseComparison(nodeid, ctx, None, "missing", "not in this run", users=users))
+        else:  # a sweep point or load level the candidate did not measure
+            what = "this ctx" if users is None else f"{users} users"
+            out.append(CaseComparison(nodeid, ctx, None, "missing", f"{what} is not in this run", users=users))
+    return out
+
+
+def _errored_only(base: dict[_Key, _Entry], base_err: dict[str, str], cand: dict[_Key, _Entry],
+                  cand_err: dict[str, str]) -> list[CaseComparison]:
+    """Errored nodeids with no measured counterpart on the other side."""
+    out: list[CaseComparison] = []
+    base_nodeids = {n for n, _, _ in base}
+    cand_nodeids = {n for n, _, _ in cand}
+    for nodeid, why in cand_err.items():
+        if nodeid not in base_nodeids:
+            verdict = "skipped" if nodeid in base_err else "new"
+            out.append(CaseComparison(nodeid, None, None, verdict, f"candidate errored: {why}"))
+    for nodeid, why in base_err.items():
+        if nodeid not in cand_nodeids and nodeid not in cand_err:
+            out.append(CaseComparison(nodeid, None, None, "missing", f"not in this run (baseline errored: {why})"))
+    return out
+
+
 def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
                  max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
                  alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
@@ -402,49 +480,18 @@ def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
     base_results = base_run.results if hasattr(base_run, "results") else base_run
     base, base_err = _index(base_results)
     cand, cand_err = _index(cand_results)
+    compare = functools.partial(rule or compare_case, max_regression=max_regression, alpha=alpha,
+                                noise_floor=noise_floor, decide_at=decide_at, against=against)
     out: list[CaseComparison] = []
     for (nodeid, ctx, users), entry in cand.items():
-        if (nodeid, ctx, users) not in base:
-            if nodeid in base_err:
-                out.append(CaseComparison(nodeid, ctx, None, "skipped", f"baseline errored: {base_err[nodeid]}",
-                                          users=users))
-            else:
-                out.append(CaseComparison(nodeid, ctx, None, "new", f"not in the {against}", users=users))
-            continue
-        for m in metrics:
-            tb, tc = _positive(base[(nodeid, ctx, users)], m), _positive(entry, m)
-            if not tb and not tc:
-                continue  # the metric does not apply to this kind (ttft_s of a two-point case)
-            if not tb or not tc:
-                side = "baseline" if not tb else "candidate"
-                out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
-                continue
-            c = (rule or compare_case)(tb, tc, direction=DIRECTIONS[m], max_regression=max_regression, alpha=alpha,
-                                       metric=m, noise_floor=noise_floor, decide_at=decide_at, against=against)
-            if users is not None:
-                c = replace(c, reason=f"at {users} users: {c.reason}")
-            out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c, users=users))
-    cand_nodeids = {n for n, _, _ in cand}
-    for (nodeid, ctx, users) in base:
-        if (nodeid, ctx, users) in cand:
-            continue
-        if nodeid in cand_err:
-            out.append(CaseComparison(nodeid, ctx, None, "skipped", f"candidate errored: {cand_err[nodeid]}",
+        if (nodeid, ctx, users) in base:
+            out += _compare_metrics((nodeid, ctx, users), base[(nodeid, ctx, users)], entry, metrics, compare)
+        elif nodeid in base_err:
+            out.append(CaseComparison(nodeid, ctx, None, "skipped", f"baseline errored: {base_err[nodeid]}",
                                       users=users))
-        elif nodeid not in cand_nodeids:
-            out.append(CaseComparison(nodeid, ctx, None, "missing", "not in this run", users=users))
-        else:  # a sweep point or load level the candidate did not measure
-            what = "this ctx" if users is None else f"{users} users"
-            out.append(CaseComparison(nodeid, ctx, None, "missing", f"{what} is not in this run", users=users))
-    base_nodeids = {n for n, _, _ in base}
-    for nodeid, why in cand_err.items():
-        if nodeid not in base_nodeids:
-            verdict = "skipped" if nodeid in base_err else "new"
-            out.append(CaseComparison(nodeid, None, None, verdict, f"candidate errored: {why}"))
-    for nodeid, why in base_err.items():
-        if nodeid not in cand_nodeids and nodeid not in cand_err:
-            out.append(CaseComparison(nodeid, None, None, "missing", f"not in this run (baseline errored: {why})"))
-    return _with_q(out)
+        else:
+            out.append(CaseComparison(nodeid, ctx, None, "new", f"not in the {against}", users=users))
+    return _with_q(out + _baseline_only(base, cand, cand_err) + _errored_only(base, base_err, cand, cand_err))
 
 
 def _with_q(out: list[CaseComparison]) -> list[CaseComparison]:

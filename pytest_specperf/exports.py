@@ -136,11 +136,16 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
+    return "\n".join(lines + _plot_links(results, plots)) + "\n"
+
+
+def _plot_links(results: list[dict[str, Any]], plots: Sequence[str | None] | None) -> list[str]:
+    """The "Plots:" list under the table: one link per result that has a plot."""
     links = [(r, link) for r, link in zip(results, plots or [], strict=False) if link]
-    if links:
-        lines += ["", "Plots:"] + [f"- [{_case(str(r.get('nodeid', '')))}]({link.replace(' ', '%20')})"
-                                   for r, link in links]
-    return "\n".join(lines) + "\n"
+    if not links:
+        return []
+    return ["", "Plots:"] + [f"- [{_case(str(r.get('nodeid', '')))}]({link.replace(' ', '%20')})"
+                             for r, link in links]
 
 
 def _where(cc: CaseComparison) -> str:

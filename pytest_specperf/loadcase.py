@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import measure, stats
+from . import acceptance, measure, stats
 from .concurrent import StreamRequest, run_streams, traces
 from .events import Trace
 from .results import LoadSweepResult, StreamResult, SustainedResult
-from .spec import MIN_DRIFT_TOKENS, LoadSweepSpec, SustainedSpec
+from .spec import LoadSweepSpec, SustainedSpec
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -53,12 +53,7 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
             drifts.append(d)
     r = _result(runner, spec, nodeid, streams, found)
     _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else runner.max_drift)
-    timings = [t.timings for t in found if t.timings is not None]
-    resp_metrics = [t.extras["metrics"] for t in found if isinstance(t.extras.get("metrics"), dict)]
-    details = [t.extras["sglext"]["spec_tokens_details"] for t in found
-               if isinstance(t.extras.get("sglext"), dict) and isinstance(t.extras["sglext"].get("spec_tokens_details"),
-                                                                          dict)]
-    r.acceptance, r.attribution = runner._acceptance(streams, before, after, timings, resp_metrics, details)
+    r.acceptance, r.attribution = runner._acceptance(streams, before, after, *acceptance.response_fields(found))
     runner._check_acceptance_gates(spec, r)
     return r
 
@@ -93,17 +88,7 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
 def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> None:
     """The drift gate over every stream, as for a sustained case with repeats."""
     r.max_drift = max_drift
-    if len(drifts) < len(streams):
-        r.drift_verdict = "not judged"
-        r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
-                        f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
-        return
-    gate = stats.drift_gate(drifts, max_drift=max_drift)
-    r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
-    r.drift_verdict = gate.outcome
-    r.early_tps = measure.median([d.early_tps for d in drifts])
-    r.late_tps = measure.median([d.late_tps for d in drifts])
-    if len({len(s.window_tps) for s in streams}) == 1:
+    if measure.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
 
 

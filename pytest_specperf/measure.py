@@ -7,7 +7,8 @@ import numpy as np
 from . import stats
 from .client import Completion, Trace
 from .errors import MeasurementError
-from .results import StreamResult
+from .results import StreamResult, SustainedResult
+from .spec import MIN_DRIFT_TOKENS
 
 
 def check_length(asked: int, got: int, finish_reason: str | None, server: str) -> None:
@@ -36,52 +37,58 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
     ``coalesce_s`` > 0 merges bursts of per-token events into deliveries before windowing; the first
     chunk (TTFT) is never merged with what follows it.
     """
-    t = np.array([c.t for c in trace.chunks], dtype=float)
-    k = np.array([c.tokens for c in trace.chunks], dtype=int)
-    if coalesce_s > 0 and len(t) > 1:
-        t1, k1 = coalesce(t[1:], k[1:], coalesce_s)
-        t, k = np.concatenate([t[:1], t1]), np.concatenate([k[:1], k1])
+    t, k = _deliveries(trace, coalesce_s)
     decode = stats.decode_tps(t, k)
     if decode is None:
         raise MeasurementError(f"only {int(k.sum())} tokens in {len(k)} chunk(s): too few to measure a decode rate")
-    window_tokens = None
-    rates: list[float] = []
-    early = late = drift_v = trend_p = None
-    d = None
-    w_tpc: list[float] = []
-    w_cps: list[float] = []
-    try:
-        windows = stats.window_rates(t, k)
-    except ValueError:
-        windows = None  # too short for windows: rates and drift stay n/a
-    if windows is not None:
-        d = stats.drift(windows)
-        window_tokens, rates = windows.window_tokens, list(windows.rates)
-        early, late, drift_v, trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
-        w_tpc, w_cps = window_step_split(t, k, windows.bounds_s, window_tokens)
-    stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
-    return StreamResult(
+    result = StreamResult(
         prompt_tokens=trace.prompt_tokens,
         completion_tokens=trace.completion_tokens,
         ttft_s=float(t[0]),
         total_s=trace.total_s,
         decode_tps=decode,
         client_tps=trace.completion_tokens / trace.total_s if trace.total_s > 0 else 0.0,
-        window_tokens=window_tokens,
-        window_tps=rates,
-        early_tps=early,
-        late_tps=late,
-        drift=drift_v,
-        trend_p=trend_p,
-        stalls=stalls,
+        # n/a until _add_windows sets them
+        window_tokens=None,
+        window_tps=[],
+        early_tps=None,
+        late_tps=None,
+        drift=None,
+        trend_p=None,
+        stalls=[],
         tokens_per_chunk=float(k[1:].mean()) if len(k) > 1 else float(k[0]),
         count_source=trace.count_source,
         counts_exact=trace.exact,
         response_id=trace.response_id,
-        window_tokens_per_chunk=w_tpc,
-        window_chunks_per_s=w_cps,
         server_timings=trace.timings,
-    ), d
+    )
+    d = _add_windows(result, t, k)
+    result.stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
+    return result, d
+
+
+def _deliveries(trace: Trace, coalesce_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, tokens) of the stream's chunks; with ``coalesce_s`` bursts after the first chunk are merged."""
+    t = np.array([c.t for c in trace.chunks], dtype=float)
+    k = np.array([c.tokens for c in trace.chunks], dtype=int)
+    if coalesce_s > 0 and len(t) > 1:
+        t1, k1 = coalesce(t[1:], k[1:], coalesce_s)
+        t, k = np.concatenate([t[:1], t1]), np.concatenate([k[:1], k1])
+    return t, k
+
+
+def _add_windows(result: StreamResult, t: np.ndarray, k: np.ndarray) -> stats.Drift | None:
+    """Set the stream's window rates, drift and per-window step split; None (all n/a) when too short for windows."""
+    try:
+        windows = stats.window_rates(t, k)
+    except ValueError:
+        return None  # too short for windows: rates and drift stay n/a
+    d = stats.drift(windows)
+    result.window_tokens, result.window_tps = windows.window_tokens, list(windows.rates)
+    result.early_tps, result.late_tps, result.drift, result.trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
+    result.window_tokens_per_chunk, result.window_chunks_per_s = window_step_split(
+        t, k, windows.bounds_s, windows.window_tokens)
+    return d
 
 
 def window_step_split(t: np.ndarray, k: np.ndarray, bounds: list[float], window_tokens: int
@@ -103,6 +110,21 @@ def window_step_split(t: np.ndarray, k: np.ndarray, bounds: list[float], window_
     tpc = [float(window_tokens / n) if n > 0 else float("nan") for n in steps]
     cps = [float(n / d) if d > 0 else float("nan") for n, d in zip(steps, dur, strict=True)]
     return tpc, cps
+
+
+def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> bool:
+    """The drift gate over every stream into ``r``; False ("not judged") when a stream was too short for one."""
+    if len(drifts) < len(streams):
+        r.drift_verdict = "not judged"
+        r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
+                        f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
+        return False
+    gate = stats.drift_gate(drifts, max_drift=max_drift)
+    r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
+    r.drift_verdict = gate.outcome
+    r.early_tps = median([d.early_tps for d in drifts])
+    r.late_tps = median([d.late_tps for d in drifts])
+    return True
 
 
 def two_point_rate(short: Completion, long: Completion) -> float:

@@ -128,7 +128,7 @@ def _number(config: pytest.Config, name: str, default: float, low: float, high: 
     raw = _raw(config, name)
     if raw is None:
         return default
-    flag = "--" + name.replace("_", "-")
+    flag = _option_flag(name)
     try:
         value = float(raw)
     except ValueError:
@@ -141,68 +141,17 @@ def _number(config: pytest.Config, name: str, default: float, low: float, high: 
 
 def read_settings(config: pytest.Config) -> Settings:
     """Validate every option; a bad value raises ConfigError naming the option and the fix."""
-    endpoint = _raw(config, "specperf_endpoint")
-    if endpoint is not None:
-        endpoint = _check_url(str(endpoint), "--endpoint")  # a pasted OpenAI base URL (.../v1) is accepted
-    key_env = _raw(config, "specperf_api_key_env")
-    if key_env is not None and not str(key_env).replace("_", "").isalnum():
-        raise ConfigError(f"--api-key-env={key_env!r} must be the NAME of an environment variable, e.g. "
-                          "--api-key-env=MY_KEY (never the key itself)")
-    if key_env is not None and not os.environ.get(str(key_env)):
-        # Asked for by name: a missing key would only show later as HTTP 401 on every case.
-        raise ConfigError(f"--api-key-env={key_env}: the variable {key_env} is not set (or empty); export it "
-                          "with the API key, or drop --api-key-env")
-    engine = _raw(config, "specperf_engine")
-    if engine is not None and engine not in ("llamacpp",):
-        raise ConfigError(f"--specperf-engine={engine!r} is not known; use --specperf-engine=llamacpp")
-    if engine and endpoint:
-        raise ConfigError("--specperf-engine and --endpoint both given; measure either a local engine or an "
-                          "endpoint, drop one")
-    preset = str(_raw(config, "specperf_engine_preset") or "ngram")
-    if preset not in ("ngram", "self-draft", "none"):
-        raise ConfigError(f"--specperf-engine-preset={preset!r} is not known; use ngram, self-draft or none")
-    engine_model = _raw(config, "specperf_engine_model")
-    if engine_model is not None and not Path(engine_model).is_file():
-        raise ConfigError(f"--specperf-engine-model={engine_model}: no such file; give the path of a .gguf model")
-    engine_args = _engine_args(config) if engine else ()  # only parsed when an engine is asked for
-    sim = str(_raw(config, "specperf_sim") or "healthy")
-    if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():
-        raise ConfigError(f"--specperf-sim={sim}: no such profile file; give a built-in profile name or a YAML path")
-    if not (endpoint or engine):
-        from .sim import ProfileError, load_profile
-
-        try:
-            load_profile(sim)  # validated now, so a typo is a usage error before anything runs
-        except ProfileError as exc:
-            raise ConfigError(f"--specperf-sim={sim}: {exc}") from None
-    json_path, markdown, bencher = (_out_file(config, n) for n in ("specperf_json", "specperf_markdown",
-                                                                    "specperf_bencher"))
-    summary = os.environ.get(STEP_SUMMARY)
-    if markdown is not None and summary:
-        check_writable(Path(summary).parent, f"${STEP_SUMMARY}={summary} (written with --specperf-markdown)")
-    inconclusive = str(_raw(config, "specperf_inconclusive") or "warn")
-    if inconclusive not in ("pass", "warn", "fail"):
-        raise ConfigError(f"--specperf-inconclusive={inconclusive!r} is not known; use pass, warn or fail")
-    ab = _raw(config, "specperf_ab")
-    ab_pair: tuple[str, str] | None = None
-    if ab is not None:
-        parts = [_check_url(u.strip(), "--specperf-ab") for u in str(ab).split(",")]
-        if len(parts) != 2:
-            raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
-        if endpoint or engine:
-            raise ConfigError("--specperf-ab measures its own two endpoints; drop --endpoint/--specperf-engine")
-        if parts[0] == parts[1]:
-            raise ConfigError(f"--specperf-ab names {parts[0]} twice; A and B must be two different servers "
-                              "(to judge one server against a saved run, use --specperf-compare)")
-        ab_pair = (parts[0], parts[1])
-    trials = _number(config, "specperf_ab_trials", 5, 0.0)
-    if trials != int(trials) or trials < 2:
-        raise ConfigError(f"--specperf-ab-trials={trials:g} must be a whole number >= 2")
+    endpoint = _endpoint(config)
+    key_env = _api_key_env(config)
+    engine, preset, engine_model, engine_args = _engine(config, endpoint)
+    sim = _sim(config, load=not (endpoint or engine))
+    json_path, markdown, bencher = _report_files(config)
+    inconclusive = _choice(config, "specperf_inconclusive", "warn", ("pass", "warn", "fail"))
+    ab_pair = _ab(config, other_target=bool(endpoint or engine))
+    trials = _ab_trials(config)
     compare_name = _run_name(config, "specperf_compare")
     save_name = _run_name(config, "specperf_save")
-    storage = str(_raw(config, "specperf_storage") or ".specperf/runs")
-    if save_name is not None:
-        check_writable(config.rootpath / storage, f"--specperf-storage={storage} (where --specperf-save writes)")
+    storage = _storage(config, saving=save_name is not None)
     return Settings(
         endpoint=endpoint,
         model=_raw(config, "specperf_model"),
@@ -210,7 +159,7 @@ def read_settings(config: pytest.Config) -> Settings:
         sim=sim,
         sim_speed=_number(config, "specperf_sim_speed", 1.0, 0.0),
         engine=engine,
-        engine_model=Path(engine_model) if engine_model else None,
+        engine_model=engine_model,
         engine_preset=preset,
         engine_args=engine_args,
         timeout=_number(config, "specperf_timeout", 60.0, 0.0),
@@ -222,13 +171,118 @@ def read_settings(config: pytest.Config) -> Settings:
         max_regression=_number(config, "specperf_max_regression", 0.05, 0.0, 1.0),
         inconclusive=inconclusive,
         ab=ab_pair,
-        ab_trials=int(trials),
+        ab_trials=trials,
         markdown=markdown,
         bencher=bencher,
         compare_strict=_flag(config, "specperf_compare_strict"),
         html=_out_file(config, "specperf_html"),
         plots=_out_dir(config, "specperf_plots"),
     )
+
+
+def _option_flag(name: str) -> str:
+    """The command-line flag of an ini name: specperf_ab_trials -> --specperf-ab-trials."""
+    return "--" + name.replace("_", "-")
+
+
+def _choice(config: pytest.Config, name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = str(_raw(config, name) or default)
+    if value not in choices:
+        raise ConfigError(f"{_option_flag(name)}={value!r} is not known; use {', '.join(choices[:-1])} "
+                          f"or {choices[-1]}")
+    return value
+
+
+def _endpoint(config: pytest.Config) -> str | None:
+    endpoint = _raw(config, "specperf_endpoint")
+    if endpoint is None:
+        return None
+    return _check_url(str(endpoint), "--endpoint")  # a pasted OpenAI base URL (.../v1) is accepted
+
+
+def _api_key_env(config: pytest.Config) -> str | None:
+    key_env = _raw(config, "specperf_api_key_env")
+    if key_env is not None and not str(key_env).replace("_", "").isalnum():
+        raise ConfigError(f"--api-key-env={key_env!r} must be the NAME of an environment variable, e.g. "
+                          "--api-key-env=MY_KEY (never the key itself)")
+    if key_env is not None and not os.environ.get(str(key_env)):
+        # Asked for by name: a missing key would only show later as HTTP 401 on every case.
+        raise ConfigError(f"--api-key-env={key_env}: the variable {key_env} is not set (or empty); export it "
+                          "with the API key, or drop --api-key-env")
+    return key_env
+
+
+def _engine(config: pytest.Config,
+            endpoint: str | None) -> tuple[str | None, str, Path | None, tuple[str, ...]]:
+    """(engine, preset, model, extra arguments) of a local engine; an engine and an endpoint exclude each other."""
+    engine = _raw(config, "specperf_engine")
+    if engine is not None and engine not in ("llamacpp",):
+        raise ConfigError(f"--specperf-engine={engine!r} is not known; use --specperf-engine=llamacpp")
+    if engine and endpoint:
+        raise ConfigError("--specperf-engine and --endpoint both given; measure either a local engine or an "
+                          "endpoint, drop one")
+    preset = _choice(config, "specperf_engine_preset", "ngram", ("ngram", "self-draft", "none"))
+    engine_model = _raw(config, "specperf_engine_model")
+    if engine_model is not None and not Path(engine_model).is_file():
+        raise ConfigError(f"--specperf-engine-model={engine_model}: no such file; give the path of a .gguf model")
+    engine_args = _engine_args(config) if engine else ()  # only parsed when an engine is asked for
+    return engine, preset, Path(engine_model) if engine_model else None, engine_args
+
+
+def _sim(config: pytest.Config, *, load: bool) -> str:
+    """The simulator profile's name or file; loaded now when the simulator will run."""
+    sim = str(_raw(config, "specperf_sim") or "healthy")
+    if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():
+        raise ConfigError(f"--specperf-sim={sim}: no such profile file; give a built-in profile name or a YAML path")
+    if load:
+        from .sim import ProfileError, load_profile
+
+        try:
+            load_profile(sim)  # validated now, so a typo is a usage error before anything runs
+        except ProfileError as exc:
+            raise ConfigError(f"--specperf-sim={sim}: {exc}") from None
+    return sim
+
+
+def _report_files(config: pytest.Config) -> tuple[Path | None, Path | None, Path | None]:
+    """(json, markdown, bencher) output files, each checked writable now."""
+    json_path, markdown, bencher = (_out_file(config, n) for n in ("specperf_json", "specperf_markdown",
+                                                                    "specperf_bencher"))
+    summary = os.environ.get(STEP_SUMMARY)
+    if markdown is not None and summary:
+        check_writable(Path(summary).parent, f"${STEP_SUMMARY}={summary} (written with --specperf-markdown)")
+    return json_path, markdown, bencher
+
+
+def _ab(config: pytest.Config, *, other_target: bool) -> tuple[str, str] | None:
+    """The two URLs of --specperf-ab, or None; they must differ and exclude an endpoint or engine."""
+    ab = _raw(config, "specperf_ab")
+    if ab is None:
+        return None
+    parts = [_check_url(u.strip(), "--specperf-ab") for u in str(ab).split(",")]
+    if len(parts) != 2:
+        raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
+    if other_target:
+        raise ConfigError("--specperf-ab measures its own two endpoints; drop --endpoint/--specperf-engine")
+    if parts[0] == parts[1]:
+        raise ConfigError(f"--specperf-ab names {parts[0]} twice; A and B must be two different servers "
+                          "(to judge one server against a saved run, use --specperf-compare)")
+    return (parts[0], parts[1])
+
+
+def _ab_trials(config: pytest.Config) -> int:
+    trials = _number(config, "specperf_ab_trials", 5, 0.0)
+    if trials != int(trials) or trials < 2:
+        raise ConfigError(f"--specperf-ab-trials={trials:g} must be a whole number >= 2")
+    return int(trials)
+
+
+def _storage(config: pytest.Config, *, saving: bool) -> str:
+    """The storage folder, checked writable when this run is saved."""
+    storage = str(_raw(config, "specperf_storage") or ".specperf/runs")
+    if saving:
+        check_writable(config.rootpath / storage, f"--specperf-storage={storage} (where --specperf-save writes)")
+    return storage
 
 
 def _flag(config: pytest.Config, name: str) -> bool:
@@ -254,7 +308,7 @@ def _check_url(url: str, flag: str) -> str:
 def _path_option(config: pytest.Config, name: str) -> tuple[Path, str] | None:
     """(path, its option's flag) for a path option that was given, else None."""
     raw = _raw(config, name)
-    return None if raw is None else (Path(raw), "--" + name.replace("_", "-"))
+    return None if raw is None else (Path(raw), _option_flag(name))
 
 
 def _out_file(config: pytest.Config, name: str) -> Path | None:
@@ -289,7 +343,7 @@ def _run_name(config: pytest.Config, name: str) -> str | None:
     The bare flag and the words true/yes/on/1 mean "" (so ini ``specperf_save = true`` does not save a run
     named "true"); false/no/off/0 mean off; anything else is the name.
     """
-    flag = "--" + name.replace("_", "-")
+    flag = _option_flag(name)
     raw = config.getoption(name)
     if raw is None:
         raw = config.getini(name)

@@ -206,6 +206,71 @@ class _OutOfCalls(Exception):
     """The call budget is spent; the closest text counted so far is the answer."""
 
 
+class _Counter:
+    """Counts ``body[:length] + tail`` with the server's tokenizer within a call budget, keeping the closest text."""
+
+    def __init__(self, body: _Body, ctx: int, count_tokens: Callable[[str], int], max_calls: int) -> None:
+        self.body = body
+        self.ctx = ctx
+        self.count_tokens = count_tokens
+        self.max_calls = max_calls
+        self.tol = max(1.0, 0.01 * ctx)
+        self.calls = 0
+        self.best: tuple[int, str] | None = None  # (tokens, text) closest to ctx so far
+        self.tail = ""
+        self.counted: dict[int, int] = {}  # body length in chars -> tokens of body[:length] + tail
+
+    def start(self, tail: str) -> None:
+        """Count with a new tail from now on (the calls and the closest text carry over)."""
+        self.tail = tail
+        self.counted = {}
+
+    def close_enough(self) -> bool:
+        """Whether the closest text so far is within tolerance of ctx."""
+        return self.best is not None and abs(self.best[0] - self.ctx) <= self.tol
+
+    def count(self, length: int) -> int:
+        """Tokens of ``body[:length] + tail``; raises _OutOfCalls when the budget is spent."""
+        ctx = self.ctx
+        if length not in self.counted:
+            # Exactness is worth a few calls, not many: past EXACT_CALLS a count within
+            # tolerance is kept (neighbouring cuts can straddle ctx, e.g. a split number).
+            if self.calls >= self.max_calls or (self.calls >= EXACT_CALLS and self.close_enough()):
+                raise _OutOfCalls
+            self.calls += 1
+            text = self.body.text[:length] + self.tail
+            n = self.count_tokens(text)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise TypeError(f"count_tokens must return a non-negative int, got {n!r}")
+            self.counted[length] = n
+            best = self.best
+            if best is None or (abs(n - ctx), n > ctx) < (abs(best[0] - ctx), best[0] > ctx):
+                self.best = (n, text)
+        return self.counted[length]
+
+
+def _check_args(kind: str, ctx: int, variant: int, max_calls: int, api: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown prompt kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+    if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1:
+        raise ValueError(f"ctx must be a positive int, got {ctx!r}")
+    if isinstance(variant, bool) or not isinstance(variant, int) or variant < 0:
+        raise ValueError(f"variant must be a non-negative int, got {variant!r}")
+    if max_calls < 1:
+        raise ValueError(f"max_calls must be >= 1, got {max_calls}")
+    if api not in ("completions", "chat"):
+        raise ValueError(f"api must be 'completions' or 'chat', got {api!r}")
+
+
+def _instructions(kind: str, instruction: str | None, api: str) -> list[str]:
+    """The instructions to try in turn, longest first ("" = none)."""
+    if instruction is None and api == "completions" and kind in RAW_ON_COMPLETIONS:
+        return [""]
+    if instruction is None:
+        return [DEFAULT_INSTRUCTIONS[kind], SHORT_INSTRUCTIONS[kind], ""]
+    return [instruction.strip()]
+
+
 def build_prompt(
     kind: str,
     ctx: int,
@@ -226,64 +291,30 @@ def build_prompt(
     unknown kind or a bad argument, or when no text within max(1, 1% of ctx) tokens was found in
     ``max_calls`` calls of ``count_tokens``.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown prompt kind {kind!r}; valid kinds: {', '.join(KINDS)}")
-    if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 1:
-        raise ValueError(f"ctx must be a positive int, got {ctx!r}")
-    if isinstance(variant, bool) or not isinstance(variant, int) or variant < 0:
-        raise ValueError(f"variant must be a non-negative int, got {variant!r}")
-    if max_calls < 1:
-        raise ValueError(f"max_calls must be >= 1, got {max_calls}")
-    if api not in ("completions", "chat"):
-        raise ValueError(f"api must be 'completions' or 'chat', got {api!r}")
-    if instruction is None and api == "completions" and kind in RAW_ON_COMPLETIONS:
-        instructions = [""]
-    elif instruction is None:
-        instructions = [DEFAULT_INSTRUCTIONS[kind], SHORT_INSTRUCTIONS[kind], ""]
-    else:
-        instructions = [instruction.strip()]
+    _check_args(kind, ctx, variant, max_calls, api)
+    instructions = _instructions(kind, instruction, api)
     body = _Body(_corpus(kind), variant, int(ctx * _CHARS_PER_TOKEN[kind] * 1.5) + 512)
-    tol = max(1.0, 0.01 * ctx)
-    calls = 0
-    best: tuple[int, str] | None = None  # (tokens, text) closest to ctx so far
+    counter = _Counter(body, ctx, count_tokens, max_calls)
     shortest = 0
     for instr in instructions:
         tail = _JOIN + instr if instr else ""
-        counted: dict[int, int] = {}  # body length in chars -> tokens of body[:length] + tail
-
-        def count(length: int, tail: str = tail, counted: dict[int, int] = counted) -> int:
-            nonlocal calls, best
-            if length not in counted:
-                # Exactness is worth a few calls, not many: past EXACT_CALLS a count within
-                # tolerance is kept (neighbouring cuts can straddle ctx, e.g. a split number).
-                if calls >= max_calls or (calls >= EXACT_CALLS and best is not None and abs(best[0] - ctx) <= tol):
-                    raise _OutOfCalls
-                calls += 1
-                text = body.text[:length] + tail
-                n = count_tokens(text)
-                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                    raise TypeError(f"count_tokens must return a non-negative int, got {n!r}")
-                counted[length] = n
-                if best is None or (abs(n - ctx), n > ctx) < (abs(best[0] - ctx), best[0] > ctx):
-                    best = (n, text)
-            return counted[length]
-
+        counter.start(tail)
         with contextlib.suppress(_OutOfCalls):
-            _search(body, ctx, count, overhead=len(_PIECE.findall(tail)) + 1)
-        if best is not None and abs(best[0] - ctx) <= tol:
-            return Prompt(text=best[1], kind=kind, ctx=ctx, tokens=best[0], variant=variant)
-        shortest = counted.get(body.cuts[0], 0)
-        if calls >= max_calls or shortest <= ctx:
+            _search(body, ctx, counter.count, overhead=len(_PIECE.findall(tail)) + 1)
+        if counter.best is not None and counter.close_enough():
+            return Prompt(text=counter.best[1], kind=kind, ctx=ctx, tokens=counter.best[0], variant=variant)
+        shortest = counter.counted.get(body.cuts[0], 0)
+        if counter.calls >= max_calls or shortest <= ctx:
             break  # out of calls, or the instruction fits and the search failed: a shorter one won't help
-    got = "nothing" if best is None else f"{best[0]} tokens"
     if shortest > ctx:
         raise ValueError(
             f"ctx={ctx} is too small for a {kind} prompt: the shortest text tried (one word"
             f"{' and the instruction' if instructions[-1] else ''}) already takes {shortest} tokens"
         )
+    got = "nothing" if counter.best is None else f"{counter.best[0]} tokens"
     raise ValueError(
-        f"could not build a {kind} prompt of {ctx} tokens (within {tol:g}) in {calls} count_tokens calls; "
-        f"closest was {got}"
+        f"could not build a {kind} prompt of {ctx} tokens (within {counter.tol:g}) in {counter.calls} count_tokens "
+        f"calls; closest was {got}"
     )
 
 
@@ -298,7 +329,6 @@ def _search(body: _Body, ctx: int, count: Callable[[int], int], *, overhead: int
     tokens_at: dict[int, int] = {}  # piece count k -> tokens
     k = max(1, round((ctx - overhead) / _TOKENS_PER_PIECE))
     prev: int | None = None
-    lo = hi = None
     while True:
         t = tokens_at[k] = count(body.cut(k))
         if t == ctx:
@@ -307,26 +337,44 @@ def _search(body: _Body, ctx: int, count: Callable[[int], int], *, overhead: int
         hi = min((j for j, v in tokens_at.items() if v > ctx), default=None)
         if lo is not None and hi is not None and lo < hi:
             if hi - lo == 1:
-                break
-            x = lo + (ctx - tokens_at[lo]) * (hi - lo) / (tokens_at[hi] - tokens_at[lo])
-            if prev is not None and tokens_at[prev] != t:
-                # Secant through the last two counts: the local ratio. Interpolating from a stale
-                # far end of the bracket converges from one side only.
-                secant = k + (ctx - t) * (k - prev) / (t - tokens_at[prev])
-                if lo < secant < hi:
-                    x = secant
-            nxt = min(hi - 1, max(lo + 1, round(x)))
+                _split_piece(body, ctx, count, tokens_at, lo, hi)
+                return
+            nxt = _step_inside(tokens_at, lo, hi, k, prev, ctx)
         else:
-            nxt = max(1, k + round((ctx - t) / _tokens_per_piece(tokens_at, k, overhead)))
-            if nxt in tokens_at:
-                # A flat spot of the tokenizer: walk to the next uncounted cut in the wanted direction.
-                step = 1 if tokens_at[nxt] < ctx else -1
-                while nxt in tokens_at:
-                    nxt += step
-                if nxt < 1:
-                    return
+            nxt = _step_outside(tokens_at, k, ctx, overhead)
+            if nxt < 1:
+                return
         prev, k = k, nxt
-    # Neighbouring cuts straddle ctx: cut inside the piece between them.
+
+
+def _step_inside(tokens_at: dict[int, int], lo: int, hi: int, k: int, prev: int | None, ctx: int) -> int:
+    """The next piece count inside the bracket ``lo < k < hi``: a secant step, else interpolation."""
+    t = tokens_at[k]
+    x = lo + (ctx - tokens_at[lo]) * (hi - lo) / (tokens_at[hi] - tokens_at[lo])
+    if prev is not None and tokens_at[prev] != t:
+        # Secant through the last two counts: the local ratio. Interpolating from a stale
+        # far end of the bracket converges from one side only.
+        secant = k + (ctx - t) * (k - prev) / (t - tokens_at[prev])
+        if lo < secant < hi:
+            x = secant
+    return min(hi - 1, max(lo + 1, round(x)))
+
+
+def _step_outside(tokens_at: dict[int, int], k: int, ctx: int, overhead: int) -> int:
+    """The next piece count while ctx is not bracketed; below 1 when there is none left to count."""
+    t = tokens_at[k]
+    nxt = max(1, k + round((ctx - t) / _tokens_per_piece(tokens_at, k, overhead)))
+    if nxt in tokens_at:
+        # A flat spot of the tokenizer: walk to the next uncounted cut in the wanted direction.
+        step = 1 if tokens_at[nxt] < ctx else -1
+        while nxt in tokens_at:
+            nxt += step
+    return nxt
+
+
+def _split_piece(body: _Body, ctx: int, count: Callable[[int], int], tokens_at: dict[int, int], lo: int,
+                 hi: int) -> None:
+    """Neighbouring cuts ``lo`` and ``hi`` straddle ctx: bisect on characters inside the piece between them."""
     a, b = body.cut(lo), body.cut(hi)
     t_a, t_b = tokens_at[lo], tokens_at[hi]
     while b - a > 1:

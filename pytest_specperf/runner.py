@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import acceptance, capacity, loadcase, measure, ratecase, stats
 from .client import Client, Progress
+from .events import Trace
 from .locks import endpoint_lock
 from .prompts import Prompt, build_prompt
 from .ratespec import CapacitySpec, RateSpec
@@ -18,7 +20,6 @@ from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPoin
 from .spec import (
     AUTO_MAX_REPEAT,
     AUTO_MIN_TRIALS,
-    MIN_DRIFT_TOKENS,
     CaseSpec,
     CtxSweepSpec,
     LoadSweepSpec,
@@ -144,44 +145,70 @@ class Runner:
         if spec.concurrency > 1 or spec.min_total_tps is not None:
             return loadcase.sustained_load(self, spec, nodeid, self._coalesce_s())
         seed = case_seed(nodeid)
-        streams: list[StreamResult] = []
-        drifts: list[stats.Drift] = []
         progress = self._progress(nodeid) if self._progress else None
         before = self._scrape()
-        timings: list[dict[str, Any]] = []
-        resp_metrics: list[dict[str, Any]] = []  # vLLM per-request `metrics`
-        spec_details: list[dict[str, Any]] = []  # SGLang per-request `sglext.spec_tokens_details`
-        scrape_series: list[list[dict[str, float]]] = []
         max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
+        trials = self._sustained_trials(spec, seed, progress, before is not None, max_drift, until)
+        streams = trials.streams
+        r = self._sustained_result(spec, nodeid, streams, max_drift)
+        if measure.judge_drift(r, streams, trials.drifts, max_drift):
+            r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]),
+                                                        axis=0)]
+        if self.client.caps.step_chunks:
+            _step_windows(r, streams)
+        after = self._scrape()
+        r.acceptance, r.attribution = self._acceptance(streams, before, after,
+                                                       *acceptance.response_fields(trials.traces))
+        if r.acceptance is not None and trials.scrape_series and trials.scrape_series[0]:
+            r.acceptance["over_time"] = trials.scrape_series[0]  # first stream: per scrape interval, from counters
+        self._check_acceptance_gates(spec, r)
+        if spec.max_burst_gap is not None:
+            burst_spec = TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api, temperature=spec.temperature)
+            burst = self.two_point(burst_spec, nodeid + "#burst", seed=seed)
+            r.burst_tps = burst.decode_tps
+            r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
+        return r
+
+    def _sustained_trials(self, spec: SustainedSpec, seed: int, progress: Progress | None, scraping: bool,
+                          max_drift: float, until: Until | None) -> _Trials:
+        """One stream per trial, while ``more_trials`` asks for one (the drift gate or ``until`` undecided)."""
+        trials = _Trials()
 
         def undecided() -> bool:
+            drifts, streams = trials.drifts, trials.streams
             drift_open = len(drifts) == len(streams) and stats.drift_gate(drifts, max_drift).outcome == "inconclusive"
             values = {"decode_tps": [s.decode_tps for s in streams], "ttft_s": [s.ttft_s for s in streams]}
             return drift_open or (until is not None and not until(values))
 
-        i = 0
-        while more_trials(spec, i, undecided):
-            prompt = self.prompt(spec.content, spec.ctx, seed + i, spec.api)
-            ask = {"api": spec.api, "seed": seed + i, "temperature": spec.temperature, "on_progress": progress}
-            if self.client.kind == "vllm" and before is not None:  # counters that move per step
-                with acceptance.Scraper(self.client.url, "vllm", headers=dict(self.client.http.headers)) as sc:
-                    trace = self.client.stream(prompt.text, spec.tokens, **ask)
-                scrape_series.append(sc.series(trace.t0))
-            else:
-                trace = self.client.stream(prompt.text, spec.tokens, **ask)
+        while more_trials(spec, len(trials.streams), undecided):
+            trace = self._sustained_stream(spec, seed + len(trials.streams), progress, trials, scraping)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
             s, d = measure.stream_result(trace, coalesce_s=self._coalesce_s())
-            streams.append(s)
-            if trace.timings is not None:
-                timings.append(trace.timings)
-            if isinstance(trace.extras.get("metrics"), dict):
-                resp_metrics.append(trace.extras["metrics"])
-            sglext = trace.extras.get("sglext")
-            if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
-                spec_details.append(sglext["spec_tokens_details"])
+            trials.streams.append(s)
+            trials.traces.append(trace)
             if d is not None:
-                drifts.append(d)
-            i += 1
+                trials.drifts.append(d)
+        return trials
+
+    def _sustained_stream(self, spec: SustainedSpec, seed: int, progress: Progress | None, trials: _Trials,
+                          scraping: bool) -> Trace:
+        """One stream of a sustained case; on vLLM its counters are scraped alongside (they move per step)."""
+        prompt = self.prompt(spec.content, spec.ctx, seed, spec.api)
+
+        def stream() -> Trace:
+            return self.client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed,
+                                      temperature=spec.temperature, on_progress=progress)
+
+        if self.client.kind == "vllm" and scraping:
+            with acceptance.Scraper(self.client.url, "vllm", headers=dict(self.client.http.headers)) as sc:
+                trace = stream()
+            trials.scrape_series.append(sc.series(trace.t0))
+            return trace
+        return stream()
+
+    def _sustained_result(self, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
+                          max_drift: float) -> SustainedResult:
+        """The case's figures: medians over its streams, stalls and counts over all of them."""
         med = measure.median
         r: SustainedResult = self._base(
             SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
@@ -193,36 +220,6 @@ class Runner:
             stalls=sum(len(s.stalls) for s in streams),
             stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
             counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
-        if len(drifts) < len(streams):
-            r.drift_verdict = "not judged"
-            r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
-                            f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
-        else:
-            gate = stats.drift_gate(drifts, max_drift=max_drift)
-            r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
-            r.drift_verdict = gate.outcome
-            r.early_tps = med([d.early_tps for d in drifts])
-            r.late_tps = med([d.late_tps for d in drifts])
-            r.window_tps = [float(x) for x in np.median(
-                np.array([s.window_tps for s in streams if s.window_tps]), axis=0)]
-        if self.client.caps.step_chunks:
-            per_stream = [s for s in streams if s.window_tokens_per_chunk]
-            if per_stream and len({len(s.window_tokens_per_chunk) for s in per_stream}) == 1:
-                r.window_accept_len = [float(x) for x in np.median(
-                    [s.window_tokens_per_chunk for s in per_stream], axis=0)]
-                r.window_step_ms = [1000.0 / float(x) for x in np.median(
-                    [s.window_chunks_per_s for s in per_stream], axis=0)]
-        after = self._scrape()
-        r.acceptance, r.attribution = self._acceptance(streams, before, after, timings, resp_metrics,
-                                                       spec_details)
-        if r.acceptance is not None and scrape_series and scrape_series[0]:
-            r.acceptance["over_time"] = scrape_series[0]  # first stream: per scrape interval, from counters
-        self._check_acceptance_gates(spec, r)
-        if spec.max_burst_gap is not None:
-            burst_spec = TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api, temperature=spec.temperature)
-            burst = self.two_point(burst_spec, nodeid + "#burst", seed=seed)
-            r.burst_tps = burst.decode_tps
-            r.burst_gap = 1.0 - r.decode_tps / burst.decode_tps
         return r
 
     def _coalesce_s(self) -> float:
@@ -382,3 +379,21 @@ def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
     share_a, share_b = stats.split_log_change(a0, a1, b0, b1)
     return {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
             "accept_share": share_a, "step_share": share_b}
+
+
+@dataclass
+class _Trials:
+    """What the streams of one sustained case gathered."""
+
+    streams: list[StreamResult] = field(default_factory=list)
+    drifts: list[stats.Drift] = field(default_factory=list)
+    traces: list[Trace] = field(default_factory=list)
+    scrape_series: list[list[dict[str, float]]] = field(default_factory=list)  # vLLM counters, per stream
+
+
+def _step_windows(r: SustainedResult, streams: list[StreamResult]) -> None:
+    """Per-window acceptance length and step time, where every stream has the same windows (chunks are steps)."""
+    per_stream = [s for s in streams if s.window_tokens_per_chunk]
+    if per_stream and len({len(s.window_tokens_per_chunk) for s in per_stream}) == 1:
+        r.window_accept_len = [float(x) for x in np.median([s.window_tokens_per_chunk for s in per_stream], axis=0)]
+        r.window_step_ms = [1000.0 / float(x) for x in np.median([s.window_chunks_per_s for s in per_stream], axis=0)]

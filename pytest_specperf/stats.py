@@ -233,31 +233,10 @@ def drift_gate(
     agg = float(-np.expm1(np.median(lr)))
     big = agg > max_drift
     size = f"drift {agg:.2f} {'>' if big else '<='} {max_drift:.2f}"
-
     if n < MIN_STREAMS_WILCOXON:
-        # Too few streams for a rank test (min Wilcoxon p = 2**-k >= 1/16), so evidence comes from each
-        # stream's own trend: a majority must show one. One stall cannot trip it (medians + MK both needed).
-        need = n // 2 + 1
-        p = float(np.sort([d.mk_p for d in drifts])[need - 1])
-        evident = p < trend_p
-        rule = "single" if n == 1 else "majority"
-        if n == 1:
-            evidence = f"trend p={_fmt_p(p)}"
-        else:
-            nsig = sum(d.mk_p < trend_p for d in drifts)
-            evidence = f"{n} streams, {nsig}/{n} with trend p < {trend_p:g}"
+        p, evident, rule, evidence = _trend_majority(drifts, trend_p)
     else:
-        # Test against the limit itself, not against "no drift" (docs/statistics.md): H0 is then
-        # "median drift <= max_drift", so a deploy within its budget fails with probability <= streams_p
-        # however close to the limit it is, whereas the H0 "no drift" test plus a point estimate fails
-        # ~50 % of deploys that sit just at the limit. The price is power near the limit (at k = 5 all
-        # five streams must exceed it); clear drifts still fail, borderline ones WARN.
-        diff = lr - math.log1p(-max_drift)
-        p = 1.0 if np.all(diff == 0) else float(stats.wilcoxon(diff, alternative="less").pvalue)
-        evident = p < streams_p
-        rule = "wilcoxon"
-        evidence = f"{n} streams, Wilcoxon p={_fmt_p(p)} vs limit"
-
+        p, evident, rule, evidence = _wilcoxon_vs_limit(lr, max_drift, streams_p)
     failed = big and evident
     warn = big and not evident
     if failed:
@@ -269,6 +248,31 @@ def drift_gate(
     else:
         reason = size
     return Gate(failed=failed, warn=warn, drift=agg, p=p, reason=reason, streams=n, rule=rule)
+
+
+def _trend_majority(drifts: Sequence[Drift], trend_p: float) -> tuple[float, bool, str, str]:
+    """(p, evident, rule, evidence): a majority of the streams must show their own trend."""
+    # Too few streams for a rank test (min Wilcoxon p = 2**-k >= 1/16), so evidence comes from each
+    # stream's own trend: a majority must show one. One stall cannot trip it (medians + MK both needed).
+    n = len(drifts)
+    need = n // 2 + 1
+    p = float(np.sort([d.mk_p for d in drifts])[need - 1])
+    if n == 1:
+        return p, p < trend_p, "single", f"trend p={_fmt_p(p)}"
+    nsig = sum(d.mk_p < trend_p for d in drifts)
+    return p, p < trend_p, "majority", f"{n} streams, {nsig}/{n} with trend p < {trend_p:g}"
+
+
+def _wilcoxon_vs_limit(lr: np.ndarray, max_drift: float, streams_p: float) -> tuple[float, bool, str, str]:
+    """(p, evident, rule, evidence): a one-sided Wilcoxon test of the log ratios against the limit."""
+    # Test against the limit itself, not against "no drift" (docs/statistics.md): H0 is then
+    # "median drift <= max_drift", so a deploy within its budget fails with probability <= streams_p
+    # however close to the limit it is, whereas the H0 "no drift" test plus a point estimate fails
+    # ~50 % of deploys that sit just at the limit. The price is power near the limit (at k = 5 all
+    # five streams must exceed it); clear drifts still fail, borderline ones WARN.
+    diff = lr - math.log1p(-max_drift)
+    p = 1.0 if np.all(diff == 0) else float(stats.wilcoxon(diff, alternative="less").pvalue)
+    return p, p < streams_p, "wilcoxon", f"{lr.size} streams, Wilcoxon p={_fmt_p(p)} vs limit"
 
 
 def split_log_change(early_a: float, late_a: float, early_b: float, late_b: float) -> tuple[float, float]:

@@ -213,19 +213,25 @@ def _next_counter(folder: Path) -> int:
     return max((_counter(p) or 0 for p in runs), default=0) + 1
 
 
-def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, Any], name: str | None = None, *,
-             root: Path | str | None = None, redact: Iterable[str] = ()) -> Path:
-    """Write a run file atomically into ``folder`` (created if needed) and return its path."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    commit = meta.get("commit") if isinstance(meta.get("commit"), dict) else commit_info(root)
+def _run_label(name: str | None, commit: dict[str, Any]) -> str:
+    """The file name's label: the run's name, else the commit (with -dirty), else "run"."""
     if name:
         label = slug(name)
     elif commit.get("id") not in (None, "unknown", "unversioned"):
         label = str(commit["id"])[:12] + ("-dirty" if commit.get("dirty") else "")
     else:
         label = "run"
-    label = label or "run"
+    return label or "run"
+
+
+def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, Any], name: str | None = None, *,
+             root: Path | str | None = None, redact: Iterable[str] = ()) -> Path:
+    """Write a run file atomically into ``folder`` (created if needed) and return its path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    given = meta.get("commit")
+    commit = given if isinstance(given, dict) else commit_info(root)
+    label = _run_label(name, commit)
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,

@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -153,43 +154,18 @@ class Engine:
         """Run the request to its end in the batch; returns its (finished) truth record."""
         rec = self._record(req)
         self.truth.add(rec)
-        speed, faults = self.speed, req.faults
         self.metrics.running += 1
         seq: Seq | None = None
         try:
-            # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
-            # modelled prefill (as on a real server) instead of adding to it
-            start = req.arrival + faults.first_byte_s / speed
-            if faults.first_byte_s > 0:
-                await _sleep_until(start)
-                rec["faults"].append({"kind": "first_byte", "at_token": 0, "s": faults.first_byte_s,
-                                      "t_s": time.monotonic() - req.arrival})
+            start = await self._first_byte(req, rec)
             await sink.start()
             seed = self.request_seed(req.seed, req.prompt_ids)
             text = token_stream(req.kind, seed + 1)
             target, reason = self.target(req)
             inbox: asyncio.Queue[tuple[BatchStep, Part]] = asyncio.Queue()
-            seq = Seq(RequestModel(self.profile, len(req.prompt_ids), req.kind, seed), target, start,
-                      stalls=[(at, s / speed) for at, s in faults.stalls], owner=inbox)
-            for at, s in faults.stalls:
-                if at <= 0:
-                    rec["faults"].append({"kind": "stall", "at_token": at, "s": s, "after_tokens": 0,
-                                          "t_s": time.monotonic() - req.arrival})
+            seq = self._seq(req, rec, seed, target, start, inbox)
             self._join(seq)
-            malformed_done = False
-            generated = 0
-            while generated < target:
-                step, part = await inbox.get()
-                generated = part.generated
-                if part.phase == "prefill":
-                    rec["queue_s"] = step.start - req.arrival
-                    self.metrics.on_prefill(len(req.prompt_ids))
-                else:
-                    self.metrics.on_step(part.accepted, part.drafted, part.tokens)
-                await sink.step([next(text) for _ in range(part.tokens)], generated,
-                                reason if generated >= target else None)
-                self._record_step(rec, req, step, part)
-                malformed_done = await self._faults(sink, rec, req, part, malformed_done)
+            await self._relay(req, rec, sink, inbox, text, target, reason)
             rec["finish_reason"] = reason
             await sink.finish(rec)
         except FaultDisconnect:
@@ -206,6 +182,49 @@ class Engine:
             rec["done"] = True
             self.metrics.on_finish(rec)
         return rec
+
+    async def _first_byte(self, req: GenRequest, rec: dict[str, Any]) -> float:
+        """The request's timeline start, after a ``first_byte`` fault's wait (recorded in the truth)."""
+        faults = req.faults
+        # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
+        # modelled prefill (as on a real server) instead of adding to it
+        start = req.arrival + faults.first_byte_s / self.speed
+        if faults.first_byte_s > 0:
+            await _sleep_until(start)
+            rec["faults"].append({"kind": "first_byte", "at_token": 0, "s": faults.first_byte_s,
+                                  "t_s": time.monotonic() - req.arrival})
+        return start
+
+    def _seq(self, req: GenRequest, rec: dict[str, Any], seed: int, target: int, start: float,
+             inbox: asyncio.Queue[tuple[BatchStep, Part]]) -> Seq:
+        """The request as the batcher sees it, its stall faults in real seconds (those before token 1 recorded)."""
+        speed, faults = self.speed, req.faults
+        seq = Seq(RequestModel(self.profile, len(req.prompt_ids), req.kind, seed), target, start,
+                  stalls=[(at, s / speed) for at, s in faults.stalls], owner=inbox)
+        for at, s in faults.stalls:
+            if at <= 0:
+                rec["faults"].append({"kind": "stall", "at_token": at, "s": s, "after_tokens": 0,
+                                      "t_s": time.monotonic() - req.arrival})
+        return seq
+
+    async def _relay(self, req: GenRequest, rec: dict[str, Any], sink: Sink,
+                     inbox: asyncio.Queue[tuple[BatchStep, Part]], text: Iterator[int], target: int,
+                     reason: str) -> None:
+        """Hand each step's tokens to the sink as the batch makes them; metrics, truth and faults per step."""
+        malformed_done = False
+        generated = 0
+        while generated < target:
+            step, part = await inbox.get()
+            generated = part.generated
+            if part.phase == "prefill":
+                rec["queue_s"] = step.start - req.arrival
+                self.metrics.on_prefill(len(req.prompt_ids))
+            else:
+                self.metrics.on_step(part.accepted, part.drafted, part.tokens)
+            await sink.step([next(text) for _ in range(part.tokens)], generated,
+                            reason if generated >= target else None)
+            self._record_step(rec, req, step, part)
+            malformed_done = await self._faults(sink, rec, req, part, malformed_done)
 
     def _record_step(self, rec: dict[str, Any], req: GenRequest, step: BatchStep, part: Part) -> None:
         """Append the step to the truth record: real write time next to the planned one."""

@@ -29,7 +29,7 @@ import dataclasses
 import difflib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -168,18 +168,30 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profile:
-    """Validate a mapping laid over the defaults; raise ProfileError naming the first bad key."""
-    if not isinstance(data, Mapping):
-        raise ProfileError(f"profile {name!r}: expected a mapping of keys to values, got {type(data).__name__}")
-    for key in data:
+def _check_keys(keys: Iterable[Any], where: str) -> None:
+    for key in keys:
         if key not in _FIELDS:
-            raise ProfileError(f"profile {name!r}: unknown key {key!r}" + _close(str(key), list(_FIELDS)))
+            raise ProfileError(f"{where}: unknown key {key!r}" + _close(str(key), list(_FIELDS)))
+
+
+def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ProfileError(f"profile key {key!r}: must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _over_defaults(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``data`` laid over the default profile's values."""
     defaults = Profile().to_dict()
     # accept_len is replaced whole when a file gives it, so a file must name every kind
     merged = {**defaults, **{k: v for k, v in data.items() if k != "accept_shift"}}
     merged["accept_shift"] = data.get("accept_shift", defaults["accept_shift"])
     merged["name"] = data.get("name", name)
+    return merged
+
+
+def _names(merged: dict[str, Any]) -> dict[str, Any]:
+    """The string keys, the dialect and the acceptance distribution."""
     kw: dict[str, Any] = {}
     for key in ("name", "description", "model", "faults"):
         if not isinstance(merged[key], str):
@@ -187,13 +199,14 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
         kw[key] = merged[key]
     if not kw["model"]:
         raise ProfileError("profile key 'model': must not be empty")
-    if merged["dialect"] not in DIALECTS:
-        raise ProfileError(f"profile key 'dialect': must be one of {', '.join(DIALECTS)}, got {merged['dialect']!r}")
-    kw["dialect"] = merged["dialect"]
-    if merged["accept_dist"] not in ACCEPT_DISTS:
-        raise ProfileError(f"profile key 'accept_dist': must be one of {', '.join(ACCEPT_DISTS)}, "
-                           f"got {merged['accept_dist']!r}")
-    kw["accept_dist"] = merged["accept_dist"]
+    kw["dialect"] = _one_of("dialect", merged["dialect"], DIALECTS)
+    kw["accept_dist"] = _one_of("accept_dist", merged["accept_dist"], ACCEPT_DISTS)
+    return kw
+
+
+def _costs(merged: dict[str, Any]) -> dict[str, Any]:
+    """Context, prefill and step costs, batching, jitter and acceptance lengths."""
+    kw: dict[str, Any] = {}
     kw["max_model_len"] = _int("max_model_len", merged["max_model_len"], lo=16)
     kw["prefill_tokens_per_s"] = _num("prefill_tokens_per_s", merged["prefill_tokens_per_s"], lo=0, lo_open=True)
     kw["step_ms"] = _num("step_ms", merged["step_ms"], lo=0, lo_open=True)
@@ -205,20 +218,27 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
     kw["jitter"] = _num("jitter", merged["jitter"], lo=0, hi=0.5)
     kw["max_accept"] = _int("max_accept", merged["max_accept"], lo=1)
     kw["accept_len"] = _accept_map("accept_len", merged["accept_len"], kw["max_accept"], complete=True)
-    shift = merged["accept_shift"]
-    if shift is not None:
-        if not isinstance(shift, Mapping):
-            raise ProfileError(f"profile key 'accept_shift': expected a mapping with after_tokens and accept_len, "
-                               f"got {shift!r}")
-        for key in shift:
-            if key not in ("after_tokens", "accept_len"):
-                raise ProfileError(f"profile key 'accept_shift.{key}': unknown key, use after_tokens and accept_len")
-        if "after_tokens" not in shift or "accept_len" not in shift:
-            raise ProfileError("profile key 'accept_shift': needs both after_tokens and accept_len")
-        shift = AcceptShift(_int("accept_shift.after_tokens", shift["after_tokens"], lo=0),
-                            _accept_map("accept_shift.accept_len", shift["accept_len"], kw["max_accept"],
-                                        complete=False))
-    kw["accept_shift"] = shift
+    return kw
+
+
+def _accept_shift(shift: Any, max_accept: int) -> AcceptShift | None:
+    if shift is None:
+        return None
+    if not isinstance(shift, Mapping):
+        raise ProfileError(f"profile key 'accept_shift': expected a mapping with after_tokens and accept_len, "
+                           f"got {shift!r}")
+    for key in shift:
+        if key not in ("after_tokens", "accept_len"):
+            raise ProfileError(f"profile key 'accept_shift.{key}': unknown key, use after_tokens and accept_len")
+    if "after_tokens" not in shift or "accept_len" not in shift:
+        raise ProfileError("profile key 'accept_shift': needs both after_tokens and accept_len")
+    return AcceptShift(_int("accept_shift.after_tokens", shift["after_tokens"], lo=0),
+                       _accept_map("accept_shift.accept_len", shift["accept_len"], max_accept, complete=False))
+
+
+def _request_behaviour(merged: dict[str, Any]) -> dict[str, Any]:
+    """EOS, reasoning tokens, the seed and the on/off switches."""
+    kw: dict[str, Any] = {}
     eos = merged["eos_after_tokens"]
     kw["eos_after_tokens"] = None if eos is None else _int("eos_after_tokens", eos, lo=1)
     kw["reasoning_tokens"] = _int("reasoning_tokens", merged["reasoning_tokens"], lo=0)
@@ -227,13 +247,29 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
         if not isinstance(merged[key], bool):
             raise ProfileError(f"profile key {key!r}: expected true or false, got {merged[key]!r}")
         kw[key] = merged[key]
-    if kw["faults"]:
-        from .faults import FaultError, parse_faults  # late import: faults does not need profiles
+    return kw
 
-        try:
-            parse_faults(kw["faults"])
-        except FaultError as exc:
-            raise ProfileError(f"profile key 'faults': {exc}") from None
+
+def _check_faults(faults: str) -> None:
+    from .faults import FaultError, parse_faults  # late import: faults does not need profiles
+
+    try:
+        parse_faults(faults)
+    except FaultError as exc:
+        raise ProfileError(f"profile key 'faults': {exc}") from None
+
+
+def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profile:
+    """Validate a mapping laid over the defaults; raise ProfileError naming the first bad key."""
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"profile {name!r}: expected a mapping of keys to values, got {type(data).__name__}")
+    _check_keys(data, f"profile {name!r}")
+    merged = _over_defaults(data, name)
+    kw = {**_names(merged), **_costs(merged)}
+    kw["accept_shift"] = _accept_shift(merged["accept_shift"], kw["max_accept"])
+    kw.update(_request_behaviour(merged))
+    if kw["faults"]:
+        _check_faults(kw["faults"])
     return Profile(**kw)
 
 
@@ -280,9 +316,7 @@ def load_profile(spec: str | Path | Profile | Mapping[str, Any] = "healthy",
     if overrides:
         if not isinstance(overrides, Mapping):
             raise ProfileError(f"profile overrides: expected a mapping, got {type(overrides).__name__}")
-        for key in overrides:
-            if key not in _FIELDS:
-                raise ProfileError(f"profile override: unknown key {key!r}" + _close(str(key), list(_FIELDS)))
+        _check_keys(overrides, "profile override")
         raw = _merge(raw, overrides)
     return profile_from_dict(raw, name=name)
 

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from .content import classify
 from .engine import Engine, GenRequest
-from .faults import HEADER, FaultError, combine, parse_faults
+from .faults import HEADER, FaultError, FaultSpec, combine, parse_faults
 from .tokenizer import (
     TokenError,
     chat_prompt_ids,
@@ -102,21 +102,23 @@ def completion_prompt(body: dict[str, Any]) -> tuple[list[int], str]:
                      param="prompt")
 
 
-def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.Request,
-                 arrival: float) -> tuple[GenRequest, dict]:
-    """Validate a completions/chat body into a GenRequest plus response options."""
-    p = engine.profile
-    check_model(engine, body)
+def _messages(messages: Any) -> list[tuple[str, str]]:
+    try:
+        return check_messages(messages)
+    except ValueError as exc:
+        raise BadRequest(str(exc), param="messages") from None
+
+
+def _prompt(body: dict[str, Any], route: str) -> tuple[list[int], str]:
+    """(prompt ids, prompt text) of a chat or completions body."""
     if route == "chat":
-        try:
-            messages = check_messages(body.get("messages"))
-        except ValueError as exc:
-            raise BadRequest(str(exc), param="messages") from None
-        prompt_ids = chat_prompt_ids(messages)
-        prompt_text = "\n".join(text for _, text in messages)
-    else:
-        prompt_ids, prompt_text = completion_prompt(body)
-    stream = opt_bool(body, "stream")
+        messages = _messages(body.get("messages"))
+        return chat_prompt_ids(messages), "\n".join(text for _, text in messages)
+    return completion_prompt(body)
+
+
+def _check_sampling(body: dict[str, Any]) -> int | None:
+    """Check n, temperature and top_p; the seed, if any."""
     n = opt_int(body, "n", lo=1)
     if n not in (None, 1):
         raise BadRequest("the simulator supports only n=1", param="n")
@@ -127,6 +129,12 @@ def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.R
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise BadRequest(f"'seed' must be an integer, got {seed!r}", param="seed")
+    return seed
+
+
+def _max_tokens(engine: Engine, body: dict[str, Any], route: str, n_prompt: int) -> int:
+    """Tokens to generate: the dialect's keys in its order of precedence, else its default; within the context."""
+    p = engine.profile
     max_tokens = None
     keys = ("n_predict", "max_tokens", "max_completion_tokens") if p.dialect == "llamacpp" else (
         ("max_completion_tokens", "max_tokens") if route == "chat" else ("max_tokens",))
@@ -137,41 +145,66 @@ def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.R
         max_tokens = opt_int(body, key, lo=1)
         if max_tokens is not None:
             break
-    room = p.max_model_len - len(prompt_ids)
+    room = p.max_model_len - n_prompt
     if room < 1:
         raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, your request "
-                         f"has {len(prompt_ids)} input tokens. Please reduce the length of the input messages.")
+                         f"has {n_prompt} input tokens. Please reduce the length of the input messages.")
     if max_tokens is None:
         max_tokens = 16 if (route == "completions" and p.dialect != "llamacpp") else room
     if max_tokens > room:
         raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, you requested "
-                         f"{max_tokens + len(prompt_ids)} tokens ({len(prompt_ids)} in the messages, {max_tokens} "
+                         f"{max_tokens + n_prompt} tokens ({n_prompt} in the messages, {max_tokens} "
                          f"in the completion). Please reduce the length of the messages or completion.",
                          param="max_tokens")
-    min_tokens = 0
-    if p.dialect != "llamacpp":  # llama-server has no min_tokens and ignores the key
-        min_tokens = opt_int(body, "min_tokens", lo=0) or 0
-        if min_tokens > max_tokens:
-            raise BadRequest(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
-                             param="min_tokens")
-    ignore_eos = opt_bool(body, "ignore_eos")
+    return max_tokens
+
+
+def _min_tokens(engine: Engine, body: dict[str, Any], max_tokens: int) -> int:
+    if engine.profile.dialect == "llamacpp":  # llama-server has no min_tokens and ignores the key
+        return 0
+    min_tokens = opt_int(body, "min_tokens", lo=0) or 0
+    if min_tokens > max_tokens:
+        raise BadRequest(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
+                         param="min_tokens")
+    return min_tokens
+
+
+def _stream_options(engine: Engine, body: dict[str, Any], stream: bool) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats) of ``stream_options``."""
     so = body.get("stream_options")
-    include_usage = continuous = False
-    if so is not None:
-        if not isinstance(so, dict):
-            raise BadRequest("'stream_options' must be an object", param="stream_options")
-        if not stream and p.dialect == "vllm":
-            raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
-        include_usage = opt_bool(so, "include_usage")
-        continuous = opt_bool(so, "continuous_usage_stats")
+    if so is None:
+        return False, False
+    if not isinstance(so, dict):
+        raise BadRequest("'stream_options' must be an object", param="stream_options")
+    if not stream and engine.profile.dialect == "vllm":
+        raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+    return opt_bool(so, "include_usage"), opt_bool(so, "continuous_usage_stats")
+
+
+def _header_faults(request: web.Request) -> FaultSpec:
+    try:
+        return parse_faults(request.headers.get(HEADER, ""))
+    except FaultError as exc:
+        raise BadRequest(f"{HEADER}: {exc}") from None
+
+
+def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.Request,
+                 arrival: float) -> tuple[GenRequest, dict]:
+    """Validate a completions/chat body into a GenRequest plus response options."""
+    p = engine.profile
+    check_model(engine, body)
+    prompt_ids, prompt_text = _prompt(body, route)
+    stream = opt_bool(body, "stream")
+    seed = _check_sampling(body)
+    max_tokens = _max_tokens(engine, body, route, len(prompt_ids))
+    min_tokens = _min_tokens(engine, body, max_tokens)
+    ignore_eos = opt_bool(body, "ignore_eos")
+    include_usage, continuous = _stream_options(engine, body, stream)
     return_ids = opt_bool(body, "return_token_ids")
     if return_ids and p.dialect == "sglang" and route == "chat" and stream:
         raise BadRequest("return_token_ids is not supported with stream=True on /v1/chat/completions",
                          param="return_token_ids")
-    try:
-        header = parse_faults(request.headers.get(HEADER, ""))
-    except FaultError as exc:
-        raise BadRequest(f"{HEADER}: {exc}") from None
+    header = _header_faults(request)
     opts = {"include_usage": include_usage, "continuous": continuous, "return_ids": return_ids,
             "timings_per_token": opt_bool(body, "timings_per_token"), "header_faults": header,
             "spec_details": p.dialect == "sglang" and opt_bool(body, "return_spec_tokens_details")}
@@ -192,10 +225,7 @@ WIRE_FIELDS = ("temperature", "seed", "max_tokens", "max_completion_tokens", "mi
 def prompt_tokens_for(engine: Engine, body: dict[str, Any], text_key: str, special_key: str,
                        special_default: bool) -> list[int]:
     if "messages" in body and engine.profile.dialect != "llamacpp":
-        try:
-            messages = check_messages(body["messages"])
-        except ValueError as exc:
-            raise BadRequest(str(exc), param="messages") from None
+        messages = _messages(body["messages"])
         ids = chat_prompt_ids(messages, add_generation_prompt=opt_bool(body, "add_generation_prompt", True))
         # vLLM's chat tokenize defaults add_special_tokens to false: the template has the BOS already
         return ([1] if opt_bool(body, special_key, False) else []) + ids
