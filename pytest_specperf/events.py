@@ -84,14 +84,45 @@ class TraceBuilder:
 
     def feed(self, t: float, data: str) -> bool:
         """Take one event's data received at ``t``; True once the stream's ``[DONE]`` arrived."""
+        obj = self._parse(data)
+        if obj is None:
+            return self.done
+        if self.response_id is None:
+            self.response_id = obj.get("id")
+        choices = obj.get("choices")
+        text, count, src = self._from_choice(choices[0]) if choices else ("", None, "")
+        u = obj.get("usage")
+        if u.__class__ is dict:
+            count, src = self._from_usage(u, bool(choices), count, src)
+        tm = obj.get("timings")
+        if isinstance(tm, dict):
+            count, src = self._from_timings(tm, bool(choices), count, src)
+        if "metrics" in obj:
+            self.extras["metrics"] = obj["metrics"]
+        if "sglext" in obj:
+            self.extras["sglext"] = obj["sglext"]
+        if count is None and text:
+            count, src = -1, "text"  # counted after the stream, off the clock
+        if count:
+            if not self.source:
+                self.source = src
+            self.chunks.append(Chunk(t, count, text))
+            self.tokens += count if count > 0 else 1
+        return False
+
+    def _parse(self, data: str) -> dict[str, Any] | None:
+        """The event's JSON object; None for ``[DONE]`` (which sets ``done``) and blank data.
+
+        Malformed data and an error the server sent mid-stream raise the named error.
+        """
         # The hot path (thousands of events per second): a JSON object goes straight to the decoder.
         if not data.startswith("{"):
             stripped = data.strip()
             if stripped == "[DONE]":
                 self.done = True
-                return True
+                return None
             if not stripped:
-                return False
+                return None
         try:
             obj, end = _decode(data)
             if end != len(data) and data[end:].strip():
@@ -105,48 +136,39 @@ class TraceBuilder:
             err = obj["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise self._fail(f"server error mid-stream after {self.tokens} tokens: {shorten(str(msg), 100)}")
-        if self.response_id is None:
-            self.response_id = obj.get("id")
-        choices = obj.get("choices")
-        text, count, src = "", None, ""
-        if choices:
-            ch = choices[0]
-            text = choice_text(ch)
-            fr = ch.get("finish_reason")
-            if fr:
-                self.finish_reason = fr
-            ids = ch.get("token_ids")
-            if isinstance(ids, list):
-                count, src = len(ids), "token_ids"
-        u = obj.get("usage")
-        if u.__class__ is dict:
-            self.usage = u
-            # Cumulative per-chunk usage only where asked for and present from the start; a
-            # final-only usage (llama.cpp completions) is a total, not this chunk's count.
-            cum = u.get("completion_tokens")
-            if choices and cum is not None and self._continuous and self.source in ("", "continuous_usage"):
-                cum = int(cum)
-                count, src = cum - self._prev_usage, "continuous_usage"
-                self._prev_usage = cum
-        tm = obj.get("timings")
-        if isinstance(tm, dict):
-            self.timings = tm
-            if ("predicted_n" in tm and src != "continuous_usage" and choices
-                    and self.source in ("", "timings_per_token")):
-                count, src = int(tm["predicted_n"]) - self._prev_timings, "timings_per_token"
-                self._prev_timings = int(tm["predicted_n"])
-        if "metrics" in obj:
-            self.extras["metrics"] = obj["metrics"]
-        if "sglext" in obj:
-            self.extras["sglext"] = obj["sglext"]
-        if count is None and text:
-            count, src = -1, "text"  # counted after the stream, off the clock
-        if count:
-            if not self.source:
-                self.source = src
-            self.chunks.append(Chunk(t, count, text))
-            self.tokens += count if count > 0 else 1
-        return False
+        return obj
+
+    def _from_choice(self, ch: dict[str, Any]) -> tuple[str, int | None, str]:
+        """The choice's text, and its token count when the server sent the token ids."""
+        fr = ch.get("finish_reason")
+        if fr:
+            self.finish_reason = fr
+        ids = ch.get("token_ids")
+        if isinstance(ids, list):
+            return choice_text(ch), len(ids), "token_ids"
+        return choice_text(ch), None, ""
+
+    def _from_usage(self, u: dict[str, Any], has_choice: bool, count: int | None, src: str
+                    ) -> tuple[int | None, str]:
+        """This chunk's count from cumulative per-chunk usage, where asked for and present from the start."""
+        self.usage = u
+        # A final-only usage (llama.cpp completions) is a total, not this chunk's count.
+        cum = u.get("completion_tokens")
+        if has_choice and cum is not None and self._continuous and self.source in ("", "continuous_usage"):
+            cum = int(cum)
+            count, src = cum - self._prev_usage, "continuous_usage"
+            self._prev_usage = cum
+        return count, src
+
+    def _from_timings(self, tm: dict[str, Any], has_choice: bool, count: int | None, src: str
+                      ) -> tuple[int | None, str]:
+        """This chunk's count from llama.cpp's cumulative ``timings.predicted_n`` (timings_per_token)."""
+        self.timings = tm
+        if ("predicted_n" in tm and src != "continuous_usage" and has_choice
+                and self.source in ("", "timings_per_token")):
+            count, src = int(tm["predicted_n"]) - self._prev_timings, "timings_per_token"
+            self._prev_timings = int(tm["predicted_n"])
+        return count, src
 
     def finish(self, total_s: float, t0: float, count_text: Callable[[list[Chunk]], None]) -> Trace:
         """The Trace, counts reconciled with the server's total; ``count_text`` counts text-only chunks."""
