@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from . import storage
-from .options import Settings
 from .resultview import ResultView
 from .session import EndpointSession, SharedStart
+from .settings import Settings
 from .spec import CaseSpec
 
 SETTINGS = pytest.StashKey[Settings]()

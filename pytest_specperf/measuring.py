@@ -22,9 +22,9 @@ from .keys import (
     SPEC,
     SpecperfWarning,
 )
-from .options import Settings
 from .resultview import ResultView
 from .session import EndpointSession
+from .settings import Settings
 from .spec import AUTO_MAX_REPEAT, CaseSpec, CtxSweepSpec
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .options import Settings
+from .settings import Settings
 
 PROP = "specperf"  # the user_properties key carrying a result dict (set by the plugin)
 

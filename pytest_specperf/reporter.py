@@ -13,8 +13,8 @@ from . import __version__, exports, gating, storage
 from .files import write_text_atomic
 from .keys import PROP, SETTINGS, SpecperfWarning
 from .measuring import storage_folder
-from .options import STEP_SUMMARY
 from .report import table, write_json_atomic
+from .settings import STEP_SUMMARY
 
 
 class Reporter:

@@ -14,8 +14,8 @@ from typing import Any
 from .client import Client, Progress
 from .errors import ConfigError, MeasurementError
 from .files import write_text_atomic
-from .options import Settings
 from .runner import Runner
+from .settings import Settings
 
 # Perf cases against the local CPU engine run sized down (max ctx, max tokens, max floor in tok/s):
 # prefill of a 135M model on 2 cores is ~110 tok/s, so a 5000-token prompt would take most of a
