@@ -145,7 +145,7 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
         if stop:
             break
     best = next((p for p in probes if p["rps"] == lo), None)
-    r: CapacityResult = runner._base(
+    r: CapacityResult = runner.new_result(
         CapacityResult, spec, spec.ctx, None, nodeid, slo=dict(spec.slo), target=spec.target, tokens=spec.tokens,
         arrivals=spec.arrivals, max_rps=lo if lo is not None else 0.0, bracket=[lo, hi], probes=probes, stop=stop,
         search_s=time.monotonic() - began, goodput_rps=best["goodput_rps"] if best else None,

@@ -39,9 +39,9 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
         prompt = runner.prompt(spec.content, spec.ctx, seed + i, spec.api)
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * i / n))
-    before = runner._scrape()
+    before = runner.scrape_metrics()
     outcomes = run_streams(runner.client, requests)
-    after = runner._scrape()
+    after = runner.scrape_metrics()
     found = traces(outcomes)
     streams, drifts = [], []
     for o, trace in zip(outcomes, found, strict=True):
@@ -53,8 +53,8 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
             drifts.append(d)
     r = _result(runner, spec, nodeid, streams, found)
     _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else runner.max_drift)
-    r.acceptance, r.attribution = runner._acceptance(streams, before, after, *acceptance.response_fields(found))
-    runner._check_acceptance_gates(spec, r)
+    r.acceptance, r.attribution = runner.acceptance_of(streams, before, after, *acceptance.response_fields(found))
+    runner.check_acceptance_gates(spec, r)
     return r
 
 
@@ -64,7 +64,7 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
     ttft = [s.ttft_s for s in streams]
     med = measure.median
     total, window = aggregate_tps(found)
-    r: SustainedResult = runner._base(
+    r: SustainedResult = runner.new_result(
         SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
         tokens=spec.tokens, repeat=1, streams=streams, concurrency=spec.concurrency, ramp_s=spec.ramp_s,
         completion_tokens=streams[0].completion_tokens, ttft_s=med(ttft), total_s=med([s.total_s for s in streams]),

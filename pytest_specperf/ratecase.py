@@ -212,7 +212,7 @@ def rate_case(runner: Runner, spec: RateSpec, nodeid: str) -> RateResult:
     records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
     figures = summarize(records, slo)
     prompt_tokens = next((o.trace.prompt_tokens for o in outcomes if o.trace is not None), None)
-    r: RateResult = runner._base(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
+    r: RateResult = runner.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
                                  arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
                                  per_request=records, **figures)
     if not runner.client.caps.step_chunks:

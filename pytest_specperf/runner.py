@@ -77,14 +77,16 @@ class Runner:
             self._prompts[key] = build_prompt(kind, ctx, count, variant=variant, api=api)
         return self._prompts[key]
 
-    def _base(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
-              **fields: Any) -> Any:
+    def new_result(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
+                   **fields: Any) -> Any:
+        """A result of ``cls`` with what every case records: kind, endpoint, model, server, ctx, ``fields``."""
         info = self.client.info or self.client.detect()
         return cls(kind=spec.KIND, endpoint=self.client.url, model=str(self.client.model), server=info.kind,
                    ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content,
                    temperature=spec.temperature, server_version=info.details.get("version"), **fields)
 
-    def _warm_up(self) -> None:
+    def warm_up(self) -> None:
+        """One short request before the first measured one (once per runner)."""
         # The first request on a cold server pays for graph capture, allocator growth, and so on.
         if not self._warm:
             self.client.complete(self.prompt("prose", 32, 99_999).text, 8)
@@ -100,7 +102,7 @@ class Runner:
             spec = fit_spec(spec, *self.size_cap)
         self._check_context(spec)
         with endpoint_lock(self.client.url):
-            self._warm_up()
+            self.warm_up()
             started = time.time()
             if isinstance(spec, SustainedSpec):
                 result: Result = self.sustained(spec, nodeid, until=until)
@@ -146,7 +148,7 @@ class Runner:
             return loadcase.sustained_load(self, spec, nodeid, self._coalesce_s())
         seed = case_seed(nodeid)
         progress = self._progress(nodeid) if self._progress else None
-        before = self._scrape()
+        before = self.scrape_metrics()
         max_drift = spec.max_drift if spec.max_drift is not None else self.max_drift
         trials = self._sustained_trials(spec, seed, progress, before is not None, max_drift, until)
         streams = trials.streams
@@ -156,12 +158,12 @@ class Runner:
                                                         axis=0)]
         if self.client.caps.step_chunks:
             _step_windows(r, streams)
-        after = self._scrape()
-        r.acceptance, r.attribution = self._acceptance(streams, before, after,
+        after = self.scrape_metrics()
+        r.acceptance, r.attribution = self.acceptance_of(streams, before, after,
                                                        *acceptance.response_fields(trials.traces))
         if r.acceptance is not None and trials.scrape_series and trials.scrape_series[0]:
             r.acceptance["over_time"] = trials.scrape_series[0]  # first stream: per scrape interval, from counters
-        self._check_acceptance_gates(spec, r)
+        self.check_acceptance_gates(spec, r)
         if spec.max_burst_gap is not None:
             burst_spec = TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api, temperature=spec.temperature)
             burst = self.two_point(burst_spec, nodeid + "#burst", seed=seed)
@@ -210,7 +212,7 @@ class Runner:
                           max_drift: float) -> SustainedResult:
         """The case's figures: medians over its streams, stalls and counts over all of them."""
         med = measure.median
-        r: SustainedResult = self._base(
+        r: SustainedResult = self.new_result(
             SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
             tokens=spec.tokens, repeat=len(streams), streams=streams, max_drift=max_drift,
             completion_tokens=streams[0].completion_tokens,
@@ -225,7 +227,7 @@ class Runner:
     def _coalesce_s(self) -> float:
         return 0.0 if self.client.caps.step_chunks else BURST_S
 
-    def _check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
+    def check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
         """An acceptance gate asked for but without a trustworthy figure is an error, never a silent pass."""
         acc, url = r.acceptance, self.client.url
         hidden = (f"other traffic on {url} moved its spec-decode counters during this case and the server gives "
@@ -248,7 +250,8 @@ class Runner:
                 f"max_accept_drop cannot be judged: per-window acceptance needs one stream chunk per engine step, "
                 f"which {self.client.kind} does not send; gate on min_accept_len instead")
 
-    def _scrape(self) -> dict[str, float] | None:
+    def scrape_metrics(self) -> dict[str, float] | None:
+        """The server's /metrics counters now, or None where it has none."""
         if not self.client.caps.metrics:
             return None
         text = self.client.metrics_text()
@@ -257,10 +260,10 @@ class Runner:
         except ValueError:
             return None  # unparsable /metrics: acceptance from other sources
 
-    def _acceptance(self, streams: list[StreamResult], before: dict[str, float] | None,
-                    after: dict[str, float] | None, timings: list[dict[str, Any]],
-                    resp_metrics: list[dict[str, Any]], spec_details: list[dict[str, Any]]
-                    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def acceptance_of(self, streams: list[StreamResult], before: dict[str, float] | None,
+                      after: dict[str, float] | None, timings: list[dict[str, Any]],
+                      resp_metrics: list[dict[str, Any]], spec_details: list[dict[str, Any]]
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split.
 
         Per-response counts win over counters that lack a rate (SGLang) or were moved by other
@@ -318,7 +321,7 @@ class Runner:
             longs.append(long.elapsed_s)
             usage = long.usage
         med = measure.median
-        return self._base(TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short,
+        return self.new_result(TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short,
                           long=spec.long, t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples),
                           repeat=len(samples), samples_tps=samples)
 
@@ -331,7 +334,7 @@ class Runner:
             p = self.two_point(tp, f"{nodeid}@{ctx}")
             points.append({"ctx": ctx, "prompt_tokens": p.prompt_tokens, "decode_tps": p.decode_tps,
                            "t_short_s": p.t_short_s, "t_long_s": p.t_long_s, "samples_tps": p.samples_tps})
-        return self._base(SweepResult, spec, max(spec.ctxs), points[-1]["prompt_tokens"], nodeid, points=points,
+        return self.new_result(SweepResult, spec, max(spec.ctxs), points[-1]["prompt_tokens"], nodeid, points=points,
                           decode_tps=min(p["decode_tps"] for p in points))
 
 

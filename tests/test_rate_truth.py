@@ -92,7 +92,7 @@ def test_latency_counts_from_the_scheduled_arrival(runner_for: Any) -> None:
 def test_refused_requests_miss_the_slo_and_are_counted(runner_for: Any) -> None:
     with SimServer("healthy", speed=20, overrides={"faults": "status=429*3"}) as sim:
         runner = runner_for(sim.url)
-        runner._warm_up()  # its retries spend the refusals; start the case's requests with them fresh
+        runner.warm_up()  # its retries spend the refusals; start the case's requests with them fresh
         sim.reset()
         spec = build_spec("rate", {"rps": 20, "requests": 12, "tokens": 32, "ctx": 100,
                                    "slo": {"e2e_s": 30.0}, "min_attainment": 0.95})
