@@ -23,6 +23,8 @@ import pytest
 from cdp_browser import chromium_path, visit
 from test_html_report import _not_blank
 
+from pytest_specperf import figures
+from pytest_specperf.crossover import crossover
 from pytest_specperf.sim import SimServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,3 +228,18 @@ def test_plots_folder_has_an_image_per_load_case(run: dict[str, Any]) -> None:
     assert images == sorted(f"test_load_cases.py_{n}.png" for n in ("test_sweep", "test_rate", "test_capacity"))
     for name in images:
         assert _not_blank((run["dir"] / "plots" / name).read_bytes()) > 0.01
+
+
+def test_ab_speedup_chart_holds_the_crossover(run: dict[str, Any]) -> None:
+    """A/B sweeps: B's per-user speedup per level with its interval, against the floor (here B = A, so ~1)."""
+    r, _, _ = run["cases"]["load_sweep"]
+    r = {**r, "crossover": crossover([r], [r], min_speedup=0.9)}
+    view = figures.view(r)
+    chart = next(c for c in view.charts if c.id == "speedup")
+    (s,) = chart.series
+    levels = r["crossover"]["levels"]
+    assert s.x == [lv["users"] for lv in levels] == [1, 4, 16]
+    assert s.y == [lv["speedup"] for lv in levels] and [[lo, hi] for lo, hi in zip(s.low, s.high, strict=True)] == [
+        lv["interval"] for lv in levels]
+    assert [lv.y for lv in chart.levels] == [0.9]
+    assert ("crossover", r["crossover"]["text"]) in view.facts
