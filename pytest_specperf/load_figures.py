@@ -7,6 +7,7 @@ from one level or probe to the next, so their axis is base-2 logarithmic.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .figures import Band, CaseView, Chart, Level, Series, _common, _pct, fmt, register
@@ -129,13 +130,18 @@ def _floor_text(floor: Any) -> str:
 
 
 def _latency_chart(r: dict[str, Any], key: str, reqs: list[dict[str, Any]]) -> Chart:
-    """One latency per answered request against its scheduled send time; SLO bound and p90 as lines."""
+    """One latency per answered request against its scheduled send time; SLO bound and p90 as lines.
+
+    Split by this bound alone, so a request that met it but missed another bound is not marked here.
+    """
     name, unit = LATENCIES[key]
     slo = r.get("slo") or {}
     answered = [q for q in reqs if q.get("status") == 200]
-    if slo:
-        series = (_series("met SLO", [q for q in answered if q.get("met")], "at_s", key, "points")
-                  + _series("missed SLO", [q for q in answered if not q.get("met")], "at_s", key, "points"))
+    bound = _num(slo.get(key))
+    if bound is not None:
+        within = [q for q in answered if (_num(q.get(key)) or math.inf) <= bound]
+        series = (_series("within bound", within, "at_s", key, "points")
+                  + _series("missed bound", [q for q in answered if q not in within], "at_s", key, "points"))
     else:
         series = _series("answered", answered, "at_s", key, "points")
     chart = Chart(f"{key}_per_request", f"{name} per request (from its scheduled send)", "scheduled send (s)", unit,
@@ -144,8 +150,8 @@ def _latency_chart(r: dict[str, Any], key: str, reqs: list[dict[str, Any]]) -> C
     p90 = _num(r.get(f"{base}_p90_{suffix}"))
     if p90 is not None:
         chart.levels.append(Level(p90, f"p90 {p90:.3g} {unit}"))
-    if _num(slo.get(key)) is not None:
-        chart.levels.append(Level(float(slo[key]), f"SLO {slo[key]:g} {unit}", "solid"))
+    if bound is not None:
+        chart.levels.append(Level(bound, f"SLO {bound:g} {unit}", "solid"))
     return chart
 
 

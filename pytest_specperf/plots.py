@@ -44,23 +44,7 @@ def _draw(ax: Any, chart: Chart) -> None:
         span = ax.axvspan if band.axis == "x" else ax.axhspan
         color = BAND_COLORS.get(band.label.split(" ")[0], "#cccccc")
         span(band.lo, band.hi, color=color, alpha=0.12, lw=0, label=band.label)
-    for i, s in enumerate(chart.series):
-        gid = f"{chart.id}-s{i}"
-        color = COLORS[i % len(COLORS)]
-        if s.style == "bars":
-            ax.bar(s.x, s.y, color=[COLORS[j % len(COLORS)] for j in range(len(s.x))], gid=gid, width=0.6)
-        elif s.style == "points":
-            marker = next((m for prefix, m in MARKERS.items() if s.name.startswith(prefix)), "o")
-            if s.low is not None and s.high is not None:
-                err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
-                       [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
-                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=s.name, gid=gid)
-            else:
-                ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color,
-                        ms={"_": 14, "*": 10}.get(marker, 5), mew=2 if marker == "_" else 1, ls="none",
-                        label=s.name, gid=gid)
-        else:
-            ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
+    _draw_series(ax, chart)
     for j, level in enumerate(chart.levels):
         ax.axhline(level.y, color=LEVEL_COLORS[j % len(LEVEL_COLORS)], lw=1,
                    ls="--" if level.style == "dashed" else "-", label=level.label)
@@ -78,6 +62,28 @@ def _draw(ax: Any, chart: Chart) -> None:
     ax.grid(alpha=0.3, lw=0.5)
     if len(chart.series) + len(chart.levels) + len(chart.bands) > 1:
         ax.legend(fontsize=7, frameon=False, loc="best")
+
+
+def _draw_series(ax: Any, chart: Chart) -> None:
+    for i, s in enumerate(chart.series):
+        gid = f"{chart.id}-s{i}"
+        color = COLORS[i % len(COLORS)]
+        if s.style == "bars":
+            ax.bar(s.x, s.y, color=[COLORS[j % len(COLORS)] for j in range(len(s.x))], gid=gid, width=0.6)
+        elif s.style == "points":
+            marker = next((m for prefix, m in MARKERS.items() if s.name.startswith(prefix)), "o")
+            if s.low is not None and s.high is not None:
+                err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
+                       [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
+                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=s.name, gid=gid)
+            else:
+                ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color,
+                        ms={"_": 14, "*": 10}.get(marker, 5), mew=2 if marker == "_" else 1, ls="none",
+                        label=s.name, gid=gid)
+        else:
+            if s.name.startswith(("refused", "failed")):  # requests that got no answer: red, as misses are
+                color = "#d62728"
+            ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
 
 
 def _log2_axis(ax: Any) -> None:

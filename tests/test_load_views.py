@@ -117,12 +117,12 @@ def test_rate_charts_hold_every_request(run: dict[str, Any]) -> None:
     answered = [q for q in reqs if q["status"] == 200]
     for key in ("ttft_s", "e2e_s"):
         chart = charts[f"{key}_per_request"]
-        for name, met in (("met SLO", True), ("missed SLO", False)):
-            want = [(q["at_s"], q[key]) for q in answered if q["met"] is met]
+        for name, within in (("within bound", True), ("missed bound", False)):
+            want = [(q["at_s"], q[key]) for q in answered if (q[key] <= r["slo"][key]) is within]
             got = [s for s in chart["series"] if s["name"] == name]
             assert [list(zip(s["x"], s["y"], strict=True)) for s in got] == ([want] if want else [])
         assert _levels(chart) == {"p90": r[key.replace("_", "_p90_")], "SLO": r["slo"][key]}
-    assert any(not q["met"] for q in answered), "a TTFT bound of 8 ms is missed by some answered request"
+    assert any(q["ttft_s"] > 0.008 for q in answered), "a TTFT bound of 8 ms is missed by some answered request"
     assert "tpot_ms_per_request" not in charts  # no tpot bound: no tpot chart
     outcomes = charts["outcomes"]
     for name, chosen in (("scheduled", reqs), ("met SLO", [q for q in reqs if q["met"]]),
