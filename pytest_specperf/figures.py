@@ -9,6 +9,7 @@ A kind of case adds one renderer::
     def _load(result: dict, baseline: list[dict]) -> CaseView: ...
 
 Kinds without a renderer get the generic view: a table of their scalar fields.
+Load kinds (``load_sweep``, ``rate``, ``capacity``) live in ``load_figures``, registered on import below.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class Chart:
     levels: list[Level] = field(default_factory=list)
     bands: list[Band] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
+    xscale: str = "linear"  # "log": a base-2 axis, for users and request rates that double
+    yscale: str = "linear"  # "log": for latencies that span orders of magnitude past saturation
 
     def data(self) -> dict[str, Any]:
         """The chart as JSON-able data: every value it draws."""
@@ -374,3 +377,7 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
         if chart.series:
             out.append(chart)
     return out
+
+
+# Registers the load kinds' renderers; imported last because it builds on everything above.
+from . import load_figures  # noqa: E402,F401

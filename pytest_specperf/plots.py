@@ -15,13 +15,17 @@ from typing import Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .figures import CaseView, Chart, view
 from .files import write_text_atomic
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
-BAND_COLORS = {"early windows": "#2ca02c", "late windows": "#d62728"}
+#: Shaded spans by the first word of their label.
+BAND_COLORS = {"early": "#2ca02c", "late": "#d62728", "bracket": "#ff7f0e"}
 LEVEL_COLORS = ["#2ca02c", "#d62728", "#000000", "#7f7f7f"]
+#: Point markers by the start of a series' name: misses and errors are red crosses, floors a bar at their level.
+MARKERS = {"stalls": "x", "missed": "x", "failed": "x", "refused": "x", "floor": "_", "knee": "*"}
 _RC = {
     "svg.fonttype": "none",  # text stays text: a fraction of the size of glyph outlines
     "path.simplify": False,  # every data point is drawn (and can be found in the SVG)
@@ -38,26 +42,16 @@ _SVG_META = {"Date": None, "Creator": None, "Format": None, "Type": None}
 def _draw(ax: Any, chart: Chart) -> None:
     for band in chart.bands:
         span = ax.axvspan if band.axis == "x" else ax.axhspan
-        span(band.lo, band.hi, color=BAND_COLORS.get(band.label, "#cccccc"), alpha=0.12, lw=0, label=band.label)
-    for i, s in enumerate(chart.series):
-        gid = f"{chart.id}-s{i}"
-        color = COLORS[i % len(COLORS)]
-        if s.style == "bars":
-            ax.bar(s.x, s.y, color=[COLORS[j % len(COLORS)] for j in range(len(s.x))], gid=gid, width=0.6)
-        elif s.style == "points":
-            marker = "x" if s.name.startswith("stalls") else "o"
-            if s.low is not None and s.high is not None:
-                err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
-                       [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
-                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=s.name, gid=gid)
-            else:
-                ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color, ms=5, ls="none",
-                        label=s.name, gid=gid)
-        else:
-            ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
+        color = BAND_COLORS.get(band.label.split(" ")[0], "#cccccc")
+        span(band.lo, band.hi, color=color, alpha=0.12, lw=0, label=band.label)
+    _draw_series(ax, chart)
     for j, level in enumerate(chart.levels):
         ax.axhline(level.y, color=LEVEL_COLORS[j % len(LEVEL_COLORS)], lw=1,
                    ls="--" if level.style == "dashed" else "-", label=level.label)
+    if chart.xscale == "log":
+        _log2_axis(ax)
+    if chart.yscale == "log":
+        ax.set_yscale("log")
     if chart.categories:
         ax.set_xticks(range(len(chart.categories)), chart.categories)
         ax.set_xlim(-0.6, len(chart.categories) - 0.4)
@@ -70,10 +64,39 @@ def _draw(ax: Any, chart: Chart) -> None:
         ax.legend(fontsize=7, frameon=False, loc="best")
 
 
+def _draw_series(ax: Any, chart: Chart) -> None:
+    for i, s in enumerate(chart.series):
+        gid = f"{chart.id}-s{i}"
+        color = COLORS[i % len(COLORS)]
+        if s.style == "bars":
+            ax.bar(s.x, s.y, color=[COLORS[j % len(COLORS)] for j in range(len(s.x))], gid=gid, width=0.6)
+        elif s.style == "points":
+            marker = next((m for prefix, m in MARKERS.items() if s.name.startswith(prefix)), "o")
+            if s.low is not None and s.high is not None:
+                err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
+                       [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
+                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=s.name, gid=gid)
+            else:
+                ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color,
+                        ms={"_": 14, "*": 10}.get(marker, 5), mew=2 if marker == "_" else 1, ls="none",
+                        label=s.name, gid=gid)
+        else:
+            if s.name.startswith(("refused", "failed")):  # requests that got no answer: red, as misses are
+                color = "#d62728"
+            ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
+
+
+def _log2_axis(ax: Any) -> None:
+    # Doubling users or rates sit evenly apart; ticks read as plain numbers (4, not 2^2).
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def _readable_ylim(ax: Any, chart: Chart) -> None:
     # A flat series (5.0 tokens/step with float noise) would be autoscaled onto its rounding errors.
     ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels]
-    if not ys:
+    if not ys or chart.yscale == "log":
         return
     lo, hi = min(ys), max(ys)
     span = max(abs(hi), abs(lo), 1e-12) * 0.05
