@@ -144,7 +144,8 @@ def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: flo
         prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
         tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
         knee=knee([(lv["concurrency"], lv["total_tps"]) for lv in levels]),
-        decode_tps=levels[-1]["decode_tps"], total_tps=max(totals) if totals else None, min_speedup=spec.min_speedup)
+        decode_tps=levels[-1]["decode_tps"], total_tps=max(totals) if totals else None,
+        min_total_tps=spec.min_total_tps, min_speedup=spec.min_speedup)
     result.notes.append(knee_text(result.knee, levels))
     return result
 

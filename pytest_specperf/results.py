@@ -115,6 +115,7 @@ class LoadSweepResult(Result):
     knee: int | None = None  # first level past which aggregate tok/s grows < 10% per doubling
     decode_tps: float = 0.0  # per-user median decode at the highest level
     total_tps: float | None = None  # the highest aggregate over levels
+    min_total_tps: Any = None  # the asked aggregate floor: one number, or {users: floor}
     min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
     crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
 

@@ -34,7 +34,7 @@ CASES = """
 import httpx
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=100, min_tps={{4: 100, 16: 80}})
+@pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=100, min_tps={{4: 100, 16: 80}}, min_total_tps=50)
 def test_sweep(specperf):
     pass
 
@@ -104,6 +104,7 @@ def test_sweep_charts_hold_the_levels(run: dict[str, Any]) -> None:
     assert _series(per_user, "10th-percentile user")["y"] == [lv["decode_p10_tps"] for lv in r["levels"]]
     floor = _series(per_user, "floor (min_tps)")
     assert dict(zip(floor["x"], floor["y"], strict=True)) == {float(k): v for k, v in r["min_tps"].items()}
+    assert [lv["y"] for lv in charts["aggregate"]["levels"]] == [r["min_total_tps"]] == [50]
     ttft = charts["ttft_users"]
     assert _series(ttft, "TTFT p50")["y"] == [lv["ttft_p50_s"] for lv in r["levels"]]
     assert _series(ttft, "TTFT p90")["y"] == [lv["ttft_p90_s"] for lv in r["levels"]]
