@@ -86,7 +86,7 @@ def _auto_baseline(a: Arm, b: Arm, c: int, max_repeat: int) -> tuple[str, int, f
     verdict = "inconclusive"
     while len(cand) < max_repeat:
         cand.append(b.trial(c, len(cand))[0])
-        d = sequential.sprt(base, cand, max_regression=THRESHOLD)
+        d = sequential.sprt(base, cand, max_regression=THRESHOLD, stored=True, final=len(cand) == max_repeat)
         if d.verdict != "continue":
             verdict = d.verdict
             break
