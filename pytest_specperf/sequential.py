@@ -208,14 +208,16 @@ def _undecided(dec: Decision, max_regression: float, against: str, alpha: float,
 
 def baseline_trials_needed(sd: float, n_cand: int, max_regression: float, *, alpha: float = ALPHA,
                            beta: float = BETA, most: int = 100) -> int | None:
-    """Baseline trials with which ``n_cand`` candidate trials at per-trial noise ``sd`` find a regression of
-    twice the threshold with power ``1 - beta`` at the last look (pooled t); None when ``most`` are not enough."""
+    """Baseline trials (at least ``MIN_TRIALS``) with which ``n_cand`` candidate trials at per-trial noise ``sd``
+    find a regression of twice the threshold with power ``1 - beta`` by the last look's t-test alone;
+    None when ``most`` are not enough."""
     if sd <= 0 or n_cand < 2:
         return None
     effect = -2 * math.log1p(-max_regression)
-    for nb in range(2, most + 1):
+    for nb in range(MIN_TRIALS, most + 1):
         df = nb + n_cand - 2
-        if (stats.t.isf(alpha / 2, df) + stats.t.isf(beta, df)) * sd * math.sqrt(1 / nb + 1 / n_cand) <= effect:
+        q = stats.t.isf(FINAL_SHARE * alpha, df) + stats.t.isf(beta, df)
+        if q * sd * math.sqrt(1 / nb + 1 / n_cand) <= effect:
             return nb
     return None
 
