@@ -19,13 +19,21 @@ trial. Wald's ratio assumes a known noise; here it is Welch's standard error fro
 it is widened by the ratio of t to normal quantiles (Welch's degrees of freedom): early looks need
 more evidence, late ones almost none extra. From five trials on, each side's logs are winsorized at
 3 robust sd, so one hiccup trial weighs as a bad trial, no more. Trials start at ``MIN_TRIALS``; at
-``max_repeat`` an undecided comparison is ``inconclusive``. The error rates (false alarms,
-detections, trials used) are measured by ``benchmarks/sequential.py`` on the simulator, and checked
-on a smaller sample by the tests.
+``max_repeat`` an undecided comparison is ``inconclusive``.
+
+Against a stored baseline (``stored``) the baseline's trials are fixed, so its mean's error stays in
+every look and the evidence stops growing: there the variances are pooled when an F-test finds them
+consistent (Welch's otherwise), the looks get ``1 - FINAL_SHARE`` of ``alpha``, and the last look
+spends the rest on a fixed-sample t-test. An undecided comparison whose baseline is too small says
+how many baseline trials would do (``baseline_trials_needed``).
+
+The error rates (false alarms, detections, trials used) are measured by ``benchmarks/sequential.py``
+on the simulator, and checked on a smaller sample by the tests.
 
 Public API: ``sprt(base, cand, ...) -> Decision``, ``compare_case(...) -> Comparison`` (the fixed
 rule's figures with the sequential verdict), ``compare_runs`` (as ``compare.compare_runs``),
-``decided(comparisons)``, and ``run_ab(...)`` (A/B in ABBA order until decided).
+``decided(comparisons)``, ``run_ab(...)`` (A/B in ABBA order until decided) and
+``baseline_trials_needed``.
 """
 
 from __future__ import annotations
