@@ -89,6 +89,21 @@ def test_error_rates_against_a_small_stored_baseline() -> None:
     assert np.mean(n_same + n_slow) <= 0.6 * 10, (np.mean(n_same), np.mean(n_slow))  # fixed: 10 candidate trials
 
 
+def test_unequal_noise_is_not_pooled_away() -> None:
+    # A noisy stored baseline (6 % per trial) and a quiet candidate (1 %), nothing changed: pooling the two
+    # variances would take the candidate's quiet for the baseline's and raise false alarms past 1 %.
+    rng = np.random.default_rng(21)
+    alarms = 0
+    for _ in range(1000):
+        base, cand = np.exp(rng.normal(0.0, 0.06, 5)), np.exp(rng.normal(0.0, 0.01, 20))
+        for n in range(sequential.MIN_TRIALS, 21):
+            d = sequential.sprt(base, cand[:n], stored=True, final=n == 20)
+            if d.verdict != "continue":
+                alarms += d.verdict == "regressed"
+                break
+    assert alarms <= 10, alarms
+
+
 def test_too_small_a_baseline_names_the_fix() -> None:
     # One baseline trial at ~4 % noise cannot show a 5 % threshold even with 20 candidate trials.
     rng = random.Random(6)
