@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from . import compare
 from .compare import CaseComparison, Comparison
@@ -61,8 +61,8 @@ _NO_SPREAD = 1e-9
 # A log-sd below this is rounding, not noise (equal values): it stands for the smallest noise a real
 # endpoint shows, so identical trials do not give an infinite ratio.
 MIN_NOISE = 0.002
-#: against a stored baseline: a variance-ratio (F) test below this two-sided p says the two sides' noise
-#: differs (Welch's standard error then); at or above it their variances are pooled.
+#: against a stored baseline: a test of equal variances (Brown-Forsythe) below this p says the two sides'
+#: noise differs (Welch's standard error then); at or above it their variances are pooled.
 CONSISTENT_P = 0.05
 #: against a stored baseline: the share of ALPHA kept for the last look's t-test (the looks get the rest).
 FINAL_SHARE = 0.25
@@ -143,11 +143,13 @@ def _standard_error(lb: np.ndarray, lc: np.ndarray, *, pool: bool = False) -> tu
     """(per-trial sd, standard error of the difference of means, degrees of freedom).
 
     Welch's, each side's own noise, so a noisy candidate is not hidden behind a quiet baseline. With ``pool``
-    the two sides' variances are pooled (n_b + n_c - 2 degrees of freedom) unless a variance-ratio test says
-    they differ. Always pooled when one side has a single trial (the other carries the variance).
+    the two sides' variances are pooled (n_b + n_c - 2 degrees of freedom) once the candidate has as many
+    trials as the baseline, unless a test says their noise differs: while the candidate is the smaller side
+    a pooled variance leans on the baseline's, and three trials are too few to show they are noisier.
+    Always pooled when one side has a single trial (the other carries the variance).
     """
     nb, nc = lb.size, lc.size
-    if nb < 2 or nc < 2 or (pool and _consistent(lb, lc)):
+    if nb < 2 or nc < 2 or (pool and nc >= nb and _consistent(lb, lc)):
         df = nb + nc - 2
         ss = float(((lb - lb.mean()) ** 2).sum() + ((lc - lc.mean()) ** 2).sum())
         sd = max(math.sqrt(ss / df), MIN_NOISE)
@@ -158,11 +160,13 @@ def _standard_error(lb: np.ndarray, lc: np.ndarray, *, pool: bool = False) -> tu
     return math.sqrt((vb * nb + vc * nc) / 2), math.sqrt(vb + vc), df
 
 
-def _consistent(lb: np.ndarray, lc: np.ndarray, p: float = CONSISTENT_P) -> bool:
-    """True when the two sides' variances are consistent: a two-sided F-test of their ratio does not reject."""
-    vb, vc = max(float(lb.var(ddof=1)), MIN_NOISE**2), max(float(lc.var(ddof=1)), MIN_NOISE**2)
-    below = float(special.fdtr(lc.size - 1, lb.size - 1, vc / vb))  # F's cdf, without scipy.stats' overhead
-    return 2 * min(below, 1 - below) > p
+def _consistent(lb: np.ndarray, lc: np.ndarray) -> bool:
+    """True when the two sides' noise is consistent: the Brown-Forsythe test (Levene's, about the medians)
+    does not reject equal variances at ``CONSISTENT_P``. Unlike the F-test it holds its level when a busy
+    machine gives the trials heavy tails, so it does not send ordinary noise to Welch's few degrees of freedom."""
+    if float(np.ptp(lb)) <= _NO_SPREAD or float(np.ptp(lc)) <= _NO_SPREAD:
+        return False  # no spread on one side: nothing to test, each side keeps its own (floored) variance
+    return float(stats.levene(lb, lc, center="median").pvalue) >= CONSISTENT_P
 
 
 def _winsorize(x: np.ndarray, k: float = 3.0) -> np.ndarray:
