@@ -11,8 +11,9 @@ design's alone. Designs:
 
 * A/B, fixed: 10 trials per arm, ``compare.compare_case`` (the rule ``repeat=10`` uses);
 * A/B, auto: ``sequential.run_ab`` (``repeat="auto"``, max_repeat 20), ABBA rounds;
-* baseline, fixed / auto: A's first 5 trials stand for a stored run; the candidate (B) runs 10
-  trials, or sequential ones until decided. Endpoint time counts the candidate's trials only.
+* baseline, fixed / auto: A's first 5 trials (``--base-trials``) stand for a stored run; the
+  candidate (B) runs 10 trials, or sequential ones until decided (``sprt(..., stored=True)``, its last
+  look at ``max_repeat``). Endpoint time counts the candidate's trials only.
 
 Run: ``python benchmarks/sequential.py`` (about 20 minutes on 2 busy cores; ``--comparisons 50``
 for a quick look).
@@ -80,13 +81,13 @@ def _auto_ab(a: Arm, b: Arm, c: int, max_repeat: int) -> tuple[str, int, float]:
     return ccs[0].verdict, used["A"] + used["B"], secs
 
 
-def _auto_baseline(a: Arm, b: Arm, c: int, max_repeat: int) -> tuple[str, int, float]:
-    base = [a.trial(c, i)[0] for i in range(BASE_TRIALS)]
+def _auto_baseline(a: Arm, b: Arm, c: int, max_repeat: int, base_trials: int) -> tuple[str, int, float]:
+    base = [a.trial(c, i)[0] for i in range(base_trials)]
     cand: list[float] = []
     verdict = "inconclusive"
     while len(cand) < max_repeat:
         cand.append(b.trial(c, len(cand))[0])
-        d = sequential.sprt(base, cand, max_regression=THRESHOLD)
+        d = sequential.sprt(base, cand, max_regression=THRESHOLD, stored=True, final=len(cand) == max_repeat)
         if d.verdict != "continue":
             verdict = d.verdict
             break
@@ -110,9 +111,9 @@ def run_condition(noise: str, change: float, args: argparse.Namespace) -> list[d
             secs = sum(a.trial(c, i)[1] + b.trial(c, i)[1] for i in range(FIXED))
             rows["ab-fixed"].append((v, 2 * FIXED, secs))
             rows["ab-auto"].append(_auto_ab(a, b, c, args.max_repeat))
-            v = _fixed(a, b, c, BASE_TRIALS, FIXED)
+            v = _fixed(a, b, c, args.base_trials, FIXED)
             rows["base-fixed"].append((v, FIXED, sum(b.trial(c, i)[1] for i in range(FIXED))))
-            rows["base-auto"].append(_auto_baseline(a, b, c, args.max_repeat))
+            rows["base-auto"].append(_auto_baseline(a, b, c, args.max_repeat, args.base_trials))
         ca.close()
         cb.close()
         logs = np.log([a.trials[(c, i)][0] for c in range(args.comparisons) for i in range(FIXED)])
@@ -136,12 +137,15 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256, help="tokens per stream (default 256)")
     ap.add_argument("--speed", type=float, default=20.0, help="simulator speed (default 20)")
     ap.add_argument("--max-repeat", type=int, default=20, help="repeat='auto' cap per arm (default 20)")
+    ap.add_argument("--base-trials", type=int, default=BASE_TRIALS,
+                    help=f"trials of the stored baseline in baseline mode (default {BASE_TRIALS})")
     ap.add_argument("--noise", nargs="*", default=list(NOISE), choices=list(NOISE))
     ap.add_argument("--changes", nargs="*", type=float, default=[0.0, -0.10], help="true changes of B (default 0 -0.1)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     print(f"threshold {THRESHOLD:.0%}, {args.comparisons} comparisons per condition, {args.tokens}-token streams, "
-          f"speed {args.speed:g}; 'regressed' is the false-alarm rate at change 0 and the detection rate below it")
+          f"speed {args.speed:g}, stored baseline of {args.base_trials} trials; 'regressed' is the false-alarm rate "
+          "at change 0 and the detection rate below it")
     print(f"{'noise (cv)':<18}{'change':>7}  {'design':<11}{'regressed':>10}{'passed':>8}{'inconcl':>8}"
           f"{'trials':>8}{'endpoint s':>11}{'vs fixed':>9}", flush=True)
     rows: list[dict[str, Any]] = []

@@ -21,10 +21,10 @@ from pytest_specperf.spec import build_spec
 NOISY = {"jitter": 0.3}
 
 
-def _trial_source(change: float, rng: random.Random) -> Callable[[], dict[str, Any]]:
+def _trial_source(change: float, rng: random.Random, noise: dict[str, float] = NOISY) -> Callable[[], dict[str, Any]]:
     """Trials of one arm: the decode rate of a 256-token generation drawn from the simulator's own model
     (the same step plan a SimServer would sleep through), seeded, with steps slowed by ``change``."""
-    profile = load_profile("healthy", {**NOISY, "step_ms": 20.0 / (1.0 + change)})
+    profile = load_profile("healthy", {**noise, "step_ms": 20.0 / (1.0 + change)})
 
     def trial() -> dict[str, Any]:
         _, steps = plan(profile, 200, "prose", 256, seed=rng.randrange(2**31))
@@ -54,6 +54,63 @@ def test_error_rates_and_trials_on_the_simulator_noise_model() -> None:
     fixed = 2 * 10  # the fixed design: 10 trials per arm
     assert np.mean(n_same + n_slow) <= 0.6 * fixed, (np.mean(n_same), np.mean(n_slow))
     assert same.count("passed") >= 76  # a stable build is passed, not left inconclusive
+
+
+def _against_baseline(change: float, n: int, seed: int, base_trials: int) -> tuple[list[str], list[int]]:
+    """``n`` candidates judged as the runner and the gate do against a stored run of ``base_trials`` trials:
+    trials are added while ``until_baseline`` says undecided (20 at most), then the final comparison."""
+    rng = random.Random(seed)
+    verdicts, trials = [], []
+    for _ in range(n):
+        base_trial = _trial_source(0.0, rng, NOISIER)
+        base = [base_trial() for _ in range(base_trials)]
+        trial = _trial_source(change, rng, NOISIER)
+        until = sequential.until_baseline(base, "t", max_regression=0.05, metrics=("decode_tps",))
+        cand = [trial()]
+        while len(cand) < 20 and not until({"decode_tps": [c["decode_tps"] for c in cand]}):
+            cand.append(trial())
+        (cc,) = sequential.compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+        verdicts.append(cc.verdict)
+        trials.append(len(cand))
+    return verdicts, trials
+
+
+# 40 % per-step jitter: a per-trial log-sd of ~4.2 %, the noisier of the benchmark's conditions.
+NOISIER = {"jitter": 0.4}
+
+
+def test_error_rates_against_a_small_stored_baseline() -> None:
+    # A stored run of 5 trials: its mean's error stays in every look however many candidate trials are added.
+    # 100 seeded comparisons per condition (benchmarks/sequential.py runs 200 on live simulators).
+    same, n_same = _against_baseline(0.0, 100, seed=3, base_trials=5)
+    slow, n_slow = _against_baseline(-0.10, 100, seed=4, base_trials=5)
+    assert same.count("regressed") <= 1, same.count("regressed")  # false alarms: ~1 % allowed
+    assert slow.count("regressed") >= 95, slow.count("regressed")  # detection of a 10 % regression: >= 95 %
+    assert np.mean(n_same + n_slow) <= 0.6 * 10, (np.mean(n_same), np.mean(n_slow))  # fixed: 10 candidate trials
+
+
+def test_unequal_noise_is_not_pooled_away() -> None:
+    # A noisy stored baseline (6 % per trial) and a quiet candidate (1 %), nothing changed: pooling the two
+    # variances would take the candidate's quiet for the baseline's and raise false alarms past 1 %.
+    rng = np.random.default_rng(21)
+    alarms = 0
+    for _ in range(1000):
+        base, cand = np.exp(rng.normal(0.0, 0.06, 5)), np.exp(rng.normal(0.0, 0.01, 20))
+        for n in range(sequential.MIN_TRIALS, 21):
+            d = sequential.sprt(base, cand[:n], stored=True, final=n == 20)
+            if d.verdict != "continue":
+                alarms += d.verdict == "regressed"
+                break
+    assert alarms <= 10, alarms
+
+
+def test_too_small_a_baseline_names_the_fix() -> None:
+    # One baseline trial at ~4 % noise cannot show a 5 % threshold even with 20 candidate trials.
+    rng = random.Random(6)
+    base, cand = [_trial_source(0.0, rng, NOISIER)()], [_trial_source(-0.05, rng, NOISIER)() for _ in range(20)]
+    (cc,) = sequential.compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+    assert cc.verdict == "inconclusive", cc.reason
+    assert "1 baseline trials are too few" in cc.reason and "save the baseline with repeat=" in cc.reason, cc.reason
 
 
 def test_sprt_waits_for_its_first_look_and_for_the_medians() -> None:
