@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from engine_threads import THREADS
 
 from pytest_specperf import loadcase, measure
 from pytest_specperf.client import Client
@@ -82,7 +83,8 @@ def test_more_users_more_aggregate_less_each(four_slots: Client) -> None:
 def test_speculation_stays_on_with_several_slots(llama_engine) -> None:
     binary, model = llama_engine
     tokens = 96
-    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024, extra_args=["--parallel", "2"]) as server, \
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024, threads=THREADS,
+                     extra_args=["--parallel", "2"]) as server, \
             _client(server) as client:
         prompts = [build_prompt("repetitive", 128, client.count_tokens, variant=v).text for v in (1, 2)]
         found = traces(run_streams(client, [StreamRequest(p, tokens, seed=i) for i, p in enumerate(prompts)]))
