@@ -26,7 +26,7 @@ def _slow_profile() -> str:
 ONE_CASE = """
 import pytest
 
-@pytest.mark.sustained(tokens=400, ctx=200)
+@pytest.mark.sustained(tokens=300, ctx=200)
 def test_case(specperf):
     pass
 """
@@ -34,7 +34,7 @@ CASES = """
 import pytest
 
 @pytest.mark.parametrize("i", range({n}))
-@pytest.mark.sustained(tokens=400, ctx=200, repeat=5)
+@pytest.mark.sustained(tokens=300, ctx=200, repeat=5)
 def test_case(specperf, i):
     pass
 """
