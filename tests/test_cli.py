@@ -1,6 +1,6 @@
 """The `specperf` command over runs saved by real pytest runs on the simulator.
 
-A baseline at simulator speed 8, then a candidate at speed 4 (every rate halves: a real regression)
+A baseline at simulator speed 16, then a candidate at speed 8 (every rate halves: a real regression)
 judged by the plugin itself with --specperf-compare; `specperf compare` must reach the same verdicts.
 """
 
@@ -42,9 +42,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("cli")
     (folder / "test_cases.py").write_text(CASES)
     (folder / "pytest.ini").write_text("[pytest]\n")
-    done = _pytest(folder, "--specperf-sim-speed=8", "--specperf-save=base")
+    done = _pytest(folder, "--specperf-sim-speed=16", "--specperf-save=base")
     assert done.returncode == 0, done.stdout[-2000:]
-    done = _pytest(folder, "--specperf-sim-speed=4", "--specperf-save=new", "--specperf-compare=base")
+    done = _pytest(folder, "--specperf-sim-speed=8", "--specperf-save=new", "--specperf-compare=base")
     assert done.returncode == 1, done.stdout[-2000:]  # the plugin itself saw the regression
     return folder
 

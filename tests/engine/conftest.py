@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from engine_threads import THREADS
 from httpx_sse import EventSource
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -36,7 +37,17 @@ def llama_engine() -> tuple[Path, Path]:
 def ngram_server(llama_engine: tuple[Path, Path]) -> Iterator[LlamaServer]:
     """One ngram-preset server for the whole session: startup and model load are paid once."""
     binary, model = llama_engine
-    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=2048) as server:
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=2048, threads=THREADS) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def synth_server(llama_engine: tuple[Path, Path]) -> Iterator[LlamaServer]:
+    """One self-draft server with --spec-synth-len 3 (mean accepted length about 3: a known answer), shared
+    by the engine's own counters test and the plugin's measurement of them; both read counter deltas."""
+    binary, model = llama_engine
+    with LlamaServer(model, preset="self-draft", binary=binary, ctx_size=2048, threads=THREADS,
+                     extra_args=["--spec-synth-len", "3"]) as server:
         yield server
 
 

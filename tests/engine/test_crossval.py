@@ -57,11 +57,9 @@ def test_chat_prompts_hit_ctx_with_the_template(client: Client, ctx: int) -> Non
     assert abs(usage["prompt_tokens"] - ctx) <= max(1, 0.01 * ctx), usage
 
 
-def test_synthetic_acceptance_length_is_measured(llama_engine) -> None:
+def test_synthetic_acceptance_length_is_measured(synth_server: LlamaServer) -> None:
     """--spec-synth-len 3 makes a real engine accept 3 tokens per drafted step on average: a known answer."""
-    binary, model = llama_engine
-    with LlamaServer(model, preset="self-draft", extra_args=["--spec-synth-len", "3"], binary=binary,
-                     ctx_size=2048) as server, Client(server.url, timeout=180) as c:
+    with Client(synth_server.url, timeout=180) as c:
         c.detect()
         r = Runner(c).sustained(SustainedSpec(tokens=300, ctx=64, content="prose"), "synth")
     acc = r.acceptance

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from engine_threads import THREADS
+
 from pytest_specperf.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
 from pytest_specperf.runner import Runner
@@ -21,7 +23,7 @@ def _measure(engine: tuple[Path, Path], content: str, pair: int) -> tuple[float,
     """(share of output tokens that were accepted drafts, decode tok/s) of one stream on a fresh server."""
     binary, model = engine
     # A fresh server per stream: ngram-mod keeps its n-gram pool across requests.
-    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024) as server, \
+    with LlamaServer(model, preset="ngram", binary=binary, ctx_size=1024, threads=THREADS) as server, \
             Client(server.url, timeout=120) as client:
         client.detect()
         spec = SustainedSpec(tokens=200, ctx=256, content=content, temperature=TEMPERATURE)

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from engine_threads import THREAD_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,8 +17,9 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
     monkeypatch.setenv("SPECPERF_LLAMA_SERVER", str(llama_engine[0]))  # pytester runs with its own HOME
     shutil.copytree(REPO / "perf_cases", pytester.path / "perf_cases")
     out = pytester.path / "r.json"
+    # One engine thread (see engine_threads), passed the way a user passes engine flags.
     res = pytester.runpytest_subprocess("perf_cases", "--specperf-engine=llamacpp", f"--specperf-json={out}",
-                                        "-p", "no:cacheprovider")
+                                        f"--specperf-engine-args={' '.join(THREAD_ARGS)}", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=6)
     results = json.loads(out.read_text())["results"]
     assert {r["server"] for r in results} == {"llamacpp"}

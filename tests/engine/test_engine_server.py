@@ -129,18 +129,17 @@ def test_bad_engine_flag_reports_log(llama_engine: tuple[Path, Path]) -> None:
 
 
 def test_self_draft_synthetic_acceptance_length(
-    llama_engine: tuple[Path, Path], stream_completion: StreamFn, scrape_metrics: ScrapeFn
+    synth_server: LlamaServer, stream_completion: StreamFn, scrape_metrics: ScrapeFn
 ) -> None:
     """--spec-synth-len 3 pulls the mean accepted length from ~7 (same model drafts itself) to about 3."""
-    binary, model = llama_engine
-    with LlamaServer(model, preset="self-draft", binary=binary, ctx_size=512,
-                     extra_args=["--spec-synth-len", "3"]) as srv, srv.client() as client:
+    with synth_server.client() as client:
         before = scrape_metrics(client)
         events = stream_completion(client, {
             "prompt": SHORT, "max_tokens": 32, "ignore_eos": True, "temperature": 0, "seed": 7,
         })
         after = scrape_metrics(client)
-        log = srv.log_tail(400)
+    assert synth_server.log_path is not None
+    log = synth_server.log_path.read_text(errors="replace")  # the whole log: the server is shared
     timings = _final(events)["timings"]
     steps = after[SPEC + "num_drafts_total"] - before.get(SPEC + "num_drafts_total", 0.0)
     assert steps > 0 and timings["draft_n"] > 0
