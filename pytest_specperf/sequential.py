@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats
+import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
 from . import compare
 from .compare import CaseComparison, Comparison
@@ -90,7 +90,7 @@ def bounds(alpha: float = ALPHA, beta: float = BETA) -> tuple[float, float]:
 
 def _t_widening(q: float, df: float) -> float:
     """How much wider a t interval is than a normal one at tail ``q`` on ``df`` degrees of freedom (>= 1)."""
-    return float(stats.t.isf(q, df) / stats.norm.isf(q))
+    return float(scipy.stats.t.isf(q, df) / scipy.stats.norm.isf(q))
 
 
 def sprt(base: Sequence[float], cand: Sequence[float], *, direction: str = "higher", max_regression: float = 0.05,
@@ -131,7 +131,7 @@ def sprt(base: Sequence[float], cand: Sequence[float], *, direction: str = "high
     llr = llr_fail if llr_fail > 0 else llr_pass
     verdict = "regressed" if llr_fail >= upper else "passed" if llr_pass <= lower else "continue"
     if (verdict == "continue" and stored and final and d <= mu1 / 2
-            and stats.t.cdf(d / se, df) < FINAL_SHARE * alpha):
+            and scipy.stats.t.cdf(d / se, df) < FINAL_SHARE * alpha):
         # Wald's bounds suit a test whose evidence grows without end; against a stored baseline it stops
         # growing (the baseline's own error stays in every look), and at max_repeat they would leave a
         # real regression undecided. The fixed-sample test of this last look spends the rest of alpha.
@@ -166,7 +166,7 @@ def _consistent(lb: np.ndarray, lc: np.ndarray) -> bool:
     machine gives the trials heavy tails, so it does not send ordinary noise to Welch's few degrees of freedom."""
     if float(np.ptp(lb)) <= _NO_SPREAD or float(np.ptp(lc)) <= _NO_SPREAD:
         return False  # no spread on one side: nothing to test, each side keeps its own (floored) variance
-    return float(stats.levene(lb, lc, center="median").pvalue) >= CONSISTENT_P
+    return float(scipy.stats.levene(lb, lc, center="median").pvalue) >= CONSISTENT_P
 
 
 def _winsorize(x: np.ndarray, k: float = 3.0) -> np.ndarray:
@@ -174,7 +174,7 @@ def _winsorize(x: np.ndarray, k: float = 3.0) -> np.ndarray:
     if x.size < 5:
         return x
     m = float(np.median(x))
-    s = float(stats.median_abs_deviation(x, scale="normal"))
+    s = float(scipy.stats.median_abs_deviation(x, scale="normal"))
     return np.clip(x, m - k * s, m + k * s) if s > _NO_SPREAD else x
 
 
@@ -228,7 +228,7 @@ def baseline_trials_needed(sd: float, n_cand: int, max_regression: float, *, alp
     effect = -2 * math.log1p(-max_regression)
     for nb in range(MIN_TRIALS, most + 1):
         df = nb + n_cand - 2
-        q = stats.t.isf(FINAL_SHARE * alpha, df) + stats.t.isf(beta, df)
+        q = scipy.stats.t.isf(FINAL_SHARE * alpha, df) + scipy.stats.t.isf(beta, df)
         if q * sd * math.sqrt(1 / nb + 1 / n_cand) <= effect:
             return nb
     return None

@@ -170,3 +170,12 @@ def test_markdown_carries_the_noise_floor_verdict_of_json_and_junit() -> None:
     md = markdown_summary([cand], gating.comparisons_of([cand]))
     row = next(line for line in md.splitlines() if line.startswith("| `"))
     assert "ttft_s +49.9%" in row and "regressed" not in md
+
+
+def test_loading_the_plugin_leaves_the_heavy_libraries_for_later() -> None:
+    # Every pytest run in a project with the plugin installed pays for its import: scipy.stats (0.6 s of CPU)
+    # waits for the first statistic, matplotlib for the first chart.
+    code = ("import sys, pytest_specperf.plugin; "
+            "sys.exit(','.join(m for m in ('scipy.stats', 'matplotlib') if m in sys.modules) or None)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-300:]
