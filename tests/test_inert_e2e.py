@@ -54,8 +54,11 @@ def test_xdist_starts_a_simulator_only_for_perf_cases(pytester: pytest.Pytester,
     assert (pytester.path / "sims.txt").read_text() == str(sims)  # one simulator shared by both workers
 
 
-def test_plugin_works_without_fcntl(pytester: pytest.Pytester) -> None:
-    # As on Windows: the endpoint lock must not need fcntl (filelock picks what the OS has).
+def test_plugin_works_without_fcntl(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on Windows: the endpoint lock must not need fcntl (filelock picks what the OS has). Without fcntl
+    # filelock falls back to lock files whose existence is the lock, and an flock-style lock file left by
+    # an earlier test on a reused port would read as held forever: a folder of its own.
+    monkeypatch.setenv("SPECPERF_LOCK_DIR", str(pytester.path / "locks"))
     pytester.makepyfile(test_perf=PERF_CASE)
     code = ("import sys; sys.modules['fcntl'] = None; import pytest; "
             f"sys.exit(pytest.main(['{FAST}', '-p', 'no:cacheprovider']))")
