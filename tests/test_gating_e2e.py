@@ -142,7 +142,11 @@ def test_bencher_export_and_no_benchmark_output_unless_asked(project: pytest.Pyt
     assert bench["decode-tps"]["lower_value"] <= bench["decode-tps"]["value"] <= bench["decode-tps"]["upper_value"]
 
 
-def test_results_land_in_pytest_benchmark_json(project: pytest.Pytester) -> None:
+def test_results_land_in_pytest_benchmark_json(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The child is a user's plain run: under this suite's xdist, the worker's variables would make
+    # pytest-benchmark turn itself off there.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     _cases(project)
     out = project.path / "bench.json"
     spec = project.path / "r.json"
