@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from . import __version__, gating, storage
+from . import __version__, gating, sequential, storage
 from .errors import ConfigError, MeasurementError
 from .keys import (
     AB_A,
@@ -78,6 +78,15 @@ def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, An
         record["ctx"] = max(spec.ctxs)
     return record
 
+def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate) -> sequential.Until | None:
+    """What repeat="auto" waits for besides drift: the comparison with the baseline, or a saved run's size."""
+    if BASELINE in config.stash:
+        return gating.until_baseline(gate, nodeid, config.stash[BASELINE], spec.max_regression)
+    if config.stash[SETTINGS].save is not None:
+        return sequential.until_trials(sequential.SAVED_BASELINE_TRIALS)
+    return None
+
+
 def measure_marked(item: pytest.Item) -> None:
     """Measure the item's marker case once; a run that cannot measure becomes a one-line setup error."""
     spec = item.stash.get(SPEC, None)
@@ -101,8 +110,7 @@ def measure_marked(item: pytest.Item) -> None:
                                           lambda: session.runner.run(spec, item.nodeid),
                                           settings.ab_trials, gate, spec.max_regression)
         else:
-            until = (gating.until_baseline(gate, item.nodeid, config.stash[BASELINE], spec.max_regression)
-                     if auto and BASELINE in config.stash else None)
+            until = _until(config, item.nodeid, spec, gate) if auto else None
             result = session.runner.run(spec, item.nodeid, until=until)
             record = result.as_dict()
             record["nodeid"] = item.nodeid

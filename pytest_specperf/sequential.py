@@ -261,6 +261,17 @@ Until = Callable[[dict[str, list[float]]], bool]  # per-metric trial values so f
 Judge = Callable[[list[CaseComparison], list[dict[str, Any]], list[dict[str, Any]]], list[CaseComparison]]
 
 
+#: Trials a repeat="auto" run takes when it is saved with nothing to compare: a stored baseline of this
+#: size lets the sequential test decide up to about 4% per-trial noise (``baseline_trials_needed``), and
+#: its cost is spread over every deploy it gates.
+SAVED_BASELINE_TRIALS = 5
+
+
+def until_trials(n: int) -> Until:
+    """The runner's ``until`` for a run with nothing to compare: done once every metric has ``n`` trials."""
+    return lambda values: bool(values) and all(len(v) >= n for v in values.values())
+
+
 def until_baseline(baseline: list[dict[str, Any]], nodeid: str, *, max_regression: float, metrics: Sequence[str],
                    judge: Judge | None = None) -> Until:
     """The runner's ``until`` against a stored run: True once every metric is decided on the trials so far."""

@@ -207,10 +207,14 @@ def test_auto_against_a_saved_baseline(pytester: pytest.Pytester, ab_sims: tuple
     a, a2, slow = ab_sims
     pytester.makepyfile(test_perf=CASE)
     out = pytester.path / "r.json"
-    pytester.runpytest_subprocess(f"--endpoint={a}", "--specperf-save=base").assert_outcomes(passed=1)
+    saved = pytester.runpytest_subprocess(f"--endpoint={a}", "--specperf-save=base", f"--specperf-json={out}")
+    saved.assert_outcomes(passed=1)
+    base_trials = sequential.SAVED_BASELINE_TRIALS
+    assert _result(out)["repeat"] == base_trials  # saved with nothing to compare: sized to serve as a baseline
     bad = pytester.runpytest_subprocess(f"--endpoint={slow}", "--specperf-compare=base", f"--specperf-json={out}")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines(["*decode_tps -1*% * vs baseline (sequential test, 3 vs * trials*: regressed beyond 5%*"])
+    bad.stdout.fnmatch_lines([f"*decode_tps -1*% * vs baseline (sequential test, {base_trials} vs * trials*"
+                              ": regressed beyond 5%*"])
     r = _result(out)
     assert 3 <= r["repeat"] < 8 and len(r["streams"]) == r["repeat"]
     good = pytester.runpytest_subprocess(f"--endpoint={a2}", "--specperf-compare=base", f"--specperf-json={out}")
