@@ -78,6 +78,7 @@ def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, An
         record["ctx"] = max(spec.ctxs)
     return record
 
+
 def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate) -> sequential.Until | None:
     """What repeat="auto" waits for besides drift: the comparison with the baseline, or a saved run's size."""
     if BASELINE in config.stash:
