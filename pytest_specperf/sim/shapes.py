@@ -84,6 +84,14 @@ class ResponseSink:
         self.reasoning_left -= k
         return "".join(token_piece(t) for t in ids[:k]), "".join(token_piece(t) for t in ids[k:])
 
+    def _choice_fields(self, choice: dict[str, Any], ids: list[int]) -> dict[str, Any]:
+        """The per-dialect fields every choice carries, streamed or not: vLLM's stop_reason, asked-for token ids."""
+        if self.dialect == "vllm":
+            choice["stop_reason"] = None
+        if self.opts["return_ids"]:
+            choice["token_ids"] = list(ids)
+        return choice
+
     def _head(self, obj: str) -> dict[str, Any]:
         head: dict[str, Any] = {"id": self.req.id, "object": obj, "created": self.created, "model": self.p.model}
         if self.dialect == "llamacpp":
@@ -147,11 +155,7 @@ class ResponseSink:
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish_reason}
             head = self._head("text_completion")
-        if self.dialect == "vllm":
-            choice["stop_reason"] = None
-        if o["return_ids"]:
-            choice["token_ids"] = list(ids)
-        chunk = {**head, "choices": [choice]}
+        chunk = {**head, "choices": [self._choice_fields(choice, ids)]}
         if continuous:
             chunk["usage"] = self._usage(generated)
         return out + self._sse(chunk)
@@ -236,11 +240,7 @@ class ResponseSink:
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": reason}
             head = self._head("text_completion")
-        if self.dialect == "vllm":
-            choice["stop_reason"] = None
-        if self.opts["return_ids"]:
-            choice["token_ids"] = list(self.ids)
-        body = {**head, "choices": [choice], "usage": self._usage(n)}
+        body = {**head, "choices": [self._choice_fields(choice, self.ids)], "usage": self._usage(n)}
         if self.dialect == "llamacpp":
             body["timings"] = self._timings(record, n)
         if self.opts["spec_details"]:
