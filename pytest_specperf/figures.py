@@ -120,7 +120,8 @@ def fmt(v: Any, spec: str = ".1f", unit: str = "") -> str:
     return "-" if x is None else format(x, spec) + unit
 
 
-def _pct(v: Any) -> str:
+def pct(v: Any) -> str:
+    """A share as a whole percentage ("-" when missing)."""
     x = finite_number(v)
     return "-" if x is None else f"{x * 100:.0f}%"
 
@@ -147,7 +148,8 @@ def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     return CaseView(facts=facts)
 
 
-def _common(r: dict[str, Any]) -> list[tuple[str, str]]:
+def common_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The facts every kind shows first: server and model, content, prompt size."""
     return [("server", f"{r.get('server', '-')} ({r.get('model', '-')})"), ("content", str(r.get("content", "-"))),
             ("ctx (prompt tokens)", fmt(r.get("prompt_tokens") or r.get("ctx"), ".0f"))]
 
@@ -205,7 +207,7 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     acc = r.get("acceptance") or {}
     att = r.get("attribution") or {}
     facts = [
-        *_common(r),
+        *common_facts(r),
         ("tokens", fmt(r.get("completion_tokens"), ".0f") + f" x {r.get('repeat', 1)} stream(s)"),
         ("ttft", fmt(finite_number(r.get("ttft_s")) and r["ttft_s"] * 1000, ".0f", " ms")),
         ("decode", fmt(r.get("decode_tps"), ".1f", " tok/s")),
@@ -216,7 +218,7 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
         ("stalls", f"{r.get('stalls', 0)} ({fmt(r.get('stall_s'), '.2f', ' s')})"),
         ("acceptance", f"{fmt(acc.get('mean_len'), '.2f')} tokens/step, rate {fmt(acc.get('rate'), '.2f')} "
                        f"({acc.get('source', '-')})" if acc else "-"),
-        ("slowdown split", f"acceptance {_pct(att.get('accept_share'))}, step time {_pct(att.get('step_share'))}"
+        ("slowdown split", f"acceptance {pct(att.get('accept_share'))}, step time {pct(att.get('step_share'))}"
                            if att else "-"),
     ]
     if r.get("burst_tps") is not None:
@@ -278,7 +280,7 @@ def _step_charts(r: dict[str, Any]) -> list[Chart]:
         pairs = [((j + 0.5) * w, float(v)) for j, v in enumerate(values) if finite_number(v) is not None]
         if not pairs:
             continue
-        title = f"{what} per window" + (f": {_pct(att.get(share))} of the slowdown" if share in att else "")
+        title = f"{what} per window" + (f": {pct(att.get(share))} of the slowdown" if share in att else "")
         series = Series(what, [p[0] for p in pairs], [p[1] for p in pairs])
         out.append(Chart(key, title, "decode tokens", unit, [series], bands=_edge_bands(len(values), float(w), "x")))
     return out
@@ -290,7 +292,7 @@ def _step_charts(r: dict[str, Any]) -> list[Chart]:
 @register("two_point")
 def two_point(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     """The rate from a short and a long request, per repeat."""
-    facts = [*_common(r), ("short / long", f"{r.get('short', '-')} / {r.get('long', '-')} tokens"),
+    facts = [*common_facts(r), ("short / long", f"{r.get('short', '-')} / {r.get('long', '-')} tokens"),
              ("t short / t long", f"{fmt(r.get('t_short_s'), '.3f')} / {fmt(r.get('t_long_s'), '.3f')} s"),
              ("decode (two-point)", fmt(r.get("decode_tps"), ".1f", " tok/s")),
              ("floor", fmt(r.get("min_tps"), "g", " tok/s"))]
@@ -308,7 +310,7 @@ def ctx_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     """Decode rate against context length, with the floor."""
     pts = [p for p in r.get("points") or [] if finite_number(p.get("decode_tps")) is not None]
     xs = [float(p.get("prompt_tokens") or p.get("ctx") or 0) for p in pts]
-    facts = [*_common(r)[:2], ("points", ", ".join(f"{x:.0f}: {p['decode_tps']:.1f}" for x, p in zip(xs, pts,
+    facts = [*common_facts(r)[:2], ("points", ", ".join(f"{x:.0f}: {p['decode_tps']:.1f}" for x, p in zip(xs, pts,
                                                                                                         strict=True))),
              ("slowest", fmt(r.get("decode_tps"), ".1f", " tok/s")), ("floor", fmt(r.get("min_tps"), "g", " tok/s"))]
     chart = Chart("rate_vs_ctx", "decode rate against context length", "prompt tokens", "tok/s",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .figures import Band, CaseView, Chart, Level, Series, _common, _pct, fmt, register
+from .figures import Band, CaseView, Chart, Level, Series, common_facts, fmt, pct, register
 from .report import finite_number
 
 #: The latencies a rate case records per request: field -> (name, unit shown).
@@ -97,7 +97,7 @@ def load_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     levels = [lv for lv in r.get("levels") or [] if isinstance(lv, dict) and _num(lv.get("concurrency")) is not None]
     top = levels[-1] if levels else {}
     knee = r.get("knee")
-    facts = [*_common(r), ("users", ", ".join(str(lv["concurrency"]) for lv in levels) or "-"),
+    facts = [*common_facts(r), ("users", ", ".join(str(lv["concurrency"]) for lv in levels) or "-"),
              ("tokens", f"{r.get('tokens', '-')} per user"),
              ("aggregate", " -> ".join(fmt(lv.get("total_tps")) for lv in levels) + " tok/s"),
              (f"per user at {top.get('concurrency', '-')} users",
@@ -175,11 +175,11 @@ def rate(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     """Open-loop arrivals: attainment, goodput, percentiles; each request's latencies and outcome over time."""
     reqs = [q for q in r.get("per_request") or [] if isinstance(q, dict)]
     slo = r.get("slo") or {}
-    facts = [*_common(r),
+    facts = [*common_facts(r),
              ("offered / achieved", f"{fmt(r.get('rps'), 'g')} req/s {r.get('arrivals', '')}, {r.get('requests', '-')}"
                                     f" requests / {fmt(r.get('achieved_rps'), '.2f')} req/s"),
              ("SLO", _slo_text(slo)),
-             ("attainment", f"{_pct(r.get('attainment'))} ({r.get('met', '-')} of {len(reqs) or '-'} met)"
+             ("attainment", f"{pct(r.get('attainment'))} ({r.get('met', '-')} of {len(reqs) or '-'} met)"
                             if slo else "- (no slo)"),
              ("goodput", fmt(r.get("goodput_rps"), ".2f", " req/s")),
              ("missed, per bound", ", ".join(f"{k} {v}" for k, v in (r.get("missed") or {}).items()) or "-"),
@@ -241,9 +241,9 @@ def capacity(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     probes = sorted((p for p in r.get("probes") or [] if isinstance(p, dict) and _num(p.get("rps")) is not None),
                     key=lambda p: float(p["rps"]))
     lo, hi = _bracket(r)
-    facts = [*_common(r), ("SLO", _slo_text(r.get("slo"))), ("target attainment", _pct(r.get("target"))),
+    facts = [*common_facts(r), ("SLO", _slo_text(r.get("slo"))), ("target attainment", pct(r.get("target"))),
              ("max rate", f"{fmt(r.get('max_rps'), '.3g')} req/s (bracket {fmt(lo, '.3g')}..{fmt(hi, '.3g')})"),
-             ("at the max", f"attainment {_pct(r.get('attainment'))}, goodput {fmt(r.get('goodput_rps'), '.2f')} "
+             ("at the max", f"attainment {pct(r.get('attainment'))}, goodput {fmt(r.get('goodput_rps'), '.2f')} "
                             f"req/s, decode {fmt(r.get('decode_tps'))} tok/s per request"),
              ("floor", fmt(r.get("min_rps"), "g", " req/s")),
              ("probes", f"{len(probes)} in {fmt(r.get('search_s'), '.0f')} s: "
