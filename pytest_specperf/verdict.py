@@ -26,13 +26,17 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
             pts = ", ".join(f"{p['decode_tps']:.1f} tok/s at ctx {p['prompt_tokens']}" for p in low)
             problems.append(f"decode below min_tps {spec.min_tps:g}: {pts}")
     elif isinstance(result, LoadSweepResult):
-        problems = [f"at {lv['concurrency']} users: {lv['reason']}" for lv in result.levels
+        problems = [f"at {_users(lv['concurrency'])}: {lv['reason']}" for lv in result.levels
                     if lv["verdict"] == "failed"]
-        result.warnings += [f"at {lv['concurrency']} users: {w}" for lv in result.levels for w in lv["warnings"]]
+        result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
     elif kind_problems := _open_loop(result, spec):
         problems = kind_problems
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
+
+
+def _users(n: int) -> str:
+    return f"{n} user" if n == 1 else f"{n} users"  # never "1 users"
 
 
 def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> list[str]:
