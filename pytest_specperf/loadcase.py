@@ -156,7 +156,8 @@ def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
         return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
     i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
     here, past = levels[i], levels[i + 1]
-    return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here['total_tps']:.1f} -> {past['total_tps']:.1f} tok/s at "
+    return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here['total_tps']:.1f} -> "
+            f"{past['total_tps']:.1f} tok/s at "
             f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
 
 

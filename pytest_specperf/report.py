@@ -321,3 +321,46 @@ def write_json_atomic(path: Path, results: list[dict[str, Any]], meta: dict[str,
         if secret:
             text = text.replace(secret, "***")
     write_text_atomic(path, text + "\n")
+
+
+def count_text(n: int, verdict: str) -> str:
+    """'1 error', '2 errors', '3 failed': verdicts that are nouns take a plural."""
+    return f"{n} {verdict}" + ("s" if n != 1 and verdict in ("error", "warning") else "")
+
+
+def headline(r: dict[str, Any]) -> str:
+    """A result's figures in a few words, in the terms its kind is judged on (a summary's figures cell)."""
+    kind = r.get("kind")
+    if kind == "rate":
+        return (f"attainment {_f(r.get('attainment'), '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s "
+                f"at {_f(r.get('achieved_rps'), '.3g')} req/s offered")
+    if kind == "capacity":
+        return capacity_text(r)
+    if kind == "load_sweep":
+        top = next((lv for lv in reversed(r.get("levels") or []) if isinstance(lv, dict)), {})
+        return (f"{users(r)} users: aggregate up to {_f(r.get('total_tps'))} tok/s; per user "
+                f"{_f(top.get('decode_tps'))} tok/s (p10 {_f(top.get('decode_p10_tps'))}) at "
+                f"{n_users(top.get('concurrency', '-'))}")
+    if (finite_number(r.get("concurrency")) or 1) > 1:
+        return (f"{n_users(r['concurrency'])}: aggregate {total_cell(r)} tok/s; per user {_f(r.get('decode_tps'))} "
+                f"tok/s (p10 {_f(r.get('decode_p10_tps'))})")
+    if kind == "ctx_sweep" and r.get("points"):
+        return f"decode {_sweep_low(r)} tok/s"
+    return f"decode {_f(r.get('decode_tps'))} tok/s"
+
+
+#: what needs attention first, in the summaries
+ATTENTION = {"error": 0, "failed": 1}
+
+
+def diagnosis(results: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per case that failed or errored, errors first then failures, each with its one-line reason."""
+    bad = sorted((r for r in results if r.get("verdict") in ATTENTION), key=lambda r: ATTENTION[r["verdict"]])
+    return [f"{str(r['verdict']).upper()} {label(r)}: {r.get('reason') or 'no reason given'}" for r in bad]
+
+
+def summary(results: Iterable[dict[str, Any]]) -> list[str]:
+    """The terminal section: failures and errors first with their reasons, then the table."""
+    results = list(results)
+    first = diagnosis(results)
+    return [*first, *([""] if first else []), *table(results)]

@@ -68,8 +68,9 @@ json.dump(recs, open({str(tmp_path / 'truth.json')!r}, "w"))
     finally:
         if done.poll() is None:
             os.killpg(done.pid, signal.SIGTERM)
-    assert "pytest-exit=0" in text, text[-3000:]
-    assert "1 passed" in text and "deselected" in text  # -k load picks the one load case
+    # The recipe's pair: B is slower for users at 8 users, so the case fails there, as the README says.
+    assert "pytest-exit=1" in text, text[-3000:]
+    assert "1 failed" in text and "deselected" in text  # -k load picks the one load case
     banners = [line for line in text.splitlines() if line.startswith("specperf-sim listening")]
     assert any("speculation=false" in line for line in banners), banners  # A's banner shows its --set
     [r] = json.loads(out.read_text())["results"]
@@ -77,6 +78,7 @@ json.dump(recs, open({str(tmp_path / 'truth.json')!r}, "w"))
     # The simulator's model: speculation loses from about 6 users (batching.yaml), so at 8 of [1, 2, 4, 8].
     assert r["crossover"]["users"] == 8, r["crossover"]["text"]
     assert "B slower for users from 8 users" in text
+    assert r["verdict"] == "failed" and "at 8 users: decode_tps -" in r["reason"], r["reason"]
     # B's per-user decode at 8 users, as the table shows it, against B's own records of its steps.
     top = r["levels"][-1]
     truth = [true_decode(rec) for rec in json.loads((tmp_path / "truth.json").read_text())]
