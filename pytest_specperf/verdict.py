@@ -15,6 +15,8 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
     problems: list[str] = []
     result.min_tps = spec.min_tps
     if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
+        result.min_total_tps = spec.min_total_tps
+    if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
         problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else max_drift)
         _undecided_drift(result, spec, inconclusive, problems)
     elif isinstance(result, TwoPointResult) and spec.min_tps is not None and result.decode_tps < spec.min_tps:
