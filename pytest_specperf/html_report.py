@@ -45,7 +45,8 @@ def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[
         machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
                         f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
     server = meta.get("server") or first.get("server") or "-"
-    version = meta.get("server_version") or first.get("server_version")
+    version = meta.get("server_version") or next((r["server_version"] for r in results if r.get("server_version")),
+                                                  None)
     endpoint = str(meta.get("endpoint") or first.get("endpoint") or "-")
     ab = next((r["ab"] for r in results if isinstance(r.get("ab"), dict)), None)
     if ab:  # an A/B run measured two endpoints: name both
@@ -65,7 +66,7 @@ def run_meta(results: list[dict[str, Any]], root: Path | str | None = None) -> d
     """Metadata of the run being reported now: commit of ``root``, this machine, plugin version, time."""
     first = results[0] if results else {}
     return {"endpoint": first.get("endpoint"), "model": first.get("model"), "server": first.get("server"),
-            "server_version": first.get("server_version"),
+            "server_version": next((r["server_version"] for r in results if r.get("server_version")), None),
             "commit": storage.commit_info(root), "machine": storage.machine_info(), "plugin_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 

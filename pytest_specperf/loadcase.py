@@ -140,7 +140,8 @@ def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: flo
     info = runner.client.info or runner.client.detect()
     totals = [lv["total_tps"] for lv in levels if lv["total_tps"] is not None]
     result = LoadSweepResult(
-        kind=spec.KIND, endpoint=runner.client.url, model=str(runner.client.model), server=info.kind, ctx=spec.ctx,
+        kind=spec.KIND, endpoint=runner.client.url, model=str(runner.client.model), server=info.kind,
+        server_version=info.details.get("version"), ctx=spec.ctx,
         prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
         tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
         knee=knee([(lv["concurrency"], lv["total_tps"]) for lv in levels]),

@@ -118,3 +118,40 @@ def test_small_words():
     assert count_text(2, "failed") == "2 failed"
     assert signed_pct(-0.00001) == "0.0%" and signed_pct(0.123) == "+12.3%"
     assert n_users(1) == "1 user"
+
+
+def test_html_summary_diagnosis_first_with_figures_per_kind():
+    from pytest_specperf import html_report
+
+    rate = {"nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
+            "goodput_rps": 3.7, "verdict": "passed"}
+    cap = {"nodeid": "t.py::test_cap", "kind": "capacity", "max_rps": 4.2, "bracket": [4.2, 4.8], "verdict": "passed"}
+    load = {"nodeid": "t.py::test_load", "kind": "sustained", "concurrency": 4, "decode_tps": 40.0,
+            "decode_p10_tps": 36.0, "total_tps": 150.0, "min_total_tps": 200, "verdict": "failed",
+            "reason": "aggregate 150.0 tok/s < min_total_tps 200 with 4 users"}
+    errs = [{"nodeid": f"t.py::test_e{i}", "kind": "sustained", "verdict": "error", "reason": "server down"}
+            for i in (1, 2)]
+    ctx = html_report.context([rate, cap, load, *errs])
+    rows = {c["short"].split("::")[-1]: c for c in ctx["summary"]}
+    assert [c["verdict"] for c in ctx["summary"]] == ["error", "error", "failed", "passed", "passed"]
+    assert ctx["counts_text"] == "2 errors, 1 failed, 2 passed"
+    assert rows["test_rate"]["headline"] == "attainment 0.95, goodput 3.7 req/s at 3.9 req/s offered"
+    assert rows["test_cap"]["headline"] == "capacity >= 4.2 req/s (bracket 4.2..4.8)"
+    assert rows["test_load"]["headline"] == "4 users: aggregate 150.0 (min 200) tok/s; per user 40.0 tok/s (p10 36.0)"
+    html = html_report.render([rate, cap, load, *errs])
+    summary_table = html.split('<table class="summary">', 1)[1].split("</table>", 1)[0]
+    assert "decode tok/s" not in summary_table and "2 errors" in html
+    assert summary_table.index("server down") < summary_table.index("aggregate 150.0 tok/s &lt; min_total_tps 200")
+
+
+def test_ab_header_names_both_endpoints_and_the_server_version():
+    from pytest_specperf import html_report
+
+    ab = {"a_endpoint": "http://a:8000", "b_endpoint": "http://b:8001", "trials": 5}
+    sweep = {"nodeid": "t.py::test_s", "kind": "load_sweep", "endpoint": "http://b:8001", "server": "vllm",
+             "verdict": "passed", "ab": ab}  # a result without the version first
+    r = {"nodeid": "t.py::test_x", "kind": "sustained", "endpoint": "http://b:8001", "server": "vllm",
+         "server_version": "0.11.0", "verdict": "passed", "ab": ab}
+    meta = dict(html_report.metadata([sweep, r], html_report.run_meta([sweep, r])))
+    assert meta["endpoint"] == "A http://a:8000 (baseline), B http://b:8001 (candidate)"
+    assert meta["server"] == "vllm 0.11.0"
