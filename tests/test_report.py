@@ -155,3 +155,19 @@ def test_ab_header_names_both_endpoints_and_the_server_version():
     meta = dict(html_report.metadata([sweep, r], html_report.run_meta([sweep, r])))
     assert meta["endpoint"] == "A http://a:8000 (baseline), B http://b:8001 (candidate)"
     assert meta["server"] == "vllm 0.11.0"
+
+
+def test_slowdown_split_only_for_a_slowdown():
+    from pytest_specperf.acceptance import slowdown_split
+    from pytest_specperf.stats import split_log_change
+
+    def att(a0, a1, s0, s1):
+        shares = split_log_change(a0, a1, s0, s1)
+        return {"accept_early": a0, "accept_late": a1, "step_ms_early": s0, "step_ms_late": s1,
+                "accept_share": shares[0], "step_share": shares[1]}
+
+    # steady: 0.1% slower from step-time jitter; the shares (-0%, 100%) would say nothing true
+    assert slowdown_split(att(3.0, 3.0, 20.0, 20.02)) == "none to split: late rate +0% vs early"
+    assert slowdown_split(att(3.0, 3.3, 20.0, 20.0)) == "none to split: late rate +10% vs early"  # faster
+    assert slowdown_split(att(5.0, 2.9, 31.0, 39.0)) == "acceptance 70%, step time 30%"
+    assert slowdown_split(None) == "-"

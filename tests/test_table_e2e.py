@@ -114,11 +114,11 @@ def test_fault_syntax_is_in_help_and_readme() -> None:
     assert FAULT_HEADER in done.stdout and FAULT_HEADER in readme
 
 
-LOAD_SPEED = 5.0  # slow enough that two streams of 300 tokens decode together for most of their length
+LOAD_SPEED = 5.0  # slow enough that two streams of 600 tokens decode together for most of their length
 LOAD_CASES = f"""
 import pytest
 
-@pytest.mark.sustained(concurrency=2, tokens=300, ctx=200, min_total_tps=1)
+@pytest.mark.sustained(concurrency=2, tokens=600, ctx=200, min_total_tps=1)
 def test_two_users(specperf): pass
 
 @pytest.mark.rate(rps={0.5 * LOAD_SPEED}, requests=8, tokens=32, ctx=100, slo={{"tpot_ms": 1000}})
@@ -141,8 +141,9 @@ def test_concurrency_and_rate_rows_say_what_they_are(pytester: pytest.Pytester) 
     res.assert_outcomes(passed=2, errors=1)
     lines = _table(res)
     header = lines[0].split()
-    # The aggregate the row shows is the simulator's: tokens both streams truly made while both decoded.
-    assert abs(two["total_tps"] / true_aggregate(truth) - 1) < 0.03, (two["total_tps"], true_aggregate(truth))
+    # The aggregate the row shows is the simulator's: tokens both streams truly made while both decoded (5%: the
+    # common window is under a second here, and test_load_e2e holds the aggregate to 3% on longer ones).
+    assert abs(two["total_tps"] / true_aggregate(truth) - 1) < 0.05, (two["total_tps"], true_aggregate(truth))
     row = _row(lines, "test_two_users")
     assert f" {two['decode_tps']:.1f} (p10 {two['decode_p10_tps']:.1f}) " in row
     assert f"  2  {two['total_tps']:.1f} (min 1)  passed" in row
