@@ -7,5 +7,5 @@ import pytest
 @pytest.mark.load_sweep(concurrency=[1, 2, 4, 8], tokens=128, ctx=1000)
 def test_load_curve(specperf):
     levels = specperf.result.levels
-    # Eight users together get more than one user alone: the server serves them at once, not in turn.
-    assert levels[-1]["total_tps"] > levels[0]["total_tps"]
+    # Every user of every level was measured: a stream the server dropped or cut short is an error, not a row.
+    assert [len(lv["streams"]) for lv in levels] == [1, 2, 4, 8]
