@@ -11,7 +11,7 @@ import pytest
 
 from pytest_specperf.report import table
 from pytest_specperf.sim import FAULT_HEADER, SimServer, faults
-from tests.load_helpers import true_aggregate
+from tests.load_helpers import true_decode
 
 REPO = Path(__file__).resolve().parents[1]
 SPEED = 20.0
@@ -141,9 +141,10 @@ def test_concurrency_and_rate_rows_say_what_they_are(pytester: pytest.Pytester) 
     res.assert_outcomes(passed=2, errors=1)
     lines = _table(res)
     header = lines[0].split()
-    # The aggregate the row shows is the simulator's: tokens both streams truly made while both decoded (5%: the
-    # common window is under a second here, and test_load_e2e holds the aggregate to 3% on longer ones).
-    assert abs(two["total_tps"] / true_aggregate(truth) - 1) < 0.05, (two["total_tps"], true_aggregate(truth))
+    # Each user's decode the row stands on is the simulator's, from its records of the steps it took (the
+    # aggregate's accuracy is test_load_e2e's; here its window is under a second on a busy machine).
+    for stream, rec in zip(two["streams"], truth, strict=True):
+        assert abs(stream["decode_tps"] / true_decode(rec) - 1) < 0.03, (stream["decode_tps"], true_decode(rec))
     row = _row(lines, "test_two_users")
     assert f" {two['decode_tps']:.1f} (p10 {two['decode_p10_tps']:.1f}) " in row
     assert f"  2  {two['total_tps']:.1f} (min 1)  passed" in row
