@@ -254,3 +254,23 @@ class Scraper:
                 acc = b.get(names["accepted"], 0.0) - a.get(names["accepted"], 0.0)
                 out.append({"t_s": tb - t0, "mean_len": 1.0 + acc / steps, "steps": int(steps)})
         return out
+
+
+#: A late rate at least this much below the early one is a slowdown worth splitting (smaller ones are noise,
+#: whose split into shares is arbitrary: a 0.5% change can read as 300% acceptance, -200% step time).
+SLOWDOWN_TO_SPLIT = 0.01
+
+
+def slowdown_split(att: dict[str, Any] | None) -> str:
+    """How a slowdown splits between acceptance and step time ('acceptance 62%, step time 38%'), or why there is
+    nothing to split; '-' without an attribution."""
+    if not att:
+        return "-"
+    try:
+        change = (att["accept_late"] / att["accept_early"]) * (att["step_ms_early"] / att["step_ms_late"]) - 1
+        shares = [round(float(att[k]) * 100) for k in ("accept_share", "step_share")]  # ints: never "-0%"
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return "-"
+    if not change <= -SLOWDOWN_TO_SPLIT:
+        return f"none to split: late rate {change * 100:+.0f}% vs early".replace("-0%", "+0%")
+    return f"acceptance {shares[0]}%, step time {shares[1]}%"

@@ -423,7 +423,7 @@ def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[st
             continue
         c = compare(tb, tc, direction=DIRECTIONS[m], metric=m)
         if users is not None:
-            c = replace(c, reason=f"at {users} users: {c.reason}")
+            c = replace(c, reason=f"at {users} user{'' if users == 1 else 's'}: {c.reason}")
         out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c, users=users))
     return out
 
@@ -442,7 +442,7 @@ def _baseline_only(base: dict[_Key, _Entry], cand: dict[_Key, _Entry],
         elif nodeid not in cand_nodeids:
             out.append(CaseComparison(nodeid, ctx, None, "missing", "not in this run", users=users))
         else:  # a sweep point or load level the candidate did not measure
-            what = "this ctx" if users is None else f"{users} users"
+            what = "this ctx" if users is None else f"{users} user{'' if users == 1 else 's'}"
             out.append(CaseComparison(nodeid, ctx, None, "missing", f"{what} is not in this run", users=users))
     return out
 

@@ -73,6 +73,7 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
     fail = below or (unsure if inconclusive == "fail" else [])
     if fail and summary.get("verdict") != "error":
         summary["verdict"] = "failed"
-        summary["reason"] = "; ".join([x for x in [summary.get("reason", "")] if x] + [result["text"]])
+        # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
+        summary["reason"] = "; ".join([result["text"]] + [x for x in [summary.get("reason", "")] if x])
         return []
     return [result["text"]] if unsure and inconclusive == "warn" else []

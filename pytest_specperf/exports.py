@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .compare import CaseComparison, case_key, sub_cases, trials
-from .report import COLUMNS, cells, has_load, level_rows, n_users, with_load
+from .report import ATTENTION, COLUMNS, cells, has_load, label, level_rows, n_users, signed_pct, with_load
 from .report import finite_number as _num
 
 #: result field -> Bencher measure slug
@@ -78,7 +78,7 @@ def _row(r: dict[str, Any], case: str, *, verdict: bool = True, load: bool = Fal
 
 
 def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
+    return signed_pct(x)
 
 
 def _cmp_cell(ccs: Sequence[CaseComparison]) -> str:
@@ -124,19 +124,29 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
         if r.get("kind") == "ctx_sweep":
             for _, ctx, point in sub_cases(r):
                 add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False, load=load), case_key(nodeid, ctx))
-        for label, lv in level_rows(r):
-            add(_row(lv, _case(nodeid, label), load=True), case_key(nodeid, None, lv.get("concurrency")))
+        for where, lv in level_rows(r):
+            add(_row(lv, _case(nodeid, where), load=True), case_key(nodeid, None, lv.get("concurrency")))
     for key, group in by_key.items():
         if key not in shown:
             g = group[0]
             label = _case(g.nodeid, _where(g))
             add([label, *["-"] * (len(columns) - 2), ""], key)
     align = ["---", *["---:"] * (len(columns) - 2), "---", *(["---"] if ccs is not None else [])]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines = _attention(results)
+    lines += ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
     return "\n".join(lines + _plot_links(results, plots)) + "\n"
+
+
+def _attention(results: list[dict[str, Any]]) -> list[str]:
+    """Above the table: the cases that errored or failed, errors first, each with its one-line reason."""
+    bad = sorted((r for r in results if r.get("verdict") in ATTENTION), key=lambda r: ATTENTION[r["verdict"]])
+    if not bad:
+        return []
+    return [f"- **{r['verdict']}** {_cell(label(r))}: {_cell(r.get('reason') or 'no reason given')}"
+            for r in bad] + [""]
 
 
 def _plot_links(results: list[dict[str, Any]], plots: Sequence[str | None] | None) -> list[str]:

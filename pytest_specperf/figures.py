@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .acceptance import slowdown_split
 from .compare import DIRECTIONS, case_key, sub_cases, trials
 from .report import finite_number
 
@@ -218,8 +219,7 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
         ("stalls", f"{r.get('stalls', 0)} ({fmt(r.get('stall_s'), '.2f', ' s')})"),
         ("acceptance", f"{fmt(acc.get('mean_len'), '.2f')} tokens/step, rate {fmt(acc.get('rate'), '.2f')} "
                        f"({acc.get('source', '-')})" if acc else "-"),
-        ("slowdown split", f"acceptance {pct(att.get('accept_share'))}, step time {pct(att.get('step_share'))}"
-                           if att else "-"),
+        ("slowdown split", slowdown_split(att)),
     ]
     if r.get("burst_tps") is not None:
         facts.append(("two-point / burst gap", f"{fmt(r.get('burst_tps'))} tok/s / {fmt(r.get('burst_gap'), '.2f')}"))

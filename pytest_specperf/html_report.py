@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from . import __version__, figures, plots, storage
+from . import __version__, figures, plots, report, storage
 from .files import write_text_atomic
 
 #: summary order: what needs attention first
@@ -45,9 +45,14 @@ def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[
         machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
                         f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
     server = meta.get("server") or first.get("server") or "-"
-    version = meta.get("server_version") or first.get("server_version")
+    version = meta.get("server_version") or next((r["server_version"] for r in results if r.get("server_version")),
+                                                  None)
+    endpoint = str(meta.get("endpoint") or first.get("endpoint") or "-")
+    ab = next((r["ab"] for r in results if isinstance(r.get("ab"), dict)), None)
+    if ab:  # an A/B run measured two endpoints: name both
+        endpoint = f"A {ab.get('a_endpoint', '-')} (baseline), B {ab.get('b_endpoint', '-')} (candidate)"
     return [
-        ("endpoint", str(meta.get("endpoint") or first.get("endpoint") or "-")),
+        ("endpoint", endpoint),
         ("model", str(meta.get("model") or first.get("model") or "-")),
         ("server", f"{server} {version}" if version else str(server)),
         ("commit", commit_text),
@@ -61,6 +66,7 @@ def run_meta(results: list[dict[str, Any]], root: Path | str | None = None) -> d
     """Metadata of the run being reported now: commit of ``root``, this machine, plugin version, time."""
     first = results[0] if results else {}
     return {"endpoint": first.get("endpoint"), "model": first.get("model"), "server": first.get("server"),
+            "server_version": next((r["server_version"] for r in results if r.get("server_version")), None),
             "commit": storage.commit_info(root), "machine": storage.machine_info(), "plugin_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -91,13 +97,15 @@ def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
                       "verdict": verdict, "reason": str(r.get("reason") or ""), "facts": v.facts, "charts": charts,
                       "warnings": [*(r.get("warnings") or []), *(r.get("notes") or [])],
                       "decode": figures.fmt(r.get("decode_tps")), "drift": figures.fmt(r.get("drift"), ".2f"),
+                      "headline": report.headline(r),
                       "compared": _cmp_summary(r)})
     summary = sorted(cases, key=lambda c: (VERDICT_ORDER.get(c["verdict"], 5), c["index"]))
     counts: dict[str, int] = {}
-    for c in cases:
+    for c in summary:  # in the summary's order: what needs attention first
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     data = {"results": results, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}
     return {"meta": metadata(results, meta), "cases": cases, "summary": summary, "counts": counts,
+            "counts_text": ", ".join(report.count_text(n, v) for v, n in counts.items()),
             "data": _json_safe(data)}
 
 

@@ -140,7 +140,8 @@ def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: flo
     info = runner.client.info or runner.client.detect()
     totals = [lv["total_tps"] for lv in levels if lv["total_tps"] is not None]
     result = LoadSweepResult(
-        kind=spec.KIND, endpoint=runner.client.url, model=str(runner.client.model), server=info.kind, ctx=spec.ctx,
+        kind=spec.KIND, endpoint=runner.client.url, model=str(runner.client.model), server=info.kind,
+        server_version=info.details.get("version"), ctx=spec.ctx,
         prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
         tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
         knee=knee([(lv["concurrency"], lv["total_tps"]) for lv in levels]),
@@ -156,7 +157,8 @@ def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
         return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
     i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
     here, past = levels[i], levels[i + 1]
-    return (f"knee at {at} users: aggregate {here['total_tps']:.1f} -> {past['total_tps']:.1f} tok/s at "
+    return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here['total_tps']:.1f} -> "
+            f"{past['total_tps']:.1f} tok/s at "
             f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
 
 

@@ -71,9 +71,10 @@ def hooks_verdict(config: pytest.Config, result: dict[str, Any]) -> None:
 def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
     record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": spec.ctx, "content": spec.content,
               "verdict": "error", "reason": reason}
-    for name in ("tokens", "short", "long"):
+    for name in ("tokens", "short", "long", "concurrency"):  # concurrency: an errored load case still says it is one
         if hasattr(spec, name):
-            record[name] = getattr(spec, name)
+            value = getattr(spec, name)
+            record[name] = list(value) if isinstance(value, tuple) else value
     if isinstance(spec, CtxSweepSpec):
         record["ctx"] = max(spec.ctxs)
     return record

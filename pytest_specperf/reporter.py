@@ -13,7 +13,7 @@ from . import __version__, exports, gating, storage
 from .files import write_text_atomic
 from .keys import PROP, SETTINGS, SpecperfWarning
 from .measuring import storage_folder
-from .report import table, write_json_atomic
+from .report import summary, write_json_atomic
 from .settings import STEP_SUMMARY
 
 
@@ -114,7 +114,7 @@ class Reporter:
         if not self.results:
             return
         terminalreporter.section("specperf")
-        for line in table(self.results):
+        for line in summary(self.results):
             terminalreporter.write_line(line)
         if self.settings.json_path and "--specperf-json" not in self.write_errors:
             terminalreporter.write_line(f"results written to {self.settings.json_path}")

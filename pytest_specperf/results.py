@@ -99,6 +99,7 @@ class SustainedResult(Result):
     ramp_s: float = 0.0
     decode_p10_tps: float | None = None  # the 10th-percentile user's decode: what min_tps gates under load
     total_tps: float | None = None  # aggregate output tok/s over the window in which every stream decoded
+    min_total_tps: float | None = None  # the aggregate floor the case was judged against (reports show it)
     common_window_s: float | None = None  # that window's length
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None

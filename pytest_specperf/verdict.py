@@ -15,6 +15,8 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
     problems: list[str] = []
     result.min_tps = spec.min_tps
     if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
+        result.min_total_tps = spec.min_total_tps
+    if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
         problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else max_drift)
         _undecided_drift(result, spec, inconclusive, problems)
     elif isinstance(result, TwoPointResult) and spec.min_tps is not None and result.decode_tps < spec.min_tps:
@@ -26,13 +28,17 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
             pts = ", ".join(f"{p['decode_tps']:.1f} tok/s at ctx {p['prompt_tokens']}" for p in low)
             problems.append(f"decode below min_tps {spec.min_tps:g}: {pts}")
     elif isinstance(result, LoadSweepResult):
-        problems = [f"at {lv['concurrency']} users: {lv['reason']}" for lv in result.levels
+        problems = [f"at {_users(lv['concurrency'])}: {lv['reason']}" for lv in result.levels
                     if lv["verdict"] == "failed"]
-        result.warnings += [f"at {lv['concurrency']} users: {w}" for lv in result.levels for w in lv["warnings"]]
+        result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
     elif kind_problems := _open_loop(result, spec):
         problems = kind_problems
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
+
+
+def _users(n: int) -> str:
+    return f"{n} user" if n == 1 else f"{n} users"  # never "1 users"
 
 
 def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> list[str]:

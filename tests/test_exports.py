@@ -48,7 +48,11 @@ def cells(line: str) -> list[str]:
 
 def test_markdown_columns_and_escaping() -> None:
     md = markdown_summary(RESULTS)
-    lines = md.splitlines()
+    # the diagnosis first: errors, then failures, each with its reason; then the table
+    attention, rest = md.split("\n\n", 1)
+    assert attention.splitlines() == ["- **error** [sustained] test_down: connection refused",
+                                      "- **failed** [two_point] test_burst: " + BURST["reason"].replace("<", "&lt;")]
+    lines = rest.splitlines()
     assert cells(lines[0]) == list(COLUMNS)
     assert all(len(cells(line)) == len(COLUMNS) for line in lines)
     long_row = next(line for line in lines if "test_long" in line)
@@ -79,7 +83,7 @@ def test_markdown_with_comparisons() -> None:
     ccs = compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",))
     md = markdown_summary(cand, ccs)
     lines = md.splitlines()
-    assert cells(lines[0]) == [*COLUMNS, "vs baseline"]
+    assert cells(next(line for line in lines if line.startswith("|"))) == [*COLUMNS, "vs baseline"]
     table = [line for line in lines if line.startswith("|")]
     assert all(len(cells(line)) == len(COLUMNS) + 1 for line in table)
     long_row = next(line for line in table if "test_long" in line)

@@ -126,6 +126,13 @@ def test_values_drawn_are_the_values_in_the_json(run: dict[str, Any]) -> None:
             assert s["y"] == [p["decode_tps"] for p in r["points"]]
             assert s["x"] == [p["prompt_tokens"] for p in r["points"]]
             drawn = ["rate_vs_ctx"]
+        elif r["kind"] == "load_sweep":  # perf_cases/test_load.py: aggregate and per-user decode per level
+            # a level without a common window (too short at this speed) has no aggregate, and no point drawn
+            total = [(lv["concurrency"], lv["total_tps"]) for lv in r["levels"] if lv["total_tps"] is not None]
+            assert by_id["aggregate"]["series"][0]["y"] == [t for _, t in total]
+            assert by_id["aggregate"]["series"][0]["x"] == [n for n, _ in total]
+            assert by_id["per_user"]["series"][0]["y"] == [lv["decode_tps"] for lv in r["levels"]]
+            continue
         else:
             assert by_id["samples"]["series"][0]["y"] == r["samples_tps"]
             continue

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_specperf.report import table
 from pytest_specperf.sim import FAULT_HEADER, SimServer, faults
+from tests.load_helpers import true_decode
 
 REPO = Path(__file__).resolve().parents[1]
 SPEED = 20.0
@@ -111,3 +112,52 @@ def test_fault_syntax_is_in_help_and_readme() -> None:
     for item in items:
         assert item in done.stdout and f"`{item}`" in readme
     assert FAULT_HEADER in done.stdout and FAULT_HEADER in readme
+
+
+LOAD_SPEED = 5.0  # slow enough that two streams of 600 tokens decode together for most of their length
+LOAD_CASES = f"""
+import pytest
+
+@pytest.mark.sustained(concurrency=2, tokens=600, ctx=200, min_total_tps=1)
+def test_two_users(specperf): pass
+
+@pytest.mark.rate(rps={0.5 * LOAD_SPEED}, requests=8, tokens=32, ctx=100, slo={{"tpot_ms": 1000}})
+def test_rate(specperf): pass
+
+def test_too_long(specperf):
+    specperf.sustained(concurrency=2, tokens=64, ctx=300_000)
+"""
+
+
+def test_concurrency_and_rate_rows_say_what_they_are(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_perf=LOAD_CASES)
+    out = pytester.path / "r.json"
+    with SimServer("healthy", speed=LOAD_SPEED) as sim:
+        res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", f"--specperf-json={out}", "-p",
+                                            "no:cacheprovider")
+        rows = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
+        two = rows["test_two_users"]
+        truth = [sim.truth(s["response_id"]) for s in two["streams"]]
+    res.assert_outcomes(passed=2, errors=1)
+    lines = _table(res)
+    header = lines[0].split()
+    # Each user's decode the row stands on is the simulator's, from its records of the steps it took (the
+    # aggregate's accuracy is test_load_e2e's; here its window is under a second on a busy machine).
+    for stream, rec in zip(two["streams"], truth, strict=True):
+        assert abs(stream["decode_tps"] / true_decode(rec) - 1) < 0.03, (stream["decode_tps"], true_decode(rec))
+    row = _row(lines, "test_two_users")
+    assert f" {two['decode_tps']:.1f} (p10 {two['decode_p10_tps']:.1f}) " in row
+    assert f"  2  {two['total_tps']:.1f} (min 1)  passed" in row
+    # The errored direct call is still a 2-user case, in the JSON and in the table.
+    err = rows["test_too_long"]
+    assert err["verdict"] == "error" and err["concurrency"] == 2
+    cells = _row(lines, "test_too_long").split()
+    assert cells[cells.index("error:") - 2] == "2"
+    # The rate row: its load is a request rate, said with the verdict, not under "users".
+    rate = rows["test_rate"]
+    cells = _row(lines, "test_rate").split()
+    assert "users" in header and cells[cells.index("attainment") - 2] == "-"
+    assert f"attainment {rate['attainment']:.2f}, goodput {rate['goodput_rps']:.3g} req/s" in _row(lines, "test_rate")
+    # The diagnosis comes first: the errored call, with its reason, above the table.
+    section = res.outlines[res.outlines.index(next(x for x in res.outlines if "= specperf =" in x)) + 1:]
+    assert section[0] == f"ERROR [sustained] test_too_long (call 1, prose): {err['reason']}"

@@ -85,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
 
         def ready(url: str, engine: Engine) -> None:
+            # The --set overrides too: two twins of one profile are told apart by them (A/B pairs).
+            sets = "".join(f" {s}" for s in args.sets)
             print(f"specperf-sim listening on {url} (profile={profile.name} dialect={profile.dialect} "
-                  f"model={profile.model} speed={args.speed:g})", flush=True)
+                  f"model={profile.model} speed={args.speed:g}{sets})", flush=True)
 
         await run_server(profile, args.speed, args.host, args.port, stop, ready)
 
