@@ -133,6 +133,15 @@ def pct(v: Any) -> str:
     return "-" if x is None else _no_minus_zero(f"{x * 100:.0f}") + "%"
 
 
+def signed_pct(v: Any) -> str:
+    """A change as a signed percentage with one decimal ("+12.5%"; "0.0%" for a change that rounds to none)."""
+    x = finite_number(v)
+    if x is None:
+        return "-"
+    text = f"{x * 100:+.1f}"
+    return "0.0%" if text in ("+0.0", "-0.0") else text + "%"
+
+
 def users_text(n: Any) -> str:
     """"1 user", "4 users" (``n`` may be a JSON key: "1")."""
     return f"{count_text(n)} user" + ("" if str(n) in ("1", "1.0") else "s")
@@ -400,7 +409,7 @@ def _change(c: dict[str, Any]) -> tuple[float, float, float] | None:
 
 def _span(c: dict[str, Any]) -> str:
     ch = _change(c)
-    return "" if ch is None else f" {ch[0] * 100:+.1f}% [{ch[1] * 100:+.1f}%, {ch[2] * 100:+.1f}%]"
+    return "" if ch is None else f" {signed_pct(ch[0])} [{signed_pct(ch[1])}, {signed_pct(ch[2])}]"
 
 
 def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list[Chart]:

@@ -88,7 +88,13 @@ def _draw_series(ax: Any, chart: Chart) -> None:
             marker = next((m for prefix, m in MARKERS.items() if s.name.startswith(prefix)), "o")
             if s.low is not None and s.high is not None:
                 err, label = _error_bars(s)
-                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=label, gid=gid)
+                bars = ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=label)
+                # One id per part, so the id of the series names its points alone (the estimates).
+                bars.lines[0].set_gid(gid)
+                for k, cap in enumerate(bars.lines[1]):
+                    cap.set_gid(f"{gid}-cap{k}")
+                for k, col in enumerate(bars.lines[2]):
+                    col.set_gid(f"{gid}-bars{k}")
             else:
                 ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color,
                         ms={"_": 14, "*": 10}.get(marker, 5), mew=2 if marker == "_" else 1, ls="none",
@@ -97,9 +103,9 @@ def _draw_series(ax: Any, chart: Chart) -> None:
             if s.name.startswith(("refused", "failed")):  # requests that got no answer: red, as misses are
                 color = "#d62728"
             ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
-        for x, y, text in zip(s.x, s.y, s.labels or [], strict=False):
+        for k, (x, y, text) in enumerate(zip(s.x, s.y, s.labels or [], strict=False)):
             ax.annotate(text, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=7,
-                        color=VERDICT_COLORS.get(text, "#333333"))
+                        color=VERDICT_COLORS.get(text, "#333333"), gid=f"{gid}-label{k}")
 
 
 def _error_bars(s: Series) -> tuple[list[list[float]], str]:
