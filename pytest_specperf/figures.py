@@ -471,7 +471,7 @@ def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) ->
         s = Series(f"{this} / {other}, 98% interval", [u for u, *_ in rows], [1 + ch[0] for _, ch, _, _ in rows],
                    "points", low=[1 + ch[1] for _, ch, _, _ in rows], high=[1 + ch[2] for _, ch, _, _ in rows],
                    labels=[v for _, _, v, _ in rows])
-        positive = min([*s.y, *(s.low or [])]) > 0
+        positive = min(s.y) > 0  # an interval reaching 0 runs off the axis's foot
         title = f"{metric} per level, {this} vs {other}: {worst} at {users_text(', '.join(where))}"
         chart = Chart(f"cmp_{metric}", title, "users", f"{metric}: {this} / {other}", [s],
                       [Level(1.0, f"{other} (ratio 1)", "solid")], xscale="log", yscale="log" if positive else "linear")

@@ -91,7 +91,7 @@ def _speedup_chart(cross: Any) -> list[Chart]:
     if _num(cross.get("users")) is not None:
         levels.append(Level(float(cross["users"]), f"crossover at {users_text(cross['users'])}", "dashed", "x"))
     # a ratio: log axis when it can be, so a wide interval at one level does not flatten the others
-    positive = min([*s.y, *(s.low or [])]) > 0
+    positive = min(s.y) > 0  # an interval reaching 0 runs off the axis's foot
     return [Chart("speedup", f"speculation's speedup for users: {cross.get('text', '')}", "users", "B / A",
                   [s], levels, xscale="log", yscale="log" if positive else "linear")]
 

@@ -8,6 +8,7 @@ an id (``<chart id>-s<index>``), so a reader (or a test) can find the path that 
 from __future__ import annotations
 
 import io
+import math
 import re
 import textwrap
 from collections.abc import Iterable
@@ -144,16 +145,43 @@ def _log2_axis(ax: Any) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+#: How far past the estimates an interval may stretch the y axis: decades on a log axis, spans on a linear one.
+INTERVAL_REACH = 2.0
+
+
 def _readable_ylim(ax: Any, chart: Chart) -> None:
     # A flat series (5.0 tokens/step with float noise) would be autoscaled onto its rounding errors.
-    ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels]
-    if not ys or chart.yscale == "log":
+    ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels if lv.axis == "y"]
+    if not ys:
+        return
+    if any(s.low is not None for s in chart.series):
+        _interval_ylim(ax, chart, ys)
+        return
+    if chart.yscale == "log":
         return
     lo, hi = min(ys), max(ys)
     span = max(abs(hi), abs(lo), 1e-12) * 0.05
     if hi - lo < span:
         mid = (hi + lo) / 2
         ax.set_ylim(mid - span, mid + span)
+
+
+def _interval_ylim(ax: Any, chart: Chart, ys: list[float]) -> None:
+    """Axis limits that show every estimate and reference line: an interval that reaches far past them (2 trials
+    give [-100%, +10^20%]) runs off the axis rather than flattening every estimate onto one line."""
+    ends = [v for s in chart.series for v in [*(s.low or []), *(s.high or [])]]
+    if chart.yscale == "log":
+        lo, hi = math.log10(min(ys)), math.log10(max(ys))
+        reach = INTERVAL_REACH
+        ends = [math.log10(v) for v in ends if v > 0] + [lo - reach] * any(v <= 0 for v in ends)
+    else:
+        lo, hi = min(ys), max(ys)
+        reach = INTERVAL_REACH * max(hi - lo, abs(hi) * 0.1, 1e-12)
+    bottom = max(min([lo, *ends]), lo - reach)
+    top = min(max([hi, *ends]), hi + reach)
+    pad = (top - bottom) * 0.06 or 0.05
+    bottom, top = bottom - pad, top + pad
+    ax.set_ylim(*((10 ** bottom, 10 ** top) if chart.yscale == "log" else (bottom, top)))
 
 
 def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 3.4, title: str = "") -> Figure:
