@@ -74,7 +74,7 @@ def _draw(ax: Any, chart: Chart) -> None:
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel(chart.ylabel)
     ax.grid(alpha=0.3, lw=0.5)
-    if len(chart.series) + len(chart.levels) + len(chart.bands) > 1:
+    if len(chart.series) + len(chart.levels) + len(chart.bands) > 1 or any(s.low is not None for s in chart.series):
         # Below the axes, never over the data (error bars, points).
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncols=2)
 
@@ -116,7 +116,8 @@ def _error_bars(s: Series) -> tuple[list[list[float]], str]:
     below = [y - lo for y, lo in zip(s.y, s.low, strict=True)]
     above = [hi - y for y, hi in zip(s.y, s.high, strict=True)]
     outside = sum(1 for b, a in zip(below, above, strict=True) if b < 0 or a < 0)
-    label = s.name if not outside else f"{s.name} (estimate outside its interval at {outside}: bar clipped)"
+    label = s.name if not outside else (f"{s.name} ({outside} estimate{'s' if outside > 1 else ''} outside "
+                                        f"{'their' if outside > 1 else 'its'} interval: bar clipped)")
     return [[max(b, 0.0) for b in below], [max(a, 0.0) for a in above]], label
 
 

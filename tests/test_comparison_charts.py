@@ -3,9 +3,10 @@
 Two pytest runs measure one case of each kind (load sweep, single-stream and concurrent sustained,
 two-point, context sweep, rate, capacity): the first saves a baseline at simulator speed 20, the
 second compares against it at speed 12 (slower, so it regresses). A third run is an A/B load sweep
-with speculation off (A) and on (B): the simulator's model makes B faster for users alone and slower
-at 8 users. The tests check that each chart holds exactly the result JSON's comparison figures, level
-by level, that the SVG draws them, and that the pages read right in a browser at two widths.
+with speculation off (A) and on (B): the simulator's model makes B 2.5x faster for users alone and
+under the case's ``min_speedup`` 1.5 from 4 or 8 users on, so the crossover is marked. The tests
+check that each chart holds exactly the result JSON's comparison figures, level by level, that the
+SVG draws them, and that the pages read right in a browser at two widths.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_capacity(specperf):
 AB_CASES = """
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[1, 2, 4, 8], tokens=64, ctx=200)
+@pytest.mark.load_sweep(concurrency=[1, 2, 4, 8], tokens=160, ctx=1000, min_speedup=1.5)
 def test_speculation(specperf):
     pass
 
@@ -162,14 +163,16 @@ def test_baseline_sweep_draws_each_level(compared: dict[str, Any]) -> None:
 def test_ab_sweep_draws_each_level_and_the_crossover(ab: dict[str, Any]) -> None:
     r, charts, _ = ab["cases"]["test_speculation"]
     _sweep_charts_hold_each_level(r, charts, "A", "B")
-    # The simulator's model: speculation makes a user 2.5x faster alone, 0.81x as fast at 8 users.
+    # The simulator's model: speculation makes a user 2.5x faster alone, 1.45x at 4 users, 0.81x at 8, so
+    # the speedup falls under min_speedup 1.5 at 4 or 8 users (a busy machine blurs the model's figures).
     decode = dict(zip(charts["cmp_decode_tps"]["series"][0]["x"], charts["cmp_decode_tps"]["series"][0]["y"],
                       strict=True))
-    assert decode[1.0] > 1.5 and decode[8.0] < 1.0
-    assert r["crossover"]["users"] == 8
+    assert decode[1.0] > 1.5 and len(set(decode.values())) == len(decode)  # each level its own ratio
+    at = r["crossover"]["users"]
+    assert at in (4, 8), r["crossover"]["text"]
     for chart_id in ("cmp_decode_tps", "cmp_ttft_s", "cmp_total_tps", "speedup"):
         marks = [lv for lv in charts[chart_id]["levels"] if lv["axis"] == "x"]
-        assert marks == [{"y": 8.0, "label": "crossover at 8 users", "style": "dashed", "axis": "x"}], chart_id
+        assert marks == [{"y": float(at), "label": f"crossover at {at} users", "style": "dashed", "axis": "x"}]
 
 
 def _raw(case: dict[str, Any], metric: str) -> list[float]:
@@ -274,7 +277,7 @@ def test_case_images_name_the_case_and_verdict(compared: dict[str, Any], tmp_pat
 def test_an_estimate_outside_its_interval_is_drawn_with_a_clipped_bar() -> None:
     s = figures.Series("change, 98% interval", [1.0, 2.0], [1.3, 0.9], "points", low=[0.8, 0.95], high=[1.2, 1.1])
     svg = plots.svg_inline(figures.Chart("c", "t", "users", "B / A", [s]), salt="x")
-    assert "estimate outside its interval at 2: bar clipped" in svg
+    assert "2 estimates outside their interval: bar clipped" in svg
 
 
 def test_ticks_read_as_plain_numbers() -> None:
