@@ -155,9 +155,6 @@ def _sweep_charts_hold_each_level(r: dict[str, Any], charts: dict[str, Any], oth
 def test_baseline_sweep_draws_each_level(compared: dict[str, Any]) -> None:
     r, charts, _ = compared["cases"]["test_sweep"]
     _sweep_charts_hold_each_level(r, charts, "baseline", "current")
-    # Speed 12 against 20: every level decodes slower than its saved twin, and each point says so.
-    s = charts["cmp_decode_tps"]["series"][0]
-    assert all(y < 1 for y in s["y"]) and set(s["labels"]) <= {"regressed", "inconclusive"}
 
 
 def test_ab_sweep_draws_each_level_and_the_crossover(ab: dict[str, Any]) -> None:
