@@ -39,6 +39,7 @@ class Series:
     style: str = "line"
     low: list[float] | None = None
     high: list[float] | None = None
+    labels: list[str] | None = None  # a word written at each point (a level's verdict)
 
 
 @dataclass
@@ -53,11 +54,12 @@ class Band:
 
 @dataclass
 class Level:
-    """A horizontal reference line (median, floor, threshold)."""
+    """A reference line (median, floor, threshold): horizontal at ``y``, or vertical there when ``axis`` is "x"."""
 
     y: float
     label: str
     style: str = "dashed"
+    axis: str = "y"
 
 
 @dataclass
@@ -118,13 +120,38 @@ def view(result: dict[str, Any], baseline: list[dict[str, Any]] | None = None) -
 def fmt(v: Any, spec: str = ".1f", unit: str = "") -> str:
     """A number as text ("-" when missing or not finite)."""
     x = finite_number(v)
-    return "-" if x is None else format(x, spec) + unit
+    return "-" if x is None else _no_minus_zero(format(x, spec)) + unit
+
+
+def _no_minus_zero(text: str) -> str:
+    # -0.001 shown as "-0.00" reads as a sign that is not there
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text.split("e")[0]) else text
 
 
 def pct(v: Any) -> str:
     """A share as a whole percentage ("-" when missing)."""
     x = finite_number(v)
-    return "-" if x is None else f"{x * 100:.0f}%"
+    return "-" if x is None else _no_minus_zero(f"{x * 100:.0f}") + "%"
+
+
+def signed_pct(v: Any) -> str:
+    """A change as a signed percentage with one decimal ("+12.5%"; "0.0%" for a change that rounds to none)."""
+    x = finite_number(v)
+    if x is None:
+        return "-"
+    text = f"{x * 100:+.1f}"
+    return "0.0%" if text in ("+0.0", "-0.0") else text + "%"
+
+
+def users_text(n: Any) -> str:
+    """"1 user", "4 users" (``n`` may be a JSON key: "1")."""
+    return f"{count_text(n)} user" + ("" if str(n) in ("1", "1.0") else "s")
+
+
+def count_text(v: Any) -> str:
+    """A whole count as plain digits (300000, never 3e+05); other values as they are."""
+    x = finite_number(v)
+    return str(v) if x is None else f"{x:.0f}" if x == int(x) else f"{x:g}"
 
 
 def edge_windows(n: int) -> int:
@@ -152,7 +179,7 @@ def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
 def common_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
     """The facts every kind shows first: server and model, content, prompt size."""
     return [("server", f"{r.get('server', '-')} ({r.get('model', '-')})"), ("content", str(r.get("content", "-"))),
-            ("ctx (prompt tokens)", fmt(r.get("prompt_tokens") or r.get("ctx"), ".0f"))]
+            ("ctx (prompt tokens)", count_text(r.get("prompt_tokens") or r.get("ctx") or "-"))]
 
 
 # -- sustained -------------------------------------------------------------------------------------
@@ -209,13 +236,12 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     att = r.get("attribution") or {}
     facts = [
         *common_facts(r),
-        ("tokens", fmt(r.get("completion_tokens"), ".0f") + f" x {r.get('repeat', 1)} stream(s)"),
+        *_stream_facts(r),
         ("ttft", fmt(finite_number(r.get("ttft_s")) and r["ttft_s"] * 1000, ".0f", " ms")),
-        ("decode", fmt(r.get("decode_tps"), ".1f", " tok/s")),
         ("early -> late", f"{fmt(r.get('early_tps'))} -> {fmt(r.get('late_tps'))} tok/s"),
         ("drift", f"{fmt(r.get('drift'), '.2f')} (max {fmt(r.get('max_drift'), 'g')}): {r.get('drift_verdict', '-')}"
                   + (f", {r['drift_gate']}" if r.get("drift_gate") else "")),
-        ("floor", fmt(r.get("min_tps"), "g", " tok/s")),
+        *([] if (finite_number(r.get("concurrency")) or 1) > 1 else [("floor", fmt(r.get("min_tps"), "g", " tok/s"))]),
         ("stalls", f"{r.get('stalls', 0)} ({fmt(r.get('stall_s'), '.2f', ' s')})"),
         ("acceptance", f"{fmt(acc.get('mean_len'), '.2f')} tokens/step, rate {fmt(acc.get('rate'), '.2f')} "
                        f"({acc.get('source', '-')})" if acc else "-"),
@@ -232,6 +258,23 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
                                                  "bars")],
                             categories=["two-point (burst)", "sustained"]))
     return CaseView(facts, [c for c in charts if c.series])
+
+
+def _stream_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """Tokens and decode; a concurrent case (``concurrency`` > 1) names its users, aggregate and p10 user."""
+    users = finite_number(r.get("concurrency"))
+    repeat = r.get("repeat") or 1
+    if users is None or users <= 1:
+        streams = f" x {repeat} streams" if repeat != 1 else ""
+        return [("tokens", fmt(r.get("completion_tokens"), ".0f") + streams),
+                ("decode" + (", median stream" if repeat != 1 else ""), fmt(r.get("decode_tps"), ".1f", " tok/s"))]
+    trials = f", {repeat} trials" if repeat != 1 else ""
+    return [("users", f"{count_text(users)} concurrent streams{trials}"),
+            ("tokens", fmt(r.get("completion_tokens"), ".0f") + " per user"),
+            ("decode per user", f"median {fmt(r.get('decode_tps'))}, p10 {fmt(r.get('decode_p10_tps'))} tok/s"),
+            ("aggregate", fmt(r.get("total_tps"), ".1f", " tok/s") + " (while every stream decoded)"),
+            ("floors", f"min_tps {fmt(r.get('min_tps'), 'g', ' tok/s')} per user, "
+                       f"min_total_tps {fmt(r.get('min_total_tps'), 'g', ' tok/s')} aggregate")]
 
 
 def _cumulative_chart(streams: list[dict[str, Any]]) -> Chart:
@@ -323,12 +366,21 @@ def ctx_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
 # -- comparisons -----------------------------------------------------------------------------------
 
 
+def _other_side(r: dict[str, Any]) -> tuple[str, str]:
+    """(other side, this side): ("A", "B") in an A/B run, else ("baseline", "current")."""
+    return ("A", "B") if r.get("ab") else ("baseline", "current")
+
+
 def _base_trials(r: dict[str, Any], cc: dict[str, Any], baseline: list[dict[str, Any]]) -> tuple[str, list[float]]:
     """The other side's trials for a comparison: A from an A/B run, else the matching baseline case."""
     metric = cc.get("metric") or ""
     ab = r.get("ab") or {}
-    if ab and metric == "decode_tps" and cc.get("ctx") is None:
-        return "A", [float(x) for x in ab.get("a_decode_tps") or []]
+    if ab:
+        if metric == "decode_tps" and cc.get("ctx") is None:
+            return "A", [float(x) for x in ab.get("a_decode_tps") or []]
+        # A/B keeps only A's median of other figures
+        a = finite_number((ab.get("a") or {}).get(metric))
+        return "A", [] if a is None else [a]
     key = case_key(str(cc.get("nodeid", r.get("nodeid", ""))), cc.get("ctx"))
     for b in baseline:
         for nodeid, ctx, case in sub_cases(b):
@@ -348,36 +400,89 @@ def _cand_trials(r: dict[str, Any], cc: dict[str, Any]) -> list[float]:
     return []
 
 
+def _change(c: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(change, interval low, interval high) of a comparison record, or None when any is missing."""
+    ci = c.get("change_ci") or [None, None]
+    values = [finite_number(c.get("change")), *(finite_number(x) for x in list(ci)[:2])]
+    return None if len(values) != 3 or any(v is None for v in values) else (values[0], values[1], values[2])
+
+
+def _span(c: dict[str, Any]) -> str:
+    ch = _change(c)
+    return "" if ch is None else f" {signed_pct(ch[0])} [{signed_pct(ch[1])}, {signed_pct(ch[2])}]"
+
+
 def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list[Chart]:
-    """Per compared metric: the trials of each side, and the change with its interval against the threshold."""
-    out = []
-    for n, cc in enumerate(r.get("comparisons") or []):
-        c = cc.get("comparison") if isinstance(cc, dict) else None
-        if not c:
-            continue
+    """Per compared metric: a sweep's change per level (``level_comparison_charts``); for other cases the trials
+    of each side and the change with its interval against the threshold."""
+    records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict) and cc.get("comparison")]
+    out = level_comparison_charts(r, [cc for cc in records if cc.get("users") is not None])
+    for n, cc in enumerate(cc for cc in records if cc.get("users") is None):
+        c = cc["comparison"]
         metric = str(c.get("metric"))
-        where = "" if cc.get("ctx") is None else f" at ctx {cc['ctx']}"
+        where = "" if cc.get("ctx") is None else f" at ctx {count_text(cc['ctx'])}"
         base_name, base = _base_trials(r, cc, baseline)
         cand = _cand_trials(r, cc)
-        cand_name = "B" if base_name == "A" else "current"
+        cand_name = _other_side(r)[1]
         # The case's verdict (cc), which may differ from the raw comparison's (e.g. a TTFT noise floor).
-        chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')} "
-                      f"{c.get('change', 0) * 100:+.1f}% [{c['change_ci'][0] * 100:+.1f}%, "
-                      f"{c['change_ci'][1] * 100:+.1f}%]", "", metric, categories=[base_name, cand_name])
+        chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')}{_span(c)}", "", metric,
+                      categories=[base_name, cand_name])
         for i, (name, values) in enumerate(((base_name, base), (cand_name, cand))):
             if values:
                 chart.series.append(Series(name, [float(i)] * len(values), [float(v) for v in values], "points"))
-        if base:
+        change = _change(c)
+        if base and change is not None:
             # The interval of the change, drawn around the baseline's median on the metric's own scale.
             mid = statistics.median(base)
-            lo, hi = (mid * (1 + x) for x in c["change_ci"])
-            chart.series.append(Series("change, 98% interval", [1.0], [mid * (1 + c["change"])], "points",
-                                       low=[lo], high=[hi]))
+            chart.series.append(Series("change, 98% interval", [1.0], [mid * (1 + change[0])], "points",
+                                       low=[mid * (1 + change[1])], high=[mid * (1 + change[2])]))
             worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
             chart.levels.append(Level(mid * (1 + worse * c.get("threshold", 0.0)),
                                       f"max regression {c.get('threshold', 0) * 100:.0f}%"))
         if chart.series:
             out.append(chart)
+    return out
+
+
+def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) -> list[Chart]:
+    """A load sweep's comparisons: one chart per metric over users.
+
+    Each level's ratio of B (or current) to A (or baseline), ``1 + change``, with its 98% interval
+    ``1 + change_ci`` and the level's verdict written at its point; A is the line at 1, the allowed
+    regression a dashed line, and the crossover (A/B) a vertical line. Every number is the level's
+    comparison record's own. Ratios use a log axis: a halving and a doubling lie equally far from 1.
+    """
+    other, this = _other_side(r)
+    metrics = list(dict.fromkeys(str(cc.get("metric")) for cc in records))
+    cross = r.get("crossover") if isinstance(r.get("crossover"), dict) else {}
+    out = []
+    for metric in metrics:
+        rows = []
+        for cc in records:
+            change = _change(cc["comparison"]) if cc.get("metric") == metric else None
+            if change is not None and finite_number(cc.get("users")) is not None:
+                rows.append((float(cc["users"]), change, str(cc.get("verdict") or "-"), cc["comparison"]))
+        if not rows:
+            continue
+        rows.sort(key=lambda row: row[0])
+        worst = next((v for v in ("regressed", "inconclusive", "improved", "passed") if v in {r[2] for r in rows}),
+                     rows[0][2])
+        where = [count_text(u) for u, _, v, _ in rows if v == worst]
+        s = Series(f"{this} / {other}, 98% interval", [u for u, *_ in rows], [1 + ch[0] for _, ch, _, _ in rows],
+                   "points", low=[1 + ch[1] for _, ch, _, _ in rows], high=[1 + ch[2] for _, ch, _, _ in rows],
+                   labels=[v for _, _, v, _ in rows])
+        positive = min(s.y) > 0  # an interval reaching 0 runs off the axis's foot
+        title = f"{metric} per level, {this} vs {other}: {worst} at {users_text(', '.join(where))}"
+        chart = Chart(f"cmp_{metric}", title, "users", f"{metric}: {this} / {other}", [s],
+                      [Level(1.0, f"{other} (ratio 1)", "solid")], xscale="log", yscale="log" if positive else "linear")
+        threshold = finite_number(rows[0][3].get("threshold"))
+        if threshold:
+            worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
+            chart.levels.append(Level(1 + worse * threshold, f"max regression {threshold * 100:.0f}%"))
+        at = finite_number(cross.get("users"))
+        if at is not None:
+            chart.levels.append(Level(at, f"crossover at {users_text(cross['users'])}", "dashed", "x"))
+        out.append(chart)
     return out
 
 

@@ -71,14 +71,27 @@ def run_meta(results: list[dict[str, Any]], root: Path | str | None = None) -> d
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
+#: which level of a sweep the summary names per metric: the one that needs attention first
+_LEVEL_ORDER = {"regressed": 0, "inconclusive": 1, "improved": 2, "passed": 3}
+
+
 def _cmp_summary(r: dict[str, Any]) -> str:
     parts = []
-    for cc in r.get("comparisons") or []:
+    records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict)]
+    levels = [cc for cc in records if cc.get("users") is not None and cc.get("comparison")]
+    for cc in records:
         c = cc.get("comparison") or {}
+        if cc.get("users") is not None and c:
+            continue  # a sweep's levels: one entry per metric below
         if c:
-            parts.append(f"{c.get('metric')} {c.get('change', 0) * 100:+.1f}% {c.get('verdict')}")
+            parts.append(f"{c.get('metric')} {figures.signed_pct(c.get('change'))} {cc.get('verdict')}")
         else:
             parts.append(str(cc.get("verdict", "")))
+    for metric in dict.fromkeys(str(cc.get("metric")) for cc in levels):
+        mine = [cc for cc in levels if str(cc.get("metric")) == metric]
+        worst = min(mine, key=lambda cc: _LEVEL_ORDER.get(str(cc.get("verdict")), 4))
+        parts.append(f"{metric} {worst.get('verdict')} at {figures.users_text(worst['users'])} "
+                     f"({figures.signed_pct(worst['comparison'].get('change'))}; {len(mine)} levels)")
     return "; ".join(parts)
 
 

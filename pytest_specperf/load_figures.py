@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .figures import Band, CaseView, Chart, Level, Series, common_facts, fmt, pct, register
+from .figures import Band, CaseView, Chart, Level, Series, common_facts, fmt, pct, register, users_text
 from .report import finite_number
 
 #: The latencies a rate case records per request: field -> (name, unit shown).
@@ -63,7 +63,7 @@ def _sweep_charts(r: dict[str, Any], levels: list[dict[str, Any]]) -> list[Chart
                   _series("aggregate", levels, "concurrency", "total_tps"), xscale="log")
     knee = next((lv for lv in levels if lv.get("concurrency") == r.get("knee")), None)
     if knee is not None and _num(knee.get("total_tps")) is not None:
-        total.series.append(Series(f"knee at {r['knee']} users", [float(r["knee"])], [float(knee["total_tps"])],
+        total.series.append(Series(f"knee at {users_text(r['knee'])}", [float(r["knee"])], [float(knee["total_tps"])],
                                    "points"))
     per_user = Chart("per_user", "per-user decode against users", "users", "tok/s",
                      _series("median user", levels, "concurrency", "decode_tps")
@@ -87,8 +87,13 @@ def _speedup_chart(cross: Any) -> list[Chart]:
                [float(lv["speedup"]) for lv in rows], "points",
                low=[float(lv["interval"][0]) for lv in rows], high=[float(lv["interval"][1]) for lv in rows])
     floor = float(cross.get("floor") or 1.0)
+    levels = [Level(floor, f"floor {floor:g}", "solid")]
+    if _num(cross.get("users")) is not None:
+        levels.append(Level(float(cross["users"]), f"crossover at {users_text(cross['users'])}", "dashed", "x"))
+    # a ratio: log axis when it can be, so a wide interval at one level does not flatten the others
+    positive = min(s.y) > 0  # an interval reaching 0 runs off the axis's foot
     return [Chart("speedup", f"speculation's speedup for users: {cross.get('text', '')}", "users", "B / A",
-                  [s], [Level(floor, f"floor {floor:g}", "solid")], xscale="log")]
+                  [s], levels, xscale="log", yscale="log" if positive else "linear")]
 
 
 @register("load_sweep")
@@ -100,13 +105,14 @@ def load_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     facts = [*common_facts(r), ("users", ", ".join(str(lv["concurrency"]) for lv in levels) or "-"),
              ("tokens", f"{r.get('tokens', '-')} per user"),
              ("aggregate", " -> ".join(fmt(lv.get("total_tps")) for lv in levels) + " tok/s"),
-             (f"per user at {top.get('concurrency', '-')} users",
+             (f"per user at {users_text(top.get('concurrency', '-'))}",
               f"median {fmt(top.get('decode_tps'))}, p10 {fmt(top.get('decode_p10_tps'))} tok/s"),
              ("TTFT p90", " -> ".join(fmt(_ms(lv.get("ttft_p90_s")), ".0f") for lv in levels) + " ms"),
-             ("knee", f"at {knee} users" if knee is not None else f"none up to {top.get('concurrency', '-')} users"),
+             ("knee", f"at {users_text(knee)}" if knee is not None
+              else f"none up to {users_text(top.get('concurrency', '-'))}"),
              ("floors", f"min_tps {_floor_text(r.get('min_tps'))}, "
                         f"min_total_tps {_floor_text(r.get('min_total_tps'))}")]
-    failed = [f"{lv['concurrency']} users: {lv.get('reason') or lv.get('verdict')}" for lv in levels
+    failed = [f"{users_text(lv['concurrency'])}: {lv.get('reason') or lv.get('verdict')}" for lv in levels
               if lv.get("verdict") not in ("passed", None)]
     if failed:
         facts.append(("levels not passed", "; ".join(failed)))
@@ -122,7 +128,7 @@ def _ms(v: Any) -> float | None:
 
 def _floor_text(floor: Any) -> str:
     if isinstance(floor, dict):
-        return ", ".join(f"{v:g} at {k} users" for k, v in floor.items() if finite_number(v) is not None) or "-"
+        return ", ".join(f"{v:g} at {users_text(k)}" for k, v in floor.items() if finite_number(v) is not None) or "-"
     return fmt(floor, "g", " tok/s")
 
 

@@ -8,22 +8,29 @@ an id (``<chart id>-s<index>``), so a reader (or a test) can find the path that 
 from __future__ import annotations
 
 import io
+import math
 import re
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, NullFormatter, ScalarFormatter
 
-from .figures import CaseView, Chart, view
+from .figures import CaseView, Chart, Series, view
 from .files import write_text_atomic
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
 #: Shaded spans by the first word of their label.
 BAND_COLORS = {"early": "#2ca02c", "late": "#d62728", "bracket": "#ff7f0e"}
 LEVEL_COLORS = ["#2ca02c", "#d62728", "#000000", "#7f7f7f"]
+#: A level's verdict written at its point, coloured as the report colours verdicts.
+VERDICT_COLORS = {"passed": "#1a7f37", "improved": "#1a7f37", "regressed": "#cf222e", "failed": "#cf222e",
+                  "below": "#cf222e", "inconclusive": "#8250df"}
+#: Characters per title line before it wraps (a chart is about 560 px wide).
+TITLE_CHARS = 66
 #: Point markers by the start of a series' name: misses and errors are red crosses, floors a bar at their level.
 MARKERS = {"stalls": "x", "missed": "x", "failed": "x", "refused": "x", "floor": "_", "knee": "*"}
 _RC = {
@@ -46,22 +53,30 @@ def _draw(ax: Any, chart: Chart) -> None:
         span(band.lo, band.hi, color=color, alpha=0.12, lw=0, label=band.label)
     _draw_series(ax, chart)
     for j, level in enumerate(chart.levels):
-        ax.axhline(level.y, color=LEVEL_COLORS[j % len(LEVEL_COLORS)], lw=1,
-                   ls="--" if level.style == "dashed" else "-", label=level.label)
+        line = ax.axvline if level.axis == "x" else ax.axhline
+        line(level.y, color=LEVEL_COLORS[j % len(LEVEL_COLORS)], lw=1, ls="--" if level.style == "dashed" else "-",
+             label=level.label)
     if chart.xscale == "log":
         _log2_axis(ax)
+    else:
+        _plain_axis(ax.xaxis)
     if chart.yscale == "log":
         ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis)
+    else:
+        _plain_axis(ax.yaxis)
     if chart.categories:
         ax.set_xticks(range(len(chart.categories)), chart.categories)
         ax.set_xlim(-0.6, len(chart.categories) - 0.4)
     _readable_ylim(ax, chart)
-    ax.set_title(chart.title, loc="left")
+    # A long title (a crossover sentence) wraps instead of running off the figure.
+    ax.set_title("\n".join(textwrap.wrap(chart.title, TITLE_CHARS)), loc="left")
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel(chart.ylabel)
     ax.grid(alpha=0.3, lw=0.5)
-    if len(chart.series) + len(chart.levels) + len(chart.bands) > 1:
-        ax.legend(fontsize=7, frameon=False, loc="best")
+    if len(chart.series) + len(chart.levels) + len(chart.bands) > 1 or any(s.low is not None for s in chart.series):
+        # Below the axes, never over the data (error bars, points).
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncols=2)
 
 
 def _draw_series(ax: Any, chart: Chart) -> None:
@@ -73,9 +88,14 @@ def _draw_series(ax: Any, chart: Chart) -> None:
         elif s.style == "points":
             marker = next((m for prefix, m in MARKERS.items() if s.name.startswith(prefix)), "o")
             if s.low is not None and s.high is not None:
-                err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
-                       [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
-                ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=s.name, gid=gid)
+                err, label = _error_bars(s)
+                bars = ax.errorbar(s.x, s.y, yerr=err, fmt="D", color="#000000", capsize=4, label=label)
+                # One id per part, so the id of the series names its points alone (the estimates).
+                bars.lines[0].set_gid(gid)
+                for k, cap in enumerate(bars.lines[1]):
+                    cap.set_gid(f"{gid}-cap{k}")
+                for k, col in enumerate(bars.lines[2]):
+                    col.set_gid(f"{gid}-bars{k}")
             else:
                 ax.plot(s.x, s.y, marker, color="#d62728" if marker == "x" else color,
                         ms={"_": 14, "*": 10}.get(marker, 5), mew=2 if marker == "_" else 1, ls="none",
@@ -84,6 +104,39 @@ def _draw_series(ax: Any, chart: Chart) -> None:
             if s.name.startswith(("refused", "failed")):  # requests that got no answer: red, as misses are
                 color = "#d62728"
             ax.plot(s.x, s.y, "-", color=color, lw=1.3, label=s.name, gid=gid, marker="." if len(s.x) < 40 else None)
+        for k, (x, y, text) in enumerate(zip(s.x, s.y, s.labels or [], strict=False)):
+            ax.annotate(text, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=7,
+                        color=VERDICT_COLORS.get(text, "#333333"), gid=f"{gid}-label{k}")
+
+
+def _error_bars(s: Series) -> tuple[list[list[float]], str]:
+    """Lengths below and above each point; an estimate outside its own interval gets a zero-length side, said so
+    in the legend (matplotlib refuses negative lengths)."""
+    assert s.low is not None and s.high is not None
+    below = [y - lo for y, lo in zip(s.y, s.low, strict=True)]
+    above = [hi - y for y, hi in zip(s.y, s.high, strict=True)]
+    outside = sum(1 for b, a in zip(below, above, strict=True) if b < 0 or a < 0)
+    label = s.name if not outside else (f"{s.name} ({outside} estimate{'s' if outside > 1 else ''} outside "
+                                        f"{'their' if outside > 1 else 'its'} interval: bar clipped)")
+    return [[max(b, 0.0) for b in below], [max(a, 0.0) for a in above]], label
+
+
+def _plain_axis(axis: Any) -> None:
+    # 300000 prompt tokens read as 300000, not as 3 with a "1e5" offset
+    axis.set_major_formatter(ScalarFormatter(useOffset=False))
+    axis.get_major_formatter().set_scientific(False)
+
+
+class _PlainLogFormatter(LogFormatterSciNotation):
+    """matplotlib's choice of which log ticks to label, written as plain numbers (60, not 6x10^1)."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
+def _plain_log_axis(axis: Any) -> None:
+    axis.set_major_formatter(_PlainLogFormatter())
+    axis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 def _log2_axis(ax: Any) -> None:
@@ -93,10 +146,19 @@ def _log2_axis(ax: Any) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+#: How far past the estimates an interval may stretch the y axis: decades on a log axis, spans on a linear one.
+INTERVAL_REACH = 2.0
+
+
 def _readable_ylim(ax: Any, chart: Chart) -> None:
     # A flat series (5.0 tokens/step with float noise) would be autoscaled onto its rounding errors.
-    ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels]
-    if not ys or chart.yscale == "log":
+    ys = [y for s in chart.series for y in s.y] + [lv.y for lv in chart.levels if lv.axis == "y"]
+    if not ys:
+        return
+    if any(s.low is not None for s in chart.series):
+        _interval_ylim(ax, chart, ys)
+        return
+    if chart.yscale == "log":
         return
     lo, hi = min(ys), max(ys)
     span = max(abs(hi), abs(lo), 1e-12) * 0.05
@@ -105,10 +167,31 @@ def _readable_ylim(ax: Any, chart: Chart) -> None:
         ax.set_ylim(mid - span, mid + span)
 
 
-def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 2.8) -> Figure:
+def _interval_ylim(ax: Any, chart: Chart, ys: list[float]) -> None:
+    """Axis limits that show every estimate and reference line: an interval that reaches far past them (2 trials
+    give [-100%, +10^20%]) runs off the axis rather than flattening every estimate onto one line."""
+    ends = [v for s in chart.series for v in [*(s.low or []), *(s.high or [])]]
+    if chart.yscale == "log":
+        lo, hi = math.log10(min(ys)), math.log10(max(ys))
+        reach = INTERVAL_REACH
+        ends = [math.log10(v) for v in ends if v > 0] + [lo - reach] * any(v <= 0 for v in ends)
+    else:
+        lo, hi = min(ys), max(ys)
+        reach = INTERVAL_REACH * max(hi - lo, abs(hi) * 0.1, 1e-12)
+    bottom = max(min([lo, *ends]), lo - reach)
+    top = min(max([hi, *ends]), hi + reach)
+    pad = (top - bottom) * 0.06 or 0.05
+    bottom, top = bottom - pad, top + pad
+    ax.set_ylim(*((10 ** bottom, 10 ** top) if chart.yscale == "log" else (bottom, top)))
+
+
+def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 3.4, title: str = "") -> Figure:
     cols = 1 if len(charts) == 1 else 2
     rows = (len(charts) + cols - 1) // cols
-    fig = Figure(figsize=(width * cols, row_height * rows), layout="constrained")
+    fig = Figure(figsize=(width * cols, row_height * rows + (0.5 if title else 0)), layout="constrained")
+    if title:
+        fig.suptitle("\n".join(textwrap.wrap(title, TITLE_CHARS * cols)), x=0.01, ha="left", fontsize=10,
+                     fontweight="bold")
     for i, chart in enumerate(charts):
         _draw(fig.add_subplot(rows, cols, i + 1), chart)
     return fig
@@ -130,13 +213,18 @@ def svg_inline(chart: Chart, salt: str) -> str:
     return text[text.index("<svg"):]
 
 
-def case_image(view: CaseView, fmt: str = "png", salt: str = "") -> bytes:
-    """All of a case's charts in one image (PNG or SVG)."""
+def case_image(view: CaseView, fmt: str = "png", salt: str = "", title: str = "") -> bytes:
+    """All of a case's charts in one image (PNG or SVG), headed by ``title`` (the case and its verdict)."""
     if fmt not in FORMATS:
         raise ValueError(f"image format {fmt!r}: use one of {', '.join(FORMATS)}")
     with mpl.rc_context(_RC):
-        fig = _figure(view.charts)
+        fig = _figure(view.charts, title=title)
     return _save(fig, fmt, salt)
+
+
+def case_title(result: dict[str, Any]) -> str:
+    """"<node id>: <verdict>", the heading of a case's image, so a PNG on its own says what it shows."""
+    return f"{result.get('nodeid', '-')}: {result.get('verdict') or '-'}"
 
 
 def slug(text: str) -> str:
@@ -166,6 +254,6 @@ def write_case_images(results: list[dict[str, Any]], folder: Path, fmt: str = "p
             out.append(None)
             continue
         path = folder / name
-        write_text_atomic(path, case_image(v, fmt, salt=name))
+        write_text_atomic(path, case_image(v, fmt, salt=name, title=case_title(r)))
         out.append(path)
     return out

@@ -89,9 +89,21 @@ def _port(profile: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
     raise RuntimeError(f"chromium did not open its DevTools port within {timeout:g} s")
 
 
-def visit(page: Path, script: str, chromium: str) -> PageVisit:
+def _clip(cdp: _Cdp, selector: str | None) -> dict[str, Any]:
+    """Screenshot parameters for the whole box of ``selector`` (page coordinates), or none."""
+    if selector is None:
+        return {}
+    box = cdp.call("Runtime.evaluate", {"returnByValue": True, "expression": f"""(() => {{
+        const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
+        return {{x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height, scale: 1}}; }})()"""})
+    return {"clip": box["result"]["value"], "captureBeyondViewport": True}
+
+
+def visit(page: Path, script: str, chromium: str, size: tuple[int, int] | None = None, clip: str | None = None
+          ) -> PageVisit:
     """Load ``page`` (a file) in a fresh headless Chromium; ``script`` is evaluated after load (its JSON result
-    lands in ``values``)."""
+    lands in ``values``). ``size``: the window's (width, height) in CSS pixels; ``clip``: a CSS selector whose
+    whole box is the screenshot (else the window)."""
     with tempfile.TemporaryDirectory(prefix="specperf-chromium-") as profile:
         # A session of its own: the browser's helper processes are ended with it.
         proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
@@ -105,12 +117,15 @@ def visit(page: Path, script: str, chromium: str) -> PageVisit:
                 cdp = _Cdp(ws)
                 for domain in ("Page", "Runtime", "Log", "Network"):
                     cdp.call(f"{domain}.enable")
+                if size is not None:
+                    cdp.call("Emulation.setDeviceMetricsOverride",
+                             {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False})
                 url = page.resolve().as_uri()
                 cdp.call("Page.navigate", {"url": url})
                 cdp.wait_event("Page.loadEventFired", timeout=60)
                 cdp.drain(1.0)  # late requests (fonts, images) and errors would show up here
                 result = cdp.call("Runtime.evaluate", {"expression": script, "returnByValue": True})
-                shot = cdp.call("Page.captureScreenshot", {"format": "png"})
+                shot = cdp.call("Page.captureScreenshot", {"format": "png", **_clip(cdp, clip)})
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
