@@ -123,9 +123,12 @@ def _in_process(results: list[dict[str, Any]], baseline: list[dict[str, Any]]) -
 
 def main() -> None:
     """Run the sessions and print the figures."""
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="run in this (new) folder and keep it: the runs, reports, plots")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) if args.keep is None else args.keep
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / "test_cases.py").write_text(CASES)
         (folder / "conftest.py").write_text(CONFTEST)
         (folder / "pytest.ini").write_text("[pytest]\n")
