@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf import cli
+from pytest_specperf import cli, storage
 
 CASES = '''
 import pytest
@@ -136,3 +136,23 @@ def test_runs_measured_differently_are_not_judged_unless_strict(runs: Path, caps
         assert code == 1 and "  regressed" in out
     finally:
         other.unlink()
+
+
+def test_storage_that_is_missing_or_a_file_is_exit_2_and_list_names_what_it_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for folder, why in ((tmp_path / "nope", "no such folder"), (tmp_path / "afile", "is a file")):
+        if why == "is a file":
+            folder.write_text("x")
+        assert cli.main(["--storage", str(folder), "list"]) == 2
+        out, err = capsys.readouterr()
+        assert not out and err.count("\n") == 1 and f"--storage {folder}" in err and why in err
+    folder = tmp_path / "runs"
+    good = storage.save_run(folder, [{"nodeid": "t.py::test_x", "verdict": "passed"}], {}, "good")
+    (folder / "0002_bad.json").write_text("{")
+    (folder / "notes.json").write_text("{}")
+    assert cli.main(["--storage", str(folder), "list"]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(rf"^{good.stem} .* 1 results: 1 passed$", out, re.M)
+    assert re.search(r"^0002_bad\s+unreadable: .*not valid JSON", out, re.M)
+    assert err.count("\n") == 1 and "skipped 2 file(s)" in err
+    assert "0002_bad.json (not valid JSON" in err and "notes.json (not a run file name" in err
