@@ -3,10 +3,12 @@
 Runs one pytest session on the embedded simulator (``batching`` profile, time-compressed) with single-stream,
 concurrency, load sweep, rate and capacity cases and a failing one, saved as a baseline; then the same
 cases compared against it, once with no report and once with ``--specperf-html``, ``--specperf-plots``,
-``--specperf-markdown`` and pytest-html all on. A conftest stamps each case's start and end and the end
-of the session with a clock outside the plugin, so it prints:
+``--specperf-markdown`` and pytest-html all on ("all reports"). A conftest stamps each case's start and
+end and the end of the session with a clock outside the plugin, and times every matplotlib ``savefig``,
+so it prints:
 
-* the measuring span (first case's start to last case's end) with and without the reports;
+* the measuring span (first case's start to last case's end) with and without the reports, and how much
+  of it went to drawing (pytest-html's images were drawn as each case ended);
 * the time from the last case's end to the end of the session (the reports written after measuring);
 * ``specperf report RUN --baseline BASE`` wall time (a fresh process: imports included);
 * in-process: importing matplotlib, building the views, drawing each chart as SVG and each case as PNG.
@@ -66,15 +68,29 @@ def test_failing(specperf):
 """
 
 # Stamps from a clock outside the plugin: when each case starts and ends, and when the session is done.
+# Time spent saving matplotlib figures, split by whether a case was running (logstart to logfinish).
 CONFTEST = """
 import json, os, time
+from matplotlib.figure import Figure
 
-STAMPS = {"start": [], "end": []}
+STAMPS = {"start": [], "end": [], "running": False, "draw_during": 0.0, "draw_after": 0.0}
+savefig = Figure.savefig
+
+def timed(self, *args, **kwargs):
+    t0 = time.monotonic()
+    try:
+        return savefig(self, *args, **kwargs)
+    finally:
+        STAMPS["draw_during" if STAMPS["running"] else "draw_after"] += time.monotonic() - t0
+
+Figure.savefig = timed
 
 def pytest_runtest_logstart(nodeid, location):
+    STAMPS["running"] = True
     STAMPS["start"].append(time.monotonic())
 
 def pytest_runtest_logfinish(nodeid, location):
+    STAMPS["running"] = False
     STAMPS["end"].append(time.monotonic())
 
 def pytest_unconfigure(config):
@@ -95,7 +111,8 @@ def _pytest(folder: Path, stamps: str, *args: str) -> dict[str, float]:
     if done.returncode not in (0, 1):
         raise SystemExit(f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
     s = json.loads((folder / stamps).read_text())
-    return {"wall": wall, "span": s["end"][-1] - s["start"][0], "after": s["done"] - s["end"][-1]}
+    return {"wall": wall, "span": s["end"][-1] - s["start"][0], "after": s["done"] - s["end"][-1],
+            "during": s["draw_during"], "drawn_after": s["draw_after"]}
 
 
 def _in_process(results: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, float]:
@@ -146,10 +163,11 @@ def main() -> None:
         baseline = json.loads(next((folder / ".specperf/runs").glob("*_base.json")).read_text())["results"]
         inproc = _in_process(results, baseline)
     print(f"{len(results)} cases at simulator speed {SPEED:g}; seconds by a clock outside the plugin")
-    print(f"{'session':42} {'measuring span':>15} {'after last case':>16} {'wall':>7}")
-    for name, t in (("baseline, no report", base), ("compared, no report", plain),
-                    ("compared, HTML + plots + Markdown + pytest-html", full)):
-        print(f"{name:42} {t['span']:15.1f} {t['after']:16.1f} {t['wall']:7.1f}")
+    print(f"{'session':24} {'measuring span':>15} {'drawing in it':>14} {'after last case':>16} "
+          f"{'drawing after':>14} {'wall':>7}")
+    for name, t in (("baseline, no report", base), ("compared, no report", plain), ("compared, all reports", full)):
+        print(f"{name:24} {t['span']:15.1f} {t['during']:14.1f} {t['after']:16.1f} {t['drawn_after']:14.1f} "
+              f"{t['wall']:7.1f}")
     print(f"specperf report RUN --baseline BASE (fresh process): {t_report:.1f} s")
     print(f"in process: import matplotlib + plots {inproc['import']:.2f} s; views {inproc['views']:.2f} s; "
           f"{inproc['charts']:.0f} SVG charts {inproc['svg']:.2f} s; {inproc['cases']:.0f} case PNGs "
