@@ -1,6 +1,7 @@
 """The ``specperf`` command over saved runs: list, show, compare (same verdicts as ``--specperf-compare``), report.
 
-A bad run name or a corrupt file is one line on stderr and exit status 2; a regression is exit status 1.
+A bad run name or a corrupt file is one line on stderr and exit status 2; a regression (or a report that
+could not be drawn) is exit status 1.
 Never imports pytest.
 """
 
@@ -179,7 +180,14 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
     meta = {"endpoint": run.endpoint, "model": run.model, "server": run.server, "server_version": run.server_version,
             "commit": run.commit, "machine": run.machine, "plugin_version": run.plugin_version,
             "created": run.created}
-    html_report.write(output, run.results, meta, baseline.results if baseline else None)
+    try:
+        html_report.write(output, run.results, meta, baseline.results if baseline else None)
+    except OSError:
+        raise
+    except Exception as exc:  # a drawing bug: one line naming it, never a traceback (charts that fail are notes)
+        print(f"specperf: error: the report of {run.label} could not be drawn ({type(exc).__name__}: {exc}); "
+              "the run file is intact, please report this with it", file=sys.stderr)
+        return 1
     print(f"report of {run.label} written to {output}")
     return 0
 

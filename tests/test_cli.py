@@ -156,3 +156,26 @@ def test_storage_that_is_missing_or_a_file_is_exit_2_and_list_names_what_it_skip
     assert re.search(r"^0002_bad\s+unreadable: .*not valid JSON", out, re.M)
     assert err.count("\n") == 1 and "skipped 2 file(s)" in err
     assert "0002_bad.json (not valid JSON" in err and "notes.json (not a run file name" in err
+
+
+def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_specperf import html_report, plots
+
+    folder = tmp_path / "runs"
+    result = {"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,
+              "samples_tps": [49.0, 50.0, 51.0], "ctx": 64}
+    storage.save_run(folder, [result], {}, "one")
+    out_file = tmp_path / "r.html"
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise ValueError("'yerr' must not contain negative values")
+
+    monkeypatch.setattr(plots, "_draw_series", boom)  # every chart: each is a note, the report is written
+    assert cli.main(["--storage", str(folder), "report", "one", "-o", str(out_file)]) == 0
+    page = out_file.read_text()
+    assert "could not be drawn (ValueError: &#39;yerr&#39; must not contain negative values)" in page
+    monkeypatch.setattr(html_report, "render", boom)  # the whole report: one line, exit 1, no traceback
+    assert cli.main(["--storage", str(folder), "report", "one", "-o", str(tmp_path / "s.html")]) == 1
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "could not be drawn (ValueError: 'yerr' must not" in err
