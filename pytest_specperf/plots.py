@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,8 @@ def chart_note(chart: Chart, exc: BaseException) -> str:
 def _note(ax: Any, text: str) -> None:
     ax.clear()
     ax.set_axis_off()
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, color="#d62728", transform=ax.transAxes)
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 60)), ha="center", va="center", color="#d62728",
+            transform=ax.transAxes)
 
 
 def _save(fig: Figure, fmt: str, salt: str) -> bytes:
