@@ -81,7 +81,7 @@ class Reporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.write_json()  # also on Ctrl-C: every case finished so far is in the file
         if self.results:
-            # What keeps the run first, then the drawings (slow, and the likeliest to fail): plots before the
+            # The run is kept first, then the drawings (slow, the likeliest to fail): plots before the
             # Markdown that links them, the HTML report and pytest-html's images last.
             self._save(partial_reason(session, exitstatus, self.results))
             files = self.config.pluginmanager.get_plugin("specperf-files")
