@@ -1,6 +1,7 @@
 """The ``specperf`` command over saved runs: list, show, compare (same verdicts as ``--specperf-compare``), report.
 
-A bad run name or a corrupt file is one line on stderr and exit status 2; a regression is exit status 1.
+A bad run name or a corrupt file is one line on stderr and exit status 2; a regression (or a report that
+could not be drawn) is exit status 1.
 Never imports pytest.
 """
 
@@ -86,22 +87,37 @@ def _verdicts(results: list[dict[str, Any]]) -> str:
     return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
 
 
+def check_folder(folder: Path, given: bool) -> None:
+    """UsageError unless ``folder`` can hold saved runs: a file never can; a missing folder only by default."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--storage {folder} is a file; give the folder of saved runs (pytest --specperf-save "
+                         f"writes them to {DEFAULT_STORAGE} under its rootdir)")
+    if given and not folder.exists():
+        raise UsageError(f"--storage {folder}: no such folder; give the folder of saved runs (pytest "
+                         f"--specperf-save writes them to {DEFAULT_STORAGE} under its rootdir)")
+
+
 def cmd_list(folder: Path) -> int:
-    """One line per saved run."""
+    """One line per saved run; files that could not be read are named, on stdout and once more on stderr."""
     paths = storage.list_runs(folder)
+    skipped = [f"{p.name} (not a run file name, NNNN_name.json)" for p in sorted(folder.glob("*.json"))
+               if p not in paths] if folder.is_dir() else []
     if not paths:
         print(f"no saved runs in {folder}; save one with pytest --specperf-save")
-        return 0
     for path in paths:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             run = storage.load_run(path)
         if run is None:
-            print(f"{path.stem}  unreadable: {_why(str(caught[0].message)) if caught else path}")
+            why = _why(str(caught[0].message)) if caught else str(path)
+            print(f"{path.stem}  unreadable: {why}")
+            skipped.append(f"{path.name} ({why.split(': ', 1)[-1]})")
             continue
         commit = str(run.commit.get("id") or "-")[:12] + ("-dirty" if run.commit.get("dirty") else "")
         print(f"{run.label}  {run.created or '-'}  commit {commit}  {run.server or '-'} {run.model or '-'}  "
               f"{len(run.results)} results: {_verdicts(run.results)}")
+    if skipped:
+        print(f"specperf: skipped {len(skipped)} file(s) in {folder}: {'; '.join(skipped)}", file=sys.stderr)
     return 0
 
 
@@ -164,7 +180,14 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
     meta = {"endpoint": run.endpoint, "model": run.model, "server": run.server, "server_version": run.server_version,
             "commit": run.commit, "machine": run.machine, "plugin_version": run.plugin_version,
             "created": run.created}
-    html_report.write(output, run.results, meta, baseline.results if baseline else None)
+    try:
+        html_report.write(output, run.results, meta, baseline.results if baseline else None)
+    except OSError:
+        raise
+    except Exception as exc:  # a drawing bug: one line naming it, never a traceback (charts that fail are notes)
+        print(f"specperf: error: the report of {run.label} could not be drawn ({type(exc).__name__}: {exc}); "
+              "the run file is intact, please report this with it", file=sys.stderr)
+        return 1
     print(f"report of {run.label} written to {output}")
     return 0
 
@@ -174,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     folder = args.storage if args.storage is not None else default_storage()
     try:
+        check_folder(folder, given=args.storage is not None and args.command == "list")
         if args.command == "list":
             return cmd_list(folder)
         if args.command == "show":

@@ -102,7 +102,8 @@ def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
     cases = []
     for i, r in enumerate(results):
         v = figures.view(r, baseline)
-        charts = [{"id": c.id, "title": c.title, "svg": plots.svg_inline(c, salt=f"c{i}-{c.id}"), "data": c.data()}
+        charts = [{"id": c.id, "title": c.title, "data": c.data(),
+                   **dict(zip(("svg", "note"), plots.svg_or_note(c, salt=f"c{i}-{c.id}"), strict=True))}
                   for c in v.charts]
         verdict = str(r.get("verdict") or "-")
         cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.get("nodeid", "")),

@@ -275,11 +275,16 @@ def _out_file(config: pytest.Config, name: str) -> Path | None:
         return None
     path, flag = given
     if path.is_dir():
-        raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}=results.json")
+        raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}={path / EXAMPLE_FILES[name]}")
     if not path.parent.exists():
         raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
     check_writable(path.parent, f"{flag}={path}")  # now, not after the first case
     return path
+
+
+#: a file name to suggest when a file option is given a folder
+EXAMPLE_FILES = {"specperf_json": "results.json", "specperf_markdown": "summary.md", "specperf_bencher": "bencher.json",
+                 "specperf_html": "report.html"}
 
 
 def _engine_args(config: pytest.Config) -> tuple[str, ...]:
@@ -324,4 +329,5 @@ def _out_dir(config: pytest.Config, name: str) -> Path | None:
     path, flag = given
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{flag}={path} is a file; give a folder (it is created if missing), e.g. {flag}=plots")
+    check_writable(path, f"{flag}={path}")  # now: a run is never measured to find its output unwritable
     return path

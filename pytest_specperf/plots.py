@@ -185,7 +185,8 @@ def _interval_ylim(ax: Any, chart: Chart, ys: list[float]) -> None:
     ax.set_ylim(*((10 ** bottom, 10 ** top) if chart.yscale == "log" else (bottom, top)))
 
 
-def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 3.4, title: str = "") -> Figure:
+def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 3.4, title: str = "",
+            notes: bool = False) -> Figure:
     cols = 1 if len(charts) == 1 else 2
     rows = (len(charts) + cols - 1) // cols
     fig = Figure(figsize=(width * cols, row_height * rows + (0.5 if title else 0)), layout="constrained")
@@ -193,8 +194,26 @@ def _figure(charts: list[Chart], width: float = 5.6, row_height: float = 3.4, ti
         fig.suptitle("\n".join(textwrap.wrap(title, TITLE_CHARS * cols)), x=0.01, ha="left", fontsize=10,
                      fontweight="bold")
     for i, chart in enumerate(charts):
-        _draw(fig.add_subplot(rows, cols, i + 1), chart)
+        ax = fig.add_subplot(rows, cols, i + 1)
+        try:
+            _draw(ax, chart)
+        except Exception as exc:
+            if not notes:
+                raise
+            _note(ax, chart_note(chart, exc))  # the case's other charts are still drawn
     return fig
+
+
+def chart_note(chart: Chart, exc: BaseException) -> str:
+    """What a report shows in place of a chart that could not be drawn."""
+    return f"chart '{chart.title}' could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+
+
+def _note(ax: Any, text: str) -> None:
+    ax.clear()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 60)), ha="center", va="center", color="#d62728",
+            transform=ax.transAxes)
 
 
 def _save(fig: Figure, fmt: str, salt: str) -> bytes:
@@ -213,12 +232,21 @@ def svg_inline(chart: Chart, salt: str) -> str:
     return text[text.index("<svg"):]
 
 
+def svg_or_note(chart: Chart, salt: str) -> tuple[str, str]:
+    """``(svg, "")``, or ``("", note)`` when the chart cannot be drawn: the report shows the note instead."""
+    try:
+        return svg_inline(chart, salt), ""
+    except Exception as exc:  # one chart never takes the report with it
+        return "", chart_note(chart, exc)
+
+
 def case_image(view: CaseView, fmt: str = "png", salt: str = "", title: str = "") -> bytes:
-    """All of a case's charts in one image (PNG or SVG), headed by ``title`` (the case and its verdict)."""
+    """All of a case's charts in one image (PNG or SVG), headed by ``title`` (the case and its verdict);
+    a chart that cannot be drawn is a note in its place."""
     if fmt not in FORMATS:
         raise ValueError(f"image format {fmt!r}: use one of {', '.join(FORMATS)}")
     with mpl.rc_context(_RC):
-        fig = _figure(view.charts, title=title)
+        fig = _figure(view.charts, title=title, notes=True)
     return _save(fig, fmt, salt)
 
 

@@ -76,7 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Reporter(config), "specperf-reporter")
         config.pluginmanager.register(ReportFiles(config, settings, config.stash.get(BASELINE, None)), "specperf-files")
         if html_extras.wanted(config):
-            config.pluginmanager.register(html_extras.HtmlExtras(config.stash.get(BASELINE, None)), "specperf-html")
+            extras = html_extras.HtmlExtras(config, config.stash.get(BASELINE, None))
+            config.pluginmanager.register(extras, "specperf-html")
 
 def _load_baseline(config: pytest.Config, settings: Settings) -> list[dict[str, Any]]:
     folder = storage_folder(config, settings)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf import cli
+from pytest_specperf import cli, storage
 
 CASES = '''
 import pytest
@@ -136,3 +136,46 @@ def test_runs_measured_differently_are_not_judged_unless_strict(runs: Path, caps
         assert code == 1 and "  regressed" in out
     finally:
         other.unlink()
+
+
+def test_storage_that_is_missing_or_a_file_is_exit_2_and_list_names_what_it_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for folder, why in ((tmp_path / "nope", "no such folder"), (tmp_path / "afile", "is a file")):
+        if why == "is a file":
+            folder.write_text("x")
+        assert cli.main(["--storage", str(folder), "list"]) == 2
+        out, err = capsys.readouterr()
+        assert not out and err.count("\n") == 1 and f"--storage {folder}" in err and why in err
+    folder = tmp_path / "runs"
+    good = storage.save_run(folder, [{"nodeid": "t.py::test_x", "verdict": "passed"}], {}, "good")
+    (folder / "0002_bad.json").write_text("{")
+    (folder / "notes.json").write_text("{}")
+    assert cli.main(["--storage", str(folder), "list"]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(rf"^{good.stem} .* 1 results: 1 passed$", out, re.M)
+    assert re.search(r"^0002_bad\s+unreadable: .*not valid JSON", out, re.M)
+    assert err.count("\n") == 1 and "skipped 2 file(s)" in err
+    assert "0002_bad.json (not valid JSON" in err and "notes.json (not a run file name" in err
+
+
+def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_specperf import html_report, plots
+
+    folder = tmp_path / "runs"
+    result = {"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,
+              "samples_tps": [49.0, 50.0, 51.0], "ctx": 64}
+    storage.save_run(folder, [result], {}, "one")
+    out_file = tmp_path / "r.html"
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise ValueError("'yerr' must not contain negative values")
+
+    monkeypatch.setattr(plots, "_draw_series", boom)  # every chart: each is a note, the report is written
+    assert cli.main(["--storage", str(folder), "report", "one", "-o", str(out_file)]) == 0
+    page = out_file.read_text()
+    assert "could not be drawn (ValueError: &#39;yerr&#39; must not contain negative values)" in page
+    monkeypatch.setattr(html_report, "render", boom)  # the whole report: one line, exit 1, no traceback
+    assert cli.main(["--storage", str(folder), "report", "one", "-o", str(tmp_path / "s.html")]) == 1
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "could not be drawn (ValueError: 'yerr' must not" in err
