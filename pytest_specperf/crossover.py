@@ -88,14 +88,15 @@ def log_interval(la: np.ndarray, lb: np.ndarray, alpha: float = compare.ALPHA,
     if na >= 2 and nb >= 2 and (sa > 0 or sb > 0):
         va, vb = sa**2 / na, sb**2 / nb
         df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))  # Welch-Satterthwaite
-        half, method = float(scipy.stats.t.ppf(1 - alpha, df)) * math.sqrt(va + vb), "welch"
+        half, method = float(scipy.special.stdtrit(df, 1 - alpha)) * math.sqrt(va + vb), "welch"
     elif min(na, nb) == 1 and max(sa, sb) > 0:
         # One trial on one arm: the other arm's spread predicts where a single trial falls (pooled t).
         dof = na + nb - 2
         pooled = ((na - 1) * sa**2 + (nb - 1) * sb**2) / dof
-        half, method = float(scipy.stats.t.ppf(1 - alpha, dof)) * math.sqrt(pooled * (1 / na + 1 / nb)), "prediction"
+        half = float(scipy.special.stdtrit(dof, 1 - alpha)) * math.sqrt(pooled * (1 / na + 1 / nb))
+        method = "prediction"
     else:
-        half = float(scipy.stats.norm.ppf(1 - alpha)) * noise_floor * math.sqrt(1 / na + 1 / nb)
+        half = float(scipy.special.ndtri(1 - alpha)) * noise_floor * math.sqrt(1 / na + 1 / nb)
         method = "noise-floor"
     return d, d - half, d + half, method
 
