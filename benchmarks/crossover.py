@@ -13,7 +13,8 @@ level is judged ``below`` the floor 1.0 (a failure of ``min_speedup=1.0``) and `
 With B identical to A (``speedup 1.00``) every ``below`` is a false alarm; the stated rate is 1 % (one side
 of a 98 % interval). With B 10 % slower, ``below`` is a detection.
 
-Run: ``python benchmarks/crossover.py`` (about a minute; ``--comparisons 200`` for a quick look).
+Run: ``python benchmarks/crossover.py`` (about 6 minutes on 2 busy cores, most of it the pooled rule's rank
+test; ``--comparisons 200`` for a quick look).
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
 
 def unjudged(result: dict[str, Any]) -> None:
     """Outside A/B, note on a load sweep that its ``min_speedup`` was not judged, and why."""
-    if result.get("kind") == "load_sweep" and result.get("min_speedup") is not None and "crossover" not in result:
+    if result.get("kind") == "load_sweep" and result.get("min_speedup") is not None and not result.get("crossover"):
         result.setdefault("notes", []).append(
             f"min_speedup {result['min_speedup']:g} not judged: the speedup is B over A per level, which needs "
             "an A/B run (--specperf-ab=A_URL,B_URL)")

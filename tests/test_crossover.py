@@ -245,7 +245,7 @@ def test_with_min_speedup_the_floor_is_the_sweeps_ab_gate(min_speedup: float | N
 
 
 def test_min_speedup_outside_ab_is_a_note_not_a_verdict() -> None:
-    result = {"kind": "load_sweep", "min_speedup": 1.0, "verdict": "passed", "notes": []}
+    result = {"kind": "load_sweep", "min_speedup": 1.0, "verdict": "passed", "notes": [], "crossover": None}
     crossover.unjudged(result)
     assert result["verdict"] == "passed"
     assert result["notes"] == ["min_speedup 1 not judged: the speedup is B over A per level, which needs an A/B run "
