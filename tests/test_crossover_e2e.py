@@ -31,17 +31,22 @@ def test_no_floor(specperf):
 """
 TRIALS = 3
 # A stream lasts about half a second at speed 4: a few ms of client lateness at its first or last token on a
-# loaded machine is a percent or two of it (the per-stream accuracy under load has its own tests).
+# loaded machine is a percent or two of it.
 TOL = 0.05
 MARGIN = TOL  # a true interval end this close (in log) to the floor may fall either side of it once measured
 
 
-def _true_trials(sim: SimServer, level: dict) -> list[float]:
-    """Each trial's median user at this level, from the simulator's steps (streams say their trial)."""
-    by_trial: dict[int, list[float]] = {}
+def _trials(sim: SimServer, level: dict) -> tuple[list[float], list[float], bool]:
+    """Each trial's median user at this level as measured (the report's streams, which say their trial) and
+    as the simulator ran it (its steps); and whether every stream was measured within TOL of its truth."""
+    measured: dict[int, list[float]] = {}
+    true: dict[int, list[float]] = {}
     for s in level["streams"]:
-        by_trial.setdefault(s["trial"], []).append(true_decode(sim.truth(s["response_id"])))
-    return [float(np.median(by_trial[i])) for i in sorted(by_trial)]
+        measured.setdefault(s["trial"], []).append(s["decode_tps"])
+        true.setdefault(s["trial"], []).append(true_decode(sim.truth(s["response_id"])))
+    close = all(abs(m / t - 1) < TOL for i in true for m, t in zip(measured[i], true[i], strict=True))
+    per_trial = sorted(measured)
+    return [float(np.median(measured[i])) for i in per_trial], [float(np.median(true[i])) for i in per_trial], close
 
 
 def _true_verdict(true_a: list[float], true_b: list[float]) -> str | None:
@@ -62,29 +67,37 @@ def test_speculation_crossover_against_truth_with_and_without_min_speedup(pytest
         res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{b.url}", f"--specperf-ab-trials={TRIALS}",
                                             f"--specperf-json={out}", "-p", "no:cacheprovider")
         cases = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
-        truth = {name: {lv["concurrency"]: (_true_trials(a, a_lv), _true_trials(b, lv))
-                        for lv, a_lv in zip(r["levels"], r["ab"]["a_levels"], strict=True)}
-                 for name, r in cases.items()}
+        seen = {name: {lv["concurrency"]: (_trials(a, a_lv), _trials(b, lv))
+                       for lv, a_lv in zip(r["levels"], r["ab"]["a_levels"], strict=True)}
+                for name, r in cases.items()}
+    checked = 0
     for name, r in cases.items():
         cross = r["crossover"]
         judged = []
         for lv in cross["levels"]:
-            true_a, true_b = truth[name][lv["users"]]
-            assert len(true_a) == len(true_b) == lv["n_a"] == lv["n_b"] == TRIALS
-            # One value per trial, that trial's median user, as the simulator ran it.
-            assert np.allclose(lv["a_trials"], true_a, rtol=TOL) and np.allclose(lv["b_trials"], true_b, rtol=TOL)
-            true_speedup = float(np.exp(np.mean(np.log(true_b)) - np.mean(np.log(true_a))))
-            assert lv["speedup"] == pytest.approx(true_speedup, rel=TOL), (name, lv["users"])
+            (a_med, true_a, a_close), (b_med, true_b, b_close) = seen[name][lv["users"]]
+            # One value per trial, that trial's median user.
+            assert lv["n_a"] == lv["n_b"] == len(a_med) == len(b_med) == TRIALS
+            assert lv["a_trials"] == pytest.approx(a_med, rel=1e-9) and lv["b_trials"] == pytest.approx(b_med, rel=1e-9)
             lo, hi = lv["interval"]
             assert lo <= lv["speedup"] <= hi
+            if not (a_close and b_close):
+                # The client fell behind on a loaded machine and mismeasured a stream (per-stream accuracy has its
+                # own tests): this level's statistic cannot be held to the truth.
+                judged.append(None)
+                continue
+            checked += 1
+            true_speedup = float(np.exp(np.mean(np.log(true_b)) - np.mean(np.log(true_a))))
+            assert lv["speedup"] == pytest.approx(true_speedup, rel=TOL), (name, lv["users"])
             expected = _true_verdict(true_a, true_b)
             assert expected in (None, lv["verdict"]), (name, lv, expected)
             judged.append(expected)
         first = next((lv for lv in cross["levels"] if lv["verdict"] != "holds"), None)
         assert cross["users"] == (first["users"] if first else None), cross["text"]
         if None not in judged:  # every level called by the truth: the crossover is where the truth puts it
-            true_first = next((c for c, v in zip(truth[name], judged, strict=True) if v != "holds"), None)
+            true_first = next((c for c, v in zip(seen[name], judged, strict=True) if v != "holds"), None)
             assert cross["users"] == true_first
+    assert checked >= 1, "no level was measured close enough to the truth to check"
     # With min_speedup the floor is the sweep's A/B gate: it fails exactly when a level is below, no
     # regression gate runs, and the note says so.
     floor = cases["test_floor"]
@@ -97,6 +110,8 @@ def test_speculation_crossover_against_truth_with_and_without_min_speedup(pytest
     plain = cases["test_no_floor"]
     regressed = [c for c in plain["comparisons"] if c["verdict"] == "regressed"]
     assert (plain["verdict"] == "failed") == bool(regressed)
-    assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in plain["comparisons"]} == {(TRIALS, TRIALS)}
+    # (total_tps may lack a trial whose streams had no common window: that trial has no aggregate.)
+    per_user = [c for c in plain["comparisons"] if c["metric"] in ("decode_tps", "ttft_s")]
+    assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in per_user} == {(TRIALS, TRIALS)}
     assert plain["crossover"]["text"] in plain["notes"] and plain["crossover"]["text"] not in plain["reason"]
     res.assert_outcomes(failed=int(bool(below)) + int(bool(regressed)), passed=int(not below) + int(not regressed))
