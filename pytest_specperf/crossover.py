@@ -177,7 +177,8 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
                 f"min_speedup {floor:g}, {level_text(lv)}"
                 for lv in sorted(fail, key=lambda lv: lv["users"]) if lv["users"] != result["users"]]
         summary["verdict"] = "failed"
-        summary["reason"] = "; ".join([x for x in [summary.get("reason", "")] if x] + [result["text"], *more])
+        # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
+        summary["reason"] = "; ".join([result["text"], *more] + [x for x in [summary.get("reason", "")] if x])
         return []
     return [result["text"]] if unsure and inconclusive == "warn" else []
 

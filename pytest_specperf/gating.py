@@ -36,10 +36,13 @@ class Gate:
     max_regression: float = 0.05
     inconclusive: str = "warn"  # pass | warn | fail
 
-    def apply(self, result: dict[str, Any], comparisons: list[CaseComparison]) -> list[str]:
-        """Record the comparisons on ``result``; fail it on a regression; return warnings to show."""
+    def apply(self, result: dict[str, Any], comparisons: list[CaseComparison], *, judge: bool = True) -> list[str]:
+        """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
+        ``judge=False`` only records them (another gate judges the case)."""
         own = [cc for cc in comparisons if cc.nodeid == result.get("nodeid")]
         result["comparisons"] = [cc.as_dict() for cc in own]
+        if not judge:
+            return []
         fail, warn = compare.gate(own, self.inconclusive)
         if fail and result.get("verdict") != "error":
             result["verdict"] = "failed"
@@ -142,8 +145,6 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     arms: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for arm in compare.ab_order(trials):
         arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
-    if speedup_gated(arms["B"][0]):
-        return _ab_summary(arms, [], gate)  # the speedup floor judges it (crossover.apply)
     a, b = per_trial(arms["A"]), per_trial(arms["B"])
     ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
@@ -177,11 +178,12 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
                      "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
     if summary.get("kind") == "load_sweep":
         summary["ab"]["a_levels"] = a_row.get("levels")  # A's rows, every trial: what the speedups divide by
-    warnings = gate.apply(summary, ccs)
-    if speedup_gated(summary):
+    gated = speedup_gated(summary)  # then the floor (crossover.apply) judges it; comparisons are only shown
+    warnings = gate.apply(summary, ccs, judge=not gated)
+    if gated:
         summary.setdefault("notes", []).append(
             f"A/B judged by min_speedup {summary['min_speedup']:g}, B's per-user speedup at every level; the "
-            "per-level regression gate does not apply to this sweep")
+            "per-level comparisons are shown, not gated")
     if summary.get("kind") == "load_sweep":
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
     return summary, warnings
