@@ -36,10 +36,13 @@ class Gate:
     max_regression: float = 0.05
     inconclusive: str = "warn"  # pass | warn | fail
 
-    def apply(self, result: dict[str, Any], comparisons: list[CaseComparison]) -> list[str]:
-        """Record the comparisons on ``result``; fail it on a regression; return warnings to show."""
+    def apply(self, result: dict[str, Any], comparisons: list[CaseComparison], *, judge: bool = True) -> list[str]:
+        """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
+        ``judge=False`` only records them (another gate judges the case)."""
         own = [cc for cc in comparisons if cc.nodeid == result.get("nodeid")]
         result["comparisons"] = [cc.as_dict() for cc in own]
+        if not judge:
+            return []
         fail, warn = compare.gate(own, self.inconclusive)
         if fail and result.get("verdict") != "error":
             result["verdict"] = "failed"
@@ -58,12 +61,49 @@ def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str
     """
     mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
     threshold = max_regression or gate.max_regression
+    base, cand = per_trial(mine), per_trial([result])
     if auto:
-        ccs = sequential.compare_runs(mine, [result], max_regression=threshold, metrics=METRICS, final=True)
+        ccs = sequential.compare_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
     else:
-        ccs = compare.compare_runs(mine, [result], max_regression=threshold, metrics=metrics_for(result))
+        ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, result)]
-    return gate.apply(result, _unlike(_ttft_floor(ccs, mine, [result]), unlike, strict))
+    return gate.apply(result, _unlike(_ttft_floor(ccs, base, cand), unlike, strict))
+
+
+def _is_load(result: dict[str, Any]) -> bool:
+    """A load sweep, or a sustained case whose streams ran at once (concurrency > 1)."""
+    users = result.get("concurrency")
+    return result.get("kind") == "load_sweep" or (
+        result.get("kind") == "sustained" and isinstance(users, int) and not isinstance(users, bool) and users > 1)
+
+
+def _one_trial(case: dict[str, Any], figures: dict[str, float | None]) -> dict[str, Any]:
+    return {**{k: v for k, v in case.items() if k not in ("streams", "trials")}, **figures}
+
+
+def per_trial(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results as comparisons see them: a load case gives one value per trial per level (that trial's median
+    user, its aggregate), not one per stream, since the streams of one trial share the engine's batched steps.
+
+    A row that combines trials (an A/B arm, ``aggregate``) becomes one result per trial; other results
+    pass unchanged (a sustained case's sequential streams are its trials).
+    """
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("verdict") == "error" or not _is_load(r):
+            out.append(r)
+        elif r.get("kind") == "sustained":
+            out += [_one_trial(r, f) for f in crossover.trial_figures(r)]
+        else:
+            levels = [(lv, crossover.trial_figures(lv)) for lv in r.get("levels") or [] if isinstance(lv, dict)]
+            for i in range(max((len(f) for _, f in levels), default=1)):
+                out.append({**r, "levels": [_one_trial(lv, f[i]) for lv, f in levels if i < len(f)]})
+    return out
+
+
+def speedup_gated(result: dict[str, Any]) -> bool:
+    """A load sweep with ``min_speedup``: in A/B its speedup floor is its gate, instead of the regression gate."""
+    return result.get("kind") == "load_sweep" and result.get("min_speedup") is not None
 
 
 def _case_differences(base: list[dict[str, Any]], result: dict[str, Any]) -> list[str]:
@@ -105,9 +145,10 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     arms: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for arm in compare.ab_order(trials):
         arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
-    ccs = compare.compare_ab(arms["A"], arms["B"], max_regression=max_regression or gate.max_regression,
+    a, b = per_trial(arms["A"]), per_trial(arms["B"])
+    ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
-    return _ab_summary(arms, _ttft_floor(ccs, arms["A"], arms["B"]), gate)
+    return _ab_summary(arms, _ttft_floor(ccs, a, b), gate)
 
 
 def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
@@ -130,11 +171,19 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
                 ) -> tuple[dict[str, Any], list[str]]:
     trials = len(arms["B"])
     summary = aggregate(arms["B"])
+    a_row = aggregate(arms["A"])
     summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
-                     "a": {k: v for k, v in aggregate(arms["A"]).items() if k in AGGREGATED},
+                     "a": {k: v for k, v in a_row.items() if k in AGGREGATED},
                      "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
                      "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
-    warnings = gate.apply(summary, ccs)
+    if summary.get("kind") == "load_sweep":
+        summary["ab"]["a_levels"] = a_row.get("levels")  # A's rows, every trial: what the speedups divide by
+    gated = speedup_gated(summary)  # then the floor (crossover.apply) judges it; comparisons are only shown
+    warnings = gate.apply(summary, ccs, judge=not gated)
+    if gated:
+        summary.setdefault("notes", []).append(
+            f"A/B judged by min_speedup {summary['min_speedup']:g}, B's per-user speedup at every level; the "
+            "per-level comparisons are shown, not gated")
     if summary.get("kind") == "load_sweep":
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
     return summary, warnings
@@ -147,7 +196,8 @@ AGGREGATED = ("decode_tps", "client_tps", "ttft_s", "total_s", "early_tps", "lat
 
 def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """One row for several trials of a case: medians of the figures, every stream and sample kept, the worst
-    verdict with every distinct reason."""
+    verdict with every distinct reason. A load sweep's level rows combine every trial the same way
+    (``combine_levels``); a load case keeps each trial's figures in ``trials``, its streams say their trial."""
     out = dict(trials[-1])
     for key in AGGREGATED:
         values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
@@ -161,7 +211,65 @@ def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
     out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))
     out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)
     out["started_at"] = min(r.get("started_at", 0.0) for r in trials)
+    if len(trials) > 1 and _is_load(out):
+        if out.get("kind") == "load_sweep":
+            out["levels"] = combine_levels(trials)
+            totals = [lv["total_tps"] for lv in out["levels"] if _number(lv.get("total_tps")) is not None]
+            out["total_tps"] = max(totals) if totals else None  # the best level, as for one trial
+        else:
+            out.update(_combined_load(list(enumerate(trials))))
     return out
+
+
+#: Per-level figures a combined level row shows as the median over trials (counts are summed).
+LEVEL_MEDIANS = ("prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps", "common_window_s",
+                 "ttft_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "drift", "early_tps", "late_tps",
+                 "tokens_per_chunk", "accept_len")
+_SEVERITY = {"error": 3, "failed": 2, "inconclusive": 1}
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v):
+        return None
+    return float(v)
+
+
+def _combined_load(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """The fields of one load row (a level, or a sustained load case) over trials ``(index, row)``: medians,
+    summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and which
+    trial gave it), and each trial's own figures in ``trials``."""
+    n = len(entries)
+    worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
+    out: dict[str, Any] = {"verdict": worst.get("verdict")}
+    for key in LEVEL_MEDIANS:
+        values = [x for _, row in entries for x in [_number(row.get(key))] if x is not None]
+        if any(key in row for _, row in entries):
+            out[key] = float(np.median(values)) if values else None
+    for key in ("stalls", "stall_s"):
+        if any(key in row for _, row in entries):
+            out[key] = sum(_number(row.get(key)) or 0 for _, row in entries)
+    out["streams"] = [{**s, "trial": i} for i, row in entries for s in row.get("streams") or [] if isinstance(s, dict)]
+    for key in ("warnings", "notes"):
+        out[key] = list(dict.fromkeys(x for _, row in entries for x in row.get(key) or []))
+    out["reason"] = "; ".join(dict.fromkeys(f"trial {i + 1} of {n}: {row['reason']}" for i, row in entries
+                                            if row.get("reason")))
+    out["trials"] = [crossover.trial_figures(row)[0] for _, row in entries]
+    return out
+
+
+def combine_levels(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A load sweep's level rows over every trial, in the sweep's order: each shows what all trials measured
+    (medians), under the worst of their verdicts, never one trial's figures under another's verdict."""
+    by_users: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+    for i, r in enumerate(trials):
+        for lv in r.get("levels") or []:
+            if isinstance(lv, dict):
+                by_users.setdefault(lv.get("concurrency"), []).append((i, lv))
+    rows = []
+    for entries in by_users.values():
+        worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
+        rows.append({**worst, **_combined_load(entries)})
+    return rows
 
 
 def _median_ttft(results: list[dict[str, Any]]) -> float | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from . import __version__, gating, sequential, storage
+from . import __version__, crossover, gating, sequential, storage
 from .errors import ConfigError, MeasurementError
 from .keys import (
     AB_A,
@@ -116,6 +116,7 @@ def measure_marked(item: pytest.Item) -> None:
             result = session.runner.run(spec, item.nodeid, until=until)
             record = result.as_dict()
             record["nodeid"] = item.nodeid
+            crossover.unjudged(record)
             if BASELINE in config.stash:
                 notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
                                                 baseline_differences(config, session), settings.compare_strict,

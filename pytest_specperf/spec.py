@@ -191,8 +191,8 @@ class LoadSweepSpec(CaseSpec):
             _check(all(v is None or (_is_number(v) and v > 0) for v in values), k,
                    f"{name} must be a positive number of tokens/s or a mapping {{level: tokens/s}}, got {floors!r}")
         CaseSpec.validate(dataclasses.replace(self, min_tps=None))  # the shared keywords; floors checked above
-        _check(self.repeat == 1, k, f"repeat={self.repeat}: a load sweep runs each level once; its levels' "
-               "many streams are the samples (use --specperf-ab-trials to repeat A/B arms)")
+        _check(self.repeat == 1, k, f"repeat={self.repeat}: a load sweep runs each level once; drop repeat "
+               "(in A/B, --specperf-ab-trials sets the trials per arm)")
         _check(isinstance(self.tokens, int) and self.tokens >= 16, k,
                f"tokens must be an integer >= 16, got {self.tokens!r}")
         _check(_is_number(self.ramp_s) and self.ramp_s >= 0, k,
