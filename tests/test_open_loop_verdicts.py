@@ -145,8 +145,8 @@ def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_f
     speed = 10.0
     with SimServer("batching", speed=speed, overrides={"speculation": False}) as sim:
         runner = runner_for(sim.url)
-        spec = build_spec("capacity", {"slo": {"tpot_ms": 25 / speed}, "target": 0.9, "tokens": 48, "ctx": 100,
-                                       "arrivals": "constant", "start_rps": speed, "probe_s": 1.0,
+        spec = build_spec("capacity", {"slo": {"tpot_ms": 19 / speed}, "target": 0.9, "tokens": 48, "ctx": 100,
+                                       "arrivals": "constant", "start_rps": speed, "probe_s": 0.5,
                                        "min_requests": 12, "precision": 0.2, "budget_s": 90})
         r = runner.run(spec, "capacity::bisect")
     # replay the search: once a pass and a failure bracket the answer, each probe is the bracket's
