@@ -186,8 +186,9 @@ def capacity_problems(r: CapacityResult, spec: CapacitySpec) -> list[str]:
         key = max(failing["missed"], key=lambda k: failing["missed"][k])
         unit = SLO_KEYS[key]
         p90 = failing.get(f"{key.rsplit('_', 1)[0]}_p90_{unit}", math.nan)
+        p90_text = "none answered" if math.isnan(p90) else f"p90 {p90:.3g} {unit}"
         text += (f"; at {failing['rps']:.3g} req/s {key} missed most ({failing['missed'][key]} of "
-                 f"{failing['counted']}, p90 {p90:.3g} {unit}, bound {r.slo[key] if r.slo else '?'})")
+                 f"{failing['counted']}, {p90_text}, bound {r.slo[key] if r.slo else '?'})")
         if failing["refused"]:
             text += f", {failing['refused']} refused (HTTP 429/503)"
         lowest = min(r.probes, key=lambda p: p["rps"])

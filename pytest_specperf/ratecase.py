@@ -283,7 +283,8 @@ def why_missed(r: RateResult) -> str:
         key = max(r.missed, key=lambda k: r.missed[k])
         unit = SLO_KEYS[key]
         p90 = getattr(r, f"{key.rsplit('_', 1)[0]}_p90_{unit}")
-        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, p90 {p90:.3g} {unit}, bound {r.slo[key]:g})")
+        p90_text = "none answered" if math.isnan(p90) else f"p90 {p90:.3g} {unit}"
+        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, {p90_text}, bound {r.slo[key]:g})")
     elif r.slo:
         parts.append(f"every request met the slo: goodput is capped by the offered {r.rps:.3g} req/s over "
                      f"{r.duration_s:.3g} s")

@@ -103,7 +103,7 @@ def test_refusals_are_missed_and_a_refused_rate_case_fails_its_floor(runner_for:
     # a server that refuses everything fails the floor; it is not an error that hides the refusal
     assert r.refused == 10 and r.attainment == 0.0 and r.goodput_rps == 0.0 and r.missed == {"e2e_s": 10}
     assert r.verdict == "failed" and "SLO attainment 0.00 < min_attainment 0.9" in r.reason
-    assert "10 refused (HTTP 429/503)" in r.reason
+    assert "10 refused (HTTP 429/503)" in r.reason and "(10 of 10, none answered, bound 30)" in r.reason
     with pytest.raises(MeasurementError, match="refused all 10 requests"), SimServer("healthy", speed=20) as sim:
         # without a floor there is nothing to judge and nothing was measured: an error, as before
         _refusing(runner_for(sim.url)).run(build_spec("rate", {"rps": 20, "requests": 10, "tokens": 32, "ctx": 100}),
