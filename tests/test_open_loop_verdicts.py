@@ -141,7 +141,44 @@ def test_capacity_probes_the_server_refuses_fail_instead_of_erroring(runner_for:
     assert "budget" in r.stop and "refused (HTTP 429/503)" in r.reason
 
 
-def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_for: Any) -> None:
+def _replay(probes: list[dict[str, Any]]) -> tuple[float | None, float | None, int]:
+    """Replay a search: once a pass and a failure bracket the answer, each probe must be the bracket's geometric
+    middle, the bracket being the highest passing and the lowest failing rate so far. (lo, hi, bisection probes)."""
+    lo = hi = None
+    bisected = 0
+    for p in probes:
+        if lo is not None and hi is not None:
+            assert p["rps"] == pytest.approx(math.sqrt(lo * hi), rel=1e-9), (lo, hi, probes)
+            bisected += 1
+        if p["passed"]:
+            lo = p["rps"] if lo is None else max(lo, p["rps"])
+        else:
+            hi = p["rps"] if hi is None else min(hi, p["rps"])
+    return lo, hi, bisected
+
+
+def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_for: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The search's decisions alone: probes answer from a known capacity (7.3 req/s), so the sequence is exact.
+    from pytest_specperf import capacity
+
+    def probe(runner: Any, spec: Any, rps: float, seed: int, k: int) -> dict[str, Any]:
+        ok = rps <= 7.3
+        return {"rps": rps, "requests": 8, "counted": 8, "attainment": 1.0 if ok else 0.5, "passed": ok,
+                "alone": False, "goodput_rps": rps, "decode_tps": 100.0, "missed": {"e2e_s": 0 if ok else 4}}
+
+    monkeypatch.setattr(capacity, "probe", probe)
+    with SimServer("healthy", speed=20) as sim:
+        spec = build_spec("capacity", {"slo": {"e2e_s": 5.0}, "start_rps": 1.0, "precision": 0.05})
+        r = capacity.search(runner_for(sim.url), spec, "capacity::decisions")
+    lo, hi, bisected = _replay(r.probes)
+    assert [p["rps"] for p in r.probes[:4]] == [1.0, 2.0, 4.0, 8.0]  # doubling until a failure
+    # bisection on a log scale: 8/4 -> 1.41 -> 1.19 -> 1.09 -> 1.04, four probes for 5%
+    assert bisected == 4 and r.bracket == [lo, hi] == [r.max_rps, hi] and lo <= 7.3 < hi and hi / lo <= 1.05
+    assert "precision" in r.stop
+
+
+def test_a_capacity_search_on_the_simulator_bisects_between_the_closest_neighbours(runner_for: Any) -> None:
     speed = 10.0
     with SimServer("batching", speed=speed, overrides={"speculation": False}) as sim:
         runner = runner_for(sim.url)
@@ -149,20 +186,9 @@ def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_f
                                        "arrivals": "constant", "start_rps": speed, "probe_s": 0.5,
                                        "min_requests": 12, "precision": 0.2, "budget_s": 90})
         r = runner.run(spec, "capacity::bisect")
-    # replay the search: once a pass and a failure bracket the answer, each probe is the bracket's
-    # geometric middle, and the bracket is the highest passing and the lowest failing rate so far
-    lo = hi = None
-    bisected = 0
-    for p in r.probes:
-        if lo is not None and hi is not None:
-            assert p["rps"] == pytest.approx(math.sqrt(lo * hi), rel=1e-9), (lo, hi, r.probes)
-            bisected += 1
-        if p["passed"]:
-            lo = p["rps"] if lo is None else max(lo, p["rps"])
-        else:
-            hi = p["rps"] if hi is None else min(hi, p["rps"])
-    assert bisected >= 2 and r.bracket == [lo, hi] and r.max_rps == lo
-    assert "precision" in r.stop and hi / lo - 1 <= 0.2 + 1e-9
+    lo, hi, _ = _replay(r.probes)
+    assert r.bracket == [lo, hi] and r.max_rps == (lo or 0.0)
+    assert [p["passed"] for p in r.probes] == [p["attainment"] >= 0.9 for p in r.probes]
 
 
 def test_a_ramp_so_long_the_users_never_decode_together_is_an_error(runner_for: Any) -> None:
