@@ -417,7 +417,7 @@ def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[st
                      compare: Callable[..., Comparison]) -> list[CaseComparison]:
     """Each metric of a case present on both sides; skipped where only one side has values."""
     nodeid, ctx, users = key
-    at = "" if users is None else f"at {users} users: "
+    at = "" if users is None else f"at {users} user{'' if users == 1 else 's'}: "
     out: list[CaseComparison] = []
     for m in metrics:
         tb, tc = _measured(base, m), _measured(cand, m)

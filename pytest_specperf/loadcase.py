@@ -159,22 +159,26 @@ def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: flo
 def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
     """The knee in words, with the aggregate figures around it; only measured levels are spoken of."""
     if len(levels) == 1:
-        return (f"knee not judged: one level ({levels[0]['concurrency']} users) has no growth to judge; give "
+        return (f"knee not judged: one level ({_users(levels[0]['concurrency'])}) has no growth to judge; give "
                 "concurrency two or more levels, e.g. [1, 2, 4, 8]")
     if at is None:
         measured = list(itertools.takewhile(lambda lv: lv["total_tps"] is not None, levels))
         if len(measured) < len(levels):
             gap = levels[len(measured)]["concurrency"]
             if len(measured) < 2:
-                return f"knee not judged: aggregate tok/s not measured at {gap} users"
-            return (f"no knee up to {measured[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per "
-                    f"doubling; knee not judged past {measured[-1]['concurrency']} users (aggregate not measured "
-                    f"at {gap} users)")
+                return f"knee not judged: aggregate tok/s not measured at {_users(gap)}"
+            last = _users(measured[-1]["concurrency"])
+            return (f"no knee up to {last}: aggregate grows >= {KNEE_GAIN:.0%} per doubling; knee not judged past "
+                    f"{last} (aggregate not measured at {_users(gap)})")
         return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
     i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
     here, past = levels[i], levels[i + 1]
     return (f"knee at {at} users: aggregate {here['total_tps']:.1f} -> {past['total_tps']:.1f} tok/s at "
             f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
+
+
+def _users(n: int) -> str:
+    return f"{n} user{'' if n == 1 else 's'}"
 
 
 LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps",
