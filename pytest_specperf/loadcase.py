@@ -82,9 +82,10 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
             "the server queued some of them, or they are too short: raise tokens")
         text = (f"no common window: the {spec.concurrency} streams all decoded at once for only "
                 f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why})")
-        # Streams that never decoded together are no load of N users, and a floor on their sum has nothing
-        # to judge: the case could not measure what it was asked, which is an error and never a verdict.
-        if not window or spec.min_total_tps is not None:
+        # A ramp that spread the streams apart measured no load of N users, and a floor on their sum has
+        # nothing to judge: the case could not measure what it was asked, an error and never a verdict.
+        # (Without either, streams a busy server happened to serve apart keep their per-user figures.)
+        if (spec.ramp_s and not window) or spec.min_total_tps is not None:
             gate = f"; min_total_tps {spec.min_total_tps:g} cannot be judged" if spec.min_total_tps else ""
             raise MeasurementError(f"could not measure {spec.concurrency} users at once: {text}{gate}")
         r.notes.append(f"{text}; aggregate tok/s not measured")
