@@ -15,14 +15,19 @@ Method: bracketing, then bisection on the rate.
 - Attainment falls as the rate rises (more load never makes requests faster), which is what makes
   bisection valid; a probe's noise can only move the answer within the final bracket.
 - The search stops early when the next probe would not fit in ``budget_s``; the result then says so
-  and gives the bracket it had.
+  and gives the bracket it had. A first probe that cannot fit is a usage error at validation.
+- While no probe has passed, a failing probe whose requests were each answered before the next was sent
+  ends the search: the server held one request at a time, so no lower rate can meet the SLO.
+- A probe the server refuses entirely (HTTP 429/503) is a failing probe (attainment 0), not an error.
 
-The result: ``max_rps`` (the highest passing probe, 0 when none passed), ``bracket`` [highest
-passing, lowest failing] (either may be None), every probe's figures, and why the search stopped.
+The result: ``max_rps`` (the highest passing probe, 0 when none passed, and the case then fails "no
+rate met the SLO"), ``bracket`` [highest passing, lowest failing] (either may be None), every probe's
+figures, and why the search stopped.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -39,8 +44,6 @@ if TYPE_CHECKING:
 WARMUP = 0.10
 #: Lowest rate bracketing goes down to before it gives up (requests per second).
 FLOOR_RPS = 1e-3
-#: A probe is expected to last its arrivals plus this share for the last responses to drain.
-DRAIN = 0.25
 
 
 @dataclass
@@ -63,26 +66,21 @@ class CapacityResult(Result):
     decode_tps: float | None = None  # median request's decode at max_rps
 
 
-def probe_requests(spec: CapacitySpec, rps: float) -> int:
-    """Requests of one probe at ``rps``: ``probe_s`` of arrivals, at least ``min_requests``."""
-    return max(spec.min_requests, math.ceil(rps * spec.probe_s))
-
-
 def probe(runner: Runner, spec: CapacitySpec, rps: float, seed: int, k: int) -> dict[str, Any]:
     """One open-loop run at ``rps``: its attainment over the counted requests, and its figures."""
-    n = probe_requests(spec, rps)
+    n = spec.probe_requests(rps)
     outcomes = run_requests(runner, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
                             api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
                             seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1))
     slo = dict(spec.slo)
     records = [request_record(o, slo, spec.tokens, runner.client.kind) for o in outcomes]
-    fig = summarize(records, slo)
+    fig = summarize(records, slo)  # a probe the server refused entirely is measured: it met nothing
     counted = counted_requests(records)
     met = sum(1 for r in counted if r.get("met"))
     attainment = met / len(counted)
     missed = {key: sum(1 for r in counted if not _within(r, key, bound)) for key, bound in slo.items()}
     return {"rps": rps, "requests": n, "counted": len(counted), "attainment": attainment,
-            "passed": attainment >= spec.target, "goodput_rps": fig["goodput_rps"],
+            "passed": attainment >= spec.target, "alone": served_alone(records), "goodput_rps": fig["goodput_rps"],
             "achieved_rps": fig["achieved_rps"], "output_tps": fig["output_tps"], "missed": missed,
             "refused": fig["refused"], "failed": fig["failed"],
             **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
@@ -96,6 +94,14 @@ def counted_requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A probe's requests after its warm-up tenth (by scheduled arrival)."""
     ordered = sorted(records, key=lambda r: r["at_s"])
     return ordered[int(WARMUP * len(ordered)):]
+
+
+def served_alone(records: list[dict[str, Any]]) -> bool:
+    """True when every request was answered before the next one was sent: the server held one at a time, so
+    no lower rate can make a request faster."""
+    ordered = sorted(records, key=lambda r: r["sent_s"])
+    return all(r.get("status") == 200 for r in ordered) and all(
+        a["end_s"] <= b["sent_s"] for a, b in itertools.pairwise(ordered))
 
 
 def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
@@ -130,7 +136,7 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
     rate, stop = spec.start_rps, ""
     while True:
         elapsed = time.monotonic() - began
-        expected = probe_requests(spec, rate) / rate * (1 + DRAIN)
+        expected = spec.probe_seconds(rate)
         if elapsed + expected > spec.budget_s:
             stop = (f"budget: a probe at {rate:.3g} req/s (~{expected:.0f} s) would not fit in "
                     f"budget_s={spec.budget_s:g}")
@@ -141,6 +147,10 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
             lo = rate if lo is None else max(lo, rate)
         else:
             hi = rate if hi is None else min(hi, rate)
+        if lo is None and p["alone"]:
+            stop = (f"at {rate:.3g} req/s each request was answered before the next was sent, and still "
+                    "missed: no lower rate can meet the SLO")
+            break
         rate, stop = _next_rate(rate, lo, hi, spec.precision)
         if stop:
             break
@@ -159,19 +169,26 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
 
 
 def capacity_problems(r: CapacityResult, spec: CapacitySpec) -> list[str]:
-    """The min_rps floor, with the bound missed most at the first failing rate and its cause."""
-    if spec.min_rps is None or (r.max_rps is not None and r.max_rps >= spec.min_rps):
-        return []
+    """No rate met the SLO, or the min_rps floor missed: with the bound missed most at the lowest failing rate
+    and its cause."""
     lo, hi = r.bracket if r.bracket else (None, None)
-    text = (f"capacity {r.max_rps or 0:.3g} req/s < min_rps {spec.min_rps:g} (attainment >= {spec.target:g} of "
-            f"slo {r.slo}; bracket {_rate(lo)} .. {_rate(hi)}, {len(r.probes)} probes)")
+    if r.probes and not any(p["passed"] for p in r.probes):
+        # without a passing probe there is no capacity to show, whatever min_rps says
+        text = (f"no rate met the SLO (lowest probed {min(p['rps'] for p in r.probes):.3g} req/s; attainment >= "
+                f"{spec.target:g} of slo {r.slo}, {len(r.probes)} probes; {r.stop})")
+    elif spec.min_rps is None or (r.max_rps is not None and r.max_rps >= spec.min_rps):
+        return []
+    else:
+        text = (f"capacity {r.max_rps or 0:.3g} req/s < min_rps {spec.min_rps:g} (attainment >= {spec.target:g} "
+                f"of slo {r.slo}; bracket {_rate(lo)} .. {_rate(hi)}, {len(r.probes)} probes)")
     failing = min((p for p in r.probes if not p["passed"]), key=lambda p: p["rps"], default=None)
     if failing is not None:
         key = max(failing["missed"], key=lambda k: failing["missed"][k])
         unit = SLO_KEYS[key]
         p90 = failing.get(f"{key.rsplit('_', 1)[0]}_p90_{unit}", math.nan)
+        p90_text = "none answered" if math.isnan(p90) else f"p90 {p90:.3g} {unit}"
         text += (f"; at {failing['rps']:.3g} req/s {key} missed most ({failing['missed'][key]} of "
-                 f"{failing['counted']}, p90 {p90:.3g} {unit}, bound {r.slo[key] if r.slo else '?'})")
+                 f"{failing['counted']}, {p90_text}, bound {r.slo[key] if r.slo else '?'})")
         if failing["refused"]:
             text += f", {failing['refused']} refused (HTTP 429/503)"
         lowest = min(r.probes, key=lambda p: p["rps"])

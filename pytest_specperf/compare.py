@@ -26,6 +26,8 @@ decide_at=20, against="baseline") -> Comparison``
     dicts. Cases are matched by nodeid (and ctx for sweep points); several results with one nodeid on a side are
     pooled (so A/B runs may record one result per trial). Cases only in the candidate are ``new``, only in the
     baseline ``missing``; an errored side or a metric without values gives ``skipped``; none of these raise.
+    Zero is a value of a higher-is-better metric (attainment, goodput, ``max_rps``), the worst one: a median
+    that falls to 0 is ``regressed`` (no ratio or interval exists for it, so ``comparison`` is None).
     BH q-values over all the p-values are attached (``CaseComparison.q``), for reports only.
 ``compare_ab(results_a, results_b, *, max_regression=0.05, ...)``
     The same with A as the baseline; reasons say "vs A".
@@ -404,28 +406,57 @@ def _index(results: Iterable[dict[str, Any]]) -> tuple[dict[_Key, _Entry], dict[
     return idx, errors
 
 
-def _positive(entry: _Entry, metric: str) -> list[float]:
-    return [x for case in entry.cases for x in trials(case, metric) if x > 0]
+def _measured(entry: _Entry, metric: str) -> list[float]:
+    """The side's values of ``metric``. Zero is a measurement of a higher-is-better metric (no request met the
+    SLO, no probe passed: the worst value there is); a latency of zero or less is not a measurement."""
+    keep_zero = DIRECTIONS[metric] == "higher"
+    return [x for case in entry.cases for x in trials(case, metric) if x > 0 or (keep_zero and x == 0)]
 
 
 def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[str],
                      compare: Callable[..., Comparison]) -> list[CaseComparison]:
     """Each metric of a case present on both sides; skipped where only one side has values."""
     nodeid, ctx, users = key
+    at = "" if users is None else f"at {users} user{'' if users == 1 else 's'}: "
     out: list[CaseComparison] = []
     for m in metrics:
-        tb, tc = _positive(base, m), _positive(cand, m)
+        tb, tc = _measured(base, m), _measured(cand, m)
         if not tb and not tc:
             continue  # the metric does not apply to this kind (ttft_s of a two-point case)
         if not tb or not tc:
             side = "baseline" if not tb else "candidate"
             out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
             continue
-        c = compare(tb, tc, direction=DIRECTIONS[m], metric=m)
-        if users is not None:
-            c = replace(c, reason=f"at {users} user{'' if users == 1 else 's'}: {c.reason}")
-        out.append(CaseComparison(nodeid, ctx, m, c.verdict, c.reason, c, users=users))
+        if 0.0 in tb or 0.0 in tc:
+            verdict, reason, c = _with_zeros(tb, tc, m, compare)
+        else:
+            c = compare(tb, tc, direction=DIRECTIONS[m], metric=m)
+            verdict, reason = c.verdict, c.reason
+        out.append(CaseComparison(nodeid, ctx, m, verdict, at + reason,
+                                  None if c is None else replace(c, reason=at + c.reason), users=users))
     return out
+
+
+def _with_zeros(tb: list[float], tc: list[float], metric: str, compare: Callable[..., Comparison]
+                ) -> tuple[str, str, Comparison | None]:
+    """(verdict, reason, comparison) of a higher-is-better metric with zero trials on a side.
+
+    Zero has no logarithm, so no ratio and no interval exist: a median that is zero on one side and not on
+    the other is a fall to (or a rise from) the worst value, decided without one. Where both medians are
+    positive, the zero trials take the lowest ranks (half the smallest positive value) and the rule runs.
+    """
+    mb, mc = float(np.median(tb)), float(np.median(tc))
+    zeros = f"{tc.count(0.0)} of {len(tc)} trials 0, baseline {tb.count(0.0)} of {len(tb)}"
+    if mc == 0 and mb > 0:
+        return "regressed", f"{metric} fell to 0 from {mb:.3g} ({zeros}): the worst value it has", None
+    if mb == 0 and mc > 0:
+        return "improved", f"{metric} rose from 0 to {mc:.3g} ({zeros})", None
+    if mb == 0 and mc == 0:
+        return "passed", f"{metric} 0 in both ({zeros}): no worse than the baseline", None
+    low = min(x for x in (*tb, *tc) if x > 0) / 2
+    c = compare([x or low for x in tb], [x or low for x in tc], direction="higher", metric=metric)
+    c = replace(c, reason=f"{c.reason} ({zeros}, ranked lowest)")
+    return c.verdict, c.reason, c
 
 
 def _baseline_only(base: dict[_Key, _Entry], cand: dict[_Key, _Entry],

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import acceptance, measure, stats
 from .concurrent import StreamRequest, run_streams, traces
+from .errors import MeasurementError
 from .events import Trace
 from .results import LoadSweepResult, StreamResult, SustainedResult
 from .spec import LoadSweepSpec, SustainedSpec
@@ -77,11 +78,17 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
     if runner.client.caps.step_chunks:
         r.step_ms = med([step_ms(t) for t in found])
     if total is None:
-        why = f"ramp_s={spec.ramp_s:g} spreads the starts" if spec.ramp_s else (
+        why = f"ramp_s={spec.ramp_s:g} spreads the starts: lower it" if spec.ramp_s else (
             "the server queued some of them, or they are too short: raise tokens")
-        r.notes.append(f"no common window: the {spec.concurrency} streams all decoded at once for only "
-                       f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why}); "
-                       "aggregate tok/s not measured")
+        text = (f"no common window: the {spec.concurrency} streams all decoded at once for only "
+                f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why})")
+        # A ramp that spread the streams apart measured no load of N users, and a floor on their sum has
+        # nothing to judge: the case could not measure what it was asked, an error and never a verdict.
+        # (Without either, streams a busy server happened to serve apart keep their per-user figures.)
+        if (spec.ramp_s and not window) or spec.min_total_tps is not None:
+            gate = f"; min_total_tps {spec.min_total_tps:g} cannot be judged" if spec.min_total_tps else ""
+            raise MeasurementError(f"could not measure {spec.concurrency} users at once: {text}{gate}")
+        r.notes.append(f"{text}; aggregate tok/s not measured")
     return r
 
 
@@ -152,14 +159,29 @@ def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: flo
 
 
 def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
-    """The knee in words, with the aggregate figures around it."""
+    """The knee in words, with the aggregate figures around it; only measured levels are spoken of."""
+    if len(levels) == 1:
+        return (f"knee not judged: one level ({_users(levels[0]['concurrency'])}) has no growth to judge; give "
+                "concurrency two or more levels, e.g. [1, 2, 4, 8]")
     if at is None:
+        measured = list(itertools.takewhile(lambda lv: lv["total_tps"] is not None, levels))
+        if len(measured) < len(levels):
+            gap = levels[len(measured)]["concurrency"]
+            if len(measured) < 2:
+                return f"knee not judged: aggregate tok/s not measured at {_users(gap)}"
+            last = _users(measured[-1]["concurrency"])
+            return (f"no knee up to {last}: aggregate grows >= {KNEE_GAIN:.0%} per doubling; knee not judged past "
+                    f"{last} (aggregate not measured at {_users(gap)})")
         return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
     i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
     here, past = levels[i], levels[i + 1]
     return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here['total_tps']:.1f} -> "
             f"{past['total_tps']:.1f} tok/s at "
             f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
+
+
+def _users(n: int) -> str:
+    return f"{n} user{'' if n == 1 else 's'}"
 
 
 LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps",
@@ -183,11 +205,12 @@ def knee(points: list[tuple[int, float | None]]) -> int | None:
     """The first level past which aggregate tok/s grows less than KNEE_GAIN per doubling of users.
 
     Growth between neighbouring levels c1 < c2 is put per doubling, (T2/T1) ** (1 / log2(c2/c1)) - 1,
-    so sweeps with uneven steps are judged alike. None when every step still grows enough.
+    so sweeps with uneven steps are judged alike. None when every step still grows enough, or when a level's
+    aggregate is missing before a knee shows (``knee_text`` says how far it was judged).
     """
     for (c1, t1), (c2, t2) in itertools.pairwise(points):
         if t1 is None or t2 is None or t1 <= 0:
-            continue
+            return None  # not judged past an unmeasured level: the growth beyond it is unknown
         per_doubling = (t2 / t1) ** (1.0 / math.log2(c2 / c1)) - 1.0
         if per_doubling < KNEE_GAIN:
             return c1

@@ -6,15 +6,18 @@ became of the earlier ones, and its latencies are counted from that scheduled ti
 falls behind (event-loop lag, a slow send) therefore adds its lag to the latency instead of
 quietly sending later and hiding the queue (coordinated omission).
 
-Per request: ``ttft_s`` (scheduled arrival -> first token), ``tpot_ms`` (decode time per token after
-the first chunk: (t_last - t_first) / tokens after the first chunk), ``e2e_s`` (scheduled arrival ->
-end of the response), ``decode_tps`` and ``tokens_per_chunk``. It meets the SLO when it meets every
-bound given. A request the server refuses (HTTP 429 or 503) or that fails misses the SLO.
+Per request: ``ttft_s`` (scheduled arrival -> first token), ``tpot_ms`` (vLLM's: (t_last_token -
+t_first_token) / (output tokens - 1)), ``e2e_s`` (scheduled arrival -> end of the response),
+``decode_tps`` (tokens after the first chunk / (t_last - t_first)) and ``tokens_per_chunk``. It meets
+the SLO when it meets every bound given. A request the server refuses (HTTP 429 or 503) or that fails
+misses the SLO (and every bound of it).
 
-Per case: achieved request rate (requests over the span of their actual sends), output tok/s and
-goodput over the case's duration (first scheduled arrival -> last response), p50/p90/p99 of each
-latency over the answered requests, attainment (share of all requests meeting the SLO) and
-goodput (meeting requests per second). When a floor fails and the server sends one chunk per
+Per case, over one span (``duration_s``: first scheduled arrival -> last response): achieved rate
+(answered requests per second), goodput (requests meeting the SLO per second, so never above the
+achieved rate) and output tok/s; ``sent_rps`` (requests over the span of their actual sends);
+p50/p90/p99 of each latency over the answered requests; attainment (share of all requests meeting
+the SLO). A case the server refused entirely has attainment 0 and fails its floors (without a floor
+it is an error: nothing was measured). When a floor fails and the server sends one chunk per
 engine step, the case measures the lowest rate (one request at a time) and says whether accepted
 tokens per step or step time moved between it and the loaded run.
 """
@@ -52,7 +55,8 @@ class RateResult(Result):
     requests: int = 0
     tokens: int = 0
     slo: dict[str, float] | None = None
-    achieved_rps: float = 0.0
+    achieved_rps: float = 0.0  # answered requests per second of duration_s (vLLM's request throughput)
+    sent_rps: float = 0.0  # requests over the span of their actual sends: how the client kept the schedule
     duration_s: float = 0.0  # first scheduled arrival -> last response
     output_tps: float = 0.0
     completion_tokens: int = 0  # per request, as asked and checked
@@ -115,7 +119,9 @@ def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, 
     first, last = t.chunks[0], t.chunks[-1]
     after_first = t.completion_tokens - first.tokens
     decode_s = last.t - first.t
-    tpot_ms = 1000.0 * decode_s / after_first if after_first > 0 else math.nan
+    # vLLM's TPOT, (e2e - ttft) / (output tokens - 1), both ends at token chunks: a first chunk carrying several
+    # tokens (speculation) lowers it against time per token after the first chunk, which decode_tps keeps.
+    tpot_ms = 1000.0 * decode_s / (t.completion_tokens - 1) if t.completion_tokens > 1 else math.nan
     rec.update(status=200, response_id=t.response_id, tokens=t.completion_tokens,
                ttft_s=o.late_s + first.t, e2e_s=o.late_s + t.total_s, tpot_ms=tpot_ms,
                decode_tps=after_first / decode_s if decode_s > 0 else math.nan,
@@ -156,18 +162,20 @@ def run_requests(runner: Runner, *, rps: float, n: int, tokens: int, ctx: int, c
 def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> dict[str, Any]:
     """Case figures from per-request records (see the module docstring)."""
     ok = [r for r in records if r.get("status") == 200]
-    if not ok:
-        raise MeasurementError(_nothing_answered(records))
+    if not ok and not all(r.get("status") in (429, 503) for r in records):
+        raise MeasurementError(_nothing_answered(records))  # refusals are an answer; other errors are not
     sent = [r["sent_s"] for r in records]
+    # One span for every rate: the first scheduled arrival (the origin, 0) to the last response (or send).
     duration = max(r.get("end_s", r["sent_s"]) for r in records)
     out: dict[str, Any] = {
-        "achieved_rps": (len(sent) - 1) / (max(sent) - min(sent)) if max(sent) > min(sent) else math.nan,
+        "sent_rps": (len(sent) - 1) / (max(sent) - min(sent)) if max(sent) > min(sent) else math.nan,
+        "achieved_rps": len(ok) / duration if duration > 0 else math.nan,
         "duration_s": duration,
         "output_tps": sum(r["tokens"] for r in ok) / duration if duration > 0 else math.nan,
         "refused": sum(1 for r in records if r.get("status") in (429, 503)),
         "failed": sum(1 for r in records if r.get("status") not in (200, 429, 503)),
         "late_p99_s": _pct([r["late_s"] for r in records], 99),
-        "completion_tokens": ok[0]["tokens"],
+        "completion_tokens": ok[0]["tokens"] if ok else 0,
     }
     for key, unit in (("ttft", "s"), ("tpot", "ms"), ("e2e", "s")):
         values = [r[f"{key}_{unit}"] for r in ok]
@@ -211,6 +219,8 @@ def rate_case(runner: Runner, spec: RateSpec, nodeid: str) -> RateResult:
     kind = runner.client.kind
     records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
     figures = summarize(records, slo)
+    if not any(r.get("status") == 200 for r in records) and not floor_problems_of(figures, spec):
+        raise MeasurementError(_nothing_answered(records))  # no floor fails on it: nothing was measured
     prompt_tokens = next((o.trace.prompt_tokens for o in outcomes if o.trace is not None), None)
     r: RateResult = runner.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
                                  arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
@@ -243,11 +253,17 @@ def lowest_rate(runner: Runner, spec: Any, seed: int) -> dict[str, Any]:
 
 def floor_problems(r: RateResult, spec: RateSpec) -> list[str]:
     """The floors a rate result misses, as short clauses (no cause yet)."""
+    return floor_problems_of({"attainment": r.attainment, "goodput_rps": r.goodput_rps}, spec)
+
+
+def floor_problems_of(figures: dict[str, Any], spec: RateSpec) -> list[str]:
+    """``floor_problems`` over the figures of ``summarize``."""
     out = []
-    if spec.min_attainment is not None and r.attainment is not None and r.attainment < spec.min_attainment:
-        out.append(f"SLO attainment {r.attainment:.2f} < min_attainment {spec.min_attainment:g}")
-    if spec.min_goodput is not None and r.goodput_rps is not None and r.goodput_rps < spec.min_goodput:
-        out.append(f"goodput {r.goodput_rps:.2f} req/s < min_goodput {spec.min_goodput:g}")
+    attainment, goodput = figures.get("attainment"), figures.get("goodput_rps")
+    if spec.min_attainment is not None and attainment is not None and attainment < spec.min_attainment:
+        out.append(f"SLO attainment {attainment:.2f} < min_attainment {spec.min_attainment:g}")
+    if spec.min_goodput is not None and goodput is not None and goodput < spec.min_goodput:
+        out.append(f"goodput {goodput:.2f} req/s < min_goodput {spec.min_goodput:g}")
     return out
 
 
@@ -267,9 +283,10 @@ def why_missed(r: RateResult) -> str:
         key = max(r.missed, key=lambda k: r.missed[k])
         unit = SLO_KEYS[key]
         p90 = getattr(r, f"{key.rsplit('_', 1)[0]}_p90_{unit}")
-        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, p90 {p90:.3g} {unit}, bound {r.slo[key]:g})")
+        p90_text = "none answered" if math.isnan(p90) else f"p90 {p90:.3g} {unit}"
+        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, {p90_text}, bound {r.slo[key]:g})")
     elif r.slo:
-        parts.append(f"every request met the slo: goodput is capped by the offered {r.achieved_rps:.3g} req/s over "
+        parts.append(f"every request met the slo: goodput is capped by the offered {r.rps:.3g} req/s over "
                      f"{r.duration_s:.3g} s")
     if r.refused:
         parts.append(f"{r.refused} refused (HTTP 429/503)")

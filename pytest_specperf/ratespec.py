@@ -14,6 +14,8 @@ from .spec import SPECS, CaseSpec, _check, _is_number
 #: The bounds an SLO may give, with their units: a request meets the SLO when it meets every bound given.
 SLO_KEYS = {"ttft_s": "s", "tpot_ms": "ms", "e2e_s": "s"}
 ARRIVALS = ("poisson", "constant")
+#: A capacity probe is expected to last its arrivals plus this share for the last responses to drain.
+DRAIN = 0.25
 
 
 def check_slo(slo: Any, k: str, *, required: bool) -> None:
@@ -111,6 +113,19 @@ class CapacitySpec(CaseSpec):
         _check(self.budget_s >= 3 * self.probe_s, k,
                f"budget_s={self.budget_s:g} leaves room for fewer than 3 probes of probe_s={self.probe_s:g}; "
                "raise budget_s or lower probe_s")
+        first = self.probe_seconds(self.start_rps)
+        _check(first <= self.budget_s, k,
+               f"the first probe ({self.probe_requests(self.start_rps)} requests at start_rps={self.start_rps:g}) "
+               f"takes about {first:.0f} s, more than budget_s={self.budget_s:g}; raise start_rps or budget_s, or "
+               "lower min_requests")
+
+    def probe_requests(self, rps: float) -> int:
+        """Requests of one probe at ``rps``: ``probe_s`` of arrivals, at least ``min_requests``."""
+        return max(self.min_requests, math.ceil(rps * self.probe_s))
+
+    def probe_seconds(self, rps: float) -> float:
+        """How long a probe at ``rps`` is expected to take: its arrivals, and the last responses draining."""
+        return self.probe_requests(rps) / rps * (1 + DRAIN)
 
 
 SPECS.update({RateSpec.KIND: RateSpec, CapacitySpec.KIND: CapacitySpec})

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.events import Chunk, Trace, split_events
-from pytest_specperf.loadcase import aggregate_tps, knee
+from pytest_specperf.loadcase import aggregate_tps, knee, knee_text
 from pytest_specperf.results import SustainedResult
 from pytest_specperf.spec import LoadSweepSpec, SustainedSpec, build_spec
 from pytest_specperf.verdict import judge
@@ -54,6 +54,32 @@ def test_knee_is_the_first_level_past_which_doubling_adds_under_ten_percent() ->
     assert knee([(1, 100.0), (4, 125.0)]) is None
 
 
+def _levels(*points: tuple[int, float | None]) -> list[dict]:
+    return [{"concurrency": c, "total_tps": t} for c, t in points]
+
+
+def test_the_knee_note_speaks_only_of_measured_levels() -> None:
+    # 4 users' aggregate was not measured: nothing is said of growth past 2 users, though 8 grew from 2.
+    points = [(1, 100.0), (2, 190.0), (4, None), (8, 700.0)]
+    assert knee(points) is None
+    text = knee_text(None, _levels(*points))
+    assert text == ("no knee up to 2 users: aggregate grows >= 10% per doubling; knee not judged past 2 users "
+                    "(aggregate not measured at 4 users)")
+    # a knee before the gap is still named
+    assert knee([(1, 100.0), (2, 105.0), (4, None)]) == 1
+    assert knee_text(None, _levels((1, 100.0), (2, None), (4, 300.0))) == (
+        "knee not judged: aggregate tok/s not measured at 2 users")
+    assert knee_text(None, _levels((1, 100.0), (2, 190.0))).startswith("no knee up to 2 users")
+
+
+def test_one_level_names_no_knee() -> None:
+    # load_sweep(concurrency=4): one level has no growth to judge, so no "no knee up to 4 users" claim
+    assert build_spec("load_sweep", {"concurrency": 4}).concurrency == (4,)
+    assert knee_text(knee([(4, 300.0)]), _levels((4, 300.0))) == (
+        "knee not judged: one level (4 users) has no growth to judge; give concurrency two or more levels, "
+        "e.g. [1, 2, 4, 8]")
+
+
 def _trace(t0: float, start: float, rate: float, n: int) -> Trace:
     # One token per chunk at a steady rate, first token at ``start`` after sending.
     chunks = [Chunk(start + i / rate, 1) for i in range(n)]
@@ -91,3 +117,21 @@ def test_under_load_min_tps_holds_for_the_slow_users_and_min_total_tps_for_the_s
     r.decode_p10_tps, r.total_tps = 85.0, 650.0
     judge(r, spec)
     assert r.verdict == "failed" and r.reason.startswith("aggregate 650.0 tok/s < min_total_tps 700 with 8 users")
+
+
+def test_a_floor_on_an_aggregate_that_was_not_measured_is_an_error(runner_for) -> None:
+    # A and C decode together for 1 s of their 3 s: no common window to sum (see above), and no ramp to blame.
+    from pytest_specperf import measure
+    from pytest_specperf.errors import MeasurementError
+    from pytest_specperf.loadcase import _result
+    from pytest_specperf.sim import SimServer
+
+    found = [_trace(0.5, 0.5, 100.0, 201), _trace(1.0, 1.0, 50.0, 201)]
+    streams = [measure.stream_result(t, coalesce_s=0.0)[0] for t in found]
+    with SimServer("healthy", speed=20) as sim:
+        runner = runner_for(sim.url)
+        r = _result(runner, SustainedSpec(tokens=201, concurrency=2), "t::apart", streams, found)
+        assert r.total_tps is None and any("aggregate tok/s not measured" in n for n in r.notes)
+        with pytest.raises(MeasurementError, match=r"could not measure 2 users at once: .*min_total_tps 50 cannot be "
+                                                   r"judged"):
+            _result(runner, SustainedSpec(tokens=201, concurrency=2, min_total_tps=50), "t::apart", streams, found)

@@ -84,6 +84,8 @@ def test_rate_cases_from_markers_yaml_and_direct_calls(pytester: pytest.Pytester
     ("capacity", {}, "slo is required"),
     ("capacity", {"slo": {"e2e_s": 5}, "target": 1.5}, "target must be a fraction"),
     ("capacity", {"slo": {"e2e_s": 5}, "budget_s": 20, "probe_s": 10}, "fewer than 3 probes"),
+    ("capacity", {"slo": {"e2e_s": 5}, "start_rps": 0.02},
+     "the first probe (32 requests at start_rps=0.02) takes about 2000 s, more than budget_s=900; raise start_rps"),
 ])
 def test_bad_input_names_the_keyword(kind: str, kwargs: dict, needle: str) -> None:
     with pytest.raises(ConfigError) as info:
