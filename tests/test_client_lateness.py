@@ -130,8 +130,9 @@ def test_a_load_case_carries_its_lateness_and_is_inconclusive_when_behind(fast_s
     shared = runner.run(spec, "lateness::load-shared")
     assert shared.late_p50_s >= 0.9 and shared.client_behind == "" and shared.verdict == "failed"
     # one stream sent, then the client stalls: the others start 1 s later than it
+    ramped = build_spec("sustained", {"concurrency": 4, "tokens": 256, "ctx": 60, "min_tps": 1e9, "ramp_s": 0.2})
     stall_once(runner.client, 1.0, at_call=2)
-    behind = runner.run(spec, "lateness::load-behind")
+    behind = runner.run(ramped, "lateness::load-behind")
     durations = sorted(s.total_s for s in behind.streams)
     assert behind.late_bound_s == pytest.approx(0.25 * (durations[1] + durations[2]) / 2)
     assert behind.late_p99_s >= 0.9 and "starts spread" in behind.client_behind
