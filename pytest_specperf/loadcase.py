@@ -35,8 +35,7 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
     seed = case_seed(nodeid)
     n = spec.concurrency
     requests = []
-    for i in range(n):
-        prompt = runner.prompt(spec.content, spec.ctx, seed + i, spec.api)
+    for i, prompt in enumerate(runner.prompts(spec.content, spec.ctx, [seed + i for i in range(n)], spec.api)):
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * i / n))
     before = runner.scrape_metrics()

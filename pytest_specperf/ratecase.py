@@ -145,8 +145,8 @@ def run_requests(runner: Runner, *, rps: float, n: int, tokens: int, ctx: int, c
     """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock); 429/503 are not retried."""
     times = schedule(rps, n, arrivals, seed)
     reqs = []
-    for i, at in enumerate(times):
-        prompt = runner.prompt(content, ctx, variant + i, api)
+    prompts = runner.prompts(content, ctx, [variant + i for i in range(n)], api)
+    for i, (at, prompt) in enumerate(zip(times, prompts, strict=True)):
         reqs.append(StreamRequest(prompt=prompt.text, max_tokens=tokens, api=api, seed=seed + i,
                                   temperature=temperature, at_s=at))
     client = runner.client
