@@ -18,9 +18,9 @@ request first touched the network (httpcore's first trace event for it: connecti
 headers), so every delay of the client's own (event-loop lag, building the request, a first-time
 import) counts as lateness, never as the server's time.
 
-Warm-up: before the origin is taken, one streamed GET goes through the same async client, so the
-one-time costs of the first async request in a process (importing the async network backend,
-opening the first connection) are paid off the clock.
+Warm-up: before the origin is taken, one streamed GET goes through a throwaway async client, so
+the one-time costs of the first async request in a process (importing the async network backend)
+are paid off the clock, while every measured request still opens its own connection alike.
 
 Errors: one stream's failure does not stop the others; it is the outcome's ``error`` (a one-line
 MeasurementError), and :func:`traces` raises the first one for callers that need every stream.
@@ -121,7 +121,7 @@ async def _run(client: Client, requests: list[StreamRequest], origin: float | No
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
                                  limits=limits) as http:
-        await _warm(http)
+        await _warm(client, timeout)
         start = time.perf_counter() if origin is None else origin
         tasks = [asyncio.create_task(_one(client, http, r, start)) for r in requests]
         done = await asyncio.gather(*tasks)
@@ -130,11 +130,16 @@ async def _run(client: Client, requests: list[StreamRequest], origin: float | No
     return [_parsed(client, outcome, raw) for outcome, raw in done]
 
 
-async def _warm(http: httpx.AsyncClient) -> None:
+async def _warm(client: Client, timeout: httpx.Timeout) -> None:
     """One streamed request before the clock starts: the first async send in a process imports the
-    network backend (tens of ms, seen as 0.0 attainment on a loaded machine) and opens a connection."""
+    network backend (tens of ms, seen as 0.0 attainment on a loaded machine).
+
+    It goes through a client of its own, closed after: a connection it left in the measured
+    client's pool would give one request a head start (no connect) over the others.
+    """
     try:
-        async with http.stream("GET", "/v1/models", extensions={"trace": _ignore}) as resp:
+        async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout) as http, \
+                http.stream("GET", "/v1/models", extensions={"trace": _ignore}) as resp:
             async for _ in resp.aiter_bytes():
                 pass
     except httpx.HTTPError:
