@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specperf import lateness
 from pytest_specperf.client import Client
 from pytest_specperf.concurrent import StreamRequest, run_streams
 from pytest_specperf.sim import SimServer
@@ -63,6 +64,7 @@ def test_a_late_send_is_recorded_late_as_the_server_clocked_it(fast_sim: SimServ
 
 _FRESH = """
 import json, sys, time
+from pytest_specperf import lateness
 from pytest_specperf.client import Client
 from pytest_specperf.concurrent import StreamRequest, run_streams
 c = Client(sys.argv[1], timeout=30); c.detect()
@@ -139,3 +141,20 @@ def test_a_load_case_carries_its_lateness_and_is_inconclusive_when_behind(fast_s
     # min_tps 1e9 fails every honest run; with the client behind it is not judged
     assert kept.verdict == "failed" and behind.verdict == "passed"
     assert any("min_tps" in w for w in behind.warnings)
+
+
+def test_with_tpot_only_the_typical_lateness_is_judged_against_the_schedule() -> None:
+    class R:
+        late_p50_s = late_p99_s = late_bound_s = None
+        client_behind = ""
+
+    bound = lateness.open_loop_bound({"tpot_ms": 5.0}, 20 / 20.0)  # 20 requests at 20 req/s: a 1 s schedule
+    one_hiccup, all_late = R(), R()
+    lateness.attach(one_hiccup, [0.002] * 19 + [0.5], bound)  # one request half a second late
+    lateness.attach(all_late, [0.15] * 20, bound)  # every request 150 ms late: the span is not the one asked
+    assert one_hiccup.late_p99_s > 0.4 and one_hiccup.client_behind == ""
+    assert "fell behind" in all_late.client_behind and all_late.late_bound_s == pytest.approx(0.1)
+    # with a schedule-counted bound, the worst requests are what the SLO sees
+    hiccup_ttft = R()
+    lateness.attach(hiccup_ttft, [0.002] * 19 + [0.5], lateness.open_loop_bound({"ttft_s": 1.0}, 1.0))
+    assert "fell behind" in hiccup_ttft.client_behind
