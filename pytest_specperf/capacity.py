@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import lateness
 from .ratecase import lowest_rate, moved, request_record, run_requests, summarize
 from .ratespec import SLO_KEYS, CapacitySpec
 from .results import Result
@@ -64,6 +65,10 @@ class CapacityResult(Result):
     min_rps: float | None = None
     reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
     decode_tps: float | None = None  # median request's decode at max_rps
+    late_p50_s: float | None = None  # the client's send lateness over the probes (lateness.py)
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""
 
 
 def probe(runner: Runner, spec: CapacitySpec, rps: float, seed: int, k: int) -> dict[str, Any]:
@@ -84,7 +89,8 @@ def probe(runner: Runner, spec: CapacitySpec, rps: float, seed: int, k: int) -> 
             "achieved_rps": fig["achieved_rps"], "output_tps": fig["output_tps"], "missed": missed,
             "refused": fig["refused"], "failed": fig["failed"],
             **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
-            "late_p99_s": fig["late_p99_s"], "decode_tps": fig["decode_tps"],
+            **lateness.probe_fields([r["late_s"] for r in records], slo, n / rps),
+            "decode_tps": fig["decode_tps"],
             # chunk spacing is a step time only where the server sends one chunk per engine step
             **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}
                if runner.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
@@ -161,6 +167,7 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
         search_s=time.monotonic() - began, goodput_rps=best["goodput_rps"] if best else None,
         attainment=best["attainment"] if best else None, min_rps=spec.min_rps,
         decode_tps=best["decode_tps"] if best else None)
+    lateness.attach_probes(r)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")
     if capacity_problems(r, spec) and runner.client.caps.step_chunks:

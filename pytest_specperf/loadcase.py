@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import acceptance, measure, stats
+from . import acceptance, lateness, measure, stats
 from .concurrent import StreamRequest, run_streams, traces
 from .errors import MeasurementError
 from .events import Trace
@@ -36,8 +36,7 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
     seed = case_seed(nodeid)
     n = spec.concurrency
     requests = []
-    for i in range(n):
-        prompt = runner.prompt(spec.content, spec.ctx, seed + i, spec.api)
+    for i, prompt in enumerate(runner.prompts(spec.content, spec.ctx, [seed + i for i in range(n)], spec.api)):
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * i / n))
     before = runner.scrape_metrics()
@@ -53,6 +52,8 @@ def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s:
         if d is not None:
             drifts.append(d)
     r = _result(runner, spec, nodeid, streams, found)
+    lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
+                    spread=True)
     _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else runner.max_drift)
     r.acceptance, r.attribution = runner.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     runner.check_acceptance_gates(spec, r)
@@ -187,7 +188,8 @@ def _users(n: int) -> str:
 LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps",
                 "common_window_s", "ttft_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "drift", "drift_verdict",
                 "drift_gate", "early_tps", "late_tps", "stalls", "stall_s", "tokens_per_chunk", "verdict", "reason",
-                "warnings", "notes", "streams")
+                "warnings", "notes", "streams", "late_p50_s", "late_p99_s",
+                "late_bound_s", "client_behind")
 
 
 def level_fields(r: SustainedResult) -> dict[str, Any]:

@@ -4,6 +4,12 @@ Speculative-decoding acceptance depends on what text the model sees, so a perf c
 ``ctx`` prompt tokens of one kind (prose, code, reasoning, repetitive). The text comes from the
 corpora shipped in ``pytest_specperf/data/`` and is cut to length with the server's own
 tokenizer, which is an HTTP round trip per call: the search below takes few calls.
+
+Many prompts at once (a load case's users): :func:`build_prompts` builds the first one, takes
+its tokens per piece of text as the length model for the rest, so each later search starts a
+few tokens from ``ctx`` and ends in two or three counts instead of about four, and runs those
+searches side by side, ``COUNT_WORKERS`` counts in flight. Every prompt is still counted by the
+server (an opaque tokenizer gives no other exact length), but the counts overlap.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import bisect
 import contextlib
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -51,6 +58,8 @@ BLOCK_STARTS_ONLY: frozenset[str] = frozenset({"repetitive"})
 MAX_CALLS = 12
 #: After this many calls, a count within tolerance ends the search for an exact one.
 EXACT_CALLS = 6
+#: Token counts ``build_prompts`` keeps in flight at once (each a short request to the server).
+COUNT_WORKERS = 8
 
 _UNIT_SEPARATOR = "\n%%\n"  # separates units (pieces, files, problems, blocks) in the data files
 _JOIN = "\n\n"  # how units follow each other in a prompt
@@ -280,6 +289,7 @@ def build_prompt(
     instruction: str | None = None,
     api: str = "completions",
     max_calls: int = MAX_CALLS,
+    tokens_per_piece: float | None = None,
 ) -> Prompt:
     """A ``kind`` prompt of ``ctx`` tokens as ``count_tokens`` (the server's tokenizer) counts them.
 
@@ -287,9 +297,10 @@ def build_prompt(
     ``instruction=None`` the kind's default is used, or, when ``ctx`` is too small for it, a shorter
     one or none; ``instruction=""`` means none (the default on ``api="completions"`` for the kinds in
     ``RAW_ON_COMPLETIONS``). Distinct ``variant`` values start at distinct points
-    of the corpus, so their texts differ from the first characters on. Raises ValueError for an
-    unknown kind or a bad argument, or when no text within max(1, 1% of ctx) tokens was found in
-    ``max_calls`` calls of ``count_tokens``.
+    of the corpus, so their texts differ from the first characters on. ``tokens_per_piece``: the
+    first guess of the search, measured on another prompt of the kind (``build_prompts``). Raises
+    ValueError for an unknown kind or a bad argument, or when no text within max(1, 1% of ctx)
+    tokens was found in ``max_calls`` calls of ``count_tokens``.
     """
     _check_args(kind, ctx, variant, max_calls, api)
     instructions = _instructions(kind, instruction, api)
@@ -300,7 +311,8 @@ def build_prompt(
         tail = _JOIN + instr if instr else ""
         counter.start(tail)
         with contextlib.suppress(_OutOfCalls):
-            _search(body, ctx, counter.count, overhead=len(_PIECE.findall(tail)) + 1)
+            _search(body, ctx, counter.count, overhead=len(_PIECE.findall(tail)) + 1,
+                    first_ratio=tokens_per_piece or _TOKENS_PER_PIECE)
         if counter.best is not None and counter.close_enough():
             return Prompt(text=counter.best[1], kind=kind, ctx=ctx, tokens=counter.best[0], variant=variant)
         shortest = counter.counted.get(body.cuts[0], 0)
@@ -318,7 +330,40 @@ def build_prompt(
     )
 
 
-def _search(body: _Body, ctx: int, count: Callable[[int], int], *, overhead: int) -> None:
+def build_prompts(
+    kind: str,
+    ctx: int,
+    count_tokens: Callable[[str], int],
+    variants: Iterable[int],
+    *,
+    instruction: str | None = None,
+    api: str = "completions",
+    workers: int = COUNT_WORKERS,
+) -> list[Prompt]:
+    """:func:`build_prompt` for each of ``variants``, in order: the first alone, then the rest side by side.
+
+    The first prompt's tokens per piece (its server count over its pieces) is the length model the
+    others start from; their searches run ``workers`` at a time, so ``count_tokens`` must be safe
+    to call from several threads (an ``httpx.Client`` is). The first error, by variant order, is raised.
+    """
+    todo = list(variants)
+    if not todo:
+        return []
+    first = build_prompt(kind, ctx, count_tokens, variant=todo[0], instruction=instruction, api=api)
+    ratio = first.tokens / max(1, len(_PIECE.findall(first.text)))
+
+    def one(variant: int) -> Prompt:
+        return build_prompt(kind, ctx, count_tokens, variant=variant, instruction=instruction, api=api,
+                            tokens_per_piece=ratio)
+
+    if len(todo) == 1:
+        return [first]
+    with ThreadPoolExecutor(max(1, min(workers, len(todo) - 1))) as pool:
+        return [first, *pool.map(one, todo[1:])]
+
+
+def _search(body: _Body, ctx: int, count: Callable[[int], int], *, overhead: int,
+            first_ratio: float = _TOKENS_PER_PIECE) -> None:
     """Count cuts of ``body`` until one gives exactly ``ctx`` tokens (or the budget runs out).
 
     Steps are sized in pieces (a word or one punctuation mark): for word-level counters a piece is
@@ -327,7 +372,7 @@ def _search(body: _Body, ctx: int, count: Callable[[int], int], *, overhead: int
     bisection on characters when two neighbouring cuts straddle ``ctx`` (a word that BPE splits).
     """
     tokens_at: dict[int, int] = {}  # piece count k -> tokens
-    k = max(1, round((ctx - overhead) / _TOKENS_PER_PIECE))
+    k = max(1, round((ctx - overhead) / first_ratio))
     prev: int | None = None
     while True:
         t = tokens_at[k] = count(body.cut(k))

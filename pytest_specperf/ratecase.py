@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import lateness
 from .concurrent import StreamOutcome, StreamRequest, run_streams
 from .errors import MeasurementError
 from .measure import check_length
@@ -81,6 +82,9 @@ class RateResult(Result):
     refused: int = 0  # HTTP 429/503
     failed: int = 0  # other per-request errors
     late_p99_s: float = 0.0  # how far behind schedule the client sent (p99)
+    late_p50_s: float | None = None  # (p50); the bound and the verdict it gives: lateness.py
+    late_bound_s: float | None = None
+    client_behind: str = ""
     step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
     reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
     per_request: list[dict[str, Any]] = field(default_factory=list)
@@ -147,8 +151,8 @@ def run_requests(runner: Runner, *, rps: float, n: int, tokens: int, ctx: int, c
     """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock); 429/503 are not retried."""
     times = schedule(rps, n, arrivals, seed)
     reqs = []
-    for i, at in enumerate(times):
-        prompt = runner.prompt(content, ctx, variant + i, api)
+    prompts = runner.prompts(content, ctx, [variant + i for i in range(n)], api)
+    for i, (at, prompt) in enumerate(zip(times, prompts, strict=True)):
         reqs.append(StreamRequest(prompt=prompt.text, max_tokens=tokens, api=api, seed=seed + i,
                                   temperature=temperature, at_s=at))
     client = runner.client
@@ -174,7 +178,7 @@ def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> di
         "output_tps": sum(r["tokens"] for r in ok) / duration if duration > 0 else math.nan,
         "refused": sum(1 for r in records if r.get("status") in (429, 503)),
         "failed": sum(1 for r in records if r.get("status") not in (200, 429, 503)),
-        "late_p99_s": _pct([r["late_s"] for r in records], 99),
+        **lateness.figures(r["late_s"] for r in records),
         "completion_tokens": ok[0]["tokens"] if ok else 0,
     }
     for key, unit in (("ttft", "s"), ("tpot", "ms"), ("e2e", "s")):
@@ -225,6 +229,7 @@ def rate_case(runner: Runner, spec: RateSpec, nodeid: str) -> RateResult:
     r: RateResult = runner.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
                                  arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
                                  per_request=records, **figures)
+    lateness.attach(r, [p["late_s"] for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
     if not runner.client.caps.step_chunks:
         r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
     if floor_problems(r, spec) and runner.client.caps.step_chunks:

@@ -104,6 +104,10 @@ class SustainedResult(Result):
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
     step_ms: float | None = None  # median engine step time (servers that send one chunk per step)
+    late_p50_s: float | None = None  # the client's send lateness, its bound and verdict (lateness.py)
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""
 
 
 @dataclass

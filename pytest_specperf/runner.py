@@ -14,7 +14,7 @@ from . import acceptance, capacity, loadcase, measure, ratecase, stats
 from .client import Client, Progress
 from .events import Trace
 from .locks import endpoint_lock
-from .prompts import Prompt, build_prompt
+from .prompts import Prompt, build_prompt, build_prompts
 from .ratespec import CapacitySpec, RateSpec
 from .results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
 from .spec import (
@@ -76,6 +76,13 @@ class Runner:
 
             self._prompts[key] = build_prompt(kind, ctx, count, variant=variant, api=api)
         return self._prompts[key]
+
+    def prompts(self, kind: str, ctx: int, variants: list[int], api: str = "completions") -> list[Prompt]:
+        """``prompt`` for many variants (a load case's users): the missing ones built side by side."""
+        missing = [v for v in dict.fromkeys(variants) if (kind, ctx, v, api) not in self._prompts]
+        built = build_prompts(kind, ctx, lambda text: self.client.count_tokens(text, api=api), missing, api=api)
+        self._prompts.update({(kind, ctx, p.variant, api): p for p in built})
+        return [self._prompts[(kind, ctx, v, api)] for v in variants]
 
     def new_result(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
                    **fields: Any) -> Any:

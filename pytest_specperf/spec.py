@@ -179,6 +179,7 @@ class LoadSweepSpec(CaseSpec):
                and list(self.concurrency) == sorted(set(self.concurrency)), k,
                f"concurrency must be a rising list of positive integers, e.g. [1, 2, 4, 8], got "
                f"{list(self.concurrency)!r}")
+        _concurrency_bound(self.concurrency[-1], k)
         for name in ("min_tps", "min_total_tps"):
             floors = getattr(self, name)
             if isinstance(floors, Mapping):
@@ -216,11 +217,24 @@ class LoadSweepSpec(CaseSpec):
                              min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
 
 
+#: Most streams one case runs at once. They are all read by one client process on one event loop;
+#: past a few hundred its own per-read work and socket count (1024 open files is a common default
+#: limit) are what a run would measure, and building that many prompts costs minutes before the
+#: first request. A bound known before anything is sent is a usage error, not a late failure.
+MAX_CONCURRENCY = 512
+
+
+def _concurrency_bound(c: int, k: str) -> None:
+    _check(c <= MAX_CONCURRENCY, k, f"concurrency={c} is above {MAX_CONCURRENCY}, the most streams one case runs at "
+           f"once (one client process reads them all); lower it to {MAX_CONCURRENCY} or less")
+
+
 def validate_load(spec: Any, k: str) -> None:
     """concurrency, ramp_s and min_total_tps of a sustained case."""
     c = spec.concurrency
     _check(isinstance(c, int) and not isinstance(c, bool) and c >= 1, k,
            f"concurrency must be an integer >= 1 (streams at once), got {c!r}")
+    _concurrency_bound(c, k)
     _check(_is_number(spec.ramp_s) and spec.ramp_s >= 0, k,
            f"ramp_s must be a number of seconds >= 0, got {spec.ramp_s!r}")
     v = spec.min_total_tps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import lateness
 from .results import LoadSweepResult, Result, SustainedResult, SweepResult, TwoPointResult
 from .spec import CaseSpec, SustainedSpec
 
@@ -33,6 +34,7 @@ def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusi
         result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
     elif kind_problems := _open_loop(result, spec):
         problems = kind_problems
+    problems = lateness.judge(result, problems, inconclusive)  # a client behind its schedule judges nothing
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
 

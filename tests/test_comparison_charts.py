@@ -170,7 +170,8 @@ def test_ab_sweep_draws_each_level_and_the_crossover(ab: dict[str, Any]) -> None
     assert at is not None, r["crossover"]["text"]
     for chart_id in ("cmp_decode_tps", "cmp_ttft_s", "cmp_total_tps", "speedup"):
         marks = [lv for lv in charts[chart_id]["levels"] if lv["axis"] == "x"]
-        assert marks == [{"y": float(at), "label": f"crossover at {at} users", "style": "dashed", "axis": "x"}]
+        label = f"crossover at {at} user{'' if at == 1 else 's'}"
+        assert marks == [{"y": float(at), "label": label, "style": "dashed", "axis": "x"}]
 
 
 def _raw(case: dict[str, Any], metric: str) -> list[float]:

@@ -11,6 +11,7 @@ from scipy import stats
 
 from pytest_specperf.capacity import WARMUP
 from pytest_specperf.ratecase import schedule
+from pytest_specperf.runner import case_seed
 from pytest_specperf.sim import SimServer, load_profile
 from pytest_specperf.sim.batch import Arrival, simulate
 from pytest_specperf.spec import build_spec
@@ -103,27 +104,62 @@ def test_refused_requests_miss_the_slo_and_are_counted(runner_for: Any) -> None:
 
 
 def test_failure_names_the_bound_missed_most_and_the_slower_steps(runner_for: Any) -> None:
-    speed = 10.0
+    # Slow and long enough (decode spans near 1 s) that a busy machine's scheduling noise, tens of ms,
+    # is small beside them: at speed 10 and 64 tokens it was the size of the spans.
+    speed, tokens = 2.0, 128
+    rps, tpot_ms = 3.0 * speed, 12.0 / speed
+    # The load is chosen by the profile's own answer for this schedule, far from the floor: about
+    # 15% of requests meet the bound where 90% must, while one request alone meets it easily.
+    profile = load_profile("batching")
+    times = schedule(rps, 40, "poisson", case_seed("rate::cause"))
+    answer = simulate(profile, [Arrival(t * speed, 200, tokens, seed=i) for i, t in enumerate(times)])
+    alone_answer = simulate(profile, [Arrival(0.0, 200, tokens, seed=0)])[0]
+    assert np.mean([_tpot(x) / speed <= tpot_ms for x in answer]) < 0.3 and _tpot(alone_answer) / speed < 0.75 * tpot_ms
     with SimServer("batching", speed=speed, overrides={"jitter": 0.0}) as sim:
         runner = runner_for(sim.url)
-        spec = build_spec("rate", {"rps": 2.0 * speed, "requests": 40, "tokens": 64, "ctx": 200,
-                                   "slo": {"tpot_ms": 12 / speed, "ttft_s": 10.0}, "min_attainment": 0.9})
+        spec = build_spec("rate", {"rps": rps, "requests": 40, "tokens": tokens, "ctx": 200,
+                                   "slo": {"tpot_ms": tpot_ms, "ttft_s": 10.0}, "min_attainment": 0.9})
         r = runner.run(spec, "rate::cause")
         truths = [sim.truth(p["response_id"]) for p in r.per_request]
         alone = [sim.truth(rid) for rid in (r.reference or {}).get("response_ids", [])]
-    assert r.verdict == "failed", r.attainment
+    # The verdict is judged against what the server did in this run (its own write times), not the
+    # schedule it meant to keep: on a busy machine its late wake-ups let steps catch up in bursts.
+    true_tpot = [_tpot(t) for t in truths]
+    clear = [(p["met"], v <= tpot_ms, p["tpot_ms"], v) for p, v in zip(r.per_request, true_tpot, strict=True)
+             if abs(v / tpot_ms - 1) > 0.15]  # requests near the bound may read either way through the wire
+    assert all(seen == true for seen, true, *_ in clear), [c for c in clear if c[0] != c[1]]
+    true_attainment = np.mean([v <= tpot_ms for v in true_tpot])
+    if true_attainment > 0.95:
+        assert r.verdict == "passed" and r.reference is None
+        return
+    assert true_attainment > 0.85 or r.verdict == "failed", (true_attainment, r.attainment)
+    if r.verdict == "passed":
+        return  # the server's own times put this run at the floor: either verdict is right
     assert "tpot_ms missed most" in r.reason and "ttft_s" not in r.reason.split("missed most")[0]
-    # batching: the load makes every step verify the whole batch's drafts, acceptance is unchanged
-    assert "step time rose" in r.reason and "accepted tokens/step fell" not in r.reason
-    assert r.reference is not None and r.step_ms > 1.2 * r.reference["step_ms"]
     # both step times it reports are the server's: per request, decode time over its steps
-    def step_ms(ts: list[dict]) -> float:
-        return float(np.median([1000 * (t["steps"][-1]["t_s"] - t["steps"][0]["t_s"]) / (len(t["steps"]) - 1)
-                                for t in ts]))
-
-    assert r.step_ms == pytest.approx(step_ms(truths), rel=0.05)
-    assert len(alone) == 2 and r.reference["step_ms"] == pytest.approx(step_ms(alone), rel=0.05)
+    assert len(alone) == 2 and r.reference is not None
     assert {st["batch"] for t in alone for st in t["steps"]} == {1}  # the lowest rate: one request at a time
+    assert r.step_ms == pytest.approx(_step_ms(truths), rel=0.05, abs=0.05)
+    assert r.reference["step_ms"] == pytest.approx(_step_ms(alone), rel=0.05, abs=0.05)
+    # the cause it names is the one the server's steps show: batching keeps acceptance, so tokens per
+    # step never fall; the step time rose whenever the server's own steps say so
+    assert "accepted tokens/step fell" not in r.reason
+    rose = _step_ms(truths) / _step_ms(alone)
+    if rose > 1.2:
+        assert "step time rose" in r.reason
+    elif rose < 1.0:
+        assert "step time rose" not in r.reason and "time is lost queueing" in r.reason
+
+
+def _tpot(rec: dict) -> float:
+    """A truth record's decode time per token after the first, in ms (its real write times)."""
+    return 1000 * (rec["steps"][-1]["t_s"] - rec["steps"][0]["t_s"]) / (sum(s["tokens"] for s in rec["steps"]) - 1)
+
+
+def _step_ms(recs: list[dict]) -> float:
+    """The median request's decode time over its steps, from the server's write times, in ms."""
+    return float(np.median([1000 * (t["steps"][-1]["t_s"] - t["steps"][0]["t_s"]) / (len(t["steps"]) - 1)
+                            for t in recs]))
 
 
 def _profile_capacity(profile: Any, speed: float, slo_ms: float, target: float, tokens: int, ctx: int,

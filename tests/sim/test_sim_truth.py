@@ -63,9 +63,10 @@ def test_intended_step_times_are_the_model(vllm_sim: SimServer) -> None:
 
 @pytest.fixture(scope="module")
 def speed_pair(vllm_sim: SimServer) -> Iterator[tuple[SimServer, SimServer]]:
-    """The same profile at half the session server's speed, and that server."""
-    with SimServer(vllm_sim.profile, speed=vllm_sim.speed / 2) as slow:
-        yield slow, vllm_sim
+    """The session server's profile at two speeds, one half the other, both slow enough (a 200-token
+    schedule of 0.4 and 0.9 s) that a busy machine's wake-ups, tens of ms, are small beside it."""
+    with SimServer(vllm_sim.profile, speed=0.25) as slow, SimServer(vllm_sim.profile, speed=0.5) as fast:
+        yield slow, fast
 
 
 def test_speed_divides_every_time(speed_pair: tuple[SimServer, SimServer]) -> None:
@@ -79,8 +80,16 @@ def test_speed_divides_every_time(speed_pair: tuple[SimServer, SimServer]) -> No
     for a, b in zip(slow["steps"], fast["steps"], strict=True):
         assert a["step_ms"] == pytest.approx(2 * b["step_ms"])
         assert a["intended_t_s"] == pytest.approx(2 * b["intended_t_s"])
-    # real elapsed times follow, within the wake-up noise of a busy machine
-    assert slow["steps"][-1]["t_s"] / fast["steps"][-1]["t_s"] == pytest.approx(2.0, rel=0.2)
+    # Real write times follow each server's own schedule: never early, and late only by a wake-up
+    # (each step is planned from the last one's planned end, so lateness does not add up). A busy
+    # machine's wake-ups are tens of ms, so the check is that the typical step is late by a small
+    # share of the schedule, not a ratio of two wall-clock spans; a server whose waits ignored its
+    # speed would be late by a growing share of it.
+    for truth in truths:
+        steps = truth["steps"]
+        late = [st["t_s"] - st["intended_t_s"] for st in steps]
+        assert min(late) >= -1e-6
+        assert statistics.median(late) < 0.25 * steps[-1]["intended_t_s"], (statistics.median(late), steps[-1])
 
 
 @pytest.mark.parametrize(("kind", "mean"), [("prose", 3.0), ("code", 4.0), ("repetitive", 6.0)])

@@ -1,0 +1,126 @@
+"""The client's own send lateness, and the bound past which a load result cannot judge the server.
+
+Every load, rate and capacity request has a scheduled send time and the time it reached the
+network (``concurrent``); the difference is the client's lateness: event-loop lag, a busy
+machine, anything of the client's own. Results carry its p50 and p99 (``late_p50_s``,
+``late_p99_s``), the bound they were held to (``late_bound_s``) and, when p99 exceeds it, a
+``client_behind`` sentence. Such a result is inconclusive, whatever its floors say: the figures
+describe a client that could not keep its schedule, not the server.
+
+The bound (see docs/open-loop.md):
+
+- open loop (rate, capacity probes): ``LATE_SHARE`` (10%) of the tightest SLO bound that lateness
+  is counted into (``ttft_s``, ``e2e_s``: both run from the scheduled arrival), so at most 1% of
+  requests lose more than a tenth of their budget to the client. With neither bound (``tpot_ms``
+  only, which lateness does not enter) what lateness can distort is the load offered: the median
+  lateness is then held to 10% of the schedule's span (requests / rps), past which the requests
+  went out over a span that differs by more than a tenth from the asked one (one late request
+  does not reshape the load, so this bound is on the p50).
+- concurrency (``sustained(concurrency=N)``, each level of a ``load_sweep``): the streams are
+  measured from their own tokens (TTFT from their own send), so a lateness all of them share
+  changes nothing; what is judged is the spread of the starts (p99 minus the earliest), against
+  ``LOAD_SHARE`` (25%) of the median stream's duration: past that, the N streams no longer run
+  together for most of their decode as the case intends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+#: Share of the tightest schedule-counted SLO bound the client's p99 lateness may reach.
+LATE_SHARE = 0.10
+#: Share of the median stream's duration the client's p99 lateness may reach in a concurrency case.
+LOAD_SHARE = 0.25
+#: SLO bounds counted from the scheduled arrival (lateness adds to them one for one), in seconds.
+SCHEDULE_COUNTED = ("ttft_s", "e2e_s")
+
+
+def figures(late_s: Iterable[float]) -> dict[str, float]:
+    """``late_p50_s`` and ``late_p99_s`` of the requests' lateness (NaN when there is none)."""
+    values = [v for v in late_s if v is not None and not math.isnan(v)]
+    if not values:
+        return {"late_p50_s": math.nan, "late_p99_s": math.nan}
+    return {"late_p50_s": float(np.percentile(values, 50)), "late_p99_s": float(np.percentile(values, 99))}
+
+
+def open_loop_bound(slo: Mapping[str, float] | None, span_s: float) -> tuple[float, str]:
+    """(bound in s, what it is) for an open-loop run judged on ``slo`` whose schedule spans ``span_s``."""
+    counted = {k: v for k, v in (slo or {}).items() if k in SCHEDULE_COUNTED}
+    if counted:
+        key = min(counted, key=lambda k: counted[k])
+        return LATE_SHARE * counted[key], f"{LATE_SHARE:.0%} of slo {key} {counted[key]:g} s"
+    return LATE_SHARE * span_s, f"{LATE_SHARE:.0%} of the schedule's {span_s:.3g} s, on the p50"
+
+
+def load_bound(durations_s: Iterable[float]) -> tuple[float, str]:
+    """(bound in s, what it is) for N streams at once whose durations (send -> end) are given."""
+    med = float(np.median(list(durations_s)))
+    return LOAD_SHARE * med, f"{LOAD_SHARE:.0%} of the median stream's {med:.3g} s"
+
+
+def behind(late: Mapping[str, float], bound_s: float, basis: str, earliest_s: float | None = None) -> str:
+    """The sentence for a client whose p99 lateness (past ``earliest_s``, for a spread) exceeds ``bound_s``, else ""."""
+    p99 = late["late_p99_s"]
+    # a bound on the load offered (no schedule-counted SLO) is held by the typical request, not the worst
+    judged = late["late_p50_s"] if basis.endswith("on the p50") else p99 - (earliest_s or 0.0)
+    if math.isnan(judged) or judged <= bound_s:
+        return ""
+    what = (f"send lateness p99 {1000 * p99:.1f} ms (p50 {1000 * late['late_p50_s']:.1f} ms)" if earliest_s is None
+            else f"starts spread {1000 * judged:.1f} ms (send lateness p99 {1000 * p99:.1f} ms, earliest "
+                 f"{1000 * earliest_s:.1f} ms)")
+    return (f"the client fell behind its schedule: {what} > {1000 * bound_s:.1f} ms ({basis}); this run does not "
+            "judge the server: inconclusive (rerun where the client machine is not busy)")
+
+
+def attach(result: Any, late_s: Iterable[float], bound: tuple[float, str], *, spread: bool = False) -> None:
+    """Set ``late_p50_s``, ``late_p99_s``, ``late_bound_s`` and ``client_behind`` on ``result``.
+
+    ``spread``: judge how far the starts spread (p99 minus the earliest), for streams meant to run together.
+    """
+    values = [v for v in late_s if v is not None and not math.isnan(v)]
+    late = figures(values)
+    result.late_p50_s, result.late_p99_s = late["late_p50_s"], late["late_p99_s"]
+    result.late_bound_s = bound[0]
+    result.client_behind = behind(late, *bound, min(values) if spread and values else None)
+
+
+def judge(result: Any, problems: list[str], policy: str) -> list[str]:
+    """The problems to fail on once the client's lateness is weighed (``policy``: pass | warn | fail).
+
+    When the client fell behind, no floor speaks for the server: the floors' problems are dropped
+    (named in the sentence) and the inconclusive sentence follows the policy, as every
+    inconclusive gate does.
+    """
+    text = getattr(result, "client_behind", "")
+    if not text:
+        return problems
+    if problems:
+        text += f"; the floors read: {'; '.join(problems)}"
+    if policy == "fail":
+        return [text]
+    (result.warnings if policy == "warn" else result.notes).append(text)
+    return []
+
+
+def probe_fields(late_s: Iterable[float], slo: Mapping[str, float], span_s: float) -> dict[str, Any]:
+    """One capacity probe's lateness figures, bound and ``client_behind`` sentence, as probe fields."""
+    late = figures(late_s)
+    bound, basis = open_loop_bound(slo, span_s)
+    return {**late, "late_bound_s": bound, "client_behind": behind(late, bound, basis)}
+
+
+def attach_probes(result: Any) -> None:
+    """A capacity search's lateness: the median probe's p50, the worst probe's p99, and every probe behind."""
+    probes = result.probes
+    if not probes:
+        return
+    result.late_p50_s = float(np.median([p["late_p50_s"] for p in probes]))
+    worst = max(probes, key=lambda p: p["late_p99_s"] - p["late_bound_s"])
+    result.late_p99_s, result.late_bound_s = worst["late_p99_s"], worst["late_bound_s"]
+    late = [f"at {p['rps']:.3g} req/s {p['client_behind']}" for p in probes if p["client_behind"]]
+    # One probe the client could not offer moves the bracket, so the whole search is inconclusive.
+    result.client_behind = "; ".join(late)
