@@ -84,7 +84,7 @@ def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate
     if BASELINE in config.stash:
         return gating.until_baseline(gate, nodeid, config.stash[BASELINE], spec.max_regression)
     if config.stash[SETTINGS].save is not None:
-        return sequential.until_trials(sequential.SAVED_BASELINE_TRIALS)
+        return gating.until_saved(gate, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
     return None
 
 
@@ -115,6 +115,8 @@ def measure_marked(item: pytest.Item) -> None:
             result = session.runner.run(spec, item.nodeid, until=until)
             record = result.as_dict()
             record["nodeid"] = item.nodeid
+            if auto and BASELINE not in config.stash and settings.save is not None:
+                notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
             if BASELINE in config.stash:
                 notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
                                                 baseline_differences(config, session), settings.compare_strict,
