@@ -22,18 +22,25 @@ more evidence, late ones almost none extra. From five trials on, each side's log
 ``max_repeat`` an undecided comparison is ``inconclusive``.
 
 Against a stored baseline (``stored``) the baseline's trials are fixed, so its mean's error stays in
-every look and the evidence stops growing: there the variances are pooled when an F-test finds them
-consistent (Welch's otherwise), the looks get ``1 - FINAL_SHARE`` of ``alpha``, and the last look
+every look and the evidence stops growing: there the variances are pooled when a Brown-Forsythe test finds
+them consistent (Welch's otherwise), the looks get ``1 - FINAL_SHARE`` of ``alpha``, and the last look
 spends the rest on a fixed-sample t-test. An undecided comparison whose baseline is too small says
-how many baseline trials would do (``baseline_trials_needed``).
+how many baseline trials would do (``baseline_trials_needed``). Where the candidate's trials generated the
+same text as the baseline's, trial for trial (``pairable``), the test runs on the pair differences.
+
+``ALPHA`` is the case's false-alarm rate, split evenly over the metrics it is judged on; a metric's verdict
+is the first look that decided it (``first_decision``), so trials a case adds for another gate do not
+reopen it. The rates hold while the per-trial noise is at most ``NOISE_CHECKED`` thresholds; a noisier
+comparison says so (``noise_warnings``). A saved run is sized to its noise (``until_saved``, ``saved_notes``).
 
 The error rates (false alarms, detections, trials used) are measured by ``benchmarks/sequential.py``
 on the simulator, and checked on a smaller sample by the tests.
 
-Public API: ``sprt(base, cand, ...) -> Decision``, ``compare_case(...) -> Comparison`` (the fixed
-rule's figures with the sequential verdict), ``compare_runs`` (as ``compare.compare_runs``),
-``decided(comparisons)``, ``run_ab(...)`` (A/B in ABBA order until decided) and
-``baseline_trials_needed``.
+Public API: ``sprt(base, cand, ...) -> Decision``, ``first_decision``, ``compare_case(...) -> Comparison``
+(the fixed rule's figures with the sequential verdict), ``compare_runs`` (as ``compare.compare_runs``),
+``decided(comparisons)``, ``run_ab(...)`` (A/B in ABBA order until decided), ``until_baseline``,
+``until_saved``, ``saved_notes``, ``noise_warnings``, ``pairable``, ``baseline_trials_needed`` and
+``pairs_needed``.
 """
 
 from __future__ import annotations
