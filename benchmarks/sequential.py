@@ -17,6 +17,13 @@ design's alone. Designs:
 
 Run: ``python benchmarks/sequential.py`` (about 20 minutes on 2 busy cores; ``--comparisons 50``
 for a quick look).
+
+``--synthetic`` instead judges seeded normal log-noise without a server, ``--comparisons`` (default 4,000)
+per condition, as the gate does: each gated metric's sequential test with its share of alpha, the case
+regressed when any metric is (every condition the docs name: against 5 stored trials, A/B, paired; one or
+two gated metrics; 2 to 10 % per-trial noise). ``--saved-check`` runs the saved-baseline check (8.3 % noise,
+15 % slower steps) on the simulator's model: its detection before (5 saved trials, unpaired) and after
+(sized to the noise, paired).
 """
 
 from __future__ import annotations
@@ -131,6 +138,147 @@ def run_condition(noise: str, change: float, args: argparse.Namespace) -> list[d
     return out
 
 
+def _case(mode: str, sig: float, metrics: int, rng: np.random.Generator, change: float = 0.0, nb: int = 5,
+          max_repeat: int = 20) -> tuple[str, int]:
+    """One seeded case: (verdict, candidate trials), each metric's test as the gate runs it (``first_decision``
+    with its share of alpha: looks until decided, the last at ``max_repeat``), the case as long as its longest."""
+    alpha = sequential.ALPHA / metrics
+    verdicts, trials = [], []
+    for _ in range(metrics):
+        base = np.exp(rng.normal(0.0, sig, max(nb, max_repeat)))
+        cand = np.exp(rng.normal(np.log1p(change), sig, max_repeat))
+        if mode == "ab":
+            n, d = _ab_path(base, cand, alpha)
+        else:
+            paired = mode == "paired"
+            b = base[:nb]
+            top = nb if paired else max_repeat
+            d = sequential.first_decision(b, cand[:top], stored=True, final=True, paired=paired, alpha=alpha)
+            n = d.n_cand
+        verdicts.append(d.verdict)
+        trials.append(n)
+    verdict = "regressed" if "regressed" in verdicts else "passed" if all(v == "passed" for v in verdicts) else \
+        "inconclusive"
+    return verdict, max(trials)
+
+
+def _ab_path(a: np.ndarray, b: np.ndarray, alpha: float) -> tuple[int, sequential.Decision]:
+    d = sequential.first_decision(a, b, stored=False, alpha=alpha)
+    return d.n_cand, d
+
+
+def synthetic(args: argparse.Namespace) -> None:
+    """False alarms per case in every condition the docs name, ``args.comparisons`` seeded cases each."""
+    conditions = [(m, s, k) for m in ("stored", "ab") for k in (1, 2) for s in (0.02, 0.04, 0.06, 0.08, 0.10)]
+    conditions += [("paired", s, k) for k in (1, 2) for s in (0.04, 0.08)]
+    print(f"threshold {THRESHOLD:.0%}, {args.comparisons} seeded cases per condition, nothing changed; stored: 5 "
+          f"saved trials, up to 20 candidate trials; paired: 20 saved trials; stated rate {sequential.ALPHA:.0%} "
+          f"per case within {sequential.NOISE_CHECKED:g}x the threshold")
+    print(f"{'mode':<8}{'metrics':>8}{'noise':>7}{'in range':>9}{'false alarms':>13}{'passed':>8}{'trials':>8}")
+    for i, (mode, sig, k) in enumerate(conditions):
+        rng = np.random.default_rng(1000 + i)
+        rows = [_case(mode, sig, k, rng, nb=20 if mode == "paired" else 5) for _ in range(args.comparisons)]
+        fa = sum(v == "regressed" for v, _ in rows) / len(rows)
+        ok = "yes" if sig <= sequential.NOISE_CHECKED * THRESHOLD + 1e-9 else "no"
+        print(f"{mode:<8}{k:>8}{sig:>7.0%}{ok:>9}{fa:>13.2%}{sum(v == 'passed' for v, _ in rows) / len(rows):>8.3f}"
+              f"{np.mean([t for _, t in rows]):>8.2f}", flush=True)
+
+
+def saved_check(args: argparse.Namespace) -> None:
+    """Detection of the saved-baseline check's -13 % (15 % slower steps, 8.3 % noise) before and after."""
+    import random
+
+    from pytest_specperf.sim import load_profile
+    from pytest_specperf.sim.model import plan
+
+    def run(slower: float, seeds: list[int], rng: random.Random) -> list[dict[str, Any]]:
+        profile = load_profile("healthy", {"accept_dist": "geometric", "jitter": 0.0, "step_ms": 20.0 * (1 + slower),
+                                           "step_ms_per_1k_ctx": 0.2 * (1 + slower)})
+        streams = []
+        for seed in seeds:  # the seed fixes the accepted drafts (same text); step jitter is the run's own
+            _, steps = plan(profile, 200, "prose", 200, seed=seed)
+            ms = sum(st.step_ms * min(2.0, max(0.2, 1 + 0.02 * rng.gauss(0.0, 1.0))) for st in steps)
+            streams.append({"decode_tps": sum(st.tokens for st in steps) / (ms / 1000.0), "text_sha": str(seed)})
+        return [{"nodeid": "t", "kind": "sustained", "streams": streams}]
+
+    for label, paired, sized in (("before: 5 saved trials, unpaired", False, False),
+                                 ("sized to the noise, unpaired", False, True),
+                                 ("5 saved trials, paired", True, False),
+                                 ("after: sized and paired", True, True)):
+        rng = random.Random(7)
+        found, inconclusive, cand_trials, base_trials = 0, 0, [], []
+        for _ in range(args.comparisons):
+            seeds = [rng.randrange(2**31) for _ in range(20)]
+            full = run(0.0, seeds, rng)[0]["streams"]
+            nb = sequential.SAVED_BASELINE_TRIALS
+            until = sequential.until_saved(max_repeat=20, max_regression=THRESHOLD)
+            while sized and nb < 20 and not until({"decode_tps": [s["decode_tps"] for s in full[:nb]]}):
+                nb += 1
+            base = [{"nodeid": "t", "kind": "sustained", "streams": full[:nb]}]
+            cand = run(0.15, seeds, rng)[0]["streams"]
+            if not paired:
+                cand = [{**s, "text_sha": None} for s in cand]
+            until_c = sequential.until_baseline(base, "t", max_regression=THRESHOLD, metrics=("decode_tps",))
+            k = sequential.MIN_TRIALS
+            while k < 20 and not until_c({"decode_tps": [s["decode_tps"] for s in cand[:k]],
+                                          "text_sha": [s["text_sha"] for s in cand[:k]]}):
+                k += 1
+            (cc,) = sequential.compare_runs(base, [{"nodeid": "t", "kind": "sustained", "streams": cand[:k]}],
+                                            max_regression=THRESHOLD, metrics=("decode_tps",), final=True)
+            found += cc.verdict == "regressed"
+            inconclusive += cc.verdict == "inconclusive"
+            cand_trials.append(k)
+            base_trials.append(nb)
+        n = args.comparisons
+        print(f"{label:<36} detected {found / n:.3f}  inconclusive {inconclusive / n:.3f}  saved trials "
+              f"{np.mean(base_trials):.1f}  candidate trials {np.mean(cand_trials):.1f}  ({n} runs)", flush=True)
+
+
+LIVE_CASES = """
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+@pytest.mark.sustained(tokens=200, ctx=200, repeat="auto")
+def test_case(specperf, i):
+    pass
+"""
+
+
+def saved_check_live(args: argparse.Namespace) -> None:
+    """The saved-baseline check on live simulators, through pytest: save ``--comparisons`` cases (distinct
+    prompts and seeds) on healthy with geometric acceptance, compare them on a profile with 15 % slower steps.
+    Runs whichever plugin ``PYTHONPATH`` imports, so the code before a change can run it too."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    geo = {"accept_dist": "geometric"}
+    slow = {**geo, "step_ms": 23.0, "step_ms_per_1k_ctx": 0.23}
+    with tempfile.TemporaryDirectory() as tmp, SimServer("healthy", speed=args.speed, overrides=geo) as a, \
+            SimServer("healthy", speed=args.speed, overrides=slow) as b:
+        Path(tmp, "test_saved.py").write_text(LIVE_CASES.format(n=args.comparisons))
+        out = Path(tmp, "r.json")
+
+        def pytest(*opts: str) -> list[dict[str, Any]]:
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *opts,
+                            f"--specperf-json={out}", "-W", "ignore"], cwd=tmp, env=os.environ, capture_output=True,
+                           check=False)
+            return json.loads(out.read_text())["results"]
+
+        saved = pytest(f"--endpoint={a.url}", "--specperf-save=base")
+        cand = pytest(f"--endpoint={b.url}", "--specperf-compare=base")
+    dec = [c for r in cand for c in r.get("comparisons") or [] if c["metric"] == "decode_tps"]
+    found = sum(c["verdict"] == "regressed" for c in dec)
+    print(f"saved trials {np.mean([r['repeat'] for r in saved]):.1f}, candidate trials "
+          f"{np.mean([r['repeat'] for r in cand]):.1f}; 15 % slower steps found in {found} of {len(dec)} cases "
+          f"({sum(c['verdict'] == 'inconclusive' for c in dec)} inconclusive)")
+    for c in dec[:3]:
+        print("  ", c["reason"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comparisons", type=int, default=200, help="seeded comparisons per condition (default 200)")
@@ -141,8 +289,25 @@ def main() -> None:
                     help=f"trials of the stored baseline in baseline mode (default {BASE_TRIALS})")
     ap.add_argument("--noise", nargs="*", default=list(NOISE), choices=list(NOISE))
     ap.add_argument("--changes", nargs="*", type=float, default=[0.0, -0.10], help="true changes of B (default 0 -0.1)")
+    ap.add_argument("--synthetic", action="store_true", help="seeded normal noise, no server (false alarms per case)")
+    ap.add_argument("--saved-check", action="store_true", help="the saved-baseline check on the simulator's model")
+    ap.add_argument("--saved-check-live", action="store_true", help="the saved-baseline check on live simulators")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    if args.saved_check_live:
+        args.comparisons = 12 if args.comparisons == 200 else args.comparisons
+        saved_check_live(args)
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return
+    if args.synthetic or args.saved_check:
+        if args.comparisons == 200:
+            args.comparisons = 4000
+        if args.synthetic:
+            synthetic(args)
+        else:
+            saved_check(args)
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return
     print(f"threshold {THRESHOLD:.0%}, {args.comparisons} comparisons per condition, {args.tokens}-token streams, "
           f"speed {args.speed:g}, stored baseline of {args.base_trials} trials; 'regressed' is the false-alarm rate "
           "at change 0 and the detection rate below it")

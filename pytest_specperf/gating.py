@@ -67,7 +67,8 @@ def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, result)]
-    return gate.apply(result, _unlike(_ttft_floor(ccs, base, cand), unlike, strict))
+    judged = _unlike(_ttft_floor(ccs, base, cand), unlike, strict)
+    return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
 
 def _is_load(result: dict[str, Any]) -> bool:
@@ -158,13 +159,27 @@ def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
                                      metrics=METRICS, judge=_ttft_floor)
 
 
+def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None) -> sequential.Until:
+    """The runner's ``until`` for repeat="auto" saved with nothing to compare: trials until the run can serve as
+    a baseline at its own noise (``max_repeat`` at most); a TTFT whose threshold is under the floor is not sized."""
+    return sequential.until_saved(max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  floors={"ttft_s": TTFT_FLOOR_S})
+
+
+def saved_notes(gate: Gate, result: dict[str, Any], max_repeat: int, max_regression: float | None = None) -> list[str]:
+    """Warnings for a saved repeat="auto" run too noisy to judge a candidate of ``max_repeat`` trials against."""
+    return sequential.saved_notes(result, max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  floors={"ttft_s": TTFT_FLOOR_S})
+
+
 def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
                 max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
     """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
     a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
                                   max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
                                   metrics=METRICS, judge=_ttft_floor)
-    return _ab_summary({"A": a, "B": b}, ccs, gate)
+    summary, warnings = _ab_summary({"A": a, "B": b}, ccs, gate)
+    return summary, warnings + sequential.noise_warnings(ccs)
 
 
 def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate

@@ -85,7 +85,7 @@ def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate
     if BASELINE in config.stash:
         return gating.until_baseline(gate, nodeid, config.stash[BASELINE], spec.max_regression)
     if config.stash[SETTINGS].save is not None:
-        return sequential.until_trials(sequential.SAVED_BASELINE_TRIALS)
+        return gating.until_saved(gate, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
     return None
 
 
@@ -117,6 +117,8 @@ def measure_marked(item: pytest.Item) -> None:
             record = result.as_dict()
             record["nodeid"] = item.nodeid
             crossover.unjudged(record)
+            if auto and BASELINE not in config.stash and settings.save is not None:
+                notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
             if BASELINE in config.stash:
                 notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
                                                 baseline_differences(config, session), settings.compare_strict,

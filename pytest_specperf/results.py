@@ -60,6 +60,7 @@ class StreamResult:
     window_chunks_per_s: list[float] = field(default_factory=list)
     server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
     sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
+    text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 import zlib
 from collections.abc import Callable
@@ -33,8 +34,8 @@ from .verdict import judge
 # burst; events this close together are one delivery, so windows interpolate over the step.
 # Merging neighbours only coarsens the cumulative curve (totals stay exact), so erring large is safe.
 BURST_S = 0.005
-#: ``until`` of repeat="auto": per-metric trial values so far -> True when the comparison is decided.
-Until = Callable[[dict[str, list[float]]], bool]
+#: ``until`` of repeat="auto": per-metric trial values so far (and ``text_sha`` per trial) -> True when decided.
+Until = Callable[[dict[str, list[Any]]], bool]
 
 
 def more_trials(spec: CaseSpec, n: int, undecided: Callable[[], bool]) -> bool:
@@ -186,13 +187,16 @@ class Runner:
         def undecided() -> bool:
             drifts, streams = trials.drifts, trials.streams
             drift_open = len(drifts) == len(streams) and stats.drift_gate(drifts, max_drift).outcome == "inconclusive"
-            values = {"decode_tps": [s.decode_tps for s in streams], "ttft_s": [s.ttft_s for s in streams]}
+            values = {"decode_tps": [s.decode_tps for s in streams], "ttft_s": [s.ttft_s for s in streams],
+                      "text_sha": [s.text_sha for s in streams]}
             return drift_open or (until is not None and not until(values))
 
         while more_trials(spec, len(trials.streams), undecided):
             trace = self._sustained_stream(spec, seed + len(trials.streams), progress, trials, scraping)
             measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, self.client.kind)
             s, d = measure.stream_result(trace, coalesce_s=self._coalesce_s())
+            # Trial i of a saved run and of a later one share prompt and seed; equal text pairs them (sequential).
+            s.text_sha = text_sha(self.prompt(spec.content, spec.ctx, seed + len(trials.streams), spec.api).text, trace)
             trials.streams.append(s)
             trials.traces.append(trace)
             if d is not None:
@@ -343,6 +347,15 @@ class Runner:
                            "t_short_s": p.t_short_s, "t_long_s": p.t_long_s, "samples_tps": p.samples_tps})
         return self.new_result(SweepResult, spec, max(spec.ctxs), points[-1]["prompt_tokens"], nodeid, points=points,
                           decode_tps=min(p["decode_tps"] for p in points))
+
+
+def text_sha(prompt: str, trace: Trace) -> str:
+    """A short hash of a stream's prompt and generated text: equal hashes decoded the same tokens."""
+    h = hashlib.sha256(prompt.encode())
+    h.update(b"\0")
+    for c in trace.chunks:
+        h.update(c.text.encode())
+    return h.hexdigest()[:16]
 
 
 def _context_needed(spec: CaseSpec) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from pytest_specperf import gating, sequential
 from pytest_specperf.errors import ConfigError
@@ -209,18 +210,19 @@ def test_auto_against_a_saved_baseline(pytester: pytest.Pytester, ab_sims: tuple
     out = pytester.path / "r.json"
     saved = pytester.runpytest_subprocess(f"--endpoint={a}", "--specperf-save=base", f"--specperf-json={out}")
     saved.assert_outcomes(passed=1)
-    base_trials = sequential.SAVED_BASELINE_TRIALS
-    assert _result(out)["repeat"] == base_trials  # saved with nothing to compare: sized to serve as a baseline
+    base_trials = _result(out)["repeat"]
+    # saved with nothing to compare: sized to serve as a baseline (at least 5, more at its noise, 8 at most)
+    assert sequential.SAVED_BASELINE_TRIALS <= base_trials <= 8
     bad = pytester.runpytest_subprocess(f"--endpoint={slow}", "--specperf-compare=base", f"--specperf-json={out}")
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([f"*decode_tps -1*% * vs baseline (sequential test, {base_trials} vs * trials*"
-                              ": regressed beyond 5%*"])
+    # Same prompts, seeds and text as the saved trials: compared in pairs.
+    bad.stdout.fnmatch_lines(["*decode_tps -1*% * vs baseline (sequential test, * pairs*: regressed beyond 5%*"])
     r = _result(out)
-    assert 3 <= r["repeat"] < 8 and len(r["streams"]) == r["repeat"]
+    assert 3 <= r["repeat"] <= base_trials and len(r["streams"]) == r["repeat"]
     good = pytester.runpytest_subprocess(f"--endpoint={a2}", "--specperf-compare=base", f"--specperf-json={out}")
     good.assert_outcomes(passed=1)
     cmp = {c["metric"]: c for c in _result(out)["comparisons"]}
-    assert cmp["decode_tps"]["verdict"] == "passed" and cmp["decode_tps"]["comparison"]["method"] == "sprt"
+    assert cmp["decode_tps"]["verdict"] == "passed" and cmp["decode_tps"]["comparison"]["method"] == "sprt-paired"
 
 
 def test_auto_in_ab_mode(pytester: pytest.Pytester, ab_sims: tuple[str, str, str]) -> None:
@@ -250,3 +252,133 @@ def test_two_point_auto_against_a_baseline(ab_sims: tuple[str, str, str], runner
     (dec,) = [c for c in cand["comparisons"] if c["metric"] == "decode_tps"]
     assert dec["verdict"] == "regressed" and dec["comparison"]["method"] == "sprt"
     assert len(cand["samples_tps"]) == cand["repeat"] < 8
+
+
+def test_final_look_needs_the_change_beyond_the_threshold() -> None:
+    # At max_repeat the sequential looks are undecided; the t-test finds the candidate significantly worse, but by
+    # less than the 5 % threshold: not a regression. The same noise with a change just beyond the threshold is one.
+    rng = np.random.default_rng(8)
+    z = rng.normal(0.0, 1.0, 40)
+    z = (z - z.mean()) / z.std(ddof=1) * 0.04
+    base = np.exp(z[:20])
+    for change, want in ((-0.049, "continue"), (-0.055, "regressed")):
+        cand = np.exp(z[20:] - z[20:].mean() + z[:20].mean() + np.log1p(change))
+        undecided = sequential.sprt(base, cand, stored=True, final=False)
+        last = sequential.sprt(base, cand, stored=True, final=True)
+        assert undecided.verdict == "continue", (change, undecided)
+        p = scipy.stats.ttest_ind(np.log(cand), np.log(base), alternative="less").pvalue
+        assert p < sequential.FINAL_SHARE * sequential.ALPHA  # significant either way: the effect size decides
+        assert last.verdict == want, (change, last)
+
+
+def test_a_decided_metric_stays_decided_while_the_case_goes_on() -> None:
+    # decode_tps passes at the first look (3 trials like the baseline's); the case goes on for a noisy ttft_s, and
+    # later decode trials 12 % lower must not reopen it: each later look would be an uncounted chance to fail.
+    base = [{"nodeid": "t", "kind": "sustained",
+             "streams": [{"decode_tps": 100.0 * (1 + 0.002 * i), "ttft_s": 0.2 * (1 + 0.3 * (-1) ** i)}
+                         for i in range(5)]}]
+    streams = [{"decode_tps": 100.0 * (1 + 0.002 * i) * (1.0 if i < 3 else 0.88), "ttft_s": 0.2 * (1 + 0.3 * (-1) ** i)}
+               for i in range(20)]
+    cand = [{"nodeid": "t", "kind": "sustained", "streams": streams}]
+    ccs = {cc.metric: cc for cc in sequential.compare_runs(base, cand, max_regression=0.05,
+                                                           metrics=("decode_tps", "ttft_s"), final=True)}
+    assert ccs["decode_tps"].verdict == "passed", ccs["decode_tps"].reason
+    assert "5 vs 3 trials" in ccs["decode_tps"].reason
+
+
+def test_case_alpha_is_split_over_its_gated_metrics() -> None:
+    # Two gated metrics share the case's 1 %: each look's regressed bound is Wald's at 0.75 x 0.5 %.
+    rng = np.random.default_rng(9)
+    streams = [{"decode_tps": float(x), "ttft_s": float(y)} for x, y in
+               zip(np.exp(rng.normal(4.6, 0.03, 8)), np.exp(rng.normal(-1.6, 0.03, 8)), strict=True)]
+    one = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": s["decode_tps"]} for s in streams]}]
+    two = [{"nodeid": "t", "kind": "sustained", "streams": streams}]
+    for results, alpha in ((one, sequential.ALPHA), (two, sequential.ALPHA / 2)):
+        (cc, *_) = sequential.compare_runs(results, results, max_regression=0.05, metrics=("decode_tps", "ttft_s"))
+        upper = sequential.bounds(alpha * (1 - sequential.FINAL_SHARE))[1]
+        assert f"{upper:.2f}]" in cc.reason, (alpha, cc.reason)
+
+
+def test_false_alarms_per_case_over_two_metrics_within_the_stated_noise() -> None:
+    # The case as the gate judges it: 5 stored trials, up to 20 candidate trials, two gated metrics each at its half
+    # of alpha (test_case_alpha_is_split_over_its_gated_metrics), both at 4 % per-trial noise (0.8x the threshold,
+    # the edge of the stated range), nothing changed. 1,000 seeded cases (benchmarks/sequential.py --synthetic runs
+    # 4,000 per condition): false alarms within the case's 1 %.
+    rng = np.random.default_rng(10)
+    alarms = 0
+    for _ in range(1000):
+        verdicts = [sequential.first_decision(np.exp(rng.normal(0.0, 0.04, 5)), np.exp(rng.normal(0.0, 0.04, 20)),
+                                              stored=True, final=True, alpha=sequential.ALPHA / 2).verdict
+                    for _metric in range(2)]
+        alarms += "regressed" in verdicts
+    assert alarms <= 10, alarms
+
+
+def _hidden_check_trials(slower: float, seeds: list[int], rng: random.Random) -> list[dict[str, Any]]:
+    """One run of the saved-baseline check's case: 200-token streams on healthy with geometric acceptance (8.3 %
+    per-trial noise), steps ``slower``. Trial i's accepted drafts follow its seed (same prompt, greedy: the same
+    text), its step times a jitter of their own, as a real server's do."""
+    profile = load_profile("healthy", {"accept_dist": "geometric", "jitter": 0.0,
+                                       "step_ms": 20.0 * (1 + slower), "step_ms_per_1k_ctx": 0.2 * (1 + slower)})
+    streams = []
+    for seed in seeds:
+        _, steps = plan(profile, 200, "prose", 200, seed=seed)
+        ms = sum(st.step_ms * min(2.0, max(0.2, 1 + 0.02 * rng.gauss(0.0, 1.0))) for st in steps)
+        streams.append({"decode_tps": sum(st.tokens for st in steps) / (ms / 1000.0), "text_sha": str(seed)})
+    return [{"nodeid": "t", "kind": "sustained", "streams": streams}]
+
+
+def _saved_check(paired: bool, sized: bool, n: int, seed: int) -> int:
+    """Detections of a 15 % step slowdown (-13 % decode) in ``n`` seeded runs of the saved-baseline check."""
+    rng = random.Random(seed)
+    found = 0
+    for _ in range(n):
+        seeds = [rng.randrange(2**31) for _ in range(20)]
+        until = sequential.until_saved(max_repeat=20, max_regression=0.05)
+        nb = sequential.SAVED_BASELINE_TRIALS
+        while sized and nb < 20:
+            values = {"decode_tps": [s["decode_tps"] for s in _hidden_check_trials(0.0, seeds[:nb], rng)[0]["streams"]]}
+            if until(values):
+                break
+            nb += 1
+        base = _hidden_check_trials(0.0, seeds[:nb], rng)
+        cand = _hidden_check_trials(0.15, seeds, rng)
+        if not paired:  # different text per trial: the design before pairing
+            for s in cand[0]["streams"]:
+                s["text_sha"] = None
+        # All 20 candidate trials at once: the verdict is the first look that decided, as the runner would stop.
+        (cc,) = sequential.compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+        found += cc.verdict == "regressed"
+    return found
+
+
+def test_a_saved_baseline_finds_the_slower_steps_its_noise_hid() -> None:
+    # The saved-baseline check (8.3 % per-trial noise, 15 % slower steps): 5 saved trials compared unpaired found
+    # the -13 % in about 3 runs of 4 (and never in the check's own seeds); sized to its noise and compared in
+    # pairs it finds it every time.
+    # (benchmarks/sequential.py --saved-check: 0.73 of 1,000 before.)
+    assert _saved_check(paired=False, sized=False, n=20, seed=11) <= 18
+    assert _saved_check(paired=True, sized=False, n=12, seed=14) == 12  # pairs alone: 5 saved trials are enough
+    assert _saved_check(paired=True, sized=True, n=12, seed=12) == 12
+
+
+def test_a_saved_baseline_is_sized_to_its_noise() -> None:
+    rng = np.random.default_rng(13)
+    until = sequential.until_saved(max_repeat=20, max_regression=0.05)
+    quiet = {"decode_tps": list(np.exp(rng.normal(4.6, 0.01, 5)))}
+    assert until(quiet)  # 1 % noise: five trials decide 5 %
+    noisy = np.exp(rng.normal(4.6, 0.083, 20))
+    assert not until({"decode_tps": list(noisy[:5])}) and not until({"decode_tps": list(noisy[:19])})
+    (note,) = sequential.saved_notes({"streams": [{"decode_tps": float(x)} for x in noisy]}, max_repeat=20,
+                                     max_regression=0.05)
+    assert "20 trials at" in note and "too few" in note and "compared in pairs" in note, note
+    assert sequential.saved_notes({"streams": [{"decode_tps": float(x)} for x in noisy[:5] / noisy[:5] * 100
+                                               * np.exp(rng.normal(0, 0.01, 5))]}, max_repeat=20,
+                                  max_regression=0.05) == []
+
+
+def test_pairs_only_where_the_text_repeats() -> None:
+    base = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": 1.0, "text_sha": k} for k in "abcde"]}]
+    same = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": 1.0, "text_sha": k} for k in "abc"]}]
+    other = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": 1.0, "text_sha": k} for k in "abx"]}]
+    assert sequential.pairable(base, same) == 3 and sequential.pairable(base, other) == 0
