@@ -119,7 +119,8 @@ def _in_process(results: list[dict[str, Any]], baseline: list[dict[str, Any]]) -
     t0 = time.perf_counter()
     import matplotlib  # noqa: F401
 
-    from pytest_specperf import figures, plots
+    from pytest_specperf.report import plots
+    from pytest_specperf.report.views import base as figures
     t_import = time.perf_counter() - t0
     t0 = time.perf_counter()
     views = [figures.view(r, baseline) for r in results]

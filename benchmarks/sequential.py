@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf import compare, measure, sequential
-from pytest_specperf.client import Client
-from pytest_specperf.prompts import build_prompt
+from pytest_specperf.compare import sequential
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.run import stream_figures as measure
 from pytest_specperf.sim import SimServer
 
 NOISE = {  # profile overrides: per-trial noise of decode_tps (log-sd) measured below

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import compare, gating, storage
-from .report import table
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import storage
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.report.table import table
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -171,7 +173,7 @@ def cmd_compare(base: storage.Run, new: storage.Run, max_regression: float, inco
 
 def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> int:
     """Write the run's HTML report."""
-    from . import html_report  # matplotlib is loaded only when drawing
+    from pytest_specperf.report import html as html_report  # matplotlib is loaded only when drawing
 
     if output.is_dir():
         raise UsageError(f"-o {output} is a folder; give a file name, e.g. -o report.html")

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.client import Client
+from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.sim import Profile, SimServer, load_profile
-from pytest_specperf.spec import SustainedSpec
 
 
 def _declared_step_ms(profile: Profile, prompt_tokens: int, generated: float, speed: float) -> float:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_specperf.acceptance import (
+from pytest_specperf.run.acceptance import (
     from_llamacpp_timings,
     from_sglang_details,
     from_tgi_summary,

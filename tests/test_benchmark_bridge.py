@@ -8,7 +8,7 @@ from importlib.metadata import version
 from packaging.specifiers import SpecifierSet
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from pytest_specperf import benchmark_bridge
+from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 
 
 def test_installed_pytest_benchmark_is_in_the_supported_range() -> None:

@@ -22,8 +22,10 @@ def load_tool():
     return module
 
 
-def fake_wheel(path: Path, names: set[str], entry_points: str = "[pytest11]\nspecperf = pytest_specperf.plugin\n"
-               ) -> Path:
+PLUGIN_ENTRY = "[pytest11]\nspecperf = pytest_specperf.pytest_plugin.hooks\n"
+
+
+def fake_wheel(path: Path, names: set[str], entry_points: str = PLUGIN_ENTRY) -> Path:
     """A zip laid out like a wheel: the given member names (empty files) and the dist-info."""
     with zipfile.ZipFile(path, "w") as z:
         for name in sorted(names):

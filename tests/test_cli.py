@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf import cli, storage
+from pytest_specperf import cli
+from pytest_specperf.compare import storage
 
 CASES = '''
 import pytest
@@ -160,7 +161,8 @@ def test_storage_that_is_missing_or_a_file_is_exit_2_and_list_names_what_it_skip
 
 def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_note(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_specperf import html_report, plots
+    from pytest_specperf.report import html as html_report
+    from pytest_specperf.report import plots
 
     folder = tmp_path / "runs"
     result = {"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.client import Client
-from pytest_specperf.concurrent import StreamRequest, run_streams
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
 
 
 def test_collector_is_paused_during_a_stream_and_restored_after(healthy_sim: Any,

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf import lateness
-from pytest_specperf.client import Client
-from pytest_specperf.concurrent import StreamRequest, run_streams
+from pytest_specperf.cases.specs import build_spec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
+from pytest_specperf.run import lateness
 from pytest_specperf.sim import SimServer
-from pytest_specperf.spec import build_spec
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,8 @@ def test_a_late_send_is_recorded_late_as_the_server_clocked_it(fast_sim: SimServ
 _FRESH = """
 import json, sys, time
 from pytest_specperf import lateness
-from pytest_specperf.client import Client
-from pytest_specperf.concurrent import StreamRequest, run_streams
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
 c = Client(sys.argv[1], timeout=30); c.detect()
 events = []
 # an import of a module not loaded yet: a first-time import (a cached one costs nothing)

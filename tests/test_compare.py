@@ -1,4 +1,4 @@
-"""Regression gating maths (pytest_specperf.compare): seeded, no server."""
+"""Regression gating maths (pytest_specperf.compare.trials): seeded, no server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pytest_specperf.compare import (
+from pytest_specperf.compare.storage import Run
+from pytest_specperf.compare.trials import (
     DIRECTIONS,
     CaseComparison,
     ab_order,
@@ -21,7 +22,6 @@ from pytest_specperf.compare import (
     trials,
     trials_needed,
 )
-from pytest_specperf.storage import Run
 
 
 def draw(rng: np.random.Generator, median: float, cv: float, n: int) -> list[float]:
@@ -257,7 +257,7 @@ def test_gate_inconclusive_policy() -> None:
 
 
 def test_reasons_name_the_tail_that_decided() -> None:
-    from pytest_specperf.compare import compare_case
+    from pytest_specperf.compare.trials import compare_case
 
     base = [100.0, 101.0, 99.0, 100.5, 99.5]
     better = compare_case(base, [130.0, 131.0, 129.0, 130.5, 129.5], direction="higher", metric="decode_tps")

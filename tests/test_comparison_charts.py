@@ -27,7 +27,8 @@ import pytest
 from cdp_browser import chromium_path, visit
 from test_html_report import _not_blank
 
-from pytest_specperf import figures, plots
+from pytest_specperf.report import plots
+from pytest_specperf.report.views import base as figures
 from pytest_specperf.sim import SimServer
 
 CASES = """

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specperf import compare, crossover, gating
+from pytest_specperf.compare import crossover
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import trials as compare
 
 
 def _arm(rng: np.random.Generator, trials: int, speedup: float = 1.0, between: float = 0.025,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specperf.client import Client
+from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.sim import SimServer
-from pytest_specperf.spec import SustainedSpec
 
 PROMPT = "Step 1: we add the two numbers. Therefore the sum is 12. Let's check: 5 + 7 = 12, so it holds. " * 4
 SOURCES = {"vllm": "continuous_usage", "sglang": "continuous_usage", "llamacpp": "timings_per_token"}

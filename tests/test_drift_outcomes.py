@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import yaml
 
-from pytest_specperf import stats
-from pytest_specperf.results import SustainedResult
+from pytest_specperf.cases.results import SustainedResult
+from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.run import drift as stats
+from pytest_specperf.run.floors import judge
 from pytest_specperf.sim import load_profile
-from pytest_specperf.spec import SustainedSpec
-from pytest_specperf.verdict import judge
 
 CASES = '''
 import pytest

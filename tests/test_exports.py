@@ -1,4 +1,4 @@
-"""Exports (pytest_specperf.exports): Markdown, Bencher Metric Format, JUnit properties, pytest-benchmark feeds."""
+"""Exports (report/exports.py): Markdown, Bencher Metric Format, JUnit properties, pytest-benchmark feeds."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_specperf.compare import compare_runs
-from pytest_specperf.exports import (
+from pytest_specperf.compare.trials import compare_runs
+from pytest_specperf.report.exports import (
     COLUMNS,
     bencher_json,
     benchmark_extra_info,
@@ -158,7 +158,7 @@ def test_core_modules_do_not_import_pytest() -> None:
 
 
 def test_markdown_carries_the_noise_floor_verdict_of_json_and_junit() -> None:
-    from pytest_specperf import gating
+    from pytest_specperf.compare import gates as gating
 
     def case(ttft: float) -> dict:
         streams = [{"decode_tps": 100.0 + i * 0.1, "ttft_s": ttft + i * 1e-5} for i in range(5)]
@@ -179,7 +179,7 @@ def test_markdown_carries_the_noise_floor_verdict_of_json_and_junit() -> None:
 def test_loading_the_plugin_leaves_the_heavy_libraries_for_later() -> None:
     # Every pytest run in a project with the plugin installed pays for its import: scipy.stats (0.6 s of CPU)
     # waits for the first statistic, matplotlib for the first chart.
-    code = ("import sys, pytest_specperf.plugin; "
+    code = ("import sys, pytest_specperf.pytest_plugin.hooks; "
             "sys.exit(','.join(m for m in ('scipy.stats', 'matplotlib') if m in sys.modules) or None)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-300:]

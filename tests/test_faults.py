@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from pytest_specperf.client import Client
-from pytest_specperf.concurrent import StreamRequest, run_streams
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
+from pytest_specperf.endpoint.retrying import RetryPolicy, retry_after_s
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.retrying import RetryPolicy, retry_after_s
 from pytest_specperf.sim import FAULT_HEADER, SimServer
 
 PROMPT = "The river ran quietly past the old mill, and the town slept under a pale moon."
@@ -145,8 +145,8 @@ def test_endpoint_down() -> None:
 def test_output_shorter_than_asked_is_an_error(speed: float, request: pytest.FixtureRequest) -> None:
     # A server that stops at EOS and is not told to ignore it (kind forced to plain OpenAI: no ignore_eos).
     with SimServer("healthy", speed=speed, overrides={"eos_after_tokens": 50}) as sim:
-        from pytest_specperf.runner import Runner
-        from pytest_specperf.spec import SustainedSpec
+        from pytest_specperf.cases.specs import SustainedSpec
+        from pytest_specperf.run.runner import Runner
 
         c = Client(sim.url, kind="openai")
         request.addfinalizer(c.close)

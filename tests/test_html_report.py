@@ -22,7 +22,8 @@ import pytest
 from cdp_browser import chromium_path, visit
 from PIL import Image
 
-from pytest_specperf import figures, html_report
+from pytest_specperf.report import html as html_report
+from pytest_specperf.report.views import base as figures
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 3 * 1024 * 1024

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from load_helpers import true_aggregate
 
-from pytest_specperf.loadcase import knee
+from pytest_specperf.run.load import knee
 from pytest_specperf.sim import SimServer
 
 CASES = """

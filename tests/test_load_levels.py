@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from load_helpers import true_aggregate, true_decode
 
+from pytest_specperf.cases.specs import LoadSweepSpec, SustainedSpec
 from pytest_specperf.sim import SimServer
-from pytest_specperf.spec import LoadSweepSpec, SustainedSpec
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_specperf.cases.results import SustainedResult
+from pytest_specperf.cases.specs import LoadSweepSpec, SustainedSpec, build_spec
+from pytest_specperf.cases.yaml_cases import load_cases
+from pytest_specperf.endpoint.sse import Chunk, Trace, split_events
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.events import Chunk, Trace, split_events
-from pytest_specperf.loadcase import aggregate_tps, knee, knee_text
-from pytest_specperf.results import SustainedResult
-from pytest_specperf.spec import LoadSweepSpec, SustainedSpec, build_spec
-from pytest_specperf.verdict import judge
-from pytest_specperf.yamlcases import load_cases
+from pytest_specperf.run.floors import judge
+from pytest_specperf.run.load import aggregate_tps, knee, knee_text
 
 
 @pytest.mark.parametrize(
@@ -121,9 +121,9 @@ def test_under_load_min_tps_holds_for_the_slow_users_and_min_total_tps_for_the_s
 
 def test_a_floor_on_an_aggregate_that_was_not_measured_is_an_error(runner_for) -> None:
     # A and C decode together for 1 s of their 3 s: no common window to sum (see above), and no ramp to blame.
-    from pytest_specperf import measure
     from pytest_specperf.errors import MeasurementError
-    from pytest_specperf.loadcase import _result
+    from pytest_specperf.run import stream_figures as measure
+    from pytest_specperf.run.load import _result
     from pytest_specperf.sim import SimServer
 
     found = [_trace(0.5, 0.5, 100.0, 201), _trace(1.0, 1.0, 50.0, 201)]

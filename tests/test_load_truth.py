@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from load_helpers import true_aggregate, true_decode
 
+from pytest_specperf.cases.specs import SustainedSpec
 from pytest_specperf.sim import SimServer
-from pytest_specperf.spec import SustainedSpec
 
 
 @pytest.mark.parametrize(("users", "speed", "tol"), [(4, 2.0, 0.02), (16, 2.0, 0.02), (64, 4.0, 0.03)])

@@ -23,8 +23,8 @@ import pytest
 from cdp_browser import chromium_path, visit
 from test_html_report import _not_blank
 
-from pytest_specperf import figures
-from pytest_specperf.crossover import crossover
+from pytest_specperf.compare.crossover import crossover
+from pytest_specperf.report.views import base as figures
 from pytest_specperf.sim import SimServer
 
 ROOT = Path(__file__).resolve().parents[1]

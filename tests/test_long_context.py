@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.client import Client
-from pytest_specperf.prompts import EXACT_CALLS, build_prompt
+from pytest_specperf.cases.specs import build_spec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.prompts.builder import EXACT_CALLS, build_prompt
 from pytest_specperf.sim import SimServer
-from pytest_specperf.spec import build_spec
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ import threading
 import httpx
 import pytest
 
-from pytest_specperf.client import Client
+from pytest_specperf.cases.specs import MAX_CONCURRENCY, build_spec
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.prompts import build_prompt, build_prompts
+from pytest_specperf.prompts.builder import build_prompt, build_prompts
 from pytest_specperf.sim import SimServer
 from pytest_specperf.sim.tokenizer import tokenize
-from pytest_specperf.spec import MAX_CONCURRENCY, build_spec
 
 CTX = 300
 VARIANTS = range(40, 88)  # 48 users

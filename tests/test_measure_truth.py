@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_specperf import stats
+from pytest_specperf.cases.specs import SustainedSpec, TwoPointSpec
+from pytest_specperf.run import drift as stats
 from pytest_specperf.sim import SimServer, load_profile
-from pytest_specperf.spec import SustainedSpec, TwoPointSpec
 
 
 def _truth_trace(truth: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_specperf.cases.specs import build_spec
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.sim import SimServer
 from pytest_specperf.sim.faults import HEADER
-from pytest_specperf.spec import build_spec
 
 
 def _truths(sim: SimServer, per_request: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,9 +66,9 @@ def test_tpot_is_vllms_and_its_percentiles_take_the_right_ranks(runner_for: Any)
 def test_vllm_tpot_with_a_multi_token_first_chunk() -> None:
     # The first chunk carries 3 tokens (speculation's first step): vLLM divides by output tokens - 1,
     # not by the tokens after the first chunk, so the two figures are kept apart and named.
-    from pytest_specperf.concurrent import StreamOutcome, StreamRequest
-    from pytest_specperf.events import Chunk, Trace
-    from pytest_specperf.ratecase import request_record
+    from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest
+    from pytest_specperf.endpoint.sse import Chunk, Trace
+    from pytest_specperf.run.rate import request_record
 
     trace = Trace(chunks=[Chunk(0.1, 3), Chunk(0.2, 4), Chunk(0.3, 3)], total_s=0.3, usage={"completion_tokens": 10},
                   finish_reason="length", response_id="x", count_source="continuous_usage", exact=True)
@@ -164,7 +164,7 @@ def _replay(probes: list[dict[str, Any]]) -> tuple[float | None, float | None, i
 def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_for: Any,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     # The search's decisions alone: probes answer from a known capacity (7.3 req/s), so the sequence is exact.
-    from pytest_specperf import capacity
+    from pytest_specperf.run import capacity
 
     def probe(runner: Any, spec: Any, rps: float, seed: int, k: int) -> dict[str, Any]:
         ok = rps <= 7.3

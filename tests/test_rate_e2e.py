@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specperf import gating
+from pytest_specperf.cases.specs import build_spec
+from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.sim import SimServer
-from pytest_specperf.spec import build_spec
 
 SPEED = 10.0
 

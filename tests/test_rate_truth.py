@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_specperf.capacity import WARMUP
-from pytest_specperf.ratecase import schedule
-from pytest_specperf.runner import case_seed
+from pytest_specperf.cases.specs import build_spec
+from pytest_specperf.run.capacity import WARMUP
+from pytest_specperf.run.rate import schedule
+from pytest_specperf.run.runner import case_seed
 from pytest_specperf.sim import SimServer, load_profile
 from pytest_specperf.sim.batch import Arrival, simulate
-from pytest_specperf.spec import build_spec
 
 
 @pytest.mark.parametrize("rps", [0.5, 8.0])
@@ -203,9 +203,9 @@ def test_capacity_lands_within_ten_percent_of_the_profiles_answer(runner_for: An
 
 def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
     # Scheduled at 1.0 s, sent at 1.3 s (the client fell behind): the user waited from 1.0 s on.
-    from pytest_specperf.concurrent import StreamOutcome, StreamRequest
-    from pytest_specperf.events import Chunk, Trace
-    from pytest_specperf.ratecase import request_record
+    from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest
+    from pytest_specperf.endpoint.sse import Chunk, Trace
+    from pytest_specperf.run.rate import request_record
 
     chunks = [Chunk(0.2, 1), Chunk(0.3, 4), Chunk(0.4, 5)]
     trace = Trace(chunks=chunks, total_s=0.45, usage={"completion_tokens": 10}, finish_reason="length",
@@ -218,7 +218,7 @@ def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
 
 
 def test_a_goodput_floor_missed_with_every_request_on_time_blames_the_offered_rate() -> None:
-    from pytest_specperf.ratecase import RateResult, rate_problems
+    from pytest_specperf.run.rate import RateResult, rate_problems
 
     r = RateResult(kind="rate", endpoint="", model="", server="vllm", ctx=100, prompt_tokens=100, rps=2.0,
                    requests=10, slo={"e2e_s": 1.0}, met=10, missed={"e2e_s": 0}, attainment=1.0, achieved_rps=2.0,

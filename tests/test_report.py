@@ -3,7 +3,7 @@
 import json
 import os
 
-from pytest_specperf.report import COLUMNS, count_text, n_users, signed_pct, summary, table, write_json_atomic
+from pytest_specperf.report.table import COLUMNS, count_text, n_users, signed_pct, summary, table, write_json_atomic
 
 
 def _sustained(**kw):
@@ -121,7 +121,7 @@ def test_small_words():
 
 
 def test_html_summary_diagnosis_first_with_figures_per_kind():
-    from pytest_specperf import html_report
+    from pytest_specperf.report import html as html_report
 
     rate = {"nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
             "goodput_rps": 3.7, "verdict": "passed"}
@@ -145,7 +145,7 @@ def test_html_summary_diagnosis_first_with_figures_per_kind():
 
 
 def test_ab_header_names_both_endpoints_and_the_server_version():
-    from pytest_specperf import html_report
+    from pytest_specperf.report import html as html_report
 
     ab = {"a_endpoint": "http://a:8000", "b_endpoint": "http://b:8001", "trials": 5}
     sweep = {"nodeid": "t.py::test_s", "kind": "load_sweep", "endpoint": "http://b:8001", "server": "vllm",
@@ -158,8 +158,8 @@ def test_ab_header_names_both_endpoints_and_the_server_version():
 
 
 def test_slowdown_split_only_for_a_slowdown():
-    from pytest_specperf.acceptance import slowdown_split
-    from pytest_specperf.stats import split_log_change
+    from pytest_specperf.run.acceptance import slowdown_split
+    from pytest_specperf.run.drift import split_log_change
 
     def att(a0, a1, s0, s1):
         shares = split_log_change(a0, a1, s0, s1)

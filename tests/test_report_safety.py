@@ -16,7 +16,7 @@ import re
 import pytest
 from PIL import Image
 
-from pytest_specperf import storage
+from pytest_specperf.compare import storage
 
 pytest.importorskip("pytest_html", reason="pytest-html is part of the test extra: pip install -e '.[test]'")
 
@@ -144,7 +144,7 @@ def test_a_chart_that_cannot_be_drawn_is_a_note_and_nothing_is_drawn_while_cases
 
 
 def _placeholder() -> str:
-    from pytest_specperf.html_extras import PLACEHOLDER
+    from pytest_specperf.pytest_plugin.html_extras import PLACEHOLDER
 
     return PLACEHOLDER
 

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_specperf import gating, sequential
+from pytest_specperf.cases.specs import build_spec
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import sequential
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.sim import SimServer, load_profile
 from pytest_specperf.sim.model import plan
-from pytest_specperf.spec import build_spec
 
 # The healthy profile with 30 % per-step jitter: per 256-token stream a log-sd of ~3 %, a typical within-job CV.
 NOISY = {"jitter": 0.3}

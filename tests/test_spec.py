@@ -2,9 +2,9 @@
 
 import pytest
 
+from pytest_specperf.cases.specs import CtxSweepSpec, SustainedSpec, build_spec, marker_help
+from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.spec import CtxSweepSpec, SustainedSpec, build_spec, marker_help
-from pytest_specperf.yamlcases import load_cases
 
 
 def test_defaults_and_values_land_in_the_spec():

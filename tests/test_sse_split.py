@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import httpx_sse
 
-from pytest_specperf.events import _events_of, split_events
+from pytest_specperf.endpoint.sse import _events_of, split_events
 
 PARTS = [b'data: {"a": 1}\n\n', b": comment\n\n", b"data: x\r\ndata: y\r\n\r\n", b"data:z\n\n",
          b"event: e\ndata: q\n\n", b"data: [DONE]\n\n", b"data: a\ndata: b\n\n", "data: \u00e9t\u00e9\n\n".encode(),

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_specperf.stats: known answers on hand-built traces and seeded Monte Carlo gates."""
+"""Unit tests of pytest_specperf.run.drift: known answers on hand-built traces and seeded Monte Carlo gates."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_specperf import stats as S
+from pytest_specperf.run import drift as S
 
 # ---------------------------------------------------------------------------------------------
 # A tiny speculative-decoding trace generator (one SSE chunk per engine step).

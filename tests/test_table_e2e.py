@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specperf.report import table
+from pytest_specperf.report.table import table
 from pytest_specperf.sim import FAULT_HEADER, SimServer, faults
 from tests.load_helpers import true_decode
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_specperf import compare, gating
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import trials as compare
 
 
 def _rate(**figures: float) -> dict:
