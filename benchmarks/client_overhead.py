@@ -255,7 +255,7 @@ def _counting(client: Client, calls: list[int], wall: list[float]) -> Callable[[
 
 
 def section_prompts(speed: float) -> None:
-    from pytest_specperf.cases.specs import build_spec
+    from pytest_specperf.cases.build import build_spec
     from pytest_specperf.prompts.builder import build_prompt
     from pytest_specperf.run.runner import Runner
     from pytest_specperf.sim import SimServer

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.sim import Profile, SimServer, load_profile

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.sim import SimServer
 

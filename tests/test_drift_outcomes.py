@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.results import SustainedResult
-from pytest_specperf.cases.specs import SustainedSpec
 from pytest_specperf.run import drift as stats
 from pytest_specperf.run.floors import judge
 from pytest_specperf.sim import load_profile

@@ -145,7 +145,7 @@ def test_endpoint_down() -> None:
 def test_output_shorter_than_asked_is_an_error(speed: float, request: pytest.FixtureRequest) -> None:
     # A server that stops at EOS and is not told to ignore it (kind forced to plain OpenAI: no ignore_eos).
     with SimServer("healthy", speed=speed, overrides={"eos_after_tokens": 50}) as sim:
-        from pytest_specperf.cases.specs import SustainedSpec
+        from pytest_specperf.cases.closed_loop import SustainedSpec
         from pytest_specperf.run.runner import Runner
 
         c = Client(sim.url, kind="openai")

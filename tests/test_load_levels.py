@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from load_helpers import true_aggregate, true_decode
 
-from pytest_specperf.cases.specs import LoadSweepSpec, SustainedSpec
+from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.sim import SimServer
 
 

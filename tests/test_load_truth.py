@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from load_helpers import true_aggregate, true_decode
 
-from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.sim import SimServer
 
 

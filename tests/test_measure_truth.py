@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_specperf.cases.specs import SustainedSpec, TwoPointSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
 from pytest_specperf.run import drift as stats
 from pytest_specperf.sim import SimServer, load_profile
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_specperf.cases.specs import build_spec
+from pytest_specperf.cases.build import build_spec
 from pytest_specperf.run.capacity import WARMUP
 from pytest_specperf.run.rate import schedule
 from pytest_specperf.run.runner import case_seed

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pytest_specperf.cases.specs import SPECS, CaseSpec, _check, _is_number
+from pytest_specperf.cases.base import CaseSpec, check, is_number
 
 #: The bounds an SLO may give, with their units: a request meets the SLO when it meets every bound given.
 SLO_KEYS = {"ttft_s": "s", "tpot_ms": "ms", "e2e_s": "s"}
@@ -21,29 +21,29 @@ DRAIN = 0.25
 def check_slo(slo: Any, k: str, *, required: bool) -> None:
     """An SLO is a mapping of known bounds to positive numbers; unknown keys name themselves."""
     if slo is None:
-        _check(not required, k, f"slo is required, e.g. slo={{'tpot_ms': 50}}; bounds: {', '.join(SLO_KEYS)}")
+        check(not required, k, f"slo is required, e.g. slo={{'tpot_ms': 50}}; bounds: {', '.join(SLO_KEYS)}")
         return
-    _check(isinstance(slo, Mapping) and len(slo) > 0, k,
+    check(isinstance(slo, Mapping) and len(slo) > 0, k,
            f"slo must be a non-empty mapping of bounds ({', '.join(SLO_KEYS)}) to numbers, got {slo!r}")
     for key, value in slo.items():
-        _check(key in SLO_KEYS, k, f"slo has unknown bound {key!r}; use {', '.join(SLO_KEYS)}")
-        _check(_is_number(value) and value > 0 and math.isfinite(value), k,
+        check(key in SLO_KEYS, k, f"slo has unknown bound {key!r}; use {', '.join(SLO_KEYS)}")
+        check(is_number(value) and value > 0 and math.isfinite(value), k,
                f"slo {key} must be a positive number of {SLO_KEYS[key]}, got {value!r}")
 
 
 def _fraction(v: Any, name: str, k: str) -> None:
-    _check(v is None or (_is_number(v) and 0 < v <= 1), k, f"{name} must be a fraction in (0, 1], got {v!r}")
+    check(v is None or (is_number(v) and 0 < v <= 1), k, f"{name} must be a fraction in (0, 1], got {v!r}")
 
 
 def _common(spec: Any, k: str) -> None:
-    _check(spec.arrivals in ARRIVALS, k, f"arrivals must be one of {', '.join(ARRIVALS)}, got {spec.arrivals!r}")
-    _check(isinstance(spec.tokens, int) and not isinstance(spec.tokens, bool) and spec.tokens >= 2, k,
+    check(spec.arrivals in ARRIVALS, k, f"arrivals must be one of {', '.join(ARRIVALS)}, got {spec.arrivals!r}")
+    check(isinstance(spec.tokens, int) and not isinstance(spec.tokens, bool) and spec.tokens >= 2, k,
            f"tokens must be an integer >= 2, got {spec.tokens!r}")
-    _check(_is_number(spec.budget_s) and spec.budget_s > 0, k,
+    check(is_number(spec.budget_s) and spec.budget_s > 0, k,
            f"budget_s must be a positive number of seconds, got {spec.budget_s!r}")
-    _check(spec.repeat == 1, k, f"repeat={spec.repeat}: an open-loop case's requests are its samples; raise "
+    check(spec.repeat == 1, k, f"repeat={spec.repeat}: an open-loop case's requests are its samples; raise "
            "requests instead")
-    _check(spec.min_tps is None, k, "min_tps does not apply to open-loop cases; gate on min_attainment, "
+    check(spec.min_tps is None, k, "min_tps does not apply to open-loop cases; gate on min_attainment, "
            "min_goodput or the slo")
 
 
@@ -64,17 +64,17 @@ class RateSpec(CaseSpec):
     def validate(self) -> None:
         CaseSpec.validate(self)
         k = self.KIND
-        _check(_is_number(self.rps) and self.rps > 0 and math.isfinite(self.rps), k,
+        check(is_number(self.rps) and self.rps > 0 and math.isfinite(self.rps), k,
                f"rps must be a positive number of requests per second, got {self.rps!r}")
-        _check(isinstance(self.requests, int) and not isinstance(self.requests, bool) and self.requests >= 2, k,
+        check(isinstance(self.requests, int) and not isinstance(self.requests, bool) and self.requests >= 2, k,
                f"requests must be an integer >= 2, got {self.requests!r}")
         _common(self, k)
         check_slo(self.slo, k, required=self.min_attainment is not None or self.min_goodput is not None)
         _fraction(self.min_attainment, "min_attainment", k)
-        _check(self.min_goodput is None or (_is_number(self.min_goodput) and self.min_goodput > 0), k,
+        check(self.min_goodput is None or (is_number(self.min_goodput) and self.min_goodput > 0), k,
                f"min_goodput must be a positive number of requests per second, got {self.min_goodput!r}")
         span = self.requests / self.rps
-        _check(span <= self.budget_s, k,
+        check(span <= self.budget_s, k,
                f"requests={self.requests} at rps={self.rps:g} take about {span:.0f} s to arrive, more than "
                f"budget_s={self.budget_s:g}; lower requests or raise budget_s")
 
@@ -103,18 +103,18 @@ class CapacitySpec(CaseSpec):
         _common(self, k)
         for name in ("start_rps", "probe_s"):
             v = getattr(self, name)
-            _check(_is_number(v) and v > 0 and math.isfinite(v), k, f"{name} must be a positive number, got {v!r}")
-        _check(isinstance(self.min_requests, int) and not isinstance(self.min_requests, bool)
+            check(is_number(v) and v > 0 and math.isfinite(v), k, f"{name} must be a positive number, got {v!r}")
+        check(isinstance(self.min_requests, int) and not isinstance(self.min_requests, bool)
                and self.min_requests >= 8, k, f"min_requests must be an integer >= 8, got {self.min_requests!r}")
-        _check(_is_number(self.precision) and 0 < self.precision < 1, k,
+        check(is_number(self.precision) and 0 < self.precision < 1, k,
                f"precision must be a fraction in (0, 1), got {self.precision!r}")
-        _check(self.min_rps is None or (_is_number(self.min_rps) and self.min_rps > 0), k,
+        check(self.min_rps is None or (is_number(self.min_rps) and self.min_rps > 0), k,
                f"min_rps must be a positive number of requests per second, got {self.min_rps!r}")
-        _check(self.budget_s >= 3 * self.probe_s, k,
+        check(self.budget_s >= 3 * self.probe_s, k,
                f"budget_s={self.budget_s:g} leaves room for fewer than 3 probes of probe_s={self.probe_s:g}; "
                "raise budget_s or lower probe_s")
         first = self.probe_seconds(self.start_rps)
-        _check(first <= self.budget_s, k,
+        check(first <= self.budget_s, k,
                f"the first probe ({self.probe_requests(self.start_rps)} requests at start_rps={self.start_rps:g}) "
                f"takes about {first:.0f} s, more than budget_s={self.budget_s:g}; raise start_rps or budget_s, or "
                "lower min_requests")
@@ -128,4 +128,3 @@ class CapacitySpec(CaseSpec):
         return self.probe_requests(rps) / rps * (1 + DRAIN)
 
 
-SPECS.update({RateSpec.KIND: RateSpec, CapacitySpec.KIND: CapacitySpec})

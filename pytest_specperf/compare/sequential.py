@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import scipy  # scipy.special and .stats load on first use: a run without statistics never pays for them
 
-from pytest_specperf.cases.specs import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
+from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import CaseComparison, Comparison
 

@@ -270,7 +270,7 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
 
 def _package_version() -> str:
     try:
-        from pytest_specperf import __version__
+        from pytest_specperf.version import __version__
     except Exception:
         return ""
     return __version__

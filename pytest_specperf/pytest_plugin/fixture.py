@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.specs import build_spec
-from pytest_specperf.endpoint.target import EndpointSession
+from pytest_specperf.cases.build import build_spec
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import error_record, keep_result
+from pytest_specperf.run.target import EndpointSession
 
 
 class SpecperfFixture:

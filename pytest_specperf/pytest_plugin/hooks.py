@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.specs import SPECS, CaseSpec, build_spec, marker_help
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.build import SPECS, build_spec, marker_help
 from pytest_specperf.cases.yaml_cases import is_case_file
 from pytest_specperf.compare import storage
-from pytest_specperf.endpoint.target import EndpointSession, SharedStart
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin import html_extras, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
@@ -41,6 +41,7 @@ from pytest_specperf.pytest_plugin.summary_writer import Reporter
 from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
 from pytest_specperf.report import exports
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
+from pytest_specperf.run.target import EndpointSession, SharedStart
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

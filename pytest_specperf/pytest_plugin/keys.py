@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.result_view import ResultView
-from pytest_specperf.cases.specs import CaseSpec
 from pytest_specperf.compare import storage
-from pytest_specperf.endpoint.target import EndpointSession, SharedStart
+from pytest_specperf.run.target import EndpointSession, SharedStart
 from pytest_specperf.settings import Settings
 
 SETTINGS = pytest.StashKey[Settings]()

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf import __version__
+from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
+from pytest_specperf.cases.closed_loop import CtxSweepSpec
 from pytest_specperf.cases.result_view import ResultView
-from pytest_specperf.cases.specs import AUTO_MAX_REPEAT, CaseSpec, CtxSweepSpec
 from pytest_specperf.compare import crossover, sequential, storage
 from pytest_specperf.compare import gates as gating
-from pytest_specperf.endpoint.target import EndpointSession
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import (
     AB_A,
@@ -27,7 +26,9 @@ from pytest_specperf.pytest_plugin.keys import (
     SPEC,
     SpecperfWarning,
 )
+from pytest_specperf.run.target import EndpointSession
 from pytest_specperf.settings import Settings
+from pytest_specperf.version import __version__
 
 
 def is_worker(config: pytest.Config) -> bool:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf import __version__
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
@@ -19,6 +18,7 @@ from pytest_specperf.pytest_plugin.report_outputs import problem
 from pytest_specperf.report import exports
 from pytest_specperf.report.table import summary, write_json_atomic
 from pytest_specperf.settings import STEP_SUMMARY
+from pytest_specperf.version import __version__
 
 #: what a warning about one output adds: nothing else was lost with it
 COMPLETE = "the table and the other outputs are complete"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.specs import CaseSpec
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import SPEC, SpecperfWarning

@@ -13,12 +13,12 @@ from typing import Any
 
 import jinja2
 
-from pytest_specperf import __version__
 from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report import plots
 from pytest_specperf.report import table as report
 from pytest_specperf.report.views import base as figures
+from pytest_specperf.version import __version__
 
 #: summary order: what needs attention first
 VERDICT_ORDER = {"error": 0, "failed": 1, "regressed": 2, "inconclusive": 3, "passed": 4}

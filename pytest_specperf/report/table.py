@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specperf import __version__
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.run.load import knee_text
+from pytest_specperf.version import __version__
 
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
 #: shown before the verdict when a run has load cases: users per row, and their aggregate output

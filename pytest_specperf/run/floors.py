@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.results import LoadSweepResult, Result, SustainedResult, SweepResult, TwoPointResult
-from pytest_specperf.cases.specs import CaseSpec, SustainedSpec
 from pytest_specperf.run import lateness
 
 

@@ -11,18 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS, CaseSpec
+from pytest_specperf.cases.build import fit_spec
+from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
 from pytest_specperf.cases.results import Result, StreamResult, SustainedResult, SweepResult, TwoPointResult
-from pytest_specperf.cases.specs import (
-    AUTO_MAX_REPEAT,
-    AUTO_MIN_TRIALS,
-    CaseSpec,
-    CtxSweepSpec,
-    LoadSweepSpec,
-    SustainedSpec,
-    TwoPointSpec,
-    fit_spec,
-)
 from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.locks import endpoint_lock
 from pytest_specperf.endpoint.sse import Trace

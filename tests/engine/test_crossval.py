@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
 from pytest_specperf.prompts.builder import build_prompt

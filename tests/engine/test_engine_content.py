@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine_threads import THREADS
 
-from pytest_specperf.cases.specs import SustainedSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
 from pytest_specperf.run.runner import Runner
