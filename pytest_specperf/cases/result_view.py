@@ -1,4 +1,4 @@
-"""Attribute access to a result dict (``specperf.result.decode_tps``); no pytest needed."""
+"""The result a perf case gets back: ``specperf.result`` and every direct call (``specperf.sustained(...)``) alike."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from typing import Any
 
 
 class ResultView:
-    """Attribute access to a result dict (``specperf.result.decode_tps``), whatever produced it."""
+    """A case's result as recorded (the ``--specperf-json`` fields): ``r.decode_tps`` or ``r["decode_tps"]``.
+
+    Marker cases and direct calls return this one type, so a test reads its figures the same way either way.
+    """
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._data = data
@@ -17,6 +20,12 @@ class ResultView:
             return self._data[name]
         except KeyError:
             raise AttributeError(f"no result field {name!r}; fields: {', '.join(self._data)}") from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._data[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
 
     def as_dict(self) -> dict[str, Any]:
         """The plain result dict."""

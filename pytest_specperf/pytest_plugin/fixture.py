@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import error_record, keep_result
@@ -21,7 +22,7 @@ class SpecperfFixture:
         self._session = session
 
     @property
-    def result(self) -> Any:
+    def result(self) -> ResultView:
         """The result of this test's marker case (measured once, before the test body ran)."""
         r = self._item.stash.get(RESULT_OBJ, None)
         if r is None:
@@ -29,7 +30,7 @@ class SpecperfFixture:
                               "@pytest.mark.sustained(tokens=500); or call specperf.sustained(...)")
         return r
 
-    def _direct(self, kind: str, kwargs: dict[str, Any]) -> Any:
+    def _direct(self, kind: str, kwargs: dict[str, Any]) -> ResultView:
         try:
             spec = build_spec(kind, kwargs)
         except ConfigError as exc:
@@ -43,31 +44,32 @@ class SpecperfFixture:
             keep_result(self._item, {**error_record(self._item, spec, str(exc)), "call": call})
             raise
         result.nodeid = self._item.nodeid
-        keep_result(self._item, {**result.as_dict(), "call": call})
+        record = {**result.as_dict(), "call": call}
+        keep_result(self._item, record)
         for warning in result.warnings:
             self._item.warn(SpecperfWarning(warning))
-        return result
+        return ResultView(record)  # the type specperf.result gives: one result type, whatever the route
 
-    def sustained(self, **kwargs: Any) -> Any:
+    def sustained(self, **kwargs: Any) -> ResultView:
         """Measure a sustained case now (same keywords as the marker)."""
         return self._direct("sustained", kwargs)
 
-    def two_point(self, **kwargs: Any) -> Any:
+    def two_point(self, **kwargs: Any) -> ResultView:
         """Measure a two-point case now (same keywords as the marker)."""
         return self._direct("two_point", kwargs)
 
-    def ctx_sweep(self, **kwargs: Any) -> Any:
+    def ctx_sweep(self, **kwargs: Any) -> ResultView:
         """Measure a context sweep now (same keywords as the marker)."""
         return self._direct("ctx_sweep", kwargs)
 
-    def load_sweep(self, **kwargs: Any) -> Any:
+    def load_sweep(self, **kwargs: Any) -> ResultView:
         """Measure a concurrency sweep now (same keywords as the marker)."""
         return self._direct("load_sweep", kwargs)
 
-    def rate(self, **kwargs: Any) -> Any:
+    def rate(self, **kwargs: Any) -> ResultView:
         """Measure an open-loop rate case now (same keywords as the marker)."""
         return self._direct("rate", kwargs)
 
-    def capacity(self, **kwargs: Any) -> Any:
+    def capacity(self, **kwargs: Any) -> ResultView:
         """Search the highest rate within the SLO now (same keywords as the marker)."""
         return self._direct("capacity", kwargs)
