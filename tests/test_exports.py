@@ -1,4 +1,5 @@
-"""Exports (report/exports.py): Markdown, Bencher Metric Format, JUnit properties, pytest-benchmark feeds."""
+"""Outputs for other tools: Markdown (report/markdown.py), Bencher Metric Format (report/bencher.py), JUnit
+properties (report/junit.py), pytest-benchmark feeds (report/pytest_benchmark.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,10 @@ import numpy as np
 import pytest
 
 from pytest_specperf.compare.trials import compare_runs
-from pytest_specperf.report.exports import (
-    COLUMNS,
-    bencher_json,
-    benchmark_extra_info,
-    junit_properties,
-    markdown_summary,
-    per_token_seconds,
-)
+from pytest_specperf.report.bencher import bencher_json
+from pytest_specperf.report.junit import junit_properties
+from pytest_specperf.report.markdown import COLUMNS, markdown_summary
+from pytest_specperf.report.pytest_benchmark import benchmark_extra_info, per_token_seconds
 
 LONG = {"nodeid": "perf_cases/test_decode.py::test_long[a|b]", "kind": "sustained", "endpoint": "http://h:8000",
         "model": "m", "server": "vllm", "ctx": 5000, "prompt_tokens": 5003, "completion_tokens": 1500,
@@ -139,9 +136,8 @@ def test_pytest_benchmark_feeds() -> None:
     assert per_token_seconds(DOWN) == []
 
 
-#: The thin pytest layer (docs/architecture.md); every other module is core and must import without pytest.
-PYTEST_LAYER = {"plugin", "yamlitems", "fixture", "measuring", "reporter", "live_progress", "report_files",
-                "html_extras", "keys", "options", "hookspecs"}
+#: The pytest layer is a folder; every other module is core and must import without pytest.
+PYTEST_LAYER = "pytest_plugin"
 
 
 def test_core_modules_do_not_import_pytest() -> None:
@@ -149,7 +145,7 @@ def test_core_modules_do_not_import_pytest() -> None:
 
     root = Path(pytest_specperf.__file__).parent
     names = sorted(".".join(("pytest_specperf", *p.relative_to(root).with_suffix("").parts))
-                   for p in root.rglob("*.py") if p.stem not in PYTEST_LAYER and p.stem != "__main__")
+                   for p in root.rglob("*.py") if PYTEST_LAYER not in p.parts and p.stem != "__main__")
     assert len(names) > 40
     code = (f"import importlib, sys\nfor n in {names!r}:\n    importlib.import_module(n)\n"
             "    assert 'pytest' not in sys.modules and '_pytest' not in sys.modules, n + ' imports pytest'")
