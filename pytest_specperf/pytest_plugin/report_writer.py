@@ -85,12 +85,12 @@ class ReportWriter:
         path = output.path(self.settings)
         if path is None:
             return
+        self._meta()  # the project's metadata hooks are asked once, and only by a run that writes something
         if self._write(output.option, path, lambda: output.write(self.results, self.meta, path)):
             self.written[output.name] = path
 
     def write_live(self) -> None:
         """Write the outputs kept current after every case (the JSON)."""
-        self._meta()
         for output in self.outputs:
             if output.live:
                 self._run(output)

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_specperf.compare.trials import CaseComparison
 from pytest_specperf.report.table import finite_number as _num
 
+#: result fields carried as specperf_<field>
 JUNIT_FIELDS = ("verdict", "decode_tps", "ttft_s", "drift", "drift_verdict", "client_tps", "early_tps", "late_tps",
                 "burst_tps", "prompt_tokens", "completion_tokens", "repeat", "concurrency", "decode_p10_tps",
                 "total_tps", "common_window_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "knee",
