@@ -225,7 +225,7 @@ def saved_check(args: argparse.Namespace) -> None:
             while k < 20 and not until_c({"decode_tps": [s["decode_tps"] for s in cand[:k]],
                                           "text_sha": [s["text_sha"] for s in cand[:k]]}):
                 k += 1
-            (cc,) = sequential.compare_runs(base, [{"nodeid": "t", "kind": "sustained", "streams": cand[:k]}],
+            (cc,) = sequential.sprt_runs(base, [{"nodeid": "t", "kind": "sustained", "streams": cand[:k]}],
                                             max_regression=THRESHOLD, metrics=("decode_tps",), final=True)
             found += cc.verdict == "regressed"
             inconclusive += cc.verdict == "inconclusive"

@@ -161,8 +161,8 @@ def test_storage_that_is_missing_or_a_file_is_exit_2_and_list_names_what_it_skip
 
 def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_note(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_specperf.report import drawing
     from pytest_specperf.report import html as html_report
-    from pytest_specperf.report import plots
 
     folder = tmp_path / "runs"
     result = {"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,
@@ -173,7 +173,7 @@ def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_no
     def boom(*args: Any, **kwargs: Any) -> None:
         raise ValueError("'yerr' must not contain negative values")
 
-    monkeypatch.setattr(plots, "_draw_series", boom)  # every chart: each is a note, the report is written
+    monkeypatch.setattr(drawing, "_draw_series", boom)  # every chart: each is a note, the report is written
     assert cli.main(["--storage", str(folder), "report", "one", "-o", str(out_file)]) == 0
     page = out_file.read_text()
     assert "could not be drawn (ValueError: &#39;yerr&#39; must not contain negative values)" in page

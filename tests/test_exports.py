@@ -1,4 +1,5 @@
-"""Exports (report/exports.py): Markdown, Bencher Metric Format, JUnit properties, pytest-benchmark feeds."""
+"""Outputs for other tools: Markdown (report/markdown.py), Bencher Metric Format (report/bencher.py), JUnit
+properties (report/junit.py), pytest-benchmark feeds (report/pytest_benchmark.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,10 @@ import numpy as np
 import pytest
 
 from pytest_specperf.compare.trials import compare_runs
-from pytest_specperf.report.exports import (
-    COLUMNS,
-    bencher_json,
-    benchmark_extra_info,
-    junit_properties,
-    markdown_summary,
-    per_token_seconds,
-)
+from pytest_specperf.report.bencher import bencher_json
+from pytest_specperf.report.junit import junit_properties
+from pytest_specperf.report.markdown import COLUMNS, markdown_summary
+from pytest_specperf.report.pytest_benchmark import benchmark_extra_info, per_token_seconds
 
 LONG = {"nodeid": "perf_cases/test_decode.py::test_long[a|b]", "kind": "sustained", "endpoint": "http://h:8000",
         "model": "m", "server": "vllm", "ctx": 5000, "prompt_tokens": 5003, "completion_tokens": 1500,

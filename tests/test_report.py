@@ -3,7 +3,8 @@
 import json
 import os
 
-from pytest_specperf.report.table import COLUMNS, count_text, n_users, signed_pct, summary, table, write_json_atomic
+from pytest_specperf.report.json_file import write_json_atomic
+from pytest_specperf.report.table import COLUMNS, count_text, n_users, signed_pct, summary, table
 
 
 def _sustained(**kw):

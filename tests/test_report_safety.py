@@ -35,16 +35,16 @@ CAUSE = "'yerr' must not contain negative values"
 
 # Every drawn or exported output raises; the JSON and the saved run must not care.
 ALL_RAISE = f"""
-from pytest_specperf import exports, html_report, plots
+from pytest_specperf.report import bencher, drawing, html, markdown, plots
 
 def boom(*args, **kwargs):
     raise ValueError({CAUSE!r})
 
-html_report.render = boom
+html.render = boom
 plots.write_case_images = boom
-plots.case_image = boom
-exports.markdown_summary = boom
-exports.bencher_json = boom
+drawing.case_image = boom
+markdown.markdown_summary = boom
+bencher.bencher_json = boom
 """
 
 # One chart of the case raises (as errorbar did); a clock-free record of whether anything was drawn while a
@@ -52,16 +52,16 @@ exports.bencher_json = boom
 ONE_CHART_RAISES = f"""
 import json, os
 from matplotlib.figure import Figure
-from pytest_specperf import plots
+from pytest_specperf.report import drawing
 
-draw_series = plots._draw_series
+draw_series = drawing._draw_series
 
 def raising(ax, chart):
     if chart.id == "window_rate":
         raise ValueError({CAUSE!r})
     draw_series(ax, chart)
 
-plots._draw_series = raising
+drawing._draw_series = raising
 
 STATE = {{"running": False, "drawn_while_running": 0, "drawn": 0}}
 savefig = Figure.savefig

@@ -71,7 +71,7 @@ def _against_baseline(change: float, n: int, seed: int, base_trials: int) -> tup
         cand = [trial()]
         while len(cand) < 20 and not until({"decode_tps": [c["decode_tps"] for c in cand]}):
             cand.append(trial())
-        (cc,) = sequential.compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+        (cc,) = sequential.sprt_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
         verdicts.append(cc.verdict)
         trials.append(len(cand))
     return verdicts, trials
@@ -110,7 +110,7 @@ def test_too_small_a_baseline_names_the_fix() -> None:
     # One baseline trial at ~4 % noise cannot show a 5 % threshold even with 20 candidate trials.
     rng = random.Random(6)
     base, cand = [_trial_source(0.0, rng, NOISIER)()], [_trial_source(-0.05, rng, NOISIER)() for _ in range(20)]
-    (cc,) = sequential.compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+    (cc,) = sequential.sprt_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
     assert cc.verdict == "inconclusive", cc.reason
     assert "1 baseline trials are too few" in cc.reason and "save the baseline with repeat=" in cc.reason, cc.reason
 
@@ -281,7 +281,7 @@ def test_a_decided_metric_stays_decided_while_the_case_goes_on() -> None:
     streams = [{"decode_tps": 100.0 * (1 + 0.002 * i) * (1.0 if i < 3 else 0.88), "ttft_s": 0.2 * (1 + 0.3 * (-1) ** i)}
                for i in range(20)]
     cand = [{"nodeid": "t", "kind": "sustained", "streams": streams}]
-    ccs = {cc.metric: cc for cc in sequential.compare_runs(base, cand, max_regression=0.05,
+    ccs = {cc.metric: cc for cc in sequential.sprt_runs(base, cand, max_regression=0.05,
                                                            metrics=("decode_tps", "ttft_s"), final=True)}
     assert ccs["decode_tps"].verdict == "passed", ccs["decode_tps"].reason
     assert "5 vs 3 trials" in ccs["decode_tps"].reason
@@ -295,7 +295,7 @@ def test_case_alpha_is_split_over_its_gated_metrics() -> None:
     one = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": s["decode_tps"]} for s in streams]}]
     two = [{"nodeid": "t", "kind": "sustained", "streams": streams}]
     for results, alpha in ((one, sequential.ALPHA), (two, sequential.ALPHA / 2)):
-        (cc, *_) = sequential.compare_runs(results, results, max_regression=0.05, metrics=("decode_tps", "ttft_s"))
+        (cc, *_) = sequential.sprt_runs(results, results, max_regression=0.05, metrics=("decode_tps", "ttft_s"))
         upper = sequential.bounds(alpha * (1 - sequential.FINAL_SHARE))[1]
         assert f"{upper:.2f}]" in cc.reason, (alpha, cc.reason)
 
@@ -348,7 +348,7 @@ def _saved_check(paired: bool, sized: bool, n: int, seed: int) -> int:
             for s in cand[0]["streams"]:
                 s["text_sha"] = None
         # All 20 candidate trials at once: the verdict is the first look that decided, as the runner would stop.
-        (cc,) = sequential.compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+        (cc,) = sequential.sprt_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
         found += cc.verdict == "regressed"
     return found
 

@@ -64,7 +64,7 @@ def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str
     threshold = max_regression or gate.max_regression
     base, cand = per_trial(mine), per_trial([result])
     if auto:
-        ccs = sequential.compare_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
+        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, result)]

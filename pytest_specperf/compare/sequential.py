@@ -36,8 +36,8 @@ comparison says so (``noise_warnings``). A saved run is sized to its noise (``un
 The error rates (false alarms, detections, trials used) are measured by ``benchmarks/sequential.py``
 on the simulator, and checked on a smaller sample by the tests.
 
-Public API: ``sprt(base, cand, ...) -> Decision``, ``first_decision``, ``compare_case(...) -> Comparison``
-(the fixed rule's figures with the sequential verdict), ``compare_runs`` (as ``compare.compare_runs``),
+Public API: ``sprt(base, cand, ...) -> Decision``, ``first_decision``, ``sprt_case(...) -> Comparison``
+(the fixed rule's figures with the sequential verdict), ``sprt_runs`` (as ``trials.compare_runs``),
 ``decided(comparisons)``, ``run_ab(...)`` (A/B in ABBA order until decided), ``until_baseline``,
 ``until_saved``, ``saved_notes``, ``noise_warnings``, ``pairable``, ``baseline_trials_needed`` and
 ``pairs_needed``.
@@ -234,12 +234,12 @@ def _winsorize(x: np.ndarray, k: float = 3.0) -> np.ndarray:
     return np.clip(x, m - k * s, m + k * s) if s > _NO_SPREAD else x
 
 
-def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
+def sprt_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
                  metric: str = "value", against: str = "baseline", final: bool = False,
                  alpha: float = ALPHA, beta: float = BETA, paired: bool = False) -> Comparison:
     """The fixed rule's figures (change, CI, p, noise) with the sequential verdict and its reason.
 
-    ``alpha`` is this metric's share of the case's false-alarm rate (``compare_runs`` splits ``ALPHA``).
+    ``alpha`` is this metric's share of the case's false-alarm rate (``sprt_runs`` splits ``ALPHA``).
     An undecided test is ``inconclusive`` (``final``: because ``max_repeat`` was reached); the caller
     adds a trial while any metric is. ``paired``: the figures are those of the pair differences.
     """
@@ -355,7 +355,7 @@ def pairable(base: Sequence[dict[str, Any]], cand: Sequence[dict[str, Any]]) -> 
     return n
 
 
-def compare_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[dict[str, Any]], *,
+def sprt_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[dict[str, Any]], *,
                  max_regression: float, metrics: Sequence[str], against: str = "baseline",
                  final: bool = False) -> list[CaseComparison]:
     """``compare.compare_runs`` with the sequential verdict on every compared metric, for one case.
@@ -372,9 +372,9 @@ def compare_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[
     def rule(b: Sequence[float], c: Sequence[float], *, direction: str, max_regression: float, metric: str,
              against: str, **_: Any) -> Comparison:
         if pairs and len(b) == n_base_trials and len(c) == n_cand_trials:  # values still trial by trial
-            return compare_case(b, c[:pairs], direction=direction, max_regression=max_regression, metric=metric,
+            return sprt_case(b, c[:pairs], direction=direction, max_regression=max_regression, metric=metric,
                                 against=against, final=final or pairs >= len(b), alpha=alpha, paired=True)
-        return compare_case(b, c, direction=direction, max_regression=max_regression, metric=metric,
+        return sprt_case(b, c, direction=direction, max_regression=max_regression, metric=metric,
                             against=against, final=final, alpha=alpha)
 
     return compare.compare_runs(base, cand, max_regression=max_regression, metrics=metrics, against=against,
@@ -483,7 +483,7 @@ def until_baseline(baseline: list[dict[str, Any]], nodeid: str, *, max_regressio
         pairs = pairable(mine, cand)
         if pairs and pairs >= n_base:
             return True  # every baseline trial has its pair: the paired test took its last look
-        ccs = compare_runs(mine, cand, max_regression=max_regression, metrics=metrics)
+        ccs = sprt_runs(mine, cand, max_regression=max_regression, metrics=metrics)
         return decided(judge(ccs, mine, cand) if judge else ccs)
 
     return done
@@ -506,7 +506,7 @@ def run_ab(measure_a: Measure, measure_b: Measure, *, max_repeat: int, max_regre
         n = len(arms["B"])
         if n < min(MIN_TRIALS, max_repeat):
             continue
-        ccs = compare_runs(arms["A"], arms["B"], max_regression=max_regression, metrics=metrics, against="A",
+        ccs = sprt_runs(arms["A"], arms["B"], max_regression=max_regression, metrics=metrics, against="A",
                            final=n >= max_repeat)
         if judge is not None:
             ccs = judge(ccs, arms["A"], arms["B"])

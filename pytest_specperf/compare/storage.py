@@ -59,7 +59,7 @@ from pytest_specperf.files import write_temp
 
 FORMAT = "pytest-specperf/run"
 VERSION = 1
-#: what ``report.write_json_atomic`` writes for ``--specperf-json``; loadable as a baseline too.
+#: what ``report.json_file.write_json_atomic`` writes for ``--specperf-json``; loadable as a baseline too.
 REPORT_FORMAT = "pytest-specperf/1"
 DEFAULT_SUBDIR = Path(".specperf") / "runs"
 TOP_META = ("plugin_version", "endpoint", "model", "server", "server_version")

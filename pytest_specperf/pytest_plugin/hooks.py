@@ -36,11 +36,10 @@ from pytest_specperf.pytest_plugin.keys import (
 )
 from pytest_specperf.pytest_plugin.options import Settings, add_options, read_settings
 from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
-from pytest_specperf.pytest_plugin.report_outputs import ReportFiles
-from pytest_specperf.pytest_plugin.summary_writer import Reporter
+from pytest_specperf.pytest_plugin.report_writer import ReportWriter
 from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
-from pytest_specperf.report import exports
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
+from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart
 
 
@@ -77,8 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session.progress = live_progress.install(config, is_worker(config))
     config.stash[SESSION] = session
     if not is_worker(config):
-        config.pluginmanager.register(Reporter(config), "specperf-reporter")
-        config.pluginmanager.register(ReportFiles(config, settings, config.stash.get(BASELINE, None)), "specperf-files")
+        config.pluginmanager.register(ReportWriter(config, config.stash.get(BASELINE, None)), "specperf-reporter")
         if html_extras.wanted(config):
             extras = html_extras.HtmlExtras(config, config.stash.get(BASELINE, None))
             config.pluginmanager.register(extras, "specperf-html")
@@ -234,7 +232,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             r["nodeid"] = item.nodeid
             report.user_properties.append((PROP, r))
             # JUnit XML writes the item's properties at teardown: flat, string-valued, one per field.
-            item.user_properties.extend(exports.junit_properties(r))
+            item.user_properties.extend(junit_properties(r))
         item.stash[SENT] = len(results)
     return report
 

@@ -22,7 +22,8 @@ import pytest
 from markupsafe import escape
 
 from pytest_specperf.errors import shorten
-from pytest_specperf.pytest_plugin.report_outputs import DrawError, results_of
+from pytest_specperf.pytest_plugin.keys import results_of
+from pytest_specperf.report.output import DrawError
 
 #: a 1x1 transparent PNG, replaced by the case's image after the last case
 PLACEHOLDER = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGBgAAAABQABpfZFQAAAAABJRU5ErkJggg=="
@@ -67,12 +68,12 @@ class HtmlExtras:
             return
         from pytest_html import extras
 
-        from pytest_specperf.report.views import base as figures
+        from pytest_specperf.report.views.registry import view
 
         added = []
         for r in results:
             try:
-                v = figures.view(r, self.baseline)
+                v = view(r, self.baseline)
             except Exception as exc:  # one case's figures never take the row, or the run, with them
                 added.append(extras.html(_note_html(r, exc)))
                 self.problems.append(f"{r.get('nodeid')}: {type(exc).__name__}: {shorten(str(exc), 200)}")
@@ -87,16 +88,16 @@ class HtmlExtras:
     def draw_images(self, files: Any = None) -> None:
         """Put each case's PNG in place of its placeholder; raise, naming the cases, if any could not be drawn.
 
-        ``files`` is the ``--specperf-plots`` writer: a case it drew is read back, not drawn again.
+        ``files`` is the report writer: a case ``--specperf-plots`` drew is read back, not drawn again.
         """
-        from pytest_specperf.report import plots
-        from pytest_specperf.report.views import base as figures
+        from pytest_specperf.report import drawing, plots
+        from pytest_specperf.report.views.registry import view
 
         for image, r in self.pending:
             try:
                 path = files.image_of(r) if files is not None else None
-                png = path.read_bytes() if path is not None else plots.case_image(
-                    figures.view(r, self.baseline), title=plots.case_title(r))
+                png = path.read_bytes() if path is not None else drawing.case_image(
+                    view(r, self.baseline), title=plots.case_title(r))
                 self._replace(image, base64.b64encode(png).decode("ascii"), png)
             except Exception as exc:
                 self.problems.append(f"{r.get('nodeid')}: {type(exc).__name__}: {shorten(str(exc), 200)}")

@@ -29,6 +29,13 @@ class SpecperfWarning(pytest.PytestWarning):
 SPEC = pytest.StashKey[CaseSpec]()
 RESULTS = pytest.StashKey[list[dict[str, Any]]]()
 PROP = "specperf"  # user_properties key carrying a result dict
+
+
+def results_of(report: pytest.TestReport) -> list[dict[str, Any]]:
+    """The result dicts a report carries."""
+    return [v for k, v in report.user_properties if k == PROP and isinstance(v, dict)]
+
+
 RESULT_OBJ = pytest.StashKey[ResultView]()
 SENT = pytest.StashKey[int]()
 DIRECT_ERROR = pytest.StashKey[bool]()

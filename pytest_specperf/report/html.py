@@ -1,4 +1,4 @@
-"""The self-contained HTML report (``--specperf-html``, ``specperf report``): Jinja2 over ``figures`` + ``plots``.
+"""The self-contained HTML report (``--specperf-html``, ``specperf report``): Jinja2 over the views and their drawings.
 
 Everything is inline (SVG charts, CSS, a few lines of script, the results as JSON), so the file opens
 offline and asks no network address for anything. Never imports pytest.
@@ -15,9 +15,10 @@ import jinja2
 
 from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
-from pytest_specperf.report import plots
 from pytest_specperf.report import table as report
+from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.views import base as figures
+from pytest_specperf.report.views.registry import view
 from pytest_specperf.version import __version__
 
 #: summary order: what needs attention first
@@ -102,12 +103,14 @@ def _cmp_summary(r: dict[str, Any]) -> str:
 def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
             baseline: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the template needs: header rows, summary rows (failures first), one section per case."""
+    from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
+
     meta = meta or {}
     cases = []
     for i, r in enumerate(results):
-        v = figures.view(r, baseline)
+        v = view(r, baseline)
         charts = [{"id": c.id, "title": c.title, "data": c.data(),
-                   **dict(zip(("svg", "note"), plots.svg_or_note(c, salt=f"c{i}-{c.id}"), strict=True))}
+                   **dict(zip(("svg", "note"), drawing.svg_or_note(c, salt=f"c{i}-{c.id}"), strict=True))}
                   for c in v.charts]
         verdict = str(r.get("verdict") or "-")
         cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.get("nodeid", "")),
@@ -155,3 +158,17 @@ def write(path: Path | str, results: list[dict[str, Any]], meta: dict[str, Any] 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)
     return path
+
+
+class HtmlReport(Output):
+    """``--specperf-html`` (and ``specperf report``): the self-contained HTML report."""
+
+    name = "html"
+    option = "--specperf-html"
+    setting = "html"
+    done = "HTML report written to {path}"
+
+    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+        """Write the report; its header is ``meta.about``, or this run's commit and machine when that is None."""
+        about = meta.about if meta.about is not None else run_meta(results, meta.root)
+        write(path, results, about, meta.baseline, redact=list(meta.redact))

@@ -8,9 +8,11 @@ the verdicts stay with specperf. It has no public way to add measured values, so
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from pytest_specperf.report.exports import benchmark_extra_info, per_token_seconds
+from pytest_specperf.compare.trials import sub_cases, trials
+from pytest_specperf.report.table import finite_number as _num
 
 OUTPUT_OPTIONS = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare")
 #: pytest-benchmark versions whose private names below were checked (tests/test_benchmark_bridge.py).
@@ -18,6 +20,33 @@ SUPPORTED = ">=4.0,<6"
 #: The private parts of ``BenchmarkFixture`` this bridge relies on, all here and nowhere else.
 PRIVATE_METHOD = "_make_stats"  # (rounds) -> Stats with .update(seconds): how timings enter its stats
 PRIVATE_MODE = "_mode"  # set once the fixture was used, else pytest-benchmark warns that it sat idle
+#: the scalar result fields given as ``extra_info``
+EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "prompt_tokens", "tokens",
+                     "completion_tokens", "short", "long", "repeat", "decode_tps", "client_tps", "ttft_s", "total_s",
+                     "early_tps", "late_tps", "drift", "stalls", "tokens_per_chunk", "burst_tps", "burst_gap",
+                     "verdict", "reason")
+
+
+def benchmark_extra_info(result: dict[str, Any]) -> dict[str, Any]:
+    """Scalar result fields (no lists) for pytest-benchmark's ``benchmark.extra_info``."""
+    info = {k: result[k] for k in EXTRA_INFO_FIELDS
+            if isinstance(result.get(k), str | int | float | bool) and not (
+                isinstance(result[k], float) and not math.isfinite(result[k]))}
+    info["nodeid"] = result.get("nodeid", "")
+    return info
+
+
+def per_token_seconds(result: dict[str, Any]) -> list[float]:
+    """Seconds per decoded token, one per trial; [] for an errored case."""
+    if result.get("verdict") == "error":
+        return []
+    case = result
+    if result.get("kind") == "ctx_sweep":
+        points = [c for _, _, c in sub_cases(result) if _num(c.get("decode_tps"))]
+        if not points:
+            return []
+        case = min(points, key=lambda c: c["decode_tps"])
+    return [1.0 / x for x in trials(case, "decode_tps") if x > 0]
 
 
 def wanted(config: Any) -> bool:

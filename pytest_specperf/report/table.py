@@ -1,17 +1,12 @@
-"""Reports: the end-of-run table and the atomically written JSON file."""
+"""The terminal's end-of-run section: failures first, then the table; its cells are shared by the Markdown."""
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
-from pytest_specperf.files import write_text_atomic
 from pytest_specperf.run.load import knee_text
-from pytest_specperf.version import __version__
 
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
 #: shown before the verdict when a run has load cases: users per row, and their aggregate output
@@ -309,18 +304,6 @@ def table(results: Iterable[dict[str, Any]]) -> list[str]:
         padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
         out.append("  ".join([*padded, x[-1]]))
     return out
-
-
-def write_json_atomic(path: Path, results: list[dict[str, Any]], meta: dict[str, Any],
-                      redact: Iterable[str] = ()) -> None:
-    """Write the results file so that a reader never sees half of it (temp file + rename)."""
-    doc = {"format": "pytest-specperf/1", "plugin_version": __version__,
-           "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **meta, "results": results}
-    text = json.dumps(doc, indent=2, sort_keys=False, default=str)
-    for secret in redact:
-        if secret:
-            text = text.replace(secret, "***")
-    write_text_atomic(path, text + "\n")
 
 
 def count_text(n: int, verdict: str) -> str:

@@ -20,7 +20,6 @@ from pytest_specperf.report.views.base import (
     common_facts,
     fmt,
     pct,
-    register,
     users_text,
 )
 
@@ -107,7 +106,6 @@ def _speedup_chart(cross: Any) -> list[Chart]:
                   [s], levels, xscale="log", yscale="log" if positive else "linear")]
 
 
-@register("load_sweep")
 def load_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     """Aggregate and per-user decode, TTFT against users; the knee, floors and (A/B) speedup."""
     levels = [lv for lv in r.get("levels") or [] if isinstance(lv, dict) and _num(lv.get("concurrency")) is not None]
@@ -187,7 +185,6 @@ def _outcome_chart(reqs: list[dict[str, Any]], slo: bool) -> Chart:
     return Chart("outcomes", "requests so far, by outcome", "scheduled send (s)", "requests", series)
 
 
-@register("rate")
 def rate(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     """Open-loop arrivals: attainment, goodput, percentiles; each request's latencies and outcome over time."""
     reqs = [q for q in r.get("per_request") or [] if isinstance(q, dict)]
@@ -252,7 +249,6 @@ def _capacity_charts(r: dict[str, Any], probes: list[dict[str, Any]]) -> list[Ch
     return charts
 
 
-@register("capacity")
 def capacity(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     """The search: attainment, goodput and latency percentiles per probe; the target, the bracket found."""
     probes = sorted((p for p in r.get("probes") or [] if isinstance(p, dict) and _num(p.get("rps")) is not None),

@@ -1,9 +1,16 @@
-"""The one writer of the table, the JSON file and the summaries (the controller under xdist)."""
+"""The one writer of the run's outputs and the terminal table (the controller under xdist).
+
+Fed by the reports (results ride on ``user_properties``), so it works alike with and without xdist. It writes
+the JSON after every case; after the last case it saves the run, then every output in ``report.registry``
+that was asked for, in that order, then pytest-html's images. Each output is guarded on its own: one that
+fails (a disk full, a folder removed, a chart matplotlib refuses) is one warning naming its option, and the
+table, the other outputs and pytest's summary still complete. Paths were checked before anything ran.
+"""
 
 from __future__ import annotations
 
-import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,42 +18,39 @@ import pytest
 
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
-from pytest_specperf.files import write_text_atomic
-from pytest_specperf.pytest_plugin.keys import PROP, SETTINGS, SpecperfWarning
+from pytest_specperf.pytest_plugin.keys import SETTINGS, SpecperfWarning, results_of
 from pytest_specperf.pytest_plugin.recording import storage_folder
-from pytest_specperf.pytest_plugin.report_outputs import problem
-from pytest_specperf.report import exports
-from pytest_specperf.report.table import summary, write_json_atomic
-from pytest_specperf.settings import STEP_SUMMARY
+from pytest_specperf.report.output import Meta, Output, problem
+from pytest_specperf.report.registry import OUTPUTS
+from pytest_specperf.report.table import summary
 from pytest_specperf.version import __version__
 
 #: what a warning about one output adds: nothing else was lost with it
 COMPLETE = "the table and the other outputs are complete"
 
 
-class Reporter:
-    """The one writer of the table and the output files (the controller under xdist), fed by reports.
+class ReportWriter:
+    """Collects the results from the reports; writes every output asked for, each failure a warning naming it."""
 
-    Any output that fails (a disk full, a folder removed, a chart that cannot be drawn) is a warning naming
-    it: the run, its table, the other outputs and pytest's summary still complete. Paths were checked for
-    writability before anything ran.
-    """
-
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, baseline: list[dict[str, Any]] | None = None) -> None:
         self.config = config
         self.settings = config.stash[SETTINGS]
+        self.baseline = baseline
         self.results: list[dict[str, Any]] = []
         self.saved: Path | None = None
+        self.outputs: list[Output] = [cls() for cls in OUTPUTS.values()]
+        self.meta = Meta(baseline=baseline, redact=[self.settings.api_key or ""], root=config.rootpath)
         self._run_meta: dict[str, Any] | None = None
+        self.written: dict[str, Path] = {}  # output name -> path, once written
         self.write_errors: dict[str, str] = {}  # option -> what went wrong (first failure only)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == PROP and isinstance(value, dict):
-                self.results.append(value)
-                self.write_json()  # after every case, so a killed run keeps what it measured
+        results = results_of(report)
+        if results:
+            self.results += results
+            self.write_live()  # after every case, so a killed run keeps what it measured
 
-    def _write(self, option: str, path: Path | str, write: Any) -> bool:
+    def _write(self, option: str, path: Path | str, write: Callable[[], Any]) -> bool:
         # Any failure of one output (a full disk, a chart matplotlib refuses) is that output's warning only.
         try:
             write()
@@ -70,35 +74,54 @@ class Reporter:
                     self._run_meta.update(part)
         return self._run_meta
 
-    def write_json(self) -> None:
-        """Write all results so far (atomically) if --specperf-json was given."""
-        path = self.settings.json_path
+    def _meta(self) -> Meta:
+        m = self.meta
+        m.endpoint = self.results[0].get("endpoint") if self.results else self.settings.endpoint
+        m.run = self.run_metadata()
+        m.paths = {o.name: p for o in self.outputs if (p := o.path(self.settings)) is not None}
+        return m
+
+    def _run(self, output: Output) -> None:
+        path = output.path(self.settings)
         if path is None:
             return
-        meta = {"endpoint": self.results[0].get("endpoint") if self.results else self.settings.endpoint,
-                "run": self.run_metadata()}
-        self._write("--specperf-json", path, lambda: write_json_atomic(path, self.results, meta,
-                                                                       redact=[self.settings.api_key or ""]))
+        self._meta()  # the project's metadata hooks are asked once, and only by a run that writes something
+        if self._write(output.option, path, lambda: output.write(self.results, self.meta, path)):
+            self.written[output.name] = path
+
+    def write_live(self) -> None:
+        """Write the outputs kept current after every case (the JSON)."""
+        for output in self.outputs:
+            if output.live:
+                self._run(output)
 
     @pytest.hookimpl(tryfirst=True)  # the run is on disk before any other plugin finishes the session
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.write_json()  # also on Ctrl-C: every case finished so far is in the file
+        self.write_live()  # also on Ctrl-C: every case finished so far is in the file
         if self.results:
-            # The run is kept first, then the drawings (slow, the likeliest to fail): plots before the
-            # Markdown that links them, the HTML report and pytest-html's images last.
+            # The run is kept first, then the drawings (slow, the likeliest to fail), in the registry's order;
+            # pytest-html's images last.
             self._save(partial_reason(session, exitstatus, self.results))
-            files = self.config.pluginmanager.get_plugin("specperf-files")
-            if files is not None and self.settings.plots is not None:
-                self._write("--specperf-plots", self.settings.plots, files.write_plots)
-            self._write_summaries(files)
-            if files is not None and self.settings.html is not None:
-                self._write("--specperf-html", self.settings.html, files.write_html)
+            s = self.settings
+            if s.compare is not None or s.ab is not None:
+                self.meta.comparisons = gating.comparisons_of(self.results)
+                self.meta.against = "A" if s.ab else "baseline"
+            for output in self.outputs:
+                if not output.live:
+                    self._run(output)
             extras = self.config.pluginmanager.get_plugin("specperf-html")
             if extras is not None:
                 self._write("--html (specperf figures)", self.config.getoption("htmlpath", None) or "--html",
-                            lambda: extras.draw_images(files))
+                            lambda: extras.draw_images(self))
         for option, why in self.write_errors.items():
             warnings.warn(SpecperfWarning(f"{option}: {why}; {COMPLETE}"), stacklevel=1)
+
+    def image_of(self, result: dict[str, Any]) -> Path | None:
+        """The image ``--specperf-plots`` wrote for ``result`` (the same dict object), if any."""
+        for r, path in zip(self.results, self.meta.images, strict=False):
+            if r is result:
+                return path
+        return None
 
     def _save(self, partial: str) -> None:
         s = self.settings
@@ -116,35 +139,6 @@ class Reporter:
 
         self._write("--specperf-save", folder, save)
 
-    def _write_summaries(self, files: Any) -> None:
-        s = self.settings
-        compared = s.compare is not None or s.ab is not None
-        if s.markdown:
-            md = s.markdown
-            text: list[str] = []
-
-            def markdown() -> None:
-                text.append(exports.markdown_summary(
-                    self.results, gating.comparisons_of(self.results) if compared else None,
-                    against="A" if s.ab else "baseline", plots=files.links(md) if files else None))
-                write_text_atomic(md, text[0])
-
-            self._write("--specperf-markdown", md, markdown)
-            summary = os.environ.get(STEP_SUMMARY)
-            if summary and text:  # only with --specperf-markdown: the plugin writes nothing it was not asked for
-
-                def append() -> None:
-                    with open(summary, "a", encoding="utf-8") as fh:
-                        fh.write("## specperf\n\n" + text[0])
-
-                self._write(f"${STEP_SUMMARY}", summary, append)
-        if s.bencher:
-            import json
-
-            bencher = s.bencher
-            self._write("--specperf-bencher", bencher,
-                        lambda: write_text_atomic(bencher, json.dumps(exports.bencher_json(self.results), indent=2)))
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
             return
@@ -156,12 +150,16 @@ class Reporter:
                      "the JSON file and the saved run"]
         for line in lines:
             terminalreporter.write_line(line)
-        if self.settings.json_path and "--specperf-json" not in self.write_errors:
-            terminalreporter.write_line(f"results written to {self.settings.json_path}")
-        if self.saved is not None:
-            terminalreporter.write_line(f"run saved as {self.saved}")
+        for live in (True, False):  # the JSON, the saved run, then the drawn outputs
+            for output in self.outputs:
+                if output.live is live and output.done and output.name in self.written \
+                        and output.option not in self.write_errors:
+                    terminalreporter.write_line(output.done.format(path=self.written[output.name]))
+            if live and self.saved is not None:
+                terminalreporter.write_line(f"run saved as {self.saved}")
         for option, why in self.write_errors.items():
             terminalreporter.write_line(f"{option}: {why}", red=True)
+
 
 def partial_reason(session: pytest.Session, exitstatus: int, results: list[dict[str, Any]]) -> str:
     """Why a run is not a whole baseline ('' when it is): interrupted, stopped early, or cases that errored."""
