@@ -135,4 +135,5 @@ def test_a_floor_on_an_aggregate_that_was_not_measured_is_an_error(runner_for) -
         assert r.total_tps is None and any("aggregate tok/s not measured" in n for n in r.notes)
         with pytest.raises(MeasurementError, match=r"could not measure 2 users at once: .*min_total_tps 50 cannot be "
                                                    r"judged"):
-            _result(runner.context, SustainedSpec(tokens=201, concurrency=2, min_total_tps=50), "t::apart", streams, found)
+            _result(runner.context, SustainedSpec(tokens=201, concurrency=2, min_total_tps=50), "t::apart", streams,
+                    found)

@@ -20,8 +20,7 @@ from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts.builder import Prompt, build_prompt, build_prompts
-from pytest_specperf.run import acceptance
-from pytest_specperf.run import drift as stats
+from pytest_specperf.run import acceptance, drift
 from pytest_specperf.run.floors import JudgeSettings
 from pytest_specperf.run.stream_figures import median
 
@@ -206,6 +205,6 @@ def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
     if not parts:
         return None
     a0, a1, b0, b1 = (float(np.median([p[i] for p in parts])) for i in range(4))
-    share_a, share_b = stats.split_log_change(a0, a1, b0, b1)
+    share_a, share_b = drift.split_log_change(a0, a1, b0, b1)
     return {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
             "accept_share": share_a, "step_share": share_b}

@@ -1,6 +1,6 @@
 """Load cases: N users at once (``sustained(concurrency=N)``) and concurrency sweeps (``load_sweep``).
 
-Each stream is measured exactly as a single stream is (``measure.stream_result``); on top of that a
+Each stream is measured exactly as a single stream is (``stream_figures.stream_result``); on top of that a
 load result has per-user figures (median and 10th-percentile decode, TTFT p50/p90) and the
 aggregate output rate over the common window, the span in which every stream was decoding: from
 the last stream's first token to the first stream's last token. Outside that window fewer than N
@@ -20,9 +20,7 @@ from pytest_specperf.cases.results import LoadSweepResult, StreamResult, Sustain
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.run import acceptance, lateness
-from pytest_specperf.run import drift as stats
-from pytest_specperf.run import stream_figures as measure
+from pytest_specperf.run import acceptance, drift, lateness, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, judge_sustained, settle
 
@@ -44,8 +42,8 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     found = traces(outcomes)
     streams, drifts = [], []
     for o, trace in zip(outcomes, found, strict=True):
-        measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
-        s, d = measure.stream_result(trace, coalesce_s=context.coalesce_s())
+        stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
+        s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         s.sent_s = o.sent_s
         streams.append(s)
         if d is not None:
@@ -63,7 +61,7 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
             found: list[Trace]) -> SustainedResult:
     decode = [s.decode_tps for s in streams]
     ttft = [s.ttft_s for s in streams]
-    med = measure.median
+    med = stream_figures.median
     total, window = aggregate_tps(found)
     r: SustainedResult = context.new_result(
         SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
@@ -92,10 +90,10 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
     return r
 
 
-def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> None:
+def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float) -> None:
     """The drift gate over every stream, as for a sustained case with repeats."""
     r.max_drift = max_drift
-    if measure.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
+    if stream_figures.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
 
 

@@ -15,9 +15,7 @@ from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Progress
 from pytest_specperf.endpoint.sse import Trace
-from pytest_specperf.run import acceptance, load
-from pytest_specperf.run import drift as stats
-from pytest_specperf.run import stream_figures as measure
+from pytest_specperf.run import acceptance, drift, load, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed, more_trials, text_sha
 from pytest_specperf.run.floors import JudgeSettings, judge_sustained
 from pytest_specperf.run.two_point import two_point
@@ -40,7 +38,7 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     trials = _trials(context, spec, seed, progress, before is not None, max_drift, until)
     streams = trials.streams
     r = _result(context, spec, nodeid, streams, max_drift)
-    if measure.judge_drift(r, streams, trials.drifts, max_drift):
+    if stream_figures.judge_drift(r, streams, trials.drifts, max_drift):
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]),
                                                     axis=0)]
     if context.client.caps.step_chunks:
@@ -64,7 +62,7 @@ class _Trials:
     """What the streams of one sustained case gathered."""
 
     streams: list[StreamResult] = field(default_factory=list)
-    drifts: list[stats.Drift] = field(default_factory=list)
+    drifts: list[drift.Drift] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     scrape_series: list[list[dict[str, float]]] = field(default_factory=list)  # vLLM counters, per stream
 
@@ -76,15 +74,15 @@ def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
 
     def undecided() -> bool:
         drifts, streams = trials.drifts, trials.streams
-        drift_open = len(drifts) == len(streams) and stats.drift_gate(drifts, max_drift).outcome == "inconclusive"
+        drift_open = len(drifts) == len(streams) and drift.drift_gate(drifts, max_drift).outcome == "inconclusive"
         values = {"decode_tps": [s.decode_tps for s in streams], "ttft_s": [s.ttft_s for s in streams],
                   "text_sha": [s.text_sha for s in streams]}
         return drift_open or (until is not None and not until(values))
 
     while more_trials(spec, len(trials.streams), undecided):
         trace = _stream(context, spec, seed + len(trials.streams), progress, trials, scraping)
-        measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
-        s, d = measure.stream_result(trace, coalesce_s=context.coalesce_s())
+        stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
+        s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         # Trial i of a saved run and of a later one share prompt and seed; equal text pairs them (sequential).
         s.text_sha = text_sha(context.prompt(spec.content, spec.ctx, seed + len(trials.streams), spec.api).text, trace)
         trials.streams.append(s)
@@ -115,7 +113,7 @@ def _stream(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
 def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
             max_drift: float) -> SustainedResult:
     """The case's figures: medians over its streams, stalls and counts over all of them."""
-    med = measure.median
+    med = stream_figures.median
     r: SustainedResult = context.new_result(
         SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
         tokens=spec.tokens, repeat=len(streams), streams=streams, max_drift=max_drift,

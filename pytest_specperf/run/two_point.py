@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pytest_specperf.cases.closed_loop import TwoPointSpec
 from pytest_specperf.cases.results import TwoPointResult
-from pytest_specperf.run import stream_figures as measure
+from pytest_specperf.run import stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed, more_trials
 from pytest_specperf.run.floors import JudgeSettings, settle
 
@@ -31,12 +31,12 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
         short = client.complete(prompt.text, spec.short, **ask)
         long = client.complete(prompt.text, spec.long, **ask)
         n_long = int(long.usage.get("completion_tokens", 0))
-        measure.check_length(spec.long, n_long, long.finish_reason, client.kind)
-        samples.append(measure.two_point_rate(short, long))
+        stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
+        samples.append(stream_figures.two_point_rate(short, long))
         shorts.append(short.elapsed_s)
         longs.append(long.elapsed_s)
         usage = long.usage
-    med = measure.median
+    med = stream_figures.median
     r: TwoPointResult = context.new_result(
         TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short, long=spec.long,
         t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples), repeat=len(samples),
