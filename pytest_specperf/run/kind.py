@@ -30,8 +30,8 @@ class CaseKind(Protocol[S, R]):
         """(prompt tokens, generated tokens) of the case's largest request, checked before any prompt is built."""
         ...
 
-    def measure(self, ctx: CaseContext, spec: S, nodeid: str, until: Until | None = None) -> R:
-        """Measure the case on ``ctx``'s endpoint (``until``: the comparison ``repeat="auto"`` waits for)."""
+    def measure(self, context: CaseContext, spec: S, nodeid: str, until: Until | None = None) -> R:
+        """Measure the case on ``context``'s endpoint (``until``: the comparison ``repeat="auto"`` waits for)."""
         ...
 
     def judge(self, result: R, spec: S, settings: JudgeSettings) -> None:
