@@ -32,6 +32,7 @@ import math
 import time
 from typing import Any, ClassVar
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
 from pytest_specperf.cases.results import CapacityResult
 from pytest_specperf.run import lateness
@@ -187,7 +188,7 @@ class Capacity:
     """The ``capacity`` kind."""
 
     name: ClassVar[str] = "capacity"
-    spec_type: ClassVar[type[CapacitySpec]] = CapacitySpec
+    spec_type: ClassVar[type[CaseSpec]] = CapacitySpec
 
     def context_needed(self, spec: CapacitySpec) -> tuple[int, int]:
         """ctx prompt tokens (the generated length is checked on each answer)."""

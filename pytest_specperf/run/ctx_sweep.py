@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, TwoPointSpec
 from pytest_specperf.cases.results import SweepResult
 from pytest_specperf.run.context import CaseContext, Until
@@ -40,7 +41,7 @@ class CtxSweep:
     """The ``ctx_sweep`` kind."""
 
     name: ClassVar[str] = "ctx_sweep"
-    spec_type: ClassVar[type[CtxSweepSpec]] = CtxSweepSpec
+    spec_type: ClassVar[type[CaseSpec]] = CtxSweepSpec
 
     def context_needed(self, spec: CtxSweepSpec) -> tuple[int, int]:
         """The longest ctx, with ``short + tokens`` generated."""

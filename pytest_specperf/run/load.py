@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.cases.results import LoadSweepResult, StreamResult, SustainedResult
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
@@ -224,7 +225,7 @@ class LoadSweep:
     """The ``load_sweep`` kind (``sustained(concurrency=N)`` is the ``sustained`` kind, measured here)."""
 
     name: ClassVar[str] = "load_sweep"
-    spec_type: ClassVar[type[LoadSweepSpec]] = LoadSweepSpec
+    spec_type: ClassVar[type[CaseSpec]] = LoadSweepSpec
 
     def context_needed(self, spec: LoadSweepSpec) -> tuple[int, int]:
         """Every user's request: ctx prompt tokens (a load case gets no generation check up front)."""

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
 from pytest_specperf.cases.results import RateResult
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
@@ -274,7 +275,7 @@ class Rate:
     """The ``rate`` kind."""
 
     name: ClassVar[str] = "rate"
-    spec_type: ClassVar[type[RateSpec]] = RateSpec
+    spec_type: ClassVar[type[CaseSpec]] = RateSpec
 
     def context_needed(self, spec: RateSpec) -> tuple[int, int]:
         """ctx prompt tokens (the generated length is checked on each answer)."""

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Progress
@@ -139,7 +140,7 @@ class Sustained:
     """The ``sustained`` kind (``concurrency`` > 1 included: its streams then run at once)."""
 
     name: ClassVar[str] = "sustained"
-    spec_type: ClassVar[type[SustainedSpec]] = SustainedSpec
+    spec_type: ClassVar[type[CaseSpec]] = SustainedSpec
 
     def context_needed(self, spec: SustainedSpec) -> tuple[int, int]:
         """ctx prompt tokens; ``tokens`` generated, or the burst's long request where that is longer."""

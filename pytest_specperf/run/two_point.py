@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import TwoPointSpec
 from pytest_specperf.cases.results import TwoPointResult
 from pytest_specperf.run import stream_figures
@@ -56,7 +57,7 @@ class TwoPoint:
     """The ``two_point`` kind."""
 
     name: ClassVar[str] = "two_point"
-    spec_type: ClassVar[type[TwoPointSpec]] = TwoPointSpec
+    spec_type: ClassVar[type[CaseSpec]] = TwoPointSpec
 
     def context_needed(self, spec: TwoPointSpec) -> tuple[int, int]:
         """The long request: ctx prompt tokens, ``long`` generated."""
