@@ -13,7 +13,7 @@ import yaml
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.results import SustainedResult
 from pytest_specperf.run import drift as stats
-from pytest_specperf.run.floors import judge
+from pytest_specperf.run.floors import JudgeSettings, judge_sustained
 from pytest_specperf.sim import load_profile
 
 CASES = '''
@@ -118,7 +118,7 @@ def test_a_noisy_ramp_is_never_passed_with_a_drift_above_the_limit() -> None:
         r = SustainedResult(kind="sustained", endpoint="", model="", server="", ctx=200, prompt_tokens=200,
                             completion_tokens=600, drift=g.drift, drift_gate=g.reason, drift_failed=g.failed,
                             drift_verdict=g.outcome, early_tps=100.0, late_tps=100.0 * (1 - g.drift))
-        judge(r, SustainedSpec(tokens=600), max_drift=0.15, inconclusive="warn")
+        judge_sustained(r, SustainedSpec(tokens=600), JudgeSettings(max_drift=0.15, inconclusive="warn"))
         assert r.verdict == "failed" or any("inconclusive; more tokens or repeat=5" in w for w in r.warnings), g
     # ... and nothing stationary fails.
     assert sum(g.outcome == "failed" for g in flat) == 0

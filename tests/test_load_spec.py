@@ -10,7 +10,7 @@ from pytest_specperf.cases.results import SustainedResult
 from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.endpoint.sse import Chunk, Trace, split_events
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.run.floors import judge
+from pytest_specperf.run.floors import JudgeSettings, judge_sustained
 from pytest_specperf.run.load import aggregate_tps, knee, knee_text
 
 
@@ -111,12 +111,12 @@ def test_under_load_min_tps_holds_for_the_slow_users_and_min_total_tps_for_the_s
     spec = SustainedSpec(tokens=100, concurrency=8, min_tps=80, min_total_tps=700)
     r = SustainedResult(kind="sustained", endpoint="http://x", model="m", server="vllm", ctx=100, prompt_tokens=100,
                         completion_tokens=100, concurrency=8, decode_tps=100.0, decode_p10_tps=60.0, total_tps=720.0)
-    judge(r, spec)
+    judge_sustained(r, spec, JudgeSettings())
     # The median user is fast enough; one user in ten is not: that fails the floor every user is owed.
     assert r.verdict == "failed" and "p10 user decode 60.0 tok/s < min_tps 80 with 8 users" in r.reason
     assert "min_total_tps" not in r.reason
     r.decode_p10_tps, r.total_tps = 85.0, 650.0
-    judge(r, spec)
+    judge_sustained(r, spec, JudgeSettings())
     assert r.verdict == "failed" and r.reason.startswith("aggregate 650.0 tok/s < min_total_tps 700 with 8 users")
 
 
@@ -131,8 +131,9 @@ def test_a_floor_on_an_aggregate_that_was_not_measured_is_an_error(runner_for) -
     streams = [measure.stream_result(t, coalesce_s=0.0)[0] for t in found]
     with SimServer("healthy", speed=20) as sim:
         runner = runner_for(sim.url)
-        r = _result(runner, SustainedSpec(tokens=201, concurrency=2), "t::apart", streams, found)
+        r = _result(runner.context, SustainedSpec(tokens=201, concurrency=2), "t::apart", streams, found)
         assert r.total_tps is None and any("aggregate tok/s not measured" in n for n in r.notes)
         with pytest.raises(MeasurementError, match=r"could not measure 2 users at once: .*min_total_tps 50 cannot be "
                                                    r"judged"):
-            _result(runner, SustainedSpec(tokens=201, concurrency=2, min_total_tps=50), "t::apart", streams, found)
+            _result(runner.context, SustainedSpec(tokens=201, concurrency=2, min_total_tps=50), "t::apart", streams,
+                    found)

@@ -174,7 +174,7 @@ def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_f
     monkeypatch.setattr(capacity, "probe", probe)
     with SimServer("healthy", speed=20) as sim:
         spec = build_spec("capacity", {"slo": {"e2e_s": 5.0}, "start_rps": 1.0, "precision": 0.05})
-        r = capacity.search(runner_for(sim.url), spec, "capacity::decisions")
+        r = capacity.search(runner_for(sim.url).context, spec, "capacity::decisions")
     lo, hi, bisected = _replay(r.probes)
     assert [p["rps"] for p in r.probes[:4]] == [1.0, 2.0, 4.0, 8.0]  # doubling until a failure
     # bisection on a log scale: 8/4 -> 1.41 -> 1.19 -> 1.09 -> 1.04, four probes for 5%

@@ -11,8 +11,8 @@ from scipy import stats
 
 from pytest_specperf.cases.build import build_spec
 from pytest_specperf.run.capacity import WARMUP
+from pytest_specperf.run.context import case_seed
 from pytest_specperf.run.rate import schedule
-from pytest_specperf.run.runner import case_seed
 from pytest_specperf.sim import SimServer, load_profile
 from pytest_specperf.sim.batch import Arrival, simulate
 
@@ -218,7 +218,8 @@ def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
 
 
 def test_a_goodput_floor_missed_with_every_request_on_time_blames_the_offered_rate() -> None:
-    from pytest_specperf.run.rate import RateResult, rate_problems
+    from pytest_specperf.cases.results import RateResult
+    from pytest_specperf.run.rate import rate_problems
 
     r = RateResult(kind="rate", endpoint="", model="", server="vllm", ctx=100, prompt_tokens=100, rps=2.0,
                    requests=10, slo={"e2e_s": 1.0}, met=10, missed={"e2e_s": 0}, attainment=1.0, achieved_rps=2.0,

@@ -145,3 +145,70 @@ class SweepResult(Result):
 
     points: list[dict[str, Any]] = field(default_factory=list)
     decode_tps: float = 0.0  # the lowest point's rate: the one a floor is about
+
+
+@dataclass
+class RateResult(Result):
+    """A rate case; latency figures are over answered requests, attainment and goodput over all."""
+
+    rps: float = 0.0  # asked
+    arrivals: str = "poisson"
+    requests: int = 0
+    tokens: int = 0
+    slo: dict[str, float] | None = None
+    achieved_rps: float = 0.0  # answered requests per second of duration_s (vLLM's request throughput)
+    sent_rps: float = 0.0  # requests over the span of their actual sends: how the client kept the schedule
+    duration_s: float = 0.0  # first scheduled arrival -> last response
+    output_tps: float = 0.0
+    completion_tokens: int = 0  # per request, as asked and checked
+    decode_tps: float = 0.0  # median request's
+    ttft_s: float = 0.0  # median request's (from its scheduled arrival)
+    tpot_ms: float = 0.0
+    e2e_s: float = 0.0
+    ttft_p50_s: float = 0.0
+    ttft_p90_s: float = 0.0
+    ttft_p99_s: float = 0.0
+    tpot_p50_ms: float = 0.0
+    tpot_p90_ms: float = 0.0
+    tpot_p99_ms: float = 0.0
+    e2e_p50_s: float = 0.0
+    e2e_p90_s: float = 0.0
+    e2e_p99_s: float = 0.0
+    tokens_per_chunk: float = 0.0
+    attainment: float | None = None  # share of requests meeting every bound of the slo
+    goodput_rps: float | None = None  # requests meeting the slo per second of the case
+    met: int = 0
+    missed: dict[str, int] = field(default_factory=dict)  # bound -> requests missing it
+    refused: int = 0  # HTTP 429/503
+    failed: int = 0  # other per-request errors
+    late_p99_s: float = 0.0  # how far behind schedule the client sent (p99)
+    late_p50_s: float | None = None  # (p50); the bound and the verdict it gives: lateness.py
+    late_bound_s: float | None = None
+    client_behind: str = ""
+    step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
+    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    per_request: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CapacityResult(Result):
+    """A capacity search."""
+
+    slo: dict[str, float] | None = None
+    target: float = 0.95
+    tokens: int = 0
+    arrivals: str = "poisson"
+    max_rps: float | None = None  # highest passing probe; 0.0 when none passed
+    bracket: list[float | None] = field(default_factory=list)  # [highest passing, lowest failing]
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    stop: str = ""  # why the search ended
+    search_s: float = 0.0
+    goodput_rps: float | None = None  # at max_rps
+    attainment: float | None = None  # at max_rps
+    min_rps: float | None = None
+    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    decode_tps: float | None = None  # median request's decode at max_rps
+    late_p50_s: float | None = None  # the client's send lateness over the probes (lateness.py)
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""

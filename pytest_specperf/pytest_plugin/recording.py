@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
-from pytest_specperf.cases.closed_loop import CtxSweepSpec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.compare import crossover, sequential, storage
 from pytest_specperf.compare import gates as gating
@@ -26,6 +25,7 @@ from pytest_specperf.pytest_plugin.keys import (
     SPEC,
     SpecperfWarning,
 )
+from pytest_specperf.run.registry import kind_for
 from pytest_specperf.run.target import EndpointSession
 from pytest_specperf.settings import Settings
 from pytest_specperf.version import __version__
@@ -72,14 +72,14 @@ def hooks_verdict(config: pytest.Config, result: dict[str, Any]) -> None:
             result.setdefault("notes", []).append(str(change["note"]))
 
 def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
-    record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": spec.ctx, "content": spec.content,
+    # The ctx a result records: its largest prompt (a sweep's longest ctx), as the kind says.
+    ctx, _ = kind_for(spec).context_needed(spec)
+    record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": ctx, "content": spec.content,
               "verdict": "error", "reason": reason}
     for name in ("tokens", "short", "long", "concurrency"):  # concurrency: an errored load case still says it is one
         if hasattr(spec, name):
             value = getattr(spec, name)
             record[name] = list(value) if isinstance(value, tuple) else value
-    if isinstance(spec, CtxSweepSpec):
-        record["ctx"] = max(spec.ctxs)
     return record
 
 

@@ -30,16 +30,15 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import CapacityResult
 from pytest_specperf.run import lateness
+from pytest_specperf.run.context import CaseContext, Until, case_seed
+from pytest_specperf.run.floors import JudgeSettings, settle
 from pytest_specperf.run.rate import lowest_rate, moved, request_record, run_requests, summarize
-
-if TYPE_CHECKING:
-    from pytest_specperf.run.runner import Runner
 
 #: Share of each probe's first requests not counted (they meet an idle server).
 WARMUP = 0.10
@@ -47,38 +46,14 @@ WARMUP = 0.10
 FLOOR_RPS = 1e-3
 
 
-@dataclass
-class CapacityResult(Result):
-    """A capacity search."""
-
-    slo: dict[str, float] | None = None
-    target: float = 0.95
-    tokens: int = 0
-    arrivals: str = "poisson"
-    max_rps: float | None = None  # highest passing probe; 0.0 when none passed
-    bracket: list[float | None] = field(default_factory=list)  # [highest passing, lowest failing]
-    probes: list[dict[str, Any]] = field(default_factory=list)
-    stop: str = ""  # why the search ended
-    search_s: float = 0.0
-    goodput_rps: float | None = None  # at max_rps
-    attainment: float | None = None  # at max_rps
-    min_rps: float | None = None
-    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
-    decode_tps: float | None = None  # median request's decode at max_rps
-    late_p50_s: float | None = None  # the client's send lateness over the probes (lateness.py)
-    late_p99_s: float | None = None
-    late_bound_s: float | None = None
-    client_behind: str = ""
-
-
-def probe(runner: Runner, spec: CapacitySpec, rps: float, seed: int, k: int) -> dict[str, Any]:
+def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: int) -> dict[str, Any]:
     """One open-loop run at ``rps``: its attainment over the counted requests, and its figures."""
     n = spec.probe_requests(rps)
-    outcomes = run_requests(runner, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
+    outcomes = run_requests(context, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
                             api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
                             seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1))
     slo = dict(spec.slo)
-    records = [request_record(o, slo, spec.tokens, runner.client.kind) for o in outcomes]
+    records = [request_record(o, slo, spec.tokens, context.client.kind) for o in outcomes]
     fig = summarize(records, slo)  # a probe the server refused entirely is measured: it met nothing
     counted = counted_requests(records)
     met = sum(1 for r in counted if r.get("met"))
@@ -93,7 +68,7 @@ def probe(runner: Runner, spec: CapacitySpec, rps: float, seed: int, k: int) -> 
             "decode_tps": fig["decode_tps"],
             # chunk spacing is a step time only where the server sends one chunk per engine step
             **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}
-               if runner.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
+               if context.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
 
 
 def counted_requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -130,10 +105,8 @@ def _next_rate(rate: float, lo: float | None, hi: float | None, precision: float
     return math.sqrt(lo * hi), ""
 
 
-def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
+def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityResult:
     """Bracket, then bisect, within the budget; see the module docstring."""
-    from pytest_specperf.run.runner import case_seed
-
     seed = case_seed(nodeid)
     began = time.monotonic()
     lo: float | None = None
@@ -147,7 +120,7 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
             stop = (f"budget: a probe at {rate:.3g} req/s (~{expected:.0f} s) would not fit in "
                     f"budget_s={spec.budget_s:g}")
             break
-        p = probe(runner, spec, rate, seed, len(probes))
+        p = probe(context, spec, rate, seed, len(probes))
         probes.append(p)
         if p["passed"]:
             lo = rate if lo is None else max(lo, rate)
@@ -161,7 +134,7 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
         if stop:
             break
     best = next((p for p in probes if p["rps"] == lo), None)
-    r: CapacityResult = runner.new_result(
+    r: CapacityResult = context.new_result(
         CapacityResult, spec, spec.ctx, None, nodeid, slo=dict(spec.slo), target=spec.target, tokens=spec.tokens,
         arrivals=spec.arrivals, max_rps=lo if lo is not None else 0.0, bracket=[lo, hi], probes=probes, stop=stop,
         search_s=time.monotonic() - began, goodput_rps=best["goodput_rps"] if best else None,
@@ -170,8 +143,8 @@ def search(runner: Runner, spec: CapacitySpec, nodeid: str) -> CapacityResult:
     lateness.attach_probes(r)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")
-    if capacity_problems(r, spec) and runner.client.caps.step_chunks:
-        r.reference = lowest_rate(runner, spec, seed)
+    if capacity_problems(r, spec) and context.client.caps.step_chunks:
+        r.reference = lowest_rate(context, spec, seed)
     return r
 
 
@@ -209,3 +182,23 @@ def capacity_problems(r: CapacityResult, spec: CapacitySpec) -> list[str]:
 
 def _rate(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
+
+
+class Capacity:
+    """The ``capacity`` kind."""
+
+    name: ClassVar[str] = "capacity"
+    spec_type: ClassVar[type[CaseSpec]] = CapacitySpec
+
+    def context_needed(self, spec: CapacitySpec) -> tuple[int, int]:
+        """ctx prompt tokens (the generated length is checked on each answer)."""
+        return spec.ctx, 0
+
+    def measure(self, context: CaseContext, spec: CapacitySpec, nodeid: str, until: Until | None = None
+                ) -> CapacityResult:
+        """``search`` (``until`` does not apply: the search decides its own probes)."""
+        return search(context, spec, nodeid)
+
+    def judge(self, result: CapacityResult, spec: CapacitySpec, settings: JudgeSettings) -> None:
+        """No rate met the SLO, or the capacity under ``min_rps``: with the cause."""
+        settle(result, spec, capacity_problems(result, spec), settings.inconclusive)

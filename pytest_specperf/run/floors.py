@@ -1,47 +1,47 @@
-"""Floors and gates: a result plus its spec -> verdict and a one-line diagnosis."""
+"""Floors and gates shared by the kinds: a result plus its spec -> verdict and a one-line diagnosis.
+
+Plain functions the kinds call (a kind's own floors live in its module); nothing here knows of a kind.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import SustainedSpec
-from pytest_specperf.cases.results import LoadSweepResult, Result, SustainedResult, SweepResult, TwoPointResult
+from pytest_specperf.cases.results import Result, SustainedResult
 from pytest_specperf.run import lateness
 
 
-def judge(result: Result, spec: CaseSpec, *, max_drift: float = 0.15, inconclusive: str = "warn") -> None:
-    """Set ``result.verdict`` and ``result.reason`` (every failed check, most telling first).
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How a run judges its cases: the default drift limit, and what an undecided gate does (pass | warn | fail)."""
 
-    A drift the gate cannot decide follows ``inconclusive`` (pass | warn | fail): a warning is kept in
-    ``result.warnings``; a gate that could not be judged at all is said in ``result.notes``.
+    max_drift: float = 0.15
+    inconclusive: str = "warn"
+
+
+def settle(result: Result, spec: CaseSpec, problems: list[str], inconclusive: str) -> None:
+    """Set ``result.verdict`` and ``result.reason`` from a kind's failed checks (most telling first).
+
+    The floor is recorded for the reports; a client behind its schedule judges nothing (``lateness``).
     """
-    problems: list[str] = []
     result.min_tps = spec.min_tps
-    if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
-        result.min_total_tps = spec.min_total_tps
-    if isinstance(result, SustainedResult) and isinstance(spec, SustainedSpec):
-        problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else max_drift)
-        _undecided_drift(result, spec, inconclusive, problems)
-    elif isinstance(result, TwoPointResult) and spec.min_tps is not None and result.decode_tps < spec.min_tps:
-        problems.append(f"two-point decode {result.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} "
-                        f"({result.short} vs {result.long} tokens) at ctx {result.prompt_tokens}")
-    elif isinstance(result, SweepResult) and spec.min_tps is not None:
-        low = [p for p in result.points if p["decode_tps"] < spec.min_tps]
-        if low:
-            pts = ", ".join(f"{p['decode_tps']:.1f} tok/s at ctx {p['prompt_tokens']}" for p in low)
-            problems.append(f"decode below min_tps {spec.min_tps:g}: {pts}")
-    elif isinstance(result, LoadSweepResult):
-        problems = [f"at {_users(lv['concurrency'])}: {lv['reason']}" for lv in result.levels
-                    if lv["verdict"] == "failed"]
-        result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
-    elif kind_problems := _open_loop(result, spec):
-        problems = kind_problems
-    problems = lateness.judge(result, problems, inconclusive)  # a client behind its schedule judges nothing
+    problems = lateness.judge(result, problems, inconclusive)
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
 
 
-def _users(n: int) -> str:
-    return f"{n} user" if n == 1 else f"{n} users"  # never "1 users"
+def judge_sustained(result: SustainedResult, spec: SustainedSpec, settings: JudgeSettings) -> None:
+    """Judge a sustained case, single-stream or under load (each level of a load sweep is one).
+
+    A drift the gate cannot decide follows ``settings.inconclusive`` (pass | warn | fail): a warning is
+    kept in ``result.warnings``; a gate that could not be judged at all is said in ``result.notes``.
+    """
+    result.min_total_tps = spec.min_total_tps
+    problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else settings.max_drift)
+    _undecided_drift(result, spec, settings.inconclusive, problems)
+    settle(result, spec, problems, settings.inconclusive)
 
 
 def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> list[str]:
@@ -125,15 +125,3 @@ def causes(r: SustainedResult) -> str:
 def _causes(r: SustainedResult) -> str:
     text = causes(r)
     return f"; {text}" if text else ""
-
-
-def _open_loop(result: Result, spec: CaseSpec) -> list[str]:
-    """Rate and capacity cases judge themselves (``ratecase``, ``capacity``)."""
-    from pytest_specperf.run import capacity
-    from pytest_specperf.run import rate as ratecase
-
-    if isinstance(result, ratecase.RateResult):
-        return ratecase.rate_problems(result, spec)  # type: ignore[arg-type]
-    if isinstance(result, capacity.CapacityResult):
-        return capacity.capacity_problems(result, spec)  # type: ignore[arg-type]
-    return []

@@ -1,6 +1,6 @@
 """Load cases: N users at once (``sustained(concurrency=N)``) and concurrency sweeps (``load_sweep``).
 
-Each stream is measured exactly as a single stream is (``measure.stream_result``); on top of that a
+Each stream is measured exactly as a single stream is (``stream_figures.stream_result``); on top of that a
 load result has per-user figures (median and 10th-percentile decode, TTFT p50/p90) and the
 aggregate output rate over the common window, the span in which every stream was decoding: from
 the last stream's first token to the first stream's last token. Outside that window fewer than N
@@ -11,64 +11,60 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.cases.results import LoadSweepResult, StreamResult, SustainedResult
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.run import acceptance, lateness
-from pytest_specperf.run import drift as stats
-from pytest_specperf.run import stream_figures as measure
-
-if TYPE_CHECKING:
-    from pytest_specperf.run.runner import Runner
+from pytest_specperf.run import acceptance, drift, lateness, stream_figures
+from pytest_specperf.run.context import CaseContext, Until, case_seed
+from pytest_specperf.run.floors import JudgeSettings, judge_sustained, settle
 
 #: The knee: the first level past which aggregate throughput grows less than this per doubling of users.
 KNEE_GAIN = 0.10
 
 
-def sustained_load(runner: Runner, spec: SustainedSpec, nodeid: str, coalesce_s: float) -> SustainedResult:
+def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> SustainedResult:
     """``spec.concurrency`` streams of distinct prompts at once (starts spread over ``ramp_s``), measured per user."""
-    from pytest_specperf.run.runner import case_seed
-
     seed = case_seed(nodeid)
     n = spec.concurrency
     requests = []
-    for i, prompt in enumerate(runner.prompts(spec.content, spec.ctx, [seed + i for i in range(n)], spec.api)):
+    for i, prompt in enumerate(context.prompts(spec.content, spec.ctx, [seed + i for i in range(n)], spec.api)):
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * i / n))
-    before = runner.scrape_metrics()
-    outcomes = run_streams(runner.client, requests)
-    after = runner.scrape_metrics()
+    before = context.scrape_metrics()
+    outcomes = run_streams(context.client, requests)
+    after = context.scrape_metrics()
     found = traces(outcomes)
     streams, drifts = [], []
     for o, trace in zip(outcomes, found, strict=True):
-        measure.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, runner.client.kind)
-        s, d = measure.stream_result(trace, coalesce_s=coalesce_s)
+        stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
+        s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         s.sent_s = o.sent_s
         streams.append(s)
         if d is not None:
             drifts.append(d)
-    r = _result(runner, spec, nodeid, streams, found)
+    r = _result(context, spec, nodeid, streams, found)
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
                     spread=True)
-    _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else runner.max_drift)
-    r.acceptance, r.attribution = runner.acceptance_of(streams, before, after, *acceptance.response_fields(found))
-    runner.check_acceptance_gates(spec, r)
+    _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
+    r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
+    context.check_acceptance_gates(spec, r)
     return r
 
 
-def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
+def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
             found: list[Trace]) -> SustainedResult:
     decode = [s.decode_tps for s in streams]
     ttft = [s.ttft_s for s in streams]
-    med = measure.median
+    med = stream_figures.median
     total, window = aggregate_tps(found)
-    r: SustainedResult = runner.new_result(
+    r: SustainedResult = context.new_result(
         SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
         tokens=spec.tokens, repeat=1, streams=streams, concurrency=spec.concurrency, ramp_s=spec.ramp_s,
         completion_tokens=streams[0].completion_tokens, ttft_s=med(ttft), total_s=med([s.total_s for s in streams]),
@@ -78,7 +74,7 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
         tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
         stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
         counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
-    if runner.client.caps.step_chunks:
+    if context.client.caps.step_chunks:
         r.step_ms = med([step_ms(t) for t in found])
     if total is None:
         why = f"ramp_s={spec.ramp_s:g} spreads the starts: lower it" if spec.ramp_s else (
@@ -95,10 +91,10 @@ def _result(runner: Runner, spec: SustainedSpec, nodeid: str, streams: list[Stre
     return r
 
 
-def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> None:
+def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float) -> None:
     """The drift gate over every stream, as for a sustained case with repeats."""
     r.max_drift = max_drift
-    if measure.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
+    if stream_figures.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
 
 
@@ -137,20 +133,18 @@ def step_ms(trace: Trace) -> float:
 # -- sweeps -------------------------------------------------------------------------------------------
 
 
-def load_sweep(runner: Runner, spec: LoadSweepSpec, nodeid: str, coalesce_s: float) -> LoadSweepResult:
+def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSweepResult:
     """A sustained load at each level, lowest first; levels are judged on their own floors."""
-    from pytest_specperf.run.floors import judge
-
     levels = []
     for c in spec.concurrency:
         lspec = spec.level(c)
-        r = sustained_load(runner, lspec, f"{nodeid}@c={c}", coalesce_s)
-        judge(r, lspec, max_drift=runner.max_drift, inconclusive=runner.inconclusive)
+        r = sustained_load(context, lspec, f"{nodeid}@c={c}")
+        judge_sustained(r, lspec, context.judging)
         levels.append(level_fields(r))
-    info = runner.client.info or runner.client.detect()
+    info = context.client.info or context.client.detect()
     totals = [lv["total_tps"] for lv in levels if lv["total_tps"] is not None]
     result = LoadSweepResult(
-        kind=spec.KIND, endpoint=runner.client.url, model=str(runner.client.model), server=info.kind,
+        kind=spec.KIND, endpoint=context.client.url, model=str(context.client.model), server=info.kind,
         server_version=info.details.get("version"), ctx=spec.ctx,
         prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
         tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
@@ -219,3 +213,29 @@ def knee(points: list[tuple[int, float | None]]) -> int | None:
         if per_doubling < KNEE_GAIN:
             return c1
     return None
+
+
+def sweep_problems(result: LoadSweepResult) -> list[str]:
+    """Every level that failed, by its users; the levels' warnings are the sweep's (with their users)."""
+    result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
+    return [f"at {_users(lv['concurrency'])}: {lv['reason']}" for lv in result.levels if lv["verdict"] == "failed"]
+
+
+class LoadSweep:
+    """The ``load_sweep`` kind (``sustained(concurrency=N)`` is the ``sustained`` kind, measured here)."""
+
+    name: ClassVar[str] = "load_sweep"
+    spec_type: ClassVar[type[CaseSpec]] = LoadSweepSpec
+
+    def context_needed(self, spec: LoadSweepSpec) -> tuple[int, int]:
+        """Every user's request: ctx prompt tokens (a load case gets no generation check up front)."""
+        return spec.ctx, 0
+
+    def measure(self, context: CaseContext, spec: LoadSweepSpec, nodeid: str, until: Until | None = None
+                ) -> LoadSweepResult:
+        """``load_sweep`` (``until`` does not apply: each level is one run of N users)."""
+        return load_sweep(context, spec, nodeid)
+
+    def judge(self, result: LoadSweepResult, spec: LoadSweepSpec, settings: JudgeSettings) -> None:
+        """Each level was judged on its own floors as it was measured; the sweep fails where a level failed."""
+        settle(result, spec, sweep_problems(result), settings.inconclusive)

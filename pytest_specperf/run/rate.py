@@ -26,68 +26,24 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import RateResult
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.run import lateness
+from pytest_specperf.run.context import CaseContext, Until, case_seed
+from pytest_specperf.run.floors import JudgeSettings, settle
 from pytest_specperf.run.stream_figures import check_length
-
-if TYPE_CHECKING:
-    from pytest_specperf.run.runner import Runner
 
 _REFUSED = re.compile(r"HTTP (429|503)\b")
 PERCENTILES = (50, 90, 99)
 #: Requests measured one at a time for "the lowest rate" when a failure needs a cause.
 REFERENCE_REQUESTS = 2
-
-
-@dataclass
-class RateResult(Result):
-    """A rate case; latency figures are over answered requests, attainment and goodput over all."""
-
-    rps: float = 0.0  # asked
-    arrivals: str = "poisson"
-    requests: int = 0
-    tokens: int = 0
-    slo: dict[str, float] | None = None
-    achieved_rps: float = 0.0  # answered requests per second of duration_s (vLLM's request throughput)
-    sent_rps: float = 0.0  # requests over the span of their actual sends: how the client kept the schedule
-    duration_s: float = 0.0  # first scheduled arrival -> last response
-    output_tps: float = 0.0
-    completion_tokens: int = 0  # per request, as asked and checked
-    decode_tps: float = 0.0  # median request's
-    ttft_s: float = 0.0  # median request's (from its scheduled arrival)
-    tpot_ms: float = 0.0
-    e2e_s: float = 0.0
-    ttft_p50_s: float = 0.0
-    ttft_p90_s: float = 0.0
-    ttft_p99_s: float = 0.0
-    tpot_p50_ms: float = 0.0
-    tpot_p90_ms: float = 0.0
-    tpot_p99_ms: float = 0.0
-    e2e_p50_s: float = 0.0
-    e2e_p90_s: float = 0.0
-    e2e_p99_s: float = 0.0
-    tokens_per_chunk: float = 0.0
-    attainment: float | None = None  # share of requests meeting every bound of the slo
-    goodput_rps: float | None = None  # requests meeting the slo per second of the case
-    met: int = 0
-    missed: dict[str, int] = field(default_factory=dict)  # bound -> requests missing it
-    refused: int = 0  # HTTP 429/503
-    failed: int = 0  # other per-request errors
-    late_p99_s: float = 0.0  # how far behind schedule the client sent (p99)
-    late_p50_s: float | None = None  # (p50); the bound and the verdict it gives: lateness.py
-    late_bound_s: float | None = None
-    client_behind: str = ""
-    step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
-    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
-    per_request: list[dict[str, Any]] = field(default_factory=list)
 
 
 def schedule(rps: float, n: int, arrivals: str, seed: int) -> list[float]:
@@ -146,16 +102,16 @@ def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
     return v is not None and not math.isnan(v) and v <= bound
 
 
-def run_requests(runner: Runner, *, rps: float, n: int, tokens: int, ctx: int, content: str, api: str,
+def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int, ctx: int, content: str, api: str,
                  temperature: float, arrivals: str, seed: int, variant: int) -> list[StreamOutcome]:
     """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock); 429/503 are not retried."""
     times = schedule(rps, n, arrivals, seed)
     reqs = []
-    prompts = runner.prompts(content, ctx, [variant + i for i in range(n)], api)
+    prompts = context.prompts(content, ctx, [variant + i for i in range(n)], api)
     for i, (at, prompt) in enumerate(zip(times, prompts, strict=True)):
         reqs.append(StreamRequest(prompt=prompt.text, max_tokens=tokens, api=api, seed=seed + i,
                                   temperature=temperature, at_s=at))
-    client = runner.client
+    client = context.client
     retries, client.retries = client.retries, 0  # a refusal is an answer under load: count it, do not retry
     try:
         return run_streams(client, reqs)
@@ -211,40 +167,38 @@ def _nothing_answered(records: list[dict[str, Any]]) -> str:
     return f"no request of the rate case was answered; the first error: {first}"
 
 
-def rate_case(runner: Runner, spec: RateSpec, nodeid: str) -> RateResult:
+def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     """Measure a rate case: the open-loop run, its figures, and the lowest rate when a floor fails."""
-    from pytest_specperf.run.runner import case_seed
-
     seed = case_seed(nodeid)
-    outcomes = run_requests(runner, rps=spec.rps, n=spec.requests, tokens=spec.tokens, ctx=spec.ctx,
+    outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=spec.tokens, ctx=spec.ctx,
                             content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
                             seed=seed, variant=seed)
     slo = dict(spec.slo) if spec.slo else None
-    kind = runner.client.kind
+    kind = context.client.kind
     records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
     figures = summarize(records, slo)
     if not any(r.get("status") == 200 for r in records) and not floor_problems_of(figures, spec):
         raise MeasurementError(_nothing_answered(records))  # no floor fails on it: nothing was measured
     prompt_tokens = next((o.trace.prompt_tokens for o in outcomes if o.trace is not None), None)
-    r: RateResult = runner.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
-                                 arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
-                                 per_request=records, **figures)
+    r: RateResult = context.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
+                                   arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
+                                   per_request=records, **figures)
     lateness.attach(r, [p["late_s"] for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
-    if not runner.client.caps.step_chunks:
+    if not context.client.caps.step_chunks:
         r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
-    if floor_problems(r, spec) and runner.client.caps.step_chunks:
-        r.reference = lowest_rate(runner, spec, seed)
+    if floor_problems(r, spec) and context.client.caps.step_chunks:
+        r.reference = lowest_rate(context, spec, seed)
     return r
 
 
-def lowest_rate(runner: Runner, spec: Any, seed: int) -> dict[str, Any]:
+def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
     """Tokens per step and step time with one request at a time: what load is measured against."""
     recs = []
     for i in range(REFERENCE_REQUESTS):
-        outcomes = run_requests(runner, rps=1.0, n=1, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
+        outcomes = run_requests(context, rps=1.0, n=1, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
                                 api=spec.api, temperature=spec.temperature, arrivals="constant", seed=seed + 7919 + i,
                                 variant=seed + 7919 + i)
-        recs.append(request_record(outcomes[0], None, spec.tokens, runner.client.kind))
+        recs.append(request_record(outcomes[0], None, spec.tokens, context.client.kind))
     ok = [r for r in recs if r.get("status") == 200]
     if not ok:
         return {}
@@ -315,3 +269,22 @@ def moved(reference: dict[str, Any] | None, tokens_per_step: float, step_ms: flo
         return (f"vs the lowest rate neither moved (tokens/step {a0:.2f} -> {tokens_per_step:.2f}, step "
                 f"{b0:.1f} -> {step_ms:.1f} ms): the time is lost queueing")
     return "vs the lowest rate " + " and ".join(changes)
+
+
+class Rate:
+    """The ``rate`` kind."""
+
+    name: ClassVar[str] = "rate"
+    spec_type: ClassVar[type[CaseSpec]] = RateSpec
+
+    def context_needed(self, spec: RateSpec) -> tuple[int, int]:
+        """ctx prompt tokens (the generated length is checked on each answer)."""
+        return spec.ctx, 0
+
+    def measure(self, context: CaseContext, spec: RateSpec, nodeid: str, until: Until | None = None) -> RateResult:
+        """``rate_case`` (``until`` does not apply: one open-loop run)."""
+        return rate_case(context, spec, nodeid)
+
+    def judge(self, result: RateResult, spec: RateSpec, settings: JudgeSettings) -> None:
+        """Its attainment and goodput floors, with the cause of a miss."""
+        settle(result, spec, rate_problems(result, spec), settings.inconclusive)

@@ -22,7 +22,7 @@ from pytest_specperf.engines.llamacpp import LlamaServer
 from pytest_specperf.prompts.builder import build_prompt
 from pytest_specperf.run import load as loadcase
 from pytest_specperf.run import stream_figures as measure
-from pytest_specperf.run.runner import BURST_S
+from pytest_specperf.run.context import BURST_S
 
 CTX = 64
 
