@@ -11,12 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_specperf.client import Client
-from pytest_specperf.engines.vllm import VllmServer
+from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
 from pytest_specperf.results import SustainedResult
 from pytest_specperf.runner import Runner
 from pytest_specperf.spec import MIN_DRIFT_TOKENS, SustainedSpec
 
-pytestmark = pytest.mark.vllm
+# The suite's 300 s per test would count the shared server's start-up against the first test that uses it.
+VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 300
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(VLLM_TIMEOUT_S)]
 
 KINDS = ("repetitive", "prose", "reasoning")
 TOKENS = MIN_DRIFT_TOKENS + 32  # the fewest the drift gate judges, and a margin

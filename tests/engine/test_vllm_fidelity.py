@@ -20,10 +20,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_specperf.acceptance import SERIES
 from pytest_specperf.client import Client
-from pytest_specperf.engines.vllm import NUM_SPECULATIVE_TOKENS, VllmServer
+from pytest_specperf.engines.vllm import NUM_SPECULATIVE_TOKENS, STARTUP_TIMEOUT_S, VllmServer
 from pytest_specperf.sim import SimServer
 
-pytestmark = pytest.mark.vllm
+# The suite's 300 s per test would count the shared server's start-up against the first test that uses it.
+VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 300
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(VLLM_TIMEOUT_S)]
 
 REPETITIVE = ("1 2 3 4 5 " * 8).strip()  # ngram drafts on it in both completions and chat
 TOKENS = 24

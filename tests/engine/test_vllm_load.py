@@ -16,11 +16,13 @@ import pytest
 from pytest_specperf import loadcase
 from pytest_specperf.client import Client
 from pytest_specperf.concurrent import StreamRequest, run_streams, traces
-from pytest_specperf.engines.vllm import VllmServer
+from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
 from pytest_specperf.runner import Runner
 from pytest_specperf.spec import SustainedSpec
 
-pytestmark = pytest.mark.vllm
+# The suite's 300 s per test would count the shared server's start-up against the first test that uses it.
+VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 300
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(VLLM_TIMEOUT_S)]
 
 LEVELS = (1, 2, 4)
 ORDERS = ((1, 2, 4), (2, 4, 1), (4, 1, 2))
