@@ -188,3 +188,19 @@ def test_missing_build_is_a_config_error(pytester: pytest.Pytester, tmp_path: Pa
     res = pytester.runpytest_subprocess("--specperf-engine=vllm")
     assert res.ret != 0
     assert "build it with `specperf-build-vllm`" in res.stdout.str() + res.stderr.str()
+
+
+def test_build_is_reused_once_finished(fake_build: FakeBuild, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finished build (ready.json, model folder) is not redone: no venv, no pip, no conversion."""
+    fake_build("serve")
+    assert vllm_build.main([]) == 0
+    assert "already built" in capsys.readouterr().out
+
+
+def test_an_interrupted_build_is_not_found(fake_build: FakeBuild) -> None:
+    """ready.json is written last: without it the server refuses to start and names the build command."""
+    fake_build("serve")
+    (vllm_build.vllm_dir() / vllm_build.READY_FILE).unlink()
+    assert vllm_build.ready() is None
+    with pytest.raises(EngineNotFound, match="build it with `specperf-build-vllm`"):
+        VllmServer().start()
