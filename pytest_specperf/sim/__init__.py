@@ -44,7 +44,10 @@ Dialects (``dialect`` profile key), as the real servers behave (docs/servers.md)
   Chat's first chunk is the role chunk (no tokens). Reasoning delta key ``reasoning``.
   ``/tokenize`` ``{"prompt", "add_special_tokens": true}`` or ``{"messages"}`` ->
   ``{"count", "max_model_len", "tokens", "token_strs"}``; ``/detokenize`` -> ``{"prompt"}``;
-  ``/health`` empty 200. Metrics ``vllm:spec_decode_*`` updated every step.
+  ``/health`` empty 200. Metrics ``vllm:spec_decode_*`` updated every step. The null-valued fields
+  vLLM 0.32 writes are there (``stop_reason``, ``token_ids``, ...); the final usage chunk has
+  ``system_fingerprint`` and, with profile ``spec_metrics: true``, ``metrics.speculative_decoding``;
+  ``max_tokens`` past the context is shortened to fit, a prompt past it is a 400 (``input_tokens``).
 - sglang: chunks per step as vllm; ``continuous_usage_stats`` works without include_usage;
   ``return_token_ids`` on completions (rejected with chat + stream, 400). Reasoning key
   ``reasoning_content``. ``/tokenize`` and ``/v1/tokenize`` -> ``{"tokens", "count",

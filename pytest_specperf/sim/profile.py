@@ -87,6 +87,7 @@ class Profile:
     faults: str = ""  # fault spec applied to every request, same syntax as the X-Specperf-Fault header
     rng_seed: int = 0  # seeds requests that carry no ``seed`` of their own
     metrics: bool = True  # False: /metrics is off as on a server started without its metrics flag
+    spec_metrics: bool = False  # vLLM --per-request-spec-decode-metrics detailed: metrics.speculative_decoding
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML-safe) that ``profile_from_dict`` turns back into this profile."""
@@ -243,7 +244,7 @@ def _request_behaviour(merged: dict[str, Any]) -> dict[str, Any]:
     kw["eos_after_tokens"] = None if eos is None else _int("eos_after_tokens", eos, lo=1)
     kw["reasoning_tokens"] = _int("reasoning_tokens", merged["reasoning_tokens"], lo=0)
     kw["rng_seed"] = _int("rng_seed", merged["rng_seed"], lo=0)
-    for key in ("metrics", "speculation"):
+    for key in ("metrics", "speculation", "spec_metrics"):
         if not isinstance(merged[key], bool):
             raise ProfileError(f"profile key {key!r}: expected true or false, got {merged[key]!r}")
         kw[key] = merged[key]

@@ -97,6 +97,11 @@ async def models(request: web.Request) -> web.StreamResponse:
         return web.json_response({"object": "list", "data": [card],
                                   "models": [{"name": p.model, "model": p.model, "type": "model"}]})
     card.update({"root": p.model, "parent": None, "max_model_len": p.max_model_len})
+    if p.dialect == "vllm":
+        card["permission"] = [{"id": "modelperm-specperfsim", "object": "model_permission", "created": card["created"],
+                               "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                               "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                               "organization": "*", "group": None, "is_blocking": False}]
     return web.json_response({"object": "list", "data": [card]})
 
 

@@ -14,6 +14,8 @@ from .tokenizer import (
     token_piece,
 )
 
+#: vLLM writes ``vllm-<version>-<hash>`` on its final usage chunk and non-streamed bodies.
+SYSTEM_FINGERPRINT = "vllm-0.0.0+specperf-sim"
 REASONING_KEY = {"vllm": "reasoning", "sglang": "reasoning_content", "llamacpp": "reasoning_content"}
 
 
@@ -37,11 +39,40 @@ class ResponseSink:
 
     # common pieces --------------------------------------------------------------------------
 
-    def _usage(self, completion: int) -> dict[str, Any]:
+    def _usage(self, completion: int, where: str = "body") -> dict[str, Any]:
+        """``usage`` as the dialect writes it ``where``: "chunk" (continuous stats), "final" (the usage chunk)
+        or "body" (non-streamed). vLLM leaves the details out of streamed completions and its final chunk,
+        and writes ``completion_tokens_details: null`` on chat chunks."""
         prompt = len(self.req.prompt_ids)
-        details: Any = {"cached_tokens": 0} if self.dialect == "llamacpp" else None
-        return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-                "prompt_tokens_details": details}
+        out: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                               "completion_tokens": completion}
+        if self.dialect != "vllm":
+            out["prompt_tokens_details"] = {"cached_tokens": 0} if self.dialect == "llamacpp" else None
+        elif where == "body":
+            out.update(prompt_tokens_details=None, completion_tokens_details=None)
+        elif where == "chunk" and self.req.route == "chat":
+            out["completion_tokens_details"] = None
+        return out
+
+    def _spec_decoding(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """vLLM ``metrics.speculative_decoding`` (``--per-request-spec-decode-metrics detailed``): this request's
+        own verify steps, from the recorded truth; None where the profile does not ask for it."""
+        if not (self.p.spec_metrics and self.p.speculation and self.dialect == "vllm"):
+            return None
+        k = max(0, self.p.max_accept - 1)
+        steps = [s for s in record["steps"] if s.get("phase") != "prefill" and s["drafted"] > 0]
+        hist = [0] * (k + 1)
+        for s in steps:
+            hist[s["accepted"]] += 1
+        accepted, drafted = sum(s["accepted"] for s in steps), sum(s["drafted"] for s in steps)
+        out: dict[str, Any] = {
+            "mean_acceptance_length": 1.0 + accepted / len(steps) if steps else 1.0,
+            "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+            "acceptance_histogram": hist, "num_spec_steps": len(steps), "num_accepted_draft_tokens": accepted,
+            "num_draft_tokens": drafted, "num_spec_tokens": k,
+            "per_step_accepted": [s["accepted"] for s in steps] or None,
+            "per_step_drafted": [s["drafted"] for s in steps] or None}
+        return out
 
     def _timings(self, record: dict[str, Any] | None, predicted_n: int) -> dict[str, Any]:
         steps = record["steps"] if record else []
@@ -84,12 +115,24 @@ class ResponseSink:
         self.reasoning_left -= k
         return "".join(token_piece(t) for t in ids[:k]), "".join(token_piece(t) for t in ids[k:])
 
-    def _choice_fields(self, choice: dict[str, Any], ids: list[int]) -> dict[str, Any]:
-        """The per-dialect fields every choice carries, streamed or not: vLLM's stop_reason, asked-for token ids."""
-        if self.dialect == "vllm":
+    def _choice_fields(self, choice: dict[str, Any], ids: list[int], where: str = "body") -> dict[str, Any]:
+        """The per-dialect fields a choice carries ``where`` ("chunk" or "body"): asked-for token ids, and vLLM's
+        null-valued fields (its streamed chat chunks have ``stop_reason`` only once they finish)."""
+        token_ids = list(ids) if self.opts["return_ids"] else None
+        if self.dialect != "vllm":
+            if token_ids is not None:
+                choice["token_ids"] = token_ids
+            return choice
+        chat = self.req.route == "chat"
+        if not (chat and where == "chunk" and choice["finish_reason"] is None):
             choice["stop_reason"] = None
-        if self.opts["return_ids"]:
-            choice["token_ids"] = list(ids)
+        if not chat and where == "chunk":
+            choice["prompt_token_ids"] = None
+        choice["token_ids"] = token_ids
+        if where == "body":
+            if not chat:
+                choice.update(prompt_logprobs=None, prompt_token_ids=None)
+            choice["routed_experts"] = None
         return choice
 
     def _head(self, obj: str) -> dict[str, Any]:
@@ -143,7 +186,9 @@ class ResponseSink:
                     role["token_ids"] = []
                 chunk = {**self._head("chat.completion.chunk"), "choices": [role]}
                 if continuous:
-                    chunk["usage"] = self._usage(0)
+                    chunk["usage"] = self._usage(0, "chunk")
+                if self.dialect == "vllm":
+                    chunk.update(prompt_token_ids=None, prompt_text=None)
                 out += self._sse(chunk)
             delta: dict[str, Any] = {}
             if reasoning:
@@ -155,9 +200,9 @@ class ResponseSink:
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish_reason}
             head = self._head("text_completion")
-        chunk = {**head, "choices": [self._choice_fields(choice, ids)]}
+        chunk = {**head, "choices": [self._choice_fields(choice, ids, "chunk")]}
         if continuous:
-            chunk["usage"] = self._usage(generated)
+            chunk["usage"] = self._usage(generated, "chunk")
         return out + self._sse(chunk)
 
     def _llamacpp_events(self, ids: list[int], generated: int, first: bool) -> bytes:
@@ -221,7 +266,13 @@ class ResponseSink:
             if o["spec_details"]:  # SGLang sends it as an extra chunk with no choices
                 out += self._sse({**self._head(obj), "choices": [], "sglext": self._sglext(record, n)})
             if o["include_usage"]:
-                out += self._sse({**self._head(obj), "choices": [], "usage": self._usage(n)})
+                final = {**self._head(obj), "choices": [], "usage": self._usage(n, "final")}
+                if self.dialect == "vllm":  # per-request metrics ride on this chunk only
+                    final["system_fingerprint"] = SYSTEM_FINGERPRINT
+                    sd = self._spec_decoding(record)
+                    if sd is not None:
+                        final["metrics"] = {"speculative_decoding": sd}
+                out += self._sse(final)
         out += b"data: [DONE]\n\n"
         await self.response.write(out)
         await self.response.write_eof()
@@ -231,18 +282,34 @@ class ResponseSink:
         reasoning, content = "".join(self.reasoning_parts), "".join(self.content_parts)
         if self.req.route == "chat":
             message: dict[str, Any] = {"role": "assistant", "content": content}
-            if reasoning:
+            if self.dialect == "vllm":  # vLLM writes every message field, null when unused
+                message.update(refusal=None, annotations=None, audio=None, function_call=None,
+                               reasoning=reasoning or None)
+            elif reasoning:
                 message[REASONING_KEY[self.dialect]] = reasoning
-            elif self.dialect == "vllm":
-                message["reasoning"] = None
             choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
             head = self._head("chat.completion")
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": reason}
             head = self._head("text_completion")
         body = {**head, "choices": [self._choice_fields(choice, self.ids)], "usage": self._usage(n)}
+        if self.dialect == "vllm":
+            body = self._vllm_body(body, record)
         if self.dialect == "llamacpp":
             body["timings"] = self._timings(record, n)
         if self.opts["spec_details"]:
             body["sglext"] = self._sglext(record, n)
         return body
+
+    def _vllm_body(self, body: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's non-streamed body: its null-valued top-level fields and ``metrics`` (null unless asked for)."""
+        out = {k: body[k] for k in ("id", "object", "created", "model", "choices")}
+        out.update(service_tier=None, system_fingerprint=SYSTEM_FINGERPRINT, usage=body["usage"])
+        if self.req.route == "chat":
+            out.update(prompt_logprobs=None, prompt_token_ids=None, prompt_text=None)
+        out.update(kv_transfer_params=None, ec_transfer_params=None)
+        sd = self._spec_decoding(record)
+        out["metrics"] = None if sd is None else {
+            "time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None, "mean_itl_ms": None,
+            "tokens_per_second": None, "speculative_decoding": sd}
+        return out
