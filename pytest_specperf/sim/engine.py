@@ -62,6 +62,7 @@ class GenRequest:
     prompt_ids: list[int]
     kind: str
     max_tokens: int
+    category: str | None = None  # the profile's category of the prompt text (None: the kind decides)
     min_tokens: int = 0
     ignore_eos: bool = False
     seed: int | None = None
@@ -113,6 +114,7 @@ class Engine:
         p = self.profile
         return {"id": req.id, "route": req.route, "stream": req.stream, "model": p.model, "dialect": p.dialect,
                 "profile": p.name, "speed": self.speed, "content_kind": req.kind,
+                "category": req.category,
                 "prompt_tokens": len(req.prompt_ids), "max_tokens": req.max_tokens, "temperature": req.temperature,
                 "seed": req.seed, "body": req.body,
                 "speculation": p.speculation,
@@ -199,7 +201,7 @@ class Engine:
              inbox: asyncio.Queue[tuple[BatchStep, Part]]) -> Seq:
         """The request as the batcher sees it, its stall faults in real seconds (those before token 1 recorded)."""
         speed, faults = self.speed, req.faults
-        seq = Seq(RequestModel(self.profile, len(req.prompt_ids), req.kind, seed), target, start,
+        seq = Seq(RequestModel(self.profile, len(req.prompt_ids), req.kind, seed, req.category), target, start,
                   stalls=[(at, s / speed) for at, s in faults.stalls], owner=inbox)
         for at, s in faults.stalls:
             if at <= 0:

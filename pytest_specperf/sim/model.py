@@ -84,10 +84,12 @@ def decode_step_ms(profile: Profile, seqs: Iterable[tuple[int, int, int]]) -> fl
 class RequestModel:
     """Draws one request's step times and acceptance; deterministic for a given rng seed."""
 
-    def __init__(self, profile: Profile, prompt_tokens: int, kind: str, seed: int) -> None:
+    def __init__(self, profile: Profile, prompt_tokens: int, kind: str, seed: int,
+                 category: str | None = None) -> None:
         self.profile = profile
         self.prompt_tokens = prompt_tokens
         self.kind = kind
+        self.category = category  # the profile's category of the prompt text, if any
         self.rng = random.Random(seed)
 
     def prefill_ms(self) -> float:
@@ -110,7 +112,7 @@ class RequestModel:
         p = self.profile
         if not p.speculation:
             return 0
-        mean = p.accept_mean(self.kind, generated)
+        mean = p.accept_mean(self.kind, generated, self.category)
         if p.accept_dist == "min-variance":
             whole = int(mean - 1.0)
             return min(drafted, whole + (1 if self.rng.random() < (mean - 1.0 - whole) else 0))

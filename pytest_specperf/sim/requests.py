@@ -223,6 +223,7 @@ def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.R
     prefix = "chatcmpl-" if route == "chat" else "cmpl-"
     req = GenRequest(id=prefix + uuid.uuid4().hex, route=route, stream=stream, prompt_ids=prompt_ids,
                      kind=classify(prompt_text), max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos,
+                     category=p.category_of(prompt_text),
                      seed=seed, temperature=float(body.get("temperature") or 0.0),
                      faults=combine(engine.profile_faults, header), arrival=arrival,
                      body={k: body[k] for k in WIRE_FIELDS if k in body})

@@ -2,7 +2,7 @@
 
 A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
 
-    {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind",
+    {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind", "category",
      "prompt_tokens", "max_tokens", "temperature", "seed", "speculation", "completion_tokens", "finish_reason", "done",
      "body",                        # the request's sampling/length fields as the client sent them
      "arrival_monotonic",           # server's time.monotonic() at arrival (same clock as the client's on one host)
@@ -12,6 +12,9 @@ A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
      "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "phase",
                 "step", "batch", "batch_tokens", "batch_ctx"}],
      "faults": [{"kind", "at_token", "t_s", ...}]}
+
+``category`` is the profile's category of the prompt text (``categories`` rules, matched on the
+text alone), null when no rule matches; ``content_kind`` is the classifier's kind either way.
 
 Per step: ``t_s`` is the real time, relative to arrival, right after the step's chunk was
 written to the socket (non-streamed: when the step finished; the body goes out at the end);
