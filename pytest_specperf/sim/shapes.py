@@ -34,22 +34,40 @@ class ResponseSink:
         self.content_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.prefill_done_at = 0.0
+        self.reasoning_key = self.p.reasoning_key or REASONING_KEY[self.dialect]
+        self.reasoning_sent = 0  # reasoning tokens written so far
+        self.cached = 0  # prompt tokens the prefix cache held (set from the truth record at the first step)
 
     # common pieces --------------------------------------------------------------------------
 
-    def _usage(self, completion: int) -> dict[str, Any]:
+    def _usage(self, completion: int, final: bool = True) -> dict[str, Any]:
         prompt = len(self.req.prompt_ids)
-        details: Any = {"cached_tokens": 0} if self.dialect == "llamacpp" else None
-        return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-                "prompt_tokens_details": details}
+        out: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                               "completion_tokens": completion,
+                               "prompt_tokens_details": self._prompt_details() if final else None}
+        if self.p.reasoning_tokens and self.req.route == "chat" and self.dialect != "llamacpp":
+            # vLLM (and SGLang) with a reasoning parser count the reasoning tokens sent so far
+            out["completion_tokens_details"] = {"reasoning_tokens": min(self.reasoning_sent, completion)}
+        return out
+
+    def _prompt_details(self) -> dict[str, Any] | None:
+        """``usage.prompt_tokens_details`` as each server fills it (only on the final usage)."""
+        if self.dialect == "llamacpp":
+            return {"cached_tokens": self.cached}
+        if not self.p.cache_report:  # vLLM without --enable-prompt-tokens-details, SGLang without --enable-cache-report
+            return None
+        if self.dialect == "sglang" and not self.cached:
+            return None  # SGLang leaves the details out when nothing was cached
+        return {"cached_tokens": self.cached}
 
     def _timings(self, record: dict[str, Any] | None, predicted_n: int) -> dict[str, Any]:
         steps = record["steps"] if record else []
         prompt_ms = steps[0]["step_ms"] if steps else 0.0
         predicted_ms = 1000.0 * (time.monotonic() - self.prefill_done_at) if self.prefill_done_at else 0.0
         n_prompt = len(self.req.prompt_ids)
+        n_prompt -= self.cached  # llama.cpp: prompt_n counts the tokens it evaluated, cache_n the ones it reused
         out: dict[str, Any] = {
-            "cache_n": 0, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
+            "cache_n": self.cached, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
             "prompt_per_token_ms": prompt_ms / n_prompt if n_prompt else 0.0,
             "prompt_per_second": 1000.0 * n_prompt / prompt_ms if prompt_ms else 0.0,
             "predicted_n": predicted_n, "predicted_ms": predicted_ms,
@@ -82,6 +100,7 @@ class ResponseSink:
         """(reasoning text, content text) of a step: the first reasoning_tokens go to reasoning."""
         k = min(self.reasoning_left, len(ids))
         self.reasoning_left -= k
+        self.reasoning_sent += k
         return "".join(token_piece(t) for t in ids[:k]), "".join(token_piece(t) for t in ids[k:])
 
     def _choice_fields(self, choice: dict[str, Any], ids: list[int]) -> dict[str, Any]:
@@ -117,6 +136,8 @@ class ResponseSink:
         self.ids.extend(ids)
         if first:
             self.prefill_done_at = time.monotonic()
+            rec = self.engine.truth.get(self.req.id)
+            self.cached = rec["cached_tokens"] if rec else 0
         if self.req.stream and self.dialect == "llamacpp":
             data = self._llamacpp_events(ids, generated, first)
         else:
@@ -143,11 +164,11 @@ class ResponseSink:
                     role["token_ids"] = []
                 chunk = {**self._head("chat.completion.chunk"), "choices": [role]}
                 if continuous:
-                    chunk["usage"] = self._usage(0)
+                    chunk["usage"] = self._usage(0, final=False)
                 out += self._sse(chunk)
             delta: dict[str, Any] = {}
             if reasoning:
-                delta[REASONING_KEY[self.dialect]] = reasoning
+                delta[self.reasoning_key] = reasoning
             if content or not reasoning:
                 delta["content"] = content
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -157,7 +178,7 @@ class ResponseSink:
             head = self._head("text_completion")
         chunk = {**head, "choices": [self._choice_fields(choice, ids)]}
         if continuous:
-            chunk["usage"] = self._usage(generated)
+            chunk["usage"] = self._usage(generated, final=False)
         return out + self._sse(chunk)
 
     def _llamacpp_events(self, ids: list[int], generated: int, first: bool) -> bytes:
@@ -173,7 +194,7 @@ class ResponseSink:
             n += 1
             reasoning, content = self._split([token])
             if route == "chat":
-                delta = {REASONING_KEY["llamacpp"]: reasoning} if reasoning else {"content": content}
+                delta = {self.reasoning_key: reasoning} if reasoning else {"content": content}
                 ev: dict[str, Any] = {**self._head("chat.completion.chunk"),
                                       "choices": [{"finish_reason": None, "index": 0, "delta": delta}]}
             else:
@@ -232,7 +253,7 @@ class ResponseSink:
         if self.req.route == "chat":
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if reasoning:
-                message[REASONING_KEY[self.dialect]] = reasoning
+                message[self.reasoning_key] = reasoning
             elif self.dialect == "vllm":
                 message["reasoning"] = None
             choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
