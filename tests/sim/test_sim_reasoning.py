@@ -93,6 +93,23 @@ def test_reasoning_goes_out_first_in_the_dialects_field_and_truth_says_so(sims: 
     assert seen_content
 
 
+def test_the_first_answer_token_when_reasoning_ends_on_a_step_edge() -> None:
+    # 37 = the prefill's token + 6 steps of 6: the reasoning ends exactly at a step's end
+    with SimServer("healthy", speed=50, in_process=True, overrides={**PHASED, "reasoning_tokens": 37}) as sim, \
+            httpx.Client(base_url=sim.url, timeout=30) as c:
+        s = stream(c, "/v1/chat/completions", BODY)
+        truth = sim.truth(s.id)
+    steps = truth["steps"]
+    edge = next(i for i, st in enumerate(steps) if st["tokens"] > st["reasoning_tokens"])
+    assert sum(st["tokens"] for st in steps[:edge]) == 37 and steps[edge]["reasoning_tokens"] == 0
+    assert truth["ttft_content_s"] == steps[edge]["t_s"]
+    # on the wire: the chunks before it carry reasoning only, its chunk content only
+    chunks = [ev["choices"][0]["delta"] for ev in s.events if ev.get("choices") and ev["choices"][0]["delta"]]
+    chunks = [d for d in chunks if d.get("reasoning") or d.get("content")]
+    assert all(d.get("reasoning") and not d.get("content") for d in chunks[:edge])
+    assert chunks[edge].get("content") and not chunks[edge].get("reasoning")
+
+
 def test_each_phase_has_its_own_acceptance_and_step_time(sims: dict[str, SimServer]) -> None:
     sim = sims["vllm"]
     with httpx.Client(base_url=sim.url, timeout=30) as c:
