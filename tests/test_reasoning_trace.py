@@ -141,3 +141,11 @@ def test_tool_call_arguments_are_answer_tokens() -> None:
     tr = _feed([_chunk({"reasoning_content": "think"}, 2), _chunk(call, 5)])
     assert (tr.reasoning_tokens, tr.content_tokens) == (2, 3)
     assert tr.ttft_content_s == tr.chunks[1].t
+
+
+def test_reasoning_text_in_an_event_without_tokens_is_not_the_next_events() -> None:
+    # continuous usage says the middle event carried no token (a parser's held-back text): it is no chunk,
+    # and its reasoning characters must not mark the answer chunk after it
+    tr = _feed([_chunk({"reasoning": "abc"}, 2), _chunk({"reasoning": "</think>"}, 2), _chunk({"content": "hi"}, 4)])
+    assert [c.reasoning for c in tr.chunks] == [2, 0]
+    assert (tr.reasoning_tokens, tr.content_tokens) == (2, 2)
