@@ -118,6 +118,7 @@ class TraceBuilder:
         self._prev_timings = 0
         self._continuous = caps.continuous_usage
         self._reasoning = False  # a chunk carried reasoning text
+        self._rchars = 0  # reasoning characters of the chat delta being fed
 
     def feed(self, t: float, data: str) -> bool:
         """Take one event's data received at ``t``; True once the stream's ``[DONE]`` arrived."""
@@ -127,7 +128,7 @@ class TraceBuilder:
         if self.response_id is None:
             self.response_id = obj.get("id")
         choices = obj.get("choices")
-        text, count, src, rchars = self._from_choice(choices[0]) if choices else ("", None, "", 0)
+        text, count, src = self._from_choice(choices[0]) if choices else ("", None, "")
         u = obj.get("usage")
         if u.__class__ is dict:
             count, src = self._from_usage(u, bool(choices), count, src)
@@ -143,8 +144,9 @@ class TraceBuilder:
         if count:
             if not self.source:
                 self.source = src
-            self.chunks.append(Chunk(t, count, text, rchars))
-            if rchars:
+            self.chunks.append(Chunk(t, count, text))
+            if self._rchars:  # only chat deltas with reasoning text get here
+                self.chunks[-1].reasoning = self._rchars
                 self._reasoning = True
             self.tokens += count if count > 0 else 1
         return False
@@ -177,16 +179,22 @@ class TraceBuilder:
             raise self._fail(f"server error mid-stream after {self.tokens} tokens: {shorten(str(msg), 100)}")
         return obj
 
-    def _from_choice(self, ch: dict[str, Any]) -> tuple[str, int | None, str, int]:
-        """The choice's text, its token count when the server sent the token ids, and its reasoning characters."""
+    def _from_choice(self, ch: dict[str, Any]) -> tuple[str, int | None, str]:
+        """The choice's text, and its token count when the server sent the token ids (a chat delta's
+        reasoning characters go to ``_rchars``)."""
         fr = ch.get("finish_reason")
         if fr:
             self.finish_reason = fr
-        text, rchars = choice_parts(ch)
+        if ch.get("delta") or ch.get("message"):  # set on every delta, so no event inherits another's
+            text, self._rchars = choice_parts(ch)
+        else:  # completions: text only (the common case, kept quick)
+            text = ch.get("text") or ""
+            if text.__class__ is not str:
+                text = str(text)
         ids = ch.get("token_ids")
         if isinstance(ids, list):
-            return text, len(ids), "token_ids", rchars
-        return text, None, "", rchars
+            return text, len(ids), "token_ids"
+        return text, None, ""
 
     def _from_usage(self, u: dict[str, Any], has_choice: bool, count: int | None, src: str
                     ) -> tuple[int | None, str]:
