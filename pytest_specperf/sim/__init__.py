@@ -73,6 +73,12 @@ does). Chat: the ChatML template (``<s><|im_start|>user\\n...<|im_end|>\\n<|im_s
 already holds the BOS; ``/tokenize`` with ``messages`` (vLLM/SGLang) or llama.cpp's
 ``/v1/chat/completions/input_tokens`` give the same count.
 
+Reasoning and prefix cache (``profile.py``, ``prefix_cache.py``): ``reasoning_tokens`` sends a
+chat's first N tokens as reasoning (``reasoning_kind`` and ``reasoning_step_ms`` give the phase its
+own acceptance and step cost); ``prefix_cache_tokens`` keeps prompts and outputs (LRU blocks of
+``prefix_cache_block``) so cached prompt tokens skip their prefill, reported as each dialect does
+(``cache_report`` for vLLM/SGLang, always for llama.cpp). See docs/simulator.md.
+
 Content kind (``content.py``): ``classify(prompt text)`` picks prose / code / reasoning /
 repetitive, which sets the mean acceptance of the request.
 

@@ -116,6 +116,15 @@ class Profile:
     max_batch: int = 256  # most sequences in one step; later requests wait for a slot
     eos_after_tokens: int | None = None  # natural EOS here unless ignore_eos / min_tokens forbid it
     reasoning_tokens: int = 0  # chat: the first N output tokens go to the dialect's reasoning field
+    # reasoning phase (chat, reasoning_tokens > 0): see _reasoning_and_cache
+    reasoning_kind: str = ""  # content kind whose acceptance the reasoning phase has; "" = the prompt's
+    reasoning_step_ms: float = 0.0  # each sequence in its reasoning phase adds this to a decode step
+    reasoning_key: str = ""  # delta/message field of reasoning text; "" = the dialect's
+    # prefix cache (off by default): LRU over blocks of prompt and output tokens
+    prefix_cache_tokens: int = 0  # capacity in tokens; 0 = no prefix caching
+    prefix_cache_block: int = 1  # cache granularity in tokens (vLLM 16; SGLang, llama.cpp 1)
+    cache_report: bool = False  # vllm/sglang: usage.prompt_tokens_details (--enable-prompt-tokens-details,
+    #                             --enable-cache-report); llama.cpp always reports cache_n
     faults: str = ""  # fault spec applied to every request, same syntax as the X-Specperf-Fault header
     rng_seed: int = 0  # seeds requests that carry no ``seed`` of their own
     metrics: bool = True  # False: /metrics is off as on a server started without its metrics flag
@@ -150,6 +159,10 @@ class Profile:
         if shift is not None and generated >= shift.after_tokens and kind in shift.accept_len:
             return shift.accept_len[kind]
         return self.accept_len[kind]
+
+    def phase_kind(self, kind: str, generated: int, reasoning: int) -> str:
+        """The content kind acceptance follows after ``generated`` tokens when the first ``reasoning`` are reasoning."""
+        return (self.reasoning_kind or kind) if generated < reasoning else kind
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Profile)}
@@ -336,6 +349,24 @@ def _request_behaviour(merged: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+def _reasoning_and_cache(merged: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning phase's keys and the prefix cache's keys."""
+    kw: dict[str, Any] = {}
+    kind = merged["reasoning_kind"]
+    if kind != "" and kind not in KINDS:
+        raise ProfileError(f"profile key 'reasoning_kind': use one of {', '.join(KINDS)} (or \"\" for the "
+                           f"prompt's own kind), got {kind!r}")
+    kw["reasoning_kind"] = kind
+    kw["reasoning_step_ms"] = _num("reasoning_step_ms", merged["reasoning_step_ms"], lo=0)
+    kw["reasoning_key"] = _one_of("reasoning_key", merged["reasoning_key"], ("", "reasoning", "reasoning_content"))
+    kw["prefix_cache_tokens"] = _int("prefix_cache_tokens", merged["prefix_cache_tokens"], lo=0)
+    kw["prefix_cache_block"] = _int("prefix_cache_block", merged["prefix_cache_block"], lo=1)
+    if not isinstance(merged["cache_report"], bool):
+        raise ProfileError(f"profile key 'cache_report': expected true or false, got {merged['cache_report']!r}")
+    kw["cache_report"] = merged["cache_report"]
+    return kw
+
+
 def _check_faults(faults: str) -> None:
     from .faults import FaultError, parse_faults  # late import: faults does not need profiles
 
@@ -355,6 +386,7 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
     kw["accept_shift"] = _accept_shift(merged["accept_shift"], kw["max_accept"])
     kw["categories"] = _categories(merged["categories"], kw["max_accept"])
     kw.update(_request_behaviour(merged))
+    kw.update(_reasoning_and_cache(merged))
     if kw["faults"]:
         _check_faults(kw["faults"])
     return Profile(**kw)

@@ -36,23 +36,44 @@ class ResponseSink:
         self.content_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.prefill_done_at = 0.0
+        self.reasoning_key = self.p.reasoning_key or REASONING_KEY[self.dialect]
+        self.reasoning_sent = 0  # reasoning tokens written so far
+        self.cached = 0  # prompt tokens the prefix cache held (set from the truth record at the first step)
 
     # common pieces --------------------------------------------------------------------------
 
     def _usage(self, completion: int, where: str = "body") -> dict[str, Any]:
         """``usage`` as the dialect writes it ``where``: "chunk" (continuous stats), "final" (the usage chunk)
         or "body" (non-streamed). vLLM leaves the details out of streamed completions and its final chunk,
-        and writes ``completion_tokens_details: null`` on chat chunks."""
+        and writes ``completion_tokens_details: null`` on chat chunks; cached prompt tokens and reasoning
+        tokens appear where each server reports them."""
         prompt = len(self.req.prompt_ids)
         out: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
                                "completion_tokens": completion}
+        details = self._prompt_details() if where != "chunk" else None
         if self.dialect != "vllm":
-            out["prompt_tokens_details"] = {"cached_tokens": 0} if self.dialect == "llamacpp" else None
+            out["prompt_tokens_details"] = details
         elif where == "body":
-            out.update(prompt_tokens_details=None, completion_tokens_details=None)
-        elif where == "chunk" and self.req.route == "chat":
-            out["completion_tokens_details"] = None
+            out.update(prompt_tokens_details=details, completion_tokens_details=None)
+        else:
+            if details is not None:
+                out["prompt_tokens_details"] = details
+            if where == "chunk" and self.req.route == "chat":
+                out["completion_tokens_details"] = None
+        if self.p.reasoning_tokens and self.req.route == "chat" and self.dialect != "llamacpp":
+            # vLLM (and SGLang) with a reasoning parser count the reasoning tokens sent so far
+            out["completion_tokens_details"] = {"reasoning_tokens": min(self.reasoning_sent, completion)}
         return out
+
+    def _prompt_details(self) -> dict[str, Any] | None:
+        """``usage.prompt_tokens_details`` as each server fills it (only on the final usage)."""
+        if self.dialect == "llamacpp":
+            return {"cached_tokens": self.cached}
+        if not self.p.cache_report:  # vLLM without --enable-prompt-tokens-details, SGLang without --enable-cache-report
+            return None
+        if self.dialect == "sglang" and not self.cached:
+            return None  # SGLang leaves the details out when nothing was cached
+        return {"cached_tokens": self.cached}
 
     def _spec_decoding(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """vLLM ``metrics.speculative_decoding`` (``--per-request-spec-decode-metrics detailed``): this request's
@@ -79,8 +100,9 @@ class ResponseSink:
         prompt_ms = steps[0]["step_ms"] if steps else 0.0
         predicted_ms = 1000.0 * (time.monotonic() - self.prefill_done_at) if self.prefill_done_at else 0.0
         n_prompt = len(self.req.prompt_ids)
+        n_prompt -= self.cached  # llama.cpp: prompt_n counts the tokens it evaluated, cache_n the ones it reused
         out: dict[str, Any] = {
-            "cache_n": 0, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
+            "cache_n": self.cached, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
             "prompt_per_token_ms": prompt_ms / n_prompt if n_prompt else 0.0,
             "prompt_per_second": 1000.0 * n_prompt / prompt_ms if prompt_ms else 0.0,
             "predicted_n": predicted_n, "predicted_ms": predicted_ms,
@@ -113,6 +135,7 @@ class ResponseSink:
         """(reasoning text, content text) of a step: the first reasoning_tokens go to reasoning."""
         k = min(self.reasoning_left, len(ids))
         self.reasoning_left -= k
+        self.reasoning_sent += k
         return "".join(token_piece(t) for t in ids[:k]), "".join(token_piece(t) for t in ids[k:])
 
     def _choice_fields(self, choice: dict[str, Any], ids: list[int], where: str = "body") -> dict[str, Any]:
@@ -160,6 +183,8 @@ class ResponseSink:
         self.ids.extend(ids)
         if first:
             self.prefill_done_at = time.monotonic()
+            rec = self.engine.truth.get(self.req.id)
+            self.cached = rec["cached_tokens"] if rec else 0
         if self.req.stream and self.dialect == "llamacpp":
             data = self._llamacpp_events(ids, generated, first)
         else:
@@ -192,7 +217,7 @@ class ResponseSink:
                 out += self._sse(chunk)
             delta: dict[str, Any] = {}
             if reasoning:
-                delta[REASONING_KEY[self.dialect]] = reasoning
+                delta[self.reasoning_key] = reasoning
             if content or not reasoning:
                 delta["content"] = content
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -218,7 +243,7 @@ class ResponseSink:
             n += 1
             reasoning, content = self._split([token])
             if route == "chat":
-                delta = {REASONING_KEY["llamacpp"]: reasoning} if reasoning else {"content": content}
+                delta = {self.reasoning_key: reasoning} if reasoning else {"content": content}
                 ev: dict[str, Any] = {**self._head("chat.completion.chunk"),
                                       "choices": [{"finish_reason": None, "index": 0, "delta": delta}]}
             else:
@@ -284,9 +309,9 @@ class ResponseSink:
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if self.dialect == "vllm":  # vLLM writes every message field, null when unused
                 message.update(refusal=None, annotations=None, audio=None, function_call=None,
-                               reasoning=reasoning or None)
-            elif reasoning:
-                message[REASONING_KEY[self.dialect]] = reasoning
+                               reasoning=None)
+            if reasoning:
+                message[self.reasoning_key] = reasoning
             choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
             head = self._head("chat.completion")
         else:

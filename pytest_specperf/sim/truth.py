@@ -9,8 +9,11 @@ A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
      "queue_s",                     # arrival -> start of the step that prefilled it (waiting for a slot)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written
      "total_s",                     # the response finished (last byte written), null until done
+     "reasoning_tokens", "content_tokens",  # sent as reasoning (chat with reasoning_tokens) / as the answer
+     "ttft_content_s",              # the first answer token's chunk written (= ttft_s without reasoning)
+     "cached_tokens",               # prompt tokens the prefix cache held (0 with the cache off)
      "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "phase",
-                "step", "batch", "batch_tokens", "batch_ctx"}],
+                "step", "batch", "batch_tokens", "batch_ctx", "reasoning_tokens"}],
      "faults": [{"kind", "at_token", "t_s", ...}]}
 
 ``category`` is the profile's category of the prompt text (``categories`` rules, matched on the
