@@ -169,7 +169,8 @@ def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_f
     def probe(runner: Any, spec: Any, rps: float, seed: int, k: int) -> dict[str, Any]:
         ok = rps <= 7.3
         return {"rps": rps, "requests": 8, "counted": 8, "attainment": 1.0 if ok else 0.5, "passed": ok,
-                "alone": False, "goodput_rps": rps, "decode_tps": 100.0, "missed": {"e2e_s": 0 if ok else 4}}
+                "alone": False, "goodput_rps": rps, "decode_tps": 100.0, "missed": {"e2e_s": 0 if ok else 4},
+                "late_p50_s": 0.0, "late_p99_s": 0.0, "late_bound_s": 1.0, "client_behind": ""}  # sent on time
 
     monkeypatch.setattr(capacity, "probe", probe)
     with SimServer("healthy", speed=20) as sim:

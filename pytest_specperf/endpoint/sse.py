@@ -34,6 +34,7 @@ class Chunk:
     t: float  # seconds since the request was sent
     tokens: int
     text: str = ""
+    reasoning: int = 0  # of its tokens, how many were reasoning (characters of reasoning text until finish)
 
 
 @dataclass
@@ -55,6 +56,41 @@ class Trace:
     def completion_tokens(self) -> int:
         """Tokens generated, as the server counted them."""
         return int(self.usage.get("completion_tokens", sum(c.tokens for c in self.chunks)))
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Tokens sent as reasoning (``reasoning_content`` / ``reasoning`` deltas); 0 without a reasoning phase."""
+        return sum(c.reasoning for c in self.chunks)
+
+    @property
+    def content_tokens(self) -> int:
+        """Answer tokens (content and tool-call arguments): every token that was not reasoning."""
+        return self.completion_tokens - self.reasoning_tokens
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to the first token of any kind, reasoning included."""
+        return self.chunks[0].t
+
+    @property
+    def ttft_content_s(self) -> float | None:
+        """Time to the first answer token (the first chunk not all reasoning); None when all was reasoning."""
+        for c in self.chunks:
+            if c.tokens > c.reasoning:
+                return c.t
+        return None
+
+    @property
+    def cached_tokens(self) -> int | None:
+        """Prompt tokens the server took from its prefix cache, where it says: ``usage.prompt_tokens_details``
+        (vLLM with --enable-prompt-tokens-details, SGLang with --enable-cache-report) or llama.cpp's
+        ``timings.cache_n``; None when it does not say."""
+        details = self.usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            return int(details["cached_tokens"])
+        if self.timings and isinstance(self.timings.get("cache_n"), int):
+            return int(self.timings["cache_n"])
+        return None
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -81,6 +117,8 @@ class TraceBuilder:
         self._prev_usage = 0  # cumulative counts seen so far, per source
         self._prev_timings = 0
         self._continuous = caps.continuous_usage
+        self._reasoning = False  # a chunk carried reasoning text
+        self._rchars = 0  # reasoning characters of the chat delta being fed
 
     def feed(self, t: float, data: str) -> bool:
         """Take one event's data received at ``t``; True once the stream's ``[DONE]`` arrived."""
@@ -107,6 +145,9 @@ class TraceBuilder:
             if not self.source:
                 self.source = src
             self.chunks.append(Chunk(t, count, text))
+            if self._rchars:  # only chat deltas with reasoning text get here
+                self.chunks[-1].reasoning = self._rchars
+                self._reasoning = True
             self.tokens += count if count > 0 else 1
         return False
 
@@ -139,14 +180,21 @@ class TraceBuilder:
         return obj
 
     def _from_choice(self, ch: dict[str, Any]) -> tuple[str, int | None, str]:
-        """The choice's text, and its token count when the server sent the token ids."""
+        """The choice's text, and its token count when the server sent the token ids (a chat delta's
+        reasoning characters go to ``_rchars``)."""
         fr = ch.get("finish_reason")
         if fr:
             self.finish_reason = fr
+        if ch.get("delta") or ch.get("message"):  # set on every delta, so no event inherits another's
+            text, self._rchars = choice_parts(ch)
+        else:  # completions: text only (the common case, kept quick)
+            text = ch.get("text") or ""
+            if text.__class__ is not str:
+                text = str(text)
         ids = ch.get("token_ids")
         if isinstance(ids, list):
-            return choice_text(ch), len(ids), "token_ids"
-        return choice_text(ch), None, ""
+            return text, len(ids), "token_ids"
+        return text, None, ""
 
     def _from_usage(self, u: dict[str, Any], has_choice: bool, count: int | None, src: str
                     ) -> tuple[int | None, str]:
@@ -187,6 +235,8 @@ class TraceBuilder:
             exact = False
         if not chunks:
             raise self._fail("the stream carried no tokens")
+        if self._reasoning:
+            split_reasoning(chunks, usage)
         return Trace(chunks, total_s, usage, self.finish_reason, self.response_id, self.source or "chunks", exact,
                      self.timings, self.extras, t0)
 
@@ -260,21 +310,59 @@ def _events_of(lines: list[bytes], data: list[bytes], t: float) -> Iterator[tupl
 
 def choice_text(ch: dict[str, Any]) -> str:
     """All generated text in a choice: content, reasoning (both spellings) and tool-call arguments."""
+    return choice_parts(ch)[0]
+
+
+def choice_parts(ch: dict[str, Any]) -> tuple[str, int]:
+    """A choice's generated text (reasoning first, then content and tool-call arguments) and how many of its
+    characters are reasoning (``reasoning_content`` as vLLM, SGLang and llama.cpp send it, ``reasoning`` as
+    newer vLLM does)."""
     text = ch.get("text") or ""
     delta = ch.get("delta") or ch.get("message")
     if not delta:  # completions: text only (the common case, kept quick)
-        return text if isinstance(text, str) else str(text)
+        return (text if isinstance(text, str) else str(text)), 0
     parts = [text]
+    rchars = 0
     if isinstance(delta, dict):
-        for key in ("content", "reasoning_content", "reasoning"):
+        for key in ("reasoning_content", "reasoning"):
             v = delta.get(key)
             if isinstance(v, str):
                 parts.append(v)
+                rchars += len(v)
+        v = delta.get("content")
+        if isinstance(v, str):
+            parts.append(v)
         for call in delta.get("tool_calls") or []:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
                 parts.append(fn["arguments"])
-    return "".join(parts)
+    return "".join(parts), rchars
+
+
+def split_reasoning(chunks: list[Chunk], usage: dict[str, Any]) -> None:
+    """Turn each chunk's reasoning characters into reasoning tokens, once its token count is final.
+
+    A chunk all reasoning gives all its tokens; one that holds the end of the reasoning and the
+    start of the answer (vLLM and SGLang send one such chunk per stream) is split by characters,
+    or, where the server counts reasoning tokens (``usage.completion_tokens_details.reasoning_tokens``,
+    vLLM and SGLang with a reasoning parser), so that the chunks add up to the server's count.
+    """
+    mixed: list[Chunk] = []
+    for c in chunks:
+        if not c.reasoning:
+            continue
+        n = len(c.text)
+        if c.reasoning >= n:
+            c.reasoning = c.tokens
+        else:
+            c.reasoning = min(c.tokens, max(0, round(c.tokens * c.reasoning / n)))
+            mixed.append(c)
+    details = usage.get("completion_tokens_details")
+    server = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if len(mixed) == 1 and isinstance(server, int):
+        c = mixed[0]
+        rest = sum(x.reasoning for x in chunks) - c.reasoning
+        c.reasoning = min(c.tokens, max(0, server - rest))
 
 
 def reconcile(chunks: list[Chunk], total: int) -> bool:

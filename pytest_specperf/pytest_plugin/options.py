@@ -29,10 +29,11 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-sim-speed",), "specperf_sim_speed",
      "run the embedded simulator X times faster than real time; measured rates scale by X (default 1)"),
     (("--specperf-engine",), "specperf_engine",
-     "start a local engine for the session instead of the simulator: llamacpp"),
-    (("--specperf-engine-model",), "specperf_engine_model", "GGUF model for --specperf-engine (default SmolLM2-135M)"),
+     "start a local engine for the session instead of the simulator: llamacpp or vllm"),
+    (("--specperf-engine-model",), "specperf_engine_model",
+     "model for --specperf-engine: a GGUF (llamacpp) or a Hugging Face folder (vllm); default SmolLM2-135M"),
     (("--specperf-engine-preset",), "specperf_engine_preset",
-     "speculation preset for --specperf-engine: ngram, self-draft or none (default ngram)"),
+     "speculation preset for --specperf-engine: ngram, self-draft (llamacpp only) or none (default ngram)"),
     (("--specperf-engine-args",), "specperf_engine_args", "extra arguments for the engine, as one shell-quoted string"),
     (("--specperf-timeout",), "specperf_timeout",
      "seconds without data before a request is an error (stall, no answer); default 60"),
@@ -174,14 +175,20 @@ def _engine(config: pytest.Config,
             endpoint: str | None) -> tuple[str | None, str, Path | None, tuple[str, ...]]:
     """(engine, preset, model, extra arguments) of a local engine; an engine and an endpoint exclude each other."""
     engine = _raw(config, "specperf_engine")
-    if engine is not None and engine not in ("llamacpp",):
-        raise ConfigError(f"--specperf-engine={engine!r} is not known; use --specperf-engine=llamacpp")
+    if engine is not None and engine not in ("llamacpp", "vllm"):
+        raise ConfigError(f"--specperf-engine={engine!r} is not known; use --specperf-engine=llamacpp or vllm")
     if engine and endpoint:
         raise ConfigError("--specperf-engine and --endpoint both given; measure either a local engine or an "
                           "endpoint, drop one")
     preset = _choice(config, "specperf_engine_preset", "ngram", ("ngram", "self-draft", "none"))
+    if engine == "vllm" and preset == "self-draft":
+        raise ConfigError("--specperf-engine-preset=self-draft is llama.cpp's; vllm has ngram and none")
     engine_model = _raw(config, "specperf_engine_model")
-    if engine_model is not None and not Path(engine_model).is_file():
+    if engine == "vllm" and engine_model is not None:
+        if not (Path(engine_model) / "config.json").is_file():
+            raise ConfigError(f"--specperf-engine-model={engine_model}: not a Hugging Face model folder "
+                              "(no config.json); vllm needs one, not a .gguf")
+    elif engine_model is not None and not Path(engine_model).is_file():
         raise ConfigError(f"--specperf-engine-model={engine_model}: no such file; give the path of a .gguf model")
     engine_args = _engine_args(config) if engine else ()  # only parsed when an engine is asked for
     return engine, preset, Path(engine_model) if engine_model else None, engine_args

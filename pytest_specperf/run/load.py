@@ -52,6 +52,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     r = _result(context, spec, nodeid, streams, found)
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
                     spread=True)
+    _no_common_window(r, spec)
     _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     context.check_acceptance_gates(spec, r)
@@ -76,19 +77,29 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
         counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
     if context.client.caps.step_chunks:
         r.step_ms = med([step_ms(t) for t in found])
-    if total is None:
-        why = f"ramp_s={spec.ramp_s:g} spreads the starts: lower it" if spec.ramp_s else (
-            "the server queued some of them, or they are too short: raise tokens")
-        text = (f"no common window: the {spec.concurrency} streams all decoded at once for only "
-                f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why})")
-        # A ramp that spread the streams apart measured no load of N users, and a floor on their sum has
-        # nothing to judge: the case could not measure what it was asked, an error and never a verdict.
-        # (Without either, streams a busy server happened to serve apart keep their per-user figures.)
-        if (spec.ramp_s and not window) or spec.min_total_tps is not None:
-            gate = f"; min_total_tps {spec.min_total_tps:g} cannot be judged" if spec.min_total_tps else ""
-            raise MeasurementError(f"could not measure {spec.concurrency} users at once: {text}{gate}")
-        r.notes.append(f"{text}; aggregate tok/s not measured")
     return r
+
+
+def _no_common_window(r: SustainedResult, spec: SustainedSpec) -> None:
+    """Streams that never all decoded at once: an error when that leaves the case unmeasured, else a note."""
+    if r.total_tps is not None:
+        return
+    window = r.common_window_s
+    why = f"ramp_s={spec.ramp_s:g} spreads the starts: lower it" if spec.ramp_s else (
+        "the server queued some of them, or they are too short: raise tokens")
+    text = (f"no common window: the {spec.concurrency} streams all decoded at once for only "
+            f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why})")
+    if r.client_behind:
+        # The client itself sent them apart: the verdict is inconclusive (lateness), not a judgement of the server.
+        r.notes.append(f"{text}; aggregate tok/s not measured: {r.client_behind}")
+        return
+    # A ramp that spread the streams apart measured no load of N users, and a floor on their sum has
+    # nothing to judge: the case could not measure what it was asked, an error and never a verdict.
+    # (Without either, streams a busy server happened to serve apart keep their per-user figures.)
+    if (spec.ramp_s and not window) or spec.min_total_tps is not None:
+        gate = f"; min_total_tps {spec.min_total_tps:g} cannot be judged" if spec.min_total_tps else ""
+        raise MeasurementError(f"could not measure {spec.concurrency} users at once: {text}{gate}")
+    r.notes.append(f"{text}; aggregate tok/s not measured")
 
 
 def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float) -> None:

@@ -142,3 +142,28 @@ def two_point_rate(short: Completion, long: Completion) -> float:
 def median(values: list[float]) -> float:
     """Median of a non-empty list."""
     return float(np.median(np.asarray(values, dtype=float)))
+
+
+def phase_deliveries(trace: Trace, phase: str) -> tuple[np.ndarray, np.ndarray]:
+    """(times, tokens) of the chunks that carried tokens of one phase, ``"reasoning"`` or ``"content"`` (the
+    answer: content and tool calls), each chunk counted for its tokens of that phase only."""
+    if phase not in ("reasoning", "content"):
+        raise ValueError(f"phase must be 'reasoning' or 'content', got {phase!r}")
+    t, k = [], []
+    for c in trace.chunks:
+        n = c.reasoning if phase == "reasoning" else c.tokens - c.reasoning
+        if n > 0:
+            t.append(c.t)
+            k.append(n)
+    return np.array(t, dtype=float), np.array(k, dtype=int)
+
+
+def phase_decode_tps(trace: Trace) -> dict[str, float | None]:
+    """Decode tok/s of each phase: its tokens after its first chunk over the time from that chunk to its last.
+
+    ``{"reasoning": ..., "content": ...}``; None for a phase with fewer than two chunks (a stream without
+    reasoning has ``reasoning: None`` and its content rate is the stream's decode rate). The answer's
+    first chunk is its time to first answer token, so it is left out of the answer's rate as TTFT is
+    left out of the stream's.
+    """
+    return {phase: stats.decode_tps(*phase_deliveries(trace, phase)) for phase in ("reasoning", "content")}

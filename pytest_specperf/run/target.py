@@ -34,7 +34,7 @@ class EndpointSession:
         self._source = source  # the option that named the URL, for error hints
         self._shared = shared  # xdist worker: the controller starts the endpoint when asked here
         self._server: AbstractContextManager[Any] | None = None
-        self.started = ""  # what this session started: "", "sim:<profile>", "engine:llamacpp"
+        self.started = ""  # what this session started: "", "sim:<profile>", "engine:llamacpp", "engine:vllm"
         self._client: Client | None = None
         self._runner: Runner | None = None
         self.progress: Any = None
@@ -81,6 +81,19 @@ class EndpointSession:
             except EngineError as exc:
                 raise MeasurementError(str(exc)) from None
             self.started = f"engine:llamacpp ({s.engine_preset})"
+        elif s.engine == "vllm":
+            from pytest_specperf.engines.vllm import EngineError as VllmError
+            from pytest_specperf.engines.vllm import EngineNotFound as VllmNotFound
+            from pytest_specperf.engines.vllm import VllmServer
+
+            server = VllmServer(s.engine_model, preset=s.engine_preset, extra_args=s.engine_args)
+            try:
+                server.start()
+            except VllmNotFound as exc:
+                raise ConfigError(str(exc)) from None
+            except VllmError as exc:
+                raise MeasurementError(str(exc)) from None
+            self.started = f"engine:vllm ({s.engine_preset})"
         else:
             from pytest_specperf.sim import SimServer, SimStartError
 

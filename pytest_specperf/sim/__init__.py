@@ -44,7 +44,10 @@ Dialects (``dialect`` profile key), as the real servers behave (docs/servers.md)
   Chat's first chunk is the role chunk (no tokens). Reasoning delta key ``reasoning``.
   ``/tokenize`` ``{"prompt", "add_special_tokens": true}`` or ``{"messages"}`` ->
   ``{"count", "max_model_len", "tokens", "token_strs"}``; ``/detokenize`` -> ``{"prompt"}``;
-  ``/health`` empty 200. Metrics ``vllm:spec_decode_*`` updated every step.
+  ``/health`` empty 200. Metrics ``vllm:spec_decode_*`` updated every step. The null-valued fields
+  vLLM 0.32 writes are there (``stop_reason``, ``token_ids``, ...); the final usage chunk has
+  ``system_fingerprint`` and, with profile ``spec_metrics: true``, ``metrics.speculative_decoding``;
+  ``max_tokens`` past the context is shortened to fit, a prompt past it is a 400 (``input_tokens``).
 - sglang: chunks per step as vllm; ``continuous_usage_stats`` works without include_usage;
   ``return_token_ids`` on completions (rejected with chat + stream, 400). Reasoning key
   ``reasoning_content``. ``/tokenize`` and ``/v1/tokenize`` -> ``{"tokens", "count",
@@ -69,6 +72,12 @@ with llama.cpp ``"add_special": true`` (its default false leaves the BOS out, as
 does). Chat: the ChatML template (``<s><|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n``)
 already holds the BOS; ``/tokenize`` with ``messages`` (vLLM/SGLang) or llama.cpp's
 ``/v1/chat/completions/input_tokens`` give the same count.
+
+Reasoning and prefix cache (``profile.py``, ``prefix_cache.py``): ``reasoning_tokens`` sends a
+chat's first N tokens as reasoning (``reasoning_kind`` and ``reasoning_step_ms`` give the phase its
+own acceptance and step cost); ``prefix_cache_tokens`` keeps prompts and outputs (LRU blocks of
+``prefix_cache_block``) so cached prompt tokens skip their prefill, reported as each dialect does
+(``cache_report`` for vLLM/SGLang, always for llama.cpp). See docs/simulator.md.
 
 Content kind (``content.py``): ``classify(prompt text)`` picks prose / code / reasoning /
 repetitive, which sets the mean acceptance of the request.

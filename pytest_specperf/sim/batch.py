@@ -123,6 +123,8 @@ class Batcher:
         draws = [s.model.step(s.generated, s.target - s.generated) for s in decoders]
         shape = [(d.ctx, s.generated, d.drafted) for s, d in zip(decoders, draws, strict=True)]
         decode_ms = decode_step_ms(self.profile, shape)
+        if self.profile.reasoning_step_ms:  # each sequence still reasoning costs its phase's extra
+            decode_ms += self.profile.reasoning_step_ms * sum(s.model.in_reasoning(s.generated) for s in decoders)
         model_ms = decode_ms * (draws[0].jitter if draws else 1.0) + sum(s.model.prefill_ms() for s in prefills)
         end = start + model_ms / self.speed / 1000.0
         for seq, d in zip(decoders, draws, strict=True):

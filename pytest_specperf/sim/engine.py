@@ -24,6 +24,7 @@ from pytest_specperf.sim.batch import Batcher, BatchStep, Part, Seq, step_record
 from pytest_specperf.sim.faults import FaultSpec, StatusCounters, parse_faults
 from pytest_specperf.sim.metrics import SimMetrics
 from pytest_specperf.sim.model import RequestModel
+from pytest_specperf.sim.prefix_cache import PrefixCache
 from pytest_specperf.sim.profile import Profile
 from pytest_specperf.sim.textgen import token_stream
 from pytest_specperf.sim.truth import TruthStore
@@ -62,6 +63,7 @@ class GenRequest:
     prompt_ids: list[int]
     kind: str
     max_tokens: int
+    category: str | None = None  # the profile's category of the prompt text (None: the kind decides)
     min_tokens: int = 0
     ignore_eos: bool = False
     seed: int | None = None
@@ -91,6 +93,7 @@ class Engine:
         self.profile_faults = parse_faults(profile.faults)
         self._counter = itertools.count()
         self.batcher = Batcher(profile, self.speed)
+        self.prefix_cache = PrefixCache(profile.prefix_cache_tokens, profile.prefix_cache_block)
         self._stepper: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
 
@@ -113,11 +116,18 @@ class Engine:
         p = self.profile
         return {"id": req.id, "route": req.route, "stream": req.stream, "model": p.model, "dialect": p.dialect,
                 "profile": p.name, "speed": self.speed, "content_kind": req.kind,
+                "category": req.category,
                 "prompt_tokens": len(req.prompt_ids), "max_tokens": req.max_tokens, "temperature": req.temperature,
                 "seed": req.seed, "body": req.body,
                 "speculation": p.speculation,
                 "completion_tokens": 0, "finish_reason": None, "done": False, "arrival_monotonic": req.arrival,
-                "queue_s": None, "ttft_s": None, "total_s": None, "steps": [], "faults": []}
+                "queue_s": None, "ttft_s": None, "total_s": None, "steps": [], "faults": [],
+                **self._phase_fields(req)}
+
+    def _phase_fields(self, req: GenRequest) -> dict[str, Any]:
+        """Truth of the reasoning phase and the prefix cache (filled as the request runs)."""
+        return {"reasoning_tokens": 0, "content_tokens": 0, "ttft_content_s": None,
+                "cached_tokens": self.prefix_cache.admit(req.prompt_ids)}
 
     def _join(self, seq: Seq) -> None:
         """Put a request into the batch and make sure a stepper runs."""
@@ -165,8 +175,10 @@ class Engine:
             inbox: asyncio.Queue[tuple[BatchStep, Part]] = asyncio.Queue()
             seq = self._seq(req, rec, seed, target, start, inbox)
             self._join(seq)
-            await self._relay(req, rec, sink, inbox, text, target, reason)
+            out: list[int] = []
+            await self._relay(req, rec, sink, inbox, text, target, reason, out)
             rec["finish_reason"] = reason
+            self.prefix_cache.store(req.prompt_ids + out)
             await sink.finish(rec)
         except FaultDisconnect:
             rec["finish_reason"] = "fault_disconnect"
@@ -199,8 +211,10 @@ class Engine:
              inbox: asyncio.Queue[tuple[BatchStep, Part]]) -> Seq:
         """The request as the batcher sees it, its stall faults in real seconds (those before token 1 recorded)."""
         speed, faults = self.speed, req.faults
-        seq = Seq(RequestModel(self.profile, len(req.prompt_ids), req.kind, seed), target, start,
-                  stalls=[(at, s / speed) for at, s in faults.stalls], owner=inbox)
+        model = RequestModel(self.profile, len(req.prompt_ids), req.kind, seed, req.category)
+        model.reasoning = min(self.profile.reasoning_tokens, target) if req.route == "chat" else 0
+        model.cached_tokens = rec["cached_tokens"]
+        seq = Seq(model, target, start, stalls=[(at, s / speed) for at, s in faults.stalls], owner=inbox)
         for at, s in faults.stalls:
             if at <= 0:
                 rec["faults"].append({"kind": "stall", "at_token": at, "s": s, "after_tokens": 0,
@@ -209,7 +223,7 @@ class Engine:
 
     async def _relay(self, req: GenRequest, rec: dict[str, Any], sink: Sink,
                      inbox: asyncio.Queue[tuple[BatchStep, Part]], text: Iterator[int], target: int,
-                     reason: str) -> None:
+                     reason: str, out: list[int]) -> None:
         """Hand each step's tokens to the sink as the batch makes them; metrics, truth and faults per step."""
         malformed_done = False
         generated = 0
@@ -221,8 +235,9 @@ class Engine:
                 self.metrics.on_prefill(len(req.prompt_ids))
             else:
                 self.metrics.on_step(part.accepted, part.drafted, part.tokens)
-            await sink.step([next(text) for _ in range(part.tokens)], generated,
-                            reason if generated >= target else None)
+            ids = [next(text) for _ in range(part.tokens)]
+            out.extend(ids)
+            await sink.step(ids, generated, reason if generated >= target else None)
             self._record_step(rec, req, step, part)
             malformed_done = await self._faults(sink, rec, req, part, malformed_done)
 
@@ -233,6 +248,7 @@ class Engine:
         rec["completion_tokens"] = part.generated
         if rec["ttft_s"] is None:
             rec["ttft_s"] = entry["t_s"]
+        _phase_truth(rec, entry, part.seq.model.reasoning, part.generated - part.tokens, part.generated)
 
     async def _faults(self, sink: Sink, rec: dict[str, Any], req: GenRequest, part: Part, malformed_done: bool) -> bool:
         """Stalls the batcher applied after this step, then malformed and disconnect faults; returns malformed_done."""
@@ -252,3 +268,12 @@ class Engine:
             sink.abort()
             raise FaultDisconnect()
         return malformed_done
+
+
+def _phase_truth(rec: dict[str, Any], entry: dict[str, Any], reasoning: int, before: int, after: int) -> None:
+    """Split a step's tokens (``before`` -> ``after`` generated) into reasoning and answer, in the truth."""
+    entry["reasoning_tokens"] = max(0, min(after, reasoning) - before)
+    rec["reasoning_tokens"] = min(after, reasoning)
+    rec["content_tokens"] = after - rec["reasoning_tokens"]
+    if rec["ttft_content_s"] is None and after > reasoning:
+        rec["ttft_content_s"] = entry["t_s"]

@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+VLLM_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 DECODE_LOG_INTERVAL = 40  # SGLang --decode-log-interval default
 LLAMACPP_DISABLED = "This server does not support metrics endpoint. Start it with `--metrics`"
 
@@ -101,7 +102,7 @@ class SimMetrics:
         steps = record["steps"]
         decode = [s for s in steps if s["phase"] == "decode"]
         reason = record.get("finish_reason") or "abort"
-        self.finished[reason] += 1
+        self.finished[reason if reason in VLLM_FINISH_REASONS else "abort"] += 1  # a dropped stream is an abort
         d = self.done
         prompt_ms = steps[0]["step_ms"] if steps else 0.0
         predicted_ms = 1000.0 * (steps[-1]["t_s"] - steps[0]["t_s"]) if len(steps) > 1 else 0.0
@@ -149,11 +150,14 @@ class SimMetrics:
         lab = f'engine="0",model_name="{self.model}"'
 
         def counter(name: str, help_text: str, rows: list[tuple[str, float]]) -> None:
+            # vLLM's prometheus_client writes each counter's _created samples as a gauge family of their own.
             base = name[: -len("_total")]
             t.lines.append(f"# HELP {name} {help_text}")
             t.lines.append(f"# TYPE {name} counter")
             for labels, value in rows:
                 t.lines.append(f"{name}{{{labels}}} {_fmt(value)}")
+            t.lines.append(f"# HELP {base}_created {help_text}")
+            t.lines.append(f"# TYPE {base}_created gauge")
             for labels, _ in rows:
                 t.lines.append(f"{base}_created{{{labels}}} {_fmt(self.created)}")
 
@@ -164,9 +168,10 @@ class SimMetrics:
         counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", [(lab, self.prompt_tokens)])
         counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
                 [(lab, self.generation_tokens)])
+        # Every finish reason vLLM knows has a sample from the start, in its order; labels sorted by name.
         counter("vllm:request_success_total", "Count of successfully processed requests.",
-                [(f'{lab},finished_reason="{r}"', n) for r, n in sorted(self.finished.items())]
-                or [(f'{lab},finished_reason="length"', 0)])
+                [(f'engine="0",finished_reason="{r}",model_name="{self.model}"', self.finished.get(r, 0))
+                 for r in VLLM_FINISH_REASONS])
         if spec:
             counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", [(lab, self.drafts)])
             counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",

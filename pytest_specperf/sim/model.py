@@ -84,15 +84,23 @@ def decode_step_ms(profile: Profile, seqs: Iterable[tuple[int, int, int]]) -> fl
 class RequestModel:
     """Draws one request's step times and acceptance; deterministic for a given rng seed."""
 
-    def __init__(self, profile: Profile, prompt_tokens: int, kind: str, seed: int) -> None:
+    def __init__(self, profile: Profile, prompt_tokens: int, kind: str, seed: int,
+                 category: str | None = None) -> None:
         self.profile = profile
         self.prompt_tokens = prompt_tokens
         self.kind = kind
+        self.category = category  # the profile's category of the prompt text, if any
         self.rng = random.Random(seed)
+        self.reasoning = 0  # the first N output tokens are the reasoning phase (chat with reasoning_tokens)
+        self.cached_tokens = 0  # prompt tokens the prefix cache holds: their prefill is skipped
 
     def prefill_ms(self) -> float:
-        """Prefill time, proportional to prompt tokens (no jitter: prefill is compute-bound)."""
-        return 1000.0 * self.prompt_tokens / self.profile.prefill_tokens_per_s
+        """Prefill time, proportional to the uncached prompt tokens (no jitter: prefill is compute-bound)."""
+        return 1000.0 * (self.prompt_tokens - self.cached_tokens) / self.profile.prefill_tokens_per_s
+
+    def in_reasoning(self, generated: int) -> bool:
+        """Whether the step after ``generated`` tokens is a reasoning-phase step."""
+        return generated < self.reasoning
 
     def drafts(self, remaining: int) -> int:
         """Drafts proposed with ``remaining`` tokens still allowed: none past the end, none without speculation."""
@@ -110,7 +118,9 @@ class RequestModel:
         p = self.profile
         if not p.speculation:
             return 0
-        mean = p.accept_mean(self.kind, generated)
+        # a category's acceptance is the answer's; the reasoning phase follows its own kind
+        category = self.category if not self.in_reasoning(generated) else None
+        mean = p.accept_mean(p.phase_kind(self.kind, generated, self.reasoning), generated, category)
         if p.accept_dist == "min-variance":
             whole = int(mean - 1.0)
             return min(drafted, whole + (1 if self.rng.random() < (mean - 1.0 - whole) else 0))

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -57,6 +59,34 @@ class AcceptShift:
 
 
 @dataclass(frozen=True)
+class CategoryRule:
+    """A prompt category the simulator recognises from the prompt text, with its own acceptance.
+
+    ``match`` is a regular expression searched in the prompt text (chat: the messages joined by
+    newlines; ``^`` and ``$`` match at line ends); the first rule that matches, in profile order,
+    names the request's category. Its ``accept_len`` replaces the content kind's, and after
+    ``shift_after`` generated tokens ``shift_accept_len`` replaces it (the category's drift).
+    """
+
+    match: str
+    accept_len: float
+    shift_after: int | None = None
+    shift_accept_len: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The YAML form: ``{match, accept_len, accept_shift: {after_tokens, accept_len}}``."""
+        out: dict[str, Any] = {"match": self.match, "accept_len": self.accept_len}
+        if self.shift_after is not None:
+            out["accept_shift"] = {"after_tokens": self.shift_after, "accept_len": self.shift_accept_len}
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(match: str) -> re.Pattern[str]:
+    return re.compile(match, re.MULTILINE)
+
+
+@dataclass(frozen=True)
 class Profile:
     """Everything the cost/acceptance model and the routes need; see the package docstring."""
 
@@ -73,6 +103,8 @@ class Profile:
     accept_len: Mapping[str, float] = field(
         default_factory=lambda: {"prose": 3.0, "code": 4.0, "reasoning": 2.9, "repetitive": 6.0})
     accept_shift: AcceptShift | None = None
+    # prompt categories recognised from the prompt text, each with its own acceptance (CategoryRule)
+    categories: Mapping[str, CategoryRule] = field(default_factory=dict)
     max_accept: int = 8  # most tokens one step emits (drafts + bonus): draft length = max_accept - 1
     accept_dist: str = "geometric"  # or "min-variance": every step accepts floor or ceil of the mean
     jitter: float = 0.02  # relative std of step time
@@ -84,9 +116,19 @@ class Profile:
     max_batch: int = 256  # most sequences in one step; later requests wait for a slot
     eos_after_tokens: int | None = None  # natural EOS here unless ignore_eos / min_tokens forbid it
     reasoning_tokens: int = 0  # chat: the first N output tokens go to the dialect's reasoning field
+    # reasoning phase (chat, reasoning_tokens > 0): see _reasoning_and_cache
+    reasoning_kind: str = ""  # content kind whose acceptance the reasoning phase has; "" = the prompt's
+    reasoning_step_ms: float = 0.0  # each sequence in its reasoning phase adds this to a decode step
+    reasoning_key: str = ""  # delta/message field of reasoning text; "" = the dialect's
+    # prefix cache (off by default): LRU over blocks of prompt and output tokens
+    prefix_cache_tokens: int = 0  # capacity in tokens; 0 = no prefix caching
+    prefix_cache_block: int = 1  # cache granularity in tokens (vLLM 16; SGLang, llama.cpp 1)
+    cache_report: bool = False  # vllm/sglang: usage.prompt_tokens_details (--enable-prompt-tokens-details,
+    #                             --enable-cache-report); llama.cpp always reports cache_n
     faults: str = ""  # fault spec applied to every request, same syntax as the X-Specperf-Fault header
     rng_seed: int = 0  # seeds requests that carry no ``seed`` of their own
     metrics: bool = True  # False: /metrics is off as on a server started without its metrics flag
+    spec_metrics: bool = False  # vLLM --per-request-spec-decode-metrics detailed: metrics.speculative_decoding
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML-safe) that ``profile_from_dict`` turns back into this profile."""
@@ -95,18 +137,32 @@ class Profile:
         if self.accept_shift is not None:
             data["accept_shift"] = {"after_tokens": self.accept_shift.after_tokens,
                                     "accept_len": dict(self.accept_shift.accept_len)}
+        data["categories"] = {name: rule.to_dict() for name, rule in self.categories.items()}
         return data
 
     def to_json(self) -> str:
         """JSON form, used to hand a resolved profile to the simulator subprocess."""
-        return json.dumps(self.to_dict(), sort_keys=True)
+        return json.dumps(self.to_dict())  # unsorted: the first matching category rule wins, so order matters
 
-    def accept_mean(self, kind: str, generated: int) -> float:
-        """Mean tokens per step (bonus included) for this content kind after ``generated`` tokens."""
+    def category_of(self, text: str) -> str | None:
+        """The first category whose ``match`` is found in the prompt text, or None."""
+        return next((name for name, rule in self.categories.items() if _pattern(rule.match).search(text)), None)
+
+    def accept_mean(self, kind: str, generated: int, category: str | None = None) -> float:
+        """Mean tokens per step (bonus included) after ``generated`` tokens: the category's, else the kind's."""
+        rule = self.categories.get(category) if category is not None else None
+        if rule is not None:
+            if rule.shift_after is not None and rule.shift_accept_len is not None and generated >= rule.shift_after:
+                return rule.shift_accept_len
+            return rule.accept_len
         shift = self.accept_shift
         if shift is not None and generated >= shift.after_tokens and kind in shift.accept_len:
             return shift.accept_len[kind]
         return self.accept_len[kind]
+
+    def phase_kind(self, kind: str, generated: int, reasoning: int) -> str:
+        """The content kind acceptance follows after ``generated`` tokens when the first ``reasoning`` are reasoning."""
+        return (self.reasoning_kind or kind) if generated < reasoning else kind
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Profile)}
@@ -236,6 +292,49 @@ def _accept_shift(shift: Any, max_accept: int) -> AcceptShift | None:
                        _accept_map("accept_shift.accept_len", shift["accept_len"], max_accept, complete=False))
 
 
+def _category_rule(name: str, entry: Any, max_accept: int) -> CategoryRule:
+    key = f"categories.{name}"
+    if not isinstance(entry, Mapping):
+        raise ProfileError(f"profile key {key!r}: expected a mapping with match and accept_len, got {entry!r}")
+    for k in entry:
+        if k not in ("match", "accept_len", "accept_shift"):
+            raise ProfileError(f"profile key '{key}.{k}': unknown key, use match, accept_len and accept_shift"
+                               + _close(str(k), ["match", "accept_len", "accept_shift"]))
+    if "match" not in entry or "accept_len" not in entry:
+        raise ProfileError(f"profile key {key!r}: needs both match (a regular expression) and accept_len")
+    match = entry["match"]
+    if not isinstance(match, str) or not match:
+        raise ProfileError(f"profile key '{key}.match': expected a non-empty regular expression, got {match!r}")
+    try:
+        _pattern(match)
+    except re.error as exc:
+        raise ProfileError(f"profile key '{key}.match': not a valid regular expression ({exc})") from None
+    accept = _num(f"{key}.accept_len", entry["accept_len"], lo=1.0, hi=float(max_accept))
+    shift = entry.get("accept_shift")
+    if shift is None:
+        return CategoryRule(match, accept)
+    if not isinstance(shift, Mapping) or set(shift) != {"after_tokens", "accept_len"}:
+        raise ProfileError(f"profile key '{key}.accept_shift': expected a mapping of after_tokens and accept_len, "
+                           f"got {shift!r}")
+    return CategoryRule(match, accept, _int(f"{key}.accept_shift.after_tokens", shift["after_tokens"], lo=0),
+                        _num(f"{key}.accept_shift.accept_len", shift["accept_len"], lo=1.0, hi=float(max_accept)))
+
+
+def _categories(value: Any, max_accept: int) -> dict[str, CategoryRule]:
+    """The ``categories`` mapping: category name -> CategoryRule, in the profile's order."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ProfileError(f"profile key 'categories': expected a mapping of category names to "
+                           f"{{match, accept_len}}, got {value!r}")
+    out: dict[str, CategoryRule] = {}
+    for name, entry in value.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ProfileError(f"profile key 'categories': category names must be non-empty strings, got {name!r}")
+        out[name] = _category_rule(name, entry, max_accept)
+    return out
+
+
 def _request_behaviour(merged: dict[str, Any]) -> dict[str, Any]:
     """EOS, reasoning tokens, the seed and the on/off switches."""
     kw: dict[str, Any] = {}
@@ -243,10 +342,28 @@ def _request_behaviour(merged: dict[str, Any]) -> dict[str, Any]:
     kw["eos_after_tokens"] = None if eos is None else _int("eos_after_tokens", eos, lo=1)
     kw["reasoning_tokens"] = _int("reasoning_tokens", merged["reasoning_tokens"], lo=0)
     kw["rng_seed"] = _int("rng_seed", merged["rng_seed"], lo=0)
-    for key in ("metrics", "speculation"):
+    for key in ("metrics", "speculation", "spec_metrics"):
         if not isinstance(merged[key], bool):
             raise ProfileError(f"profile key {key!r}: expected true or false, got {merged[key]!r}")
         kw[key] = merged[key]
+    return kw
+
+
+def _reasoning_and_cache(merged: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning phase's keys and the prefix cache's keys."""
+    kw: dict[str, Any] = {}
+    kind = merged["reasoning_kind"]
+    if kind != "" and kind not in KINDS:
+        raise ProfileError(f"profile key 'reasoning_kind': use one of {', '.join(KINDS)} (or \"\" for the "
+                           f"prompt's own kind), got {kind!r}")
+    kw["reasoning_kind"] = kind
+    kw["reasoning_step_ms"] = _num("reasoning_step_ms", merged["reasoning_step_ms"], lo=0)
+    kw["reasoning_key"] = _one_of("reasoning_key", merged["reasoning_key"], ("", "reasoning", "reasoning_content"))
+    kw["prefix_cache_tokens"] = _int("prefix_cache_tokens", merged["prefix_cache_tokens"], lo=0)
+    kw["prefix_cache_block"] = _int("prefix_cache_block", merged["prefix_cache_block"], lo=1)
+    if not isinstance(merged["cache_report"], bool):
+        raise ProfileError(f"profile key 'cache_report': expected true or false, got {merged['cache_report']!r}")
+    kw["cache_report"] = merged["cache_report"]
     return kw
 
 
@@ -267,7 +384,9 @@ def profile_from_dict(data: Mapping[str, Any], *, name: str = "custom") -> Profi
     merged = _over_defaults(data, name)
     kw = {**_names(merged), **_costs(merged)}
     kw["accept_shift"] = _accept_shift(merged["accept_shift"], kw["max_accept"])
+    kw["categories"] = _categories(merged["categories"], kw["max_accept"])
     kw.update(_request_behaviour(merged))
+    kw.update(_reasoning_and_cache(merged))
     if kw["faults"]:
         _check_faults(kw["faults"])
     return Profile(**kw)

@@ -82,7 +82,9 @@ def check_model(engine: Engine, body: dict[str, Any]) -> None:
         raise BadRequest(f"'model' must be a string, got {model!r}", param="model")
     # llama-server serves one model and ignores the name; vLLM and SGLang answer 404
     if model != engine.profile.model and engine.profile.dialect != "llamacpp":
-        raise BadRequest(f"The model `{model}` does not exist.", status=404, param="model")
+        # vLLM names the served aliases (a local path shows as "<path>"); SGLang does not.
+        served = f" Valid aliases: {engine.profile.model}" if engine.profile.dialect == "vllm" else ""
+        raise BadRequest(f"The model `{model}` does not exist.{served}", status=404, param="model")
 
 
 def completion_prompt(body: dict[str, Any]) -> tuple[list[int], str]:
@@ -146,11 +148,21 @@ def _max_tokens(engine: Engine, body: dict[str, Any], route: str, n_prompt: int)
         if max_tokens is not None:
             break
     room = p.max_model_len - n_prompt
+    if room < 1 and p.dialect == "vllm":
+        # vLLM tokenizes at most max_model_len + 1 tokens of a text prompt, so it only knows "at least" that many.
+        n = p.max_model_len + 1
+        said = f"at least {n}" if n_prompt >= n else str(n_prompt)
+        raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, your prompt "
+                         f"contains {said} input tokens, which exceeds this limit even without any output "
+                         f"tokens. Please reduce the length of the input prompt. (parameter=input_tokens, "
+                         f"value={min(n, n_prompt)})", param="input_tokens")
     if room < 1:
         raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, your request "
                          f"has {n_prompt} input tokens. Please reduce the length of the input messages.")
     if max_tokens is None:
         max_tokens = 16 if (route == "completions" and p.dialect != "llamacpp") else room
+    if max_tokens > room and p.dialect == "vllm":
+        return room  # vLLM (0.32) shortens max_tokens to the room the context leaves, without an error
     if max_tokens > room:
         raise BadRequest(f"This model's maximum context length is {p.max_model_len} tokens. However, you requested "
                          f"{max_tokens + n_prompt} tokens ({n_prompt} in the messages, {max_tokens} "
@@ -211,6 +223,7 @@ def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.R
     prefix = "chatcmpl-" if route == "chat" else "cmpl-"
     req = GenRequest(id=prefix + uuid.uuid4().hex, route=route, stream=stream, prompt_ids=prompt_ids,
                      kind=classify(prompt_text), max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos,
+                     category=p.category_of(prompt_text),
                      seed=seed, temperature=float(body.get("temperature") or 0.0),
                      faults=combine(engine.profile_faults, header), arrival=arrival,
                      body={k: body[k] for k in WIRE_FIELDS if k in body})

@@ -105,6 +105,11 @@ async def models(request: web.Request) -> web.StreamResponse:
         return web.json_response({"object": "list", "data": [card],
                                   "models": [{"name": p.model, "model": p.model, "type": "model"}]})
     card.update({"root": p.model, "parent": None, "max_model_len": p.max_model_len})
+    if p.dialect == "vllm":
+        card["permission"] = [{"id": "modelperm-specperfsim", "object": "model_permission", "created": card["created"],
+                               "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                               "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                               "organization": "*", "group": None, "is_blocking": False}]
     return web.json_response({"object": "list", "data": [card]})
 
 
@@ -238,11 +243,14 @@ async def truth_list_route(request: web.Request) -> web.StreamResponse:
 
 
 async def reset_route(request: web.Request) -> web.StreamResponse:
-    """POST /sim/reset: clear fault counters (and truth records with ?truth=1)."""
+    """POST /sim/reset: clear fault counters (truth records with ?truth=1, the prefix cache with ?cache=1)."""
     engine = _engine(request)
     out = {"status_scopes": engine.status.reset()}
     if request.query.get("truth") in ("1", "true"):
         out["truth_records"] = engine.truth.clear()
+    if request.query.get("cache") in ("1", "true"):
+        engine.prefix_cache.clear()
+        out["prefix_cache"] = "cleared"
     return web.json_response(out)
 
 

@@ -12,6 +12,8 @@ from pytest_specperf.sim.engine import Engine, GenRequest
 from pytest_specperf.sim.profile import Profile
 from pytest_specperf.sim.tokenizer import token_piece
 
+#: vLLM writes ``vllm-<version>-<hash>`` on its final usage chunk and non-streamed bodies.
+SYSTEM_FINGERPRINT = "vllm-0.0.0+specperf-sim"
 REASONING_KEY = {"vllm": "reasoning", "sglang": "reasoning_content", "llamacpp": "reasoning_content"}
 
 
@@ -32,22 +34,73 @@ class ResponseSink:
         self.content_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.prefill_done_at = 0.0
+        self.reasoning_key = self.p.reasoning_key or REASONING_KEY[self.dialect]
+        self.reasoning_sent = 0  # reasoning tokens written so far
+        self.cached = 0  # prompt tokens the prefix cache held (set from the truth record at the first step)
 
     # common pieces --------------------------------------------------------------------------
 
-    def _usage(self, completion: int) -> dict[str, Any]:
+    def _usage(self, completion: int, where: str = "body") -> dict[str, Any]:
+        """``usage`` as the dialect writes it ``where``: "chunk" (continuous stats), "final" (the usage chunk)
+        or "body" (non-streamed). vLLM leaves the details out of streamed completions and its final chunk,
+        and writes ``completion_tokens_details: null`` on chat chunks; cached prompt tokens and reasoning
+        tokens appear where each server reports them."""
         prompt = len(self.req.prompt_ids)
-        details: Any = {"cached_tokens": 0} if self.dialect == "llamacpp" else None
-        return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-                "prompt_tokens_details": details}
+        out: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                               "completion_tokens": completion}
+        details = self._prompt_details() if where != "chunk" else None
+        if self.dialect != "vllm":
+            out["prompt_tokens_details"] = details
+        elif where == "body":
+            out.update(prompt_tokens_details=details, completion_tokens_details=None)
+        else:
+            if details is not None:
+                out["prompt_tokens_details"] = details
+            if where == "chunk" and self.req.route == "chat":
+                out["completion_tokens_details"] = None
+        if self.p.reasoning_tokens and self.req.route == "chat" and self.dialect != "llamacpp":
+            # vLLM (and SGLang) with a reasoning parser count the reasoning tokens sent so far
+            out["completion_tokens_details"] = {"reasoning_tokens": min(self.reasoning_sent, completion)}
+        return out
+
+    def _prompt_details(self) -> dict[str, Any] | None:
+        """``usage.prompt_tokens_details`` as each server fills it (only on the final usage)."""
+        if self.dialect == "llamacpp":
+            return {"cached_tokens": self.cached}
+        if not self.p.cache_report:  # vLLM without --enable-prompt-tokens-details, SGLang without --enable-cache-report
+            return None
+        if self.dialect == "sglang" and not self.cached:
+            return None  # SGLang leaves the details out when nothing was cached
+        return {"cached_tokens": self.cached}
+
+    def _spec_decoding(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """vLLM ``metrics.speculative_decoding`` (``--per-request-spec-decode-metrics detailed``): this request's
+        own verify steps, from the recorded truth; None where the profile does not ask for it."""
+        if not (self.p.spec_metrics and self.p.speculation and self.dialect == "vllm"):
+            return None
+        k = max(0, self.p.max_accept - 1)
+        steps = [s for s in record["steps"] if s.get("phase") != "prefill" and s["drafted"] > 0]
+        hist = [0] * (k + 1)
+        for s in steps:
+            hist[s["accepted"]] += 1
+        accepted, drafted = sum(s["accepted"] for s in steps), sum(s["drafted"] for s in steps)
+        out: dict[str, Any] = {
+            "mean_acceptance_length": 1.0 + accepted / len(steps) if steps else 1.0,
+            "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+            "acceptance_histogram": hist, "num_spec_steps": len(steps), "num_accepted_draft_tokens": accepted,
+            "num_draft_tokens": drafted, "num_spec_tokens": k,
+            "per_step_accepted": [s["accepted"] for s in steps] or None,
+            "per_step_drafted": [s["drafted"] for s in steps] or None}
+        return out
 
     def _timings(self, record: dict[str, Any] | None, predicted_n: int) -> dict[str, Any]:
         steps = record["steps"] if record else []
         prompt_ms = steps[0]["step_ms"] if steps else 0.0
         predicted_ms = 1000.0 * (time.monotonic() - self.prefill_done_at) if self.prefill_done_at else 0.0
         n_prompt = len(self.req.prompt_ids)
+        n_prompt -= self.cached  # llama.cpp: prompt_n counts the tokens it evaluated, cache_n the ones it reused
         out: dict[str, Any] = {
-            "cache_n": 0, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
+            "cache_n": self.cached, "prompt_n": n_prompt, "prompt_ms": prompt_ms,
             "prompt_per_token_ms": prompt_ms / n_prompt if n_prompt else 0.0,
             "prompt_per_second": 1000.0 * n_prompt / prompt_ms if prompt_ms else 0.0,
             "predicted_n": predicted_n, "predicted_ms": predicted_ms,
@@ -80,14 +133,27 @@ class ResponseSink:
         """(reasoning text, content text) of a step: the first reasoning_tokens go to reasoning."""
         k = min(self.reasoning_left, len(ids))
         self.reasoning_left -= k
+        self.reasoning_sent += k
         return "".join(token_piece(t) for t in ids[:k]), "".join(token_piece(t) for t in ids[k:])
 
-    def _choice_fields(self, choice: dict[str, Any], ids: list[int]) -> dict[str, Any]:
-        """The per-dialect fields every choice carries, streamed or not: vLLM's stop_reason, asked-for token ids."""
-        if self.dialect == "vllm":
+    def _choice_fields(self, choice: dict[str, Any], ids: list[int], where: str = "body") -> dict[str, Any]:
+        """The per-dialect fields a choice carries ``where`` ("chunk" or "body"): asked-for token ids, and vLLM's
+        null-valued fields (its streamed chat chunks have ``stop_reason`` only once they finish)."""
+        token_ids = list(ids) if self.opts["return_ids"] else None
+        if self.dialect != "vllm":
+            if token_ids is not None:
+                choice["token_ids"] = token_ids
+            return choice
+        chat = self.req.route == "chat"
+        if not (chat and where == "chunk" and choice["finish_reason"] is None):
             choice["stop_reason"] = None
-        if self.opts["return_ids"]:
-            choice["token_ids"] = list(ids)
+        if not chat and where == "chunk":
+            choice["prompt_token_ids"] = None
+        choice["token_ids"] = token_ids
+        if where == "body":
+            if not chat:
+                choice.update(prompt_logprobs=None, prompt_token_ids=None)
+            choice["routed_experts"] = None
         return choice
 
     def _head(self, obj: str) -> dict[str, Any]:
@@ -115,6 +181,8 @@ class ResponseSink:
         self.ids.extend(ids)
         if first:
             self.prefill_done_at = time.monotonic()
+            rec = self.engine.truth.get(self.req.id)
+            self.cached = rec["cached_tokens"] if rec else 0
         if self.req.stream and self.dialect == "llamacpp":
             data = self._llamacpp_events(ids, generated, first)
         else:
@@ -141,11 +209,13 @@ class ResponseSink:
                     role["token_ids"] = []
                 chunk = {**self._head("chat.completion.chunk"), "choices": [role]}
                 if continuous:
-                    chunk["usage"] = self._usage(0)
+                    chunk["usage"] = self._usage(0, "chunk")
+                if self.dialect == "vllm":
+                    chunk.update(prompt_token_ids=None, prompt_text=None)
                 out += self._sse(chunk)
             delta: dict[str, Any] = {}
             if reasoning:
-                delta[REASONING_KEY[self.dialect]] = reasoning
+                delta[self.reasoning_key] = reasoning
             if content or not reasoning:
                 delta["content"] = content
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -153,9 +223,9 @@ class ResponseSink:
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish_reason}
             head = self._head("text_completion")
-        chunk = {**head, "choices": [self._choice_fields(choice, ids)]}
+        chunk = {**head, "choices": [self._choice_fields(choice, ids, "chunk")]}
         if continuous:
-            chunk["usage"] = self._usage(generated)
+            chunk["usage"] = self._usage(generated, "chunk")
         return out + self._sse(chunk)
 
     def _llamacpp_events(self, ids: list[int], generated: int, first: bool) -> bytes:
@@ -171,7 +241,7 @@ class ResponseSink:
             n += 1
             reasoning, content = self._split([token])
             if route == "chat":
-                delta = {REASONING_KEY["llamacpp"]: reasoning} if reasoning else {"content": content}
+                delta = {self.reasoning_key: reasoning} if reasoning else {"content": content}
                 ev: dict[str, Any] = {**self._head("chat.completion.chunk"),
                                       "choices": [{"finish_reason": None, "index": 0, "delta": delta}]}
             else:
@@ -219,7 +289,13 @@ class ResponseSink:
             if o["spec_details"]:  # SGLang sends it as an extra chunk with no choices
                 out += self._sse({**self._head(obj), "choices": [], "sglext": self._sglext(record, n)})
             if o["include_usage"]:
-                out += self._sse({**self._head(obj), "choices": [], "usage": self._usage(n)})
+                final = {**self._head(obj), "choices": [], "usage": self._usage(n, "final")}
+                if self.dialect == "vllm":  # per-request metrics ride on this chunk only
+                    final["system_fingerprint"] = SYSTEM_FINGERPRINT
+                    sd = self._spec_decoding(record)
+                    if sd is not None:
+                        final["metrics"] = {"speculative_decoding": sd}
+                out += self._sse(final)
         out += b"data: [DONE]\n\n"
         await self.response.write(out)
         await self.response.write_eof()
@@ -229,18 +305,34 @@ class ResponseSink:
         reasoning, content = "".join(self.reasoning_parts), "".join(self.content_parts)
         if self.req.route == "chat":
             message: dict[str, Any] = {"role": "assistant", "content": content}
+            if self.dialect == "vllm":  # vLLM writes every message field, null when unused
+                message.update(refusal=None, annotations=None, audio=None, function_call=None,
+                               reasoning=None)
             if reasoning:
-                message[REASONING_KEY[self.dialect]] = reasoning
-            elif self.dialect == "vllm":
-                message["reasoning"] = None
+                message[self.reasoning_key] = reasoning
             choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
             head = self._head("chat.completion")
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": reason}
             head = self._head("text_completion")
         body = {**head, "choices": [self._choice_fields(choice, self.ids)], "usage": self._usage(n)}
+        if self.dialect == "vllm":
+            body = self._vllm_body(body, record)
         if self.dialect == "llamacpp":
             body["timings"] = self._timings(record, n)
         if self.opts["spec_details"]:
             body["sglext"] = self._sglext(record, n)
         return body
+
+    def _vllm_body(self, body: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's non-streamed body: its null-valued top-level fields and ``metrics`` (null unless asked for)."""
+        out = {k: body[k] for k in ("id", "object", "created", "model", "choices")}
+        out.update(service_tier=None, system_fingerprint=SYSTEM_FINGERPRINT, usage=body["usage"])
+        if self.req.route == "chat":
+            out.update(prompt_logprobs=None, prompt_token_ids=None, prompt_text=None)
+        out.update(kv_transfer_params=None, ec_transfer_params=None)
+        sd = self._spec_decoding(record)
+        out["metrics"] = None if sd is None else {
+            "time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None, "mean_itl_ms": None,
+            "tokens_per_second": None, "speculative_decoding": sd}
+        return out

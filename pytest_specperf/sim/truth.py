@@ -2,16 +2,22 @@
 
 A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
 
-    {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind",
+    {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind", "category",
      "prompt_tokens", "max_tokens", "temperature", "seed", "speculation", "completion_tokens", "finish_reason", "done",
      "body",                        # the request's sampling/length fields as the client sent them
      "arrival_monotonic",           # server's time.monotonic() at arrival (same clock as the client's on one host)
      "queue_s",                     # arrival -> start of the step that prefilled it (waiting for a slot)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written
      "total_s",                     # the response finished (last byte written), null until done
+     "reasoning_tokens", "content_tokens",  # sent as reasoning (chat with reasoning_tokens) / as the answer
+     "ttft_content_s",              # the first answer token's chunk written (= ttft_s without reasoning)
+     "cached_tokens",               # prompt tokens the prefix cache held (0 with the cache off)
      "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "phase",
-                "step", "batch", "batch_tokens", "batch_ctx"}],
+                "step", "batch", "batch_tokens", "batch_ctx", "reasoning_tokens"}],
      "faults": [{"kind", "at_token", "t_s", ...}]}
+
+``category`` is the profile's category of the prompt text (``categories`` rules, matched on the
+text alone), null when no rule matches; ``content_kind`` is the classifier's kind either way.
 
 Per step: ``t_s`` is the real time, relative to arrival, right after the step's chunk was
 written to the socket (non-streamed: when the step finished; the body goes out at the end);

@@ -1,4 +1,6 @@
-"""Fixtures for tests against a real llama-server (skipped without the binary unless CI requires it)."""
+"""Fixtures for tests against a real llama-server (skipped without the binary unless CI requires it) and a real
+vLLM (the ``vllm`` marker: deselected unless ``-m vllm`` asks for them, skipped without ``specperf-build-vllm``
+unless $SPECPERF_REQUIRE_VLLM=1)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ from httpx_sse import EventSource
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_specperf.engines.llamacpp import EngineNotFound, LlamaServer, default_model, find_binary
+from pytest_specperf.engines.vllm import VllmServer, find_build
 
 REQUIRE_ENV = "SPECPERF_REQUIRE_ENGINE"
+#: Its own variable: the default suite requires llama.cpp (SPECPERF_REQUIRE_ENGINE) but not vLLM, whose tests
+#: run as a separate CI step (a server start-up alone takes 2-3 minutes on 2 cores).
+REQUIRE_VLLM_ENV = "SPECPERF_REQUIRE_VLLM"
+VLLM_MARKER = "vllm"
 
 StreamFn = Callable[[httpx.Client, dict[str, Any]], list[dict[str, Any]]]
 ScrapeFn = Callable[[httpx.Client], dict[str, float]]
@@ -95,3 +102,40 @@ def stream_completion() -> StreamFn:
 @pytest.fixture
 def scrape_metrics() -> ScrapeFn:
     return _scrape
+
+
+# -- real vLLM ---------------------------------------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{VLLM_MARKER}: needs a real vLLM (specperf-build-vllm); runs only "
+                                       f"with -m {VLLM_MARKER}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the vLLM tests unless a -m expression names them: they take minutes, so not in `pytest tests/`."""
+    if VLLM_MARKER in (config.getoption("markexpr", "") or ""):
+        return
+    keep = [i for i in items if i.get_closest_marker(VLLM_MARKER) is None]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker(VLLM_MARKER) is not None])
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def vllm_build() -> tuple[Path, Path]:
+    """(python, model folder) of the vLLM build; skip when absent, fail instead when $SPECPERF_REQUIRE_VLLM=1."""
+    try:
+        return find_build()
+    except EngineNotFound as exc:
+        if os.environ.get(REQUIRE_VLLM_ENV) == "1":
+            pytest.fail(f"real vLLM required ({REQUIRE_VLLM_ENV}=1) but unavailable: {exc}", pytrace=False)
+        pytest.skip(f"real vLLM unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def vllm_ngram(vllm_build: tuple[Path, Path]) -> Iterator[VllmServer]:
+    """One ngram-preset vLLM (per-request spec-decode metrics on) for the whole session: start-up is paid once.
+    --max-num-seqs 4 so the load tests batch four users on it."""
+    with VllmServer(preset="ngram", max_num_seqs=4) as server:
+        yield server

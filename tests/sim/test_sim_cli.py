@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_list_profiles(capsys: pytest.CaptureFixture) -> None:
     assert main(["--list-profiles"]) == 0
-    assert capsys.readouterr().out.split() == ["acceptance-collapse", "batching", "fragmenting", "healthy", "seed"]
+    assert capsys.readouterr().out.split() == ["acceptance-collapse", "batching", "categories", "fragmenting",
+                                                  "healthy", "seed"]
 
 
 def test_show_profile_with_overrides(capsys: pytest.CaptureFixture) -> None:
@@ -32,7 +33,7 @@ def test_show_profile_with_overrides(capsys: pytest.CaptureFixture) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (("--profile", "nope"), "built-in profiles are acceptance-collapse, batching, fragmenting, healthy, seed"),
+    (("--profile", "nope"), "built-in profiles are acceptance-collapse, batching, categories, fragmenting, healthy,"),
     (("--set", "bogus=1"), "unknown key 'bogus'"),
     (("--set", "jitter=2"), "'jitter': must be <= 0.5"),
     (("--speed", "0"), "--speed must be > 0"),

@@ -9,7 +9,7 @@ import pytest
 from pytest_specperf.sim import Profile, ProfileError, builtin_profiles, load_profile
 from pytest_specperf.sim.profile import merge_overrides, parse_assignment, profile_from_dict
 
-BUILTINS = ["acceptance-collapse", "batching", "fragmenting", "healthy", "seed"]
+BUILTINS = ["acceptance-collapse", "batching", "categories", "fragmenting", "healthy", "seed"]
 
 
 def test_builtins_are_listed_and_load() -> None:
@@ -37,7 +37,7 @@ def test_healthy_is_stationary_and_others_are_not() -> None:
 
 
 def test_unknown_profile_lists_builtins() -> None:
-    with pytest.raises(ProfileError, match=r"unknown profile .helthy.*acceptance-collapse, batching, fragmenting"):
+    with pytest.raises(ProfileError, match=r"unknown profile .helthy.*acceptance-collapse, batching, categories, frag"):
         load_profile("helthy")
 
 
