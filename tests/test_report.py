@@ -146,6 +146,7 @@ def test_html_summary_diagnosis_first_with_figures_per_kind():
 
 
 def test_ab_header_names_both_endpoints_and_the_server_version():
+    from pytest_specperf.compare import storage
     from pytest_specperf.report import html as html_report
 
     ab = {"a_endpoint": "http://a:8000", "b_endpoint": "http://b:8001", "trials": 5}
@@ -153,7 +154,7 @@ def test_ab_header_names_both_endpoints_and_the_server_version():
              "verdict": "passed", "ab": ab}  # a result without the version first
     r = {"nodeid": "t.py::test_x", "kind": "sustained", "endpoint": "http://b:8001", "server": "vllm",
          "server_version": "0.11.0", "verdict": "passed", "ab": ab}
-    meta = dict(html_report.metadata([sweep, r], html_report.run_meta([sweep, r])))
+    meta = dict(html_report.metadata([sweep, r], storage.run_meta([sweep, r], root=".")))
     assert meta["endpoint"] == "A http://a:8000 (baseline), B http://b:8001 (candidate)"
     assert meta["server"] == "vllm 0.11.0"
 

@@ -224,6 +224,23 @@ def _run_label(name: str | None, commit: dict[str, Any]) -> str:
     return label or "run"
 
 
+def run_meta(results: Sequence[dict[str, Any]] = (), *, root: Path | str | None = None,
+             **known: Any) -> dict[str, Any]:
+    """What identifies a run's measurements, built one way for the saved run, the HTML header and the baseline
+    check: plugin version, endpoint, model, server kind and version (the first result's, or ``known`` where no
+    result says), this machine, the commit of ``root`` (when given) and the time."""
+    first = results[0] if results else {}
+    meta: dict[str, Any] = {"plugin_version": _package_version()}
+    for key in TOP_META[1:]:
+        found = next((r[key] for r in results if r.get(key)), None) if key == "server_version" else first.get(key)
+        meta[key] = found if found is not None else known.get(key)
+    meta["machine"] = machine_info()
+    if root is not None:
+        meta["commit"] = commit_info(root)
+    meta["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return meta
+
+
 def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, Any], name: str | None = None, *,
              root: Path | str | None = None, redact: Iterable[str] = ()) -> Path:
     """Write a run file atomically into ``folder`` (created if needed) and return its path."""

@@ -28,7 +28,6 @@ from pytest_specperf.pytest_plugin.keys import (
 from pytest_specperf.run.registry import kind_for
 from pytest_specperf.run.target import EndpointSession
 from pytest_specperf.settings import Settings
-from pytest_specperf.version import __version__
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -42,15 +41,15 @@ def baseline_differences(config: pytest.Config, session: EndpointSession) -> lis
     """How the saved baseline was measured unlike this run (once per run, after the endpoint is known)."""
     if BASELINE_DIFFS not in config.stash:
         run = config.stash.get(BASELINE_RUN, None)
-        config.stash[BASELINE_DIFFS] = storage.fingerprint_diff(run, run_meta(session)) if run else []
+        config.stash[BASELINE_DIFFS] = storage.fingerprint_diff(run, _session_meta(session)) if run else []
     return config.stash[BASELINE_DIFFS]
 
-def run_meta(session: EndpointSession) -> dict[str, Any]:
-    """What identifies this run's measurements: plugin, endpoint, model, server kind and version, machine."""
+def _session_meta(session: EndpointSession) -> dict[str, Any]:
+    """This run's identity before any result exists: what the endpoint says about itself."""
     info = session.client.info
-    return {"plugin_version": __version__, "endpoint": session.client.url, "model": session.client.model,
-            "server": info.kind if info else None, "server_version": info.details.get("version") if info else None,
-            "machine": storage.machine_info()}
+    return storage.run_meta(endpoint=session.client.url, model=session.client.model,
+                            server=info.kind if info else None,
+                            server_version=info.details.get("version") if info else None)
 
 def keep_result(item: pytest.Item, result: dict[str, Any]) -> None:
     if result.get("verdict") in ("passed", "failed"):

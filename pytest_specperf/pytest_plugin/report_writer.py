@@ -23,7 +23,6 @@ from pytest_specperf.pytest_plugin.recording import storage_folder
 from pytest_specperf.report.output import Meta, Output, problem
 from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import summary
-from pytest_specperf.version import __version__
 
 #: what a warning about one output adds: nothing else was lost with it
 COMPLETE = "the table and the other outputs are complete"
@@ -127,10 +126,7 @@ class ReportWriter:
         s = self.settings
         if s.save is None:
             return
-        first = self.results[0]
-        meta = {"plugin_version": __version__, "endpoint": first.get("endpoint"), "model": first.get("model"),
-                "server": first.get("server"), "server_version": first.get("server_version"),
-                "partial": partial, "run": self.run_metadata()}
+        meta = {**storage.run_meta(self.results), "partial": partial, "run": self.run_metadata()}
         folder = storage_folder(self.config, s)
 
         def save() -> None:

@@ -67,15 +67,6 @@ def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[
     ]
 
 
-def run_meta(results: list[dict[str, Any]], root: Path | str | None = None) -> dict[str, Any]:
-    """Metadata of the run being reported now: commit of ``root``, this machine, plugin version, time."""
-    first = results[0] if results else {}
-    return {"endpoint": first.get("endpoint"), "model": first.get("model"), "server": first.get("server"),
-            "server_version": next((r["server_version"] for r in results if r.get("server_version")), None),
-            "commit": storage.commit_info(root), "machine": storage.machine_info(), "plugin_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
 #: which level of a sweep the summary names per metric: the one that needs attention first
 _LEVEL_ORDER = {"regressed": 0, "inconclusive": 1, "improved": 2, "passed": 3}
 
@@ -170,5 +161,5 @@ class HtmlReport(Output):
 
     def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
         """Write the report; its header is ``meta.about``, or this run's commit and machine when that is None."""
-        about = meta.about if meta.about is not None else run_meta(results, meta.root)
+        about = meta.about if meta.about is not None else storage.run_meta(results, root=meta.root or Path.cwd())
         write(path, results, about, meta.baseline, redact=list(meta.redact))

@@ -65,7 +65,7 @@ class Stall:
 
 
 @dataclass(frozen=True)
-class Gate:
+class DriftVerdict:
     """Verdict of the drift gate over one or more streams."""
 
     failed: bool
@@ -212,7 +212,7 @@ def drift_gate(
     max_drift: float = 0.15,
     trend_p: float = 0.01,
     streams_p: float = 0.05,
-) -> Gate:
+) -> DriftVerdict:
     """Fail/warn on drift over one or more replicate streams.
 
     * 1 stream: fail iff drift > max_drift and MK p < trend_p; warn iff only the size holds.
@@ -247,7 +247,7 @@ def drift_gate(
         reason = f"{size} but not significant ({evidence}): inconclusive; {more} would decide it"
     else:
         reason = size
-    return Gate(failed=failed, warn=warn, drift=agg, p=p, reason=reason, streams=n, rule=rule)
+    return DriftVerdict(failed=failed, warn=warn, drift=agg, p=p, reason=reason, streams=n, rule=rule)
 
 
 def _trend_majority(drifts: Sequence[Drift], trend_p: float) -> tuple[float, bool, str, str]:
