@@ -114,3 +114,14 @@ def test_core_modules_import_without_pytest() -> None:
             "    assert 'pytest' not in sys.modules and '_pytest' not in sys.modules, n + ' imports pytest'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-300:]
+
+
+def test_the_public_api_is_declared_and_loads_lazily() -> None:
+    """``__all__`` names what users use; each name resolves, and importing the package loads none of them."""
+    assert sorted(pytest_specperf.__all__) == sorted(["__version__", *pytest_specperf._WHERE])
+    for name in pytest_specperf.__all__:
+        assert getattr(pytest_specperf, name) is not None, name
+    code = ("import sys, pytest_specperf; heavy = [m for m in ('pytest_specperf.run.runner', 'pytest_specperf.sim', "
+            "'numpy', 'httpx') if m in sys.modules]; assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-300:]
