@@ -15,7 +15,7 @@ from pytest_specperf.compare.trials import sub_cases, trials
 from pytest_specperf.report.table import finite_number as _num
 
 OUTPUT_OPTIONS = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare")
-#: pytest-benchmark versions whose private names below were checked (tests/test_benchmark_bridge.py).
+#: pytest-benchmark versions whose private names below were checked (tests/unit/test_benchmark_bridge.py).
 SUPPORTED = ">=4.0,<6"
 #: The private parts of ``BenchmarkFixture`` this bridge relies on, all here and nowhere else.
 PRIVATE_METHOD = "_make_stats"  # (rounds) -> Stats with .update(seconds): how timings enter its stats

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from engine_threads import THREADS
+from support.engine_threads import THREADS
 
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.endpoint.client import Client

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from engine_threads import THREADS
+from support.engine_threads import THREADS
 
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces

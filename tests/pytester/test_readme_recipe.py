@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from support.load_helpers import true_decode
 
-from tests.load_helpers import true_decode
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _recipe() -> str:

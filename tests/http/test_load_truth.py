@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from load_helpers import true_aggregate, true_decode
+from support.load_helpers import true_aggregate, true_decode
 
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.sim import SimServer

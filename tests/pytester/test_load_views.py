@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cdp_browser import chromium_path, visit
+from support.cdp_browser import chromium_path, visit
 from test_html_report import _not_blank
 
 from pytest_specperf.compare.crossover import crossover
 from pytest_specperf.report.views.registry import view as view_of
 from pytest_specperf.sim import SimServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEED = 10.0
 
 CASES = """

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cdp_browser import chromium_path, visit
 from PIL import Image
+from support.cdp_browser import chromium_path, visit
 
 from pytest_specperf.report import html as html_report
 from pytest_specperf.report.views import base as figures
 from pytest_specperf.report.views import registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAX_BYTES = 3 * 1024 * 1024
 
 

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from load_helpers import true_aggregate
+from support.load_helpers import true_aggregate
 
 from pytest_specperf.run.load import knee
 from pytest_specperf.sim import SimServer

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from load_helpers import true_aggregate, true_decode
+from support.load_helpers import true_aggregate, true_decode
 
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.sim import SimServer

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "check_wheel.py"
 DIST_INFO = "pytest_specperf-0.1.0.dist-info"
 

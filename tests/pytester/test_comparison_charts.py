@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cdp_browser import chromium_path, visit
+from support.cdp_browser import chromium_path, visit
 from test_html_report import _not_blank
 
 from pytest_specperf.report import drawing, plots

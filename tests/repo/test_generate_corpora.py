@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "generate_corpora.py"
 SHIPPED = ROOT / "pytest_specperf" / "data"
 

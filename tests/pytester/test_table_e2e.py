@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.load_helpers import true_decode
 
 from pytest_specperf.report.table import table
 from pytest_specperf.sim import FAULT_HEADER, SimServer, faults
-from tests.load_helpers import true_decode
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPEED = 20.0
 FAST = f"--specperf-sim-speed={SPEED:g}"
 CASES = """

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 import scipy.stats
-from load_helpers import true_decode
+from support.load_helpers import true_decode
 
 from pytest_specperf.sim import SimServer
 
