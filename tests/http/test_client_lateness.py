@@ -64,7 +64,7 @@ def test_a_late_send_is_recorded_late_as_the_server_clocked_it(fast_sim: SimServ
 
 _FRESH = """
 import json, sys, time
-from pytest_specperf import lateness
+from pytest_specperf.run import lateness
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
 c = Client(sys.argv[1], timeout=30); c.detect()

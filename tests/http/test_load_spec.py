@@ -124,16 +124,18 @@ def test_a_floor_on_an_aggregate_that_was_not_measured_is_an_error(runner_for) -
     # A and C decode together for 1 s of their 3 s: no common window to sum (see above), and no ramp to blame.
     from pytest_specperf.errors import MeasurementError
     from pytest_specperf.run import stream_figures as measure
-    from pytest_specperf.run.load import _result
+    from pytest_specperf.run.load import _no_common_window, _result
     from pytest_specperf.sim import SimServer
 
     found = [_trace(0.5, 0.5, 100.0, 201), _trace(1.0, 1.0, 50.0, 201)]
     streams = [measure.stream_result(t, coalesce_s=0.0)[0] for t in found]
     with SimServer("healthy", speed=20) as sim:
         runner = runner_for(sim.url)
-        r = _result(runner.context, SustainedSpec(tokens=201, concurrency=2), "t::apart", streams, found)
+        spec = SustainedSpec(tokens=201, concurrency=2)
+        r = _result(runner.context, spec, "t::apart", streams, found)
+        _no_common_window(r, spec)
         assert r.total_tps is None and any("aggregate tok/s not measured" in n for n in r.notes)
         with pytest.raises(MeasurementError, match=r"could not measure 2 users at once: .*min_total_tps 50 cannot be "
                                                    r"judged"):
-            _result(runner.context, SustainedSpec(tokens=201, concurrency=2, min_total_tps=50), "t::apart", streams,
-                    found)
+            floor = SustainedSpec(tokens=201, concurrency=2, min_total_tps=50)
+            _no_common_window(_result(runner.context, floor, "t::apart", streams, found), floor)

@@ -219,7 +219,9 @@ def test_package_data_is_small_and_flat() -> None:
     sizes = {f.name: len(f.read_bytes()) for f in data.iterdir() if f.name.endswith(".txt")}
     assert set(sizes) == {f"{kind}.txt" for kind in KINDS}
     assert sum(sizes.values()) < 400_000
-    assert all(f.is_file() for f in data.iterdir() if not f.name.startswith("__"))
+    # flat but for the shipped prompt sets (prompts="builtin:..."), one folder of JSON lines files
+    assert all(f.is_file() for f in data.iterdir() if not f.name.startswith("__") and f.name != "prompts")
+    assert all(f.is_file() and f.name.endswith(".jsonl") for f in data.joinpath("prompts").iterdir())
 
 
 def test_module_is_pure_and_loads_corpora_lazily() -> None:
