@@ -39,8 +39,8 @@ import httpx
 import numpy as np
 from httpx_sse import connect_sse
 
-from pytest_specperf import measure
-from pytest_specperf.client import Client
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.run import stream_figures as measure
 
 HERE = Path(__file__).parent
 PROMPT = "Benchmark the client."
@@ -135,7 +135,7 @@ def read_aiohttp(url: str, n: int, interval_us: int, parse: bool = True) -> Stam
 
 def read_plugin_concurrent(url: str, n: int, interval_us: int, c: int) -> Stamps:
     """The plugin's concurrent client (load cases): ``c`` streams at once."""
-    from pytest_specperf.concurrent import StreamRequest, run_streams
+    from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
 
     client = Client(url)
     client.detect()
@@ -255,10 +255,10 @@ def _counting(client: Client, calls: list[int], wall: list[float]) -> Callable[[
 
 
 def section_prompts(speed: float) -> None:
-    from pytest_specperf.prompts import build_prompt
-    from pytest_specperf.runner import Runner
+    from pytest_specperf.cases.build import build_spec
+    from pytest_specperf.prompts.builder import build_prompt
+    from pytest_specperf.run.runner import Runner
     from pytest_specperf.sim import SimServer
-    from pytest_specperf.spec import build_spec
 
     print("\n3. long prompts on the simulator (vllm dialect)")
     with SimServer("healthy", speed=speed, overrides={"max_model_len": 140_000}) as sim:
@@ -284,7 +284,7 @@ def section_prompts(speed: float) -> None:
 _MEM_CHILD = """
 import sys
 from pytest_specperf import measure
-from pytest_specperf.client import Client
+from pytest_specperf.endpoint.client import Client
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
@@ -295,7 +295,7 @@ client = Client(url); client.detect()
 if mode == "c1":
     measure.stream_result(client.stream("Benchmark the client.", 32000, headers={"X-Interval-Us": "0"}))
 else:
-    from pytest_specperf.concurrent import StreamRequest, run_streams
+    from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
     outs = run_streams(client, [StreamRequest("Benchmark the client.", 4000, seed=i) for i in range(16)])
     for o in outs:
         measure.stream_result(o.trace)

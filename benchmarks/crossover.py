@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf import compare, crossover
+from pytest_specperf.compare import crossover
+from pytest_specperf.compare import trials as compare
 
 USERS = 8
 CONDITIONS = [  # (trials per arm, between-trial sd, within-trial sd, true speedup of B)

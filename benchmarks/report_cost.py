@@ -119,20 +119,21 @@ def _in_process(results: list[dict[str, Any]], baseline: list[dict[str, Any]]) -
     t0 = time.perf_counter()
     import matplotlib  # noqa: F401
 
-    from pytest_specperf import figures, plots
+    from pytest_specperf.report import drawing
+    from pytest_specperf.report.views.registry import view
     t_import = time.perf_counter() - t0
     t0 = time.perf_counter()
-    views = [figures.view(r, baseline) for r in results]
+    views = [view(r, baseline) for r in results]
     t_views = time.perf_counter() - t0
     charts = [c for v in views for c in v.charts]
     t0 = time.perf_counter()
     for i, c in enumerate(charts):
-        plots.svg_inline(c, salt=f"c{i}")
+        drawing.svg_inline(c, salt=f"c{i}")
     t_svg = time.perf_counter() - t0
     drawn = [v for v in views if v.charts]
     t0 = time.perf_counter()
     for v in drawn:
-        plots.case_image(v, "png")
+        drawing.case_image(v, "png")
     t_png = time.perf_counter() - t0
     return {"import": t_import, "views": t_views, "charts": len(charts), "svg": t_svg, "cases": len(drawn),
             "png": t_png}

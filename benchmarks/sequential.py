@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf import compare, measure, sequential
-from pytest_specperf.client import Client
-from pytest_specperf.prompts import build_prompt
+from pytest_specperf.compare import sequential
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.run import stream_figures as measure
 from pytest_specperf.sim import SimServer
 
 NOISE = {  # profile overrides: per-trial noise of decode_tps (log-sd) measured below
@@ -223,7 +225,7 @@ def saved_check(args: argparse.Namespace) -> None:
             while k < 20 and not until_c({"decode_tps": [s["decode_tps"] for s in cand[:k]],
                                           "text_sha": [s["text_sha"] for s in cand[:k]]}):
                 k += 1
-            (cc,) = sequential.compare_runs(base, [{"nodeid": "t", "kind": "sustained", "streams": cand[:k]}],
+            (cc,) = sequential.sprt_runs(base, [{"nodeid": "t", "kind": "sustained", "streams": cand[:k]}],
                                             max_regression=THRESHOLD, metrics=("decode_tps",), final=True)
             found += cc.verdict == "regressed"
             inconclusive += cc.verdict == "inconclusive"

@@ -16,8 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import compare, gating, storage
-from .report import table
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import storage
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.report.output import Meta
+from pytest_specperf.report.registry import OUTPUTS
+from pytest_specperf.report.table import table
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -171,8 +175,6 @@ def cmd_compare(base: storage.Run, new: storage.Run, max_regression: float, inco
 
 def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> int:
     """Write the run's HTML report."""
-    from . import html_report  # matplotlib is loaded only when drawing
-
     if output.is_dir():
         raise UsageError(f"-o {output} is a folder; give a file name, e.g. -o report.html")
     if not output.parent.exists():
@@ -180,8 +182,9 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
     meta = {"endpoint": run.endpoint, "model": run.model, "server": run.server, "server_version": run.server_version,
             "commit": run.commit, "machine": run.machine, "plugin_version": run.plugin_version,
             "created": run.created}
+    report = OUTPUTS["html"]()
     try:
-        html_report.write(output, run.results, meta, baseline.results if baseline else None)
+        report.write(run.results, Meta(about=meta, baseline=baseline.results if baseline else None), output)
     except OSError:
         raise
     except Exception as exc:  # a drawing bug: one line naming it, never a traceback (charts that fail are notes)

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import ConfigError
+from pytest_specperf.errors import ConfigError
 
 
 def default_mode() -> int:

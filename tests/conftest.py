@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpcore  # noqa: F401
 import pytest
 
-from pytest_specperf.client import Client
-from pytest_specperf.runner import Runner
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.run.runner import Runner
 from pytest_specperf.sim import SimServer
 
 # Time compression for the simulator: shapes stay, every rate scales by exactly this factor.

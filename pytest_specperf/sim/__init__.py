@@ -102,21 +102,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .content import classify
-from .faults import HEADER as FAULT_HEADER
-from .faults import FaultError, parse_faults
-from .profile import Profile, ProfileError, builtin_profiles, load_profile
-from .tokenizer import detokenize, tokenize
+from pytest_specperf.sim.content import classify
+from pytest_specperf.sim.faults import HEADER as FAULT_HEADER
+from pytest_specperf.sim.faults import FaultError, parse_faults
+from pytest_specperf.sim.profile import Profile, ProfileError, builtin_profiles, load_profile
+from pytest_specperf.sim.tokenizer import detokenize, tokenize
 
 if TYPE_CHECKING:
-    from .runner import SimServer, SimStartError, start_all
+    from pytest_specperf.sim.launcher import SimServer, SimStartError, start_all
 
 
 def __getattr__(name: str) -> Any:
     # the server side (aiohttp, httpx) loads only when asked for, so importing classify or
     # tokenize stays light
     if name in ("SimServer", "SimStartError", "start_all"):
-        from . import runner
+        from pytest_specperf.sim import launcher as runner
 
         return getattr(runner, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,17 @@ import sys
 
 import yaml
 
-from . import faults
-from .engine import Engine
-from .profile import ProfileError, builtin_profiles, load_profile, merge_overrides, parse_assignment, profile_from_dict
-from .server import run_server
+from pytest_specperf.sim import faults
+from pytest_specperf.sim.engine import Engine
+from pytest_specperf.sim.profile import (
+    ProfileError,
+    builtin_profiles,
+    load_profile,
+    merge_overrides,
+    parse_assignment,
+    profile_from_dict,
+)
+from pytest_specperf.sim.server import run_server
 
 
 def _faults_help() -> str:

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import RequestModel, decode_step_ms
-from .profile import Profile
+from pytest_specperf.sim.model import RequestModel, decode_step_ms
+from pytest_specperf.sim.profile import Profile
 
 
 @dataclass(eq=False)

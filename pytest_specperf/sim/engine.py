@@ -20,14 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .batch import Batcher, BatchStep, Part, Seq, step_record
-from .faults import FaultSpec, StatusCounters, parse_faults
-from .metrics import SimMetrics
-from .model import RequestModel
-from .prefix_cache import PrefixCache
-from .profile import Profile
-from .textgen import token_stream
-from .truth import TruthStore
+from pytest_specperf.sim.batch import Batcher, BatchStep, Part, Seq, step_record
+from pytest_specperf.sim.faults import FaultSpec, StatusCounters, parse_faults
+from pytest_specperf.sim.metrics import SimMetrics
+from pytest_specperf.sim.model import RequestModel
+from pytest_specperf.sim.prefix_cache import PrefixCache
+from pytest_specperf.sim.profile import Profile
+from pytest_specperf.sim.textgen import token_stream
+from pytest_specperf.sim.truth import TruthStore
 
 
 class FaultDisconnect(Exception):

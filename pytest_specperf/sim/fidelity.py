@@ -26,8 +26,8 @@ import httpx
 import numpy as np
 from httpx_sse import EventSource
 
-from .runner import SimServer
-from .textgen import prompt_text
+from pytest_specperf.sim.launcher import SimServer
+from pytest_specperf.sim.textgen import prompt_text
 
 
 def _pct(values: list[float], q: float) -> float:

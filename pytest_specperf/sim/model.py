@@ -28,7 +28,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .profile import Profile
+from pytest_specperf.sim.profile import Profile
 
 
 @functools.lru_cache(maxsize=256)

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from ..kinds import CONTENT_KINDS
+from pytest_specperf.prompts.kinds import CONTENT_KINDS
 
 KINDS = CONTENT_KINDS
 DIALECTS = ("vllm", "sglang", "llamacpp")
@@ -368,7 +368,7 @@ def _reasoning_and_cache(merged: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_faults(faults: str) -> None:
-    from .faults import FaultError, parse_faults  # late import: faults does not need profiles
+    from pytest_specperf.sim.faults import FaultError, parse_faults  # late import: faults does not need profiles
 
     try:
         parse_faults(faults)

@@ -8,10 +8,10 @@ from typing import Any
 
 from aiohttp import web
 
-from .content import classify
-from .engine import Engine, GenRequest
-from .faults import HEADER, FaultError, FaultSpec, combine, parse_faults
-from .tokenizer import (
+from pytest_specperf.sim.content import classify
+from pytest_specperf.sim.engine import Engine, GenRequest
+from pytest_specperf.sim.faults import HEADER, FaultError, FaultSpec, combine, parse_faults
+from pytest_specperf.sim.tokenizer import (
     TokenError,
     chat_prompt_ids,
     check_messages,

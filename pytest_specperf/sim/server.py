@@ -10,11 +10,19 @@ from typing import Any
 
 from aiohttp import web
 
-from .engine import Engine
-from .profile import Profile
-from .requests import BadRequest, check_model, error_body, gen_request, json_body, opt_bool, prompt_tokens_for
-from .shapes import ResponseSink
-from .tokenizer import (
+from pytest_specperf.sim.engine import Engine
+from pytest_specperf.sim.profile import Profile
+from pytest_specperf.sim.requests import (
+    BadRequest,
+    check_model,
+    error_body,
+    gen_request,
+    json_body,
+    opt_bool,
+    prompt_tokens_for,
+)
+from pytest_specperf.sim.shapes import ResponseSink
+from pytest_specperf.sim.tokenizer import (
     TokenError,
     chat_prompt_ids,
     check_messages,

@@ -8,11 +8,9 @@ from typing import Any
 
 from aiohttp import web
 
-from .engine import Engine, GenRequest
-from .profile import Profile
-from .tokenizer import (
-    token_piece,
-)
+from pytest_specperf.sim.engine import Engine, GenRequest
+from pytest_specperf.sim.profile import Profile
+from pytest_specperf.sim.tokenizer import token_piece
 
 #: vLLM writes ``vllm-<version>-<hash>`` on its final usage chunk and non-streamed bodies.
 SYSTEM_FINGERPRINT = "vllm-0.0.0+specperf-sim"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .tokenizer import tokenize
+from pytest_specperf.sim.tokenizer import tokenize
 
 _PROSE = ("the", "a", "river", "city", "morning", "old", "house", "light", "people", "walked", "along", "quiet",
           "street", "and", "of", "in", "with", "under", "garden", "window", "story", "long", "evening", "small",
@@ -58,7 +58,7 @@ def token_stream(kind: str, seed: int) -> Iterator[int]:
 
 def prompt_text(kind: str, prompt_tokens: int, seed: int = 0) -> str:
     """A completions prompt of ``kind`` whose ``usage.prompt_tokens`` (BOS included) is exactly ``prompt_tokens``."""
-    from .tokenizer import completion_prompt_ids, detokenize  # late: keep the module import light
+    from pytest_specperf.sim.tokenizer import completion_prompt_ids, detokenize  # late: keep the module import light
 
     if prompt_tokens < 2:
         raise ValueError("prompt_tokens must be >= 2 (the BOS and at least one text token)")

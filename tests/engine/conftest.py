@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_threads import THREADS
 from httpx_sse import EventSource
 from prometheus_client.parser import text_string_to_metric_families
+from support.engine_threads import THREADS
 
 from pytest_specperf.engines.llamacpp import EngineNotFound, LlamaServer, default_model, find_binary
 from pytest_specperf.engines.vllm import VllmServer, find_build

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.client import Client
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
-from pytest_specperf.measure import stream_result
-from pytest_specperf.prompts import build_prompt
-from pytest_specperf.runner import Runner
-from pytest_specperf.spec import SustainedSpec
+from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.run.runner import Runner
+from pytest_specperf.run.stream_figures import stream_result
 
 
 @pytest.fixture(scope="module")

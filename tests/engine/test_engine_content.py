@@ -5,12 +5,12 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from engine_threads import THREADS
+from support.engine_threads import THREADS
 
-from pytest_specperf.client import Client
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
-from pytest_specperf.runner import Runner
-from pytest_specperf.spec import SustainedSpec
+from pytest_specperf.run.runner import Runner
 
 PAIRS = 5
 # SmolLM2-135M at temperature 0 falls into loops on any text, and an n-gram drafter accepts a

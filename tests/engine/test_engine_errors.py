@@ -134,8 +134,10 @@ CHILD_TEST = textwrap.dedent(
 @pytest.mark.parametrize("require", [False, True])
 def test_engine_fixture_skips_or_fails(require: bool, tmp_path: Path) -> None:
     """Without a binary the real-engine tests skip naming the build command; with the CI switch they fail."""
-    for name in ("conftest.py", "engine_threads.py"):  # the fixtures and the helper they import
-        (tmp_path / name).write_text((Path(__file__).parent / name).read_text())
+    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
+    (tmp_path / "support").mkdir()  # the helper the fixtures import, where they import it from
+    for name in ("__init__.py", "engine_threads.py"):
+        (tmp_path / "support" / name).write_text((Path(__file__).parents[1] / "support" / name).read_text())
     (tmp_path / "test_child.py").write_text(CHILD_TEST)
     env = {k: v for k, v in os.environ.items() if k not in (BINARY_ENV, "SPECPERF_REQUIRE_ENGINE", "PYTEST_ADDOPTS")}
     env["SPECPERF_CACHE"] = str(tmp_path / "empty-cache")

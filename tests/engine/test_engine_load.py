@@ -13,15 +13,16 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from engine_threads import THREADS
+from support.engine_threads import THREADS
 
-from pytest_specperf import loadcase, measure
-from pytest_specperf.client import Client
-from pytest_specperf.concurrent import StreamRequest, run_streams, traces
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
+from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.engines.llamacpp import LlamaServer
-from pytest_specperf.events import Trace
-from pytest_specperf.prompts import build_prompt
-from pytest_specperf.runner import BURST_S
+from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.run import load as loadcase
+from pytest_specperf.run import stream_figures as measure
+from pytest_specperf.run.context import BURST_S
 
 CTX = 64
 

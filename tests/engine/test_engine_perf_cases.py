@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from engine_threads import THREAD_ARGS
+from support.engine_threads import THREAD_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.client import Client
-from pytest_specperf.crossover import crossover
+from pytest_specperf.cases.closed_loop import LoadSweepSpec
+from pytest_specperf.compare.crossover import crossover
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
-from pytest_specperf.runner import Runner
-from pytest_specperf.spec import LoadSweepSpec
+from pytest_specperf.run.runner import Runner
 
 # The suite's 300 s per test would count this module's second server's start-up against its test.
 VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 600

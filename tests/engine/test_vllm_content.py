@@ -15,10 +15,11 @@ from collections.abc import Iterator
 import pytest
 from test_vllm_crossval import RecordingClient
 
+from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.results import SustainedResult
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
-from pytest_specperf.results import SustainedResult
-from pytest_specperf.runner import Runner
-from pytest_specperf.spec import MIN_DRIFT_TOKENS, SustainedSpec
+from pytest_specperf.run.runner import Runner
 
 # The suite's 300 s per test would count the shared server's start-up against the first test that uses it.
 VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 300

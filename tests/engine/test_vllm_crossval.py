@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.acceptance import snapshot
-from pytest_specperf.client import Client
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.engines.vllm import NUM_SPECULATIVE_TOKENS, STARTUP_TIMEOUT_S, VllmServer
-from pytest_specperf.events import Trace
-from pytest_specperf.measure import MeasurementError
-from pytest_specperf.runner import Runner
-from pytest_specperf.spec import SustainedSpec
+from pytest_specperf.run.acceptance import snapshot
+from pytest_specperf.run.runner import Runner
+from pytest_specperf.run.stream_figures import MeasurementError
 
 # The suite's 300 s per test would count the shared server's start-up against the first test that uses it.
 VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 300

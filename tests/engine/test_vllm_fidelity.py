@@ -18,9 +18,9 @@ import pytest
 from httpx_sse import EventSource
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_specperf.acceptance import SERIES
-from pytest_specperf.client import Client
+from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.vllm import NUM_SPECULATIVE_TOKENS, STARTUP_TIMEOUT_S, VllmServer
+from pytest_specperf.run.acceptance import SERIES
 from pytest_specperf.sim import SimServer
 
 # The suite's 300 s per test would count the shared server's start-up against the first test that uses it.

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from pytest_specperf import loadcase
-from pytest_specperf.client import Client
-from pytest_specperf.concurrent import StreamRequest, run_streams, traces
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
-from pytest_specperf.runner import Runner
-from pytest_specperf.spec import SustainedSpec
+from pytest_specperf.run import load as loadcase
+from pytest_specperf.run.runner import Runner
 
 # The suite's 300 s per test would count the shared server's start-up against the first test that uses it.
 VLLM_TIMEOUT_S = STARTUP_TIMEOUT_S + 300
@@ -46,7 +46,7 @@ def test_more_users_more_aggregate_less_each_speculation_on(client: Client) -> N
     for i, order in enumerate(ORDERS):
         for c in order:
             spec = SustainedSpec(tokens=TOKENS, ctx=64, content="repetitive", concurrency=c)
-            r = loadcase.sustained_load(runner, spec, f"load-{i}@{c}", 0.0)
+            r = loadcase.sustained_load(runner.context, spec, f"load-{i}@{c}")
             assert r.total_tps is not None and r.acceptance is not None
             per_user[c].append(r.decode_tps)
             total[c].append(r.total_tps)

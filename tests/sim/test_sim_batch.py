@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sim_helpers import concurrent_streams, user_decode_tps
+from support.sim_helpers import concurrent_streams, user_decode_tps
 
 from pytest_specperf.sim import SimServer, load_profile, start_all
 from pytest_specperf.sim.batch import Arrival, simulate

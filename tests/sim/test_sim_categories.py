@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_specperf.prompt_files import PromptRecord, load_prompts
+from pytest_specperf.prompts.files import PromptRecord, load_prompts
 from pytest_specperf.sim import SimServer
 from pytest_specperf.sim.profile import Profile, ProfileError, load_profile, profile_from_dict
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sim_samples import ALL
+from support.sim_samples import ALL
 
 from pytest_specperf.sim import classify
 from pytest_specperf.sim.textgen import prompt_text

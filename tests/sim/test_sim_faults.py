@@ -7,7 +7,7 @@ import uuid
 
 import httpx
 import pytest
-from sim_helpers import chunk_tokens, stream, stream_body
+from support.sim_helpers import chunk_tokens, stream, stream_body
 
 from pytest_specperf.sim import FAULT_HEADER, FaultError, SimServer, parse_faults
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sim_helpers import stream
+from support.sim_helpers import stream
 
 from pytest_specperf.sim import ProfileError, SimServer, classify, load_profile
 from pytest_specperf.sim.textgen import prompt_text

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sim_helpers import chunk_tokens, stream, stream_body
+from support.sim_helpers import chunk_tokens, stream, stream_body
 
 from pytest_specperf.sim import SimServer, detokenize
 from pytest_specperf.sim.textgen import prompt_text

@@ -7,7 +7,7 @@ import sys
 
 import httpx
 import pytest
-from sim_samples import ALL, PROSE
+from support.sim_samples import ALL, PROSE
 
 from pytest_specperf.sim import SimServer, detokenize, tokenize
 from pytest_specperf.sim.tokenizer import BOS_ID, MAX_TOKEN_BYTES, TokenError, token_bytes

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sim_helpers import chunk_tokens, stream, stream_body
+from support.sim_helpers import chunk_tokens, stream, stream_body
 
 from pytest_specperf.sim import SimServer, classify
 from pytest_specperf.sim.model import RequestModel

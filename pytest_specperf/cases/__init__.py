@@ -1,0 +1,1 @@
+"""What a case asks and what it returns: specs from markers and YAML, and result records."""

@@ -1,0 +1,82 @@
+"""What every case spec shares: the base class, its validation helpers and the trial constants.
+
+Specs are frozen dataclasses validated once, the same way for markers, YAML cases and direct calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pytest_specperf.errors import ConfigError
+from pytest_specperf.prompts.kinds import CONTENT_KINDS
+
+#: Fewest tokens a sustained case needs for drift to be judged: 8 windows of 32 decode tokens, plus a
+#: first chunk (TTFT's) of up to 8 tokens.
+MIN_DRIFT_TOKENS = 264
+APIS = ("completions", "chat")
+#: trials repeat="auto" always takes (the sequential test's first look; sequential.MIN_TRIALS).
+AUTO_MIN_TRIALS = 3
+#: trials repeat="auto" takes at most unless max_repeat says otherwise.
+AUTO_MAX_REPEAT = 20
+
+
+def check(cond: bool, kind: str, message: str) -> None:
+    """A usage error naming the case kind unless ``cond`` holds."""
+    if not cond:
+        raise ConfigError(f"{kind}(): {message}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSpec:
+    """Fields shared by every kind of case."""
+
+    KIND: ClassVar[str] = ""
+    ctx: int = 1000
+    content: str = "prose"
+    # Trials (streams of a sustained case, two-point pairs): a number, or "auto": trials are added until the
+    # drift gate and any comparison (baseline, A/B) are decided, at most max_repeat (compare/sequential.py).
+    repeat: int | str = 1
+    max_repeat: int | None = None  # only with repeat="auto"; None: AUTO_MAX_REPEAT
+    min_tps: float | None = None
+    api: str = "completions"
+    max_regression: float | None = None  # None: --specperf-max-regression
+    # Sampling temperature of every request. 0 (greedy) is reproducible; acceptance depends on it,
+    # so a case that guards a served configuration can ask for the temperature it serves.
+    temperature: float = 0.0
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the keyword when a value is out of range."""
+        k = self.KIND
+        check(isinstance(self.ctx, int) and self.ctx >= 1, k, f"ctx must be a positive integer, got {self.ctx!r}")
+        check(self.content in CONTENT_KINDS, k, f"content must be one of {', '.join(CONTENT_KINDS)}, "
+               f"got {self.content!r}")
+        check(self.repeat == "auto" or (isinstance(self.repeat, int) and not isinstance(self.repeat, bool)
+                                         and self.repeat >= 1), k,
+               f"repeat must be an integer >= 1 or 'auto', got {self.repeat!r}")
+        check(self.max_repeat is None or self.repeat == "auto", k,
+               f"max_repeat applies to repeat='auto' only, got repeat={self.repeat!r}; drop max_repeat or set "
+               "repeat='auto'")
+        check(self.max_repeat is None or (isinstance(self.max_repeat, int) and not isinstance(self.max_repeat, bool)
+                                           and self.max_repeat >= AUTO_MIN_TRIALS), k,
+               f"max_repeat must be an integer >= {AUTO_MIN_TRIALS} (the sequential test's first look), "
+               f"got {self.max_repeat!r}")
+        check(self.min_tps is None or (is_number(self.min_tps) and self.min_tps > 0), k,
+               f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
+        check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+        check(self.max_regression is None or (is_number(self.max_regression) and 0 < self.max_regression < 1), k,
+               f"max_regression must be a fraction in (0, 1), got {self.max_regression!r}")
+        check(is_number(self.temperature) and 0 <= self.temperature <= 2, k,
+               f"temperature must be a number in [0, 2], got {self.temperature!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data, for reports and JSON."""
+        return dataclasses.asdict(self)
+
+
+def is_number(x: object) -> bool:
+    """A real number (a bool is not one)."""
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+

@@ -1,0 +1,174 @@
+"""Closed-loop case specs: a fixed number of streams, each waiting for its answer (``sustained``,
+``two_point``, ``ctx_sweep``, ``load_sweep``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pytest_specperf.cases.base import MIN_DRIFT_TOKENS, CaseSpec, check, is_number
+
+
+@dataclass(frozen=True, kw_only=True)
+class SustainedSpec(CaseSpec):
+    """A long streamed generation: decode rate, drift between early and late windows, TTFT."""
+
+    KIND: ClassVar[str] = "sustained"
+    tokens: int = 1500
+    max_drift: float | None = None  # None: the ini default (specperf_max_drift)
+    max_burst_gap: float | None = None
+    max_ttft_s: float | None = None
+    min_accept_len: float | None = None
+    max_accept_drop: float | None = None
+    require_speculation: bool = False
+    concurrency: int = 1  # streams at once (users); > 1 makes it a load case
+    ramp_s: float = 0.0  # starts spread evenly over this many seconds (0: all together)
+    min_total_tps: float | None = None  # floor on aggregate output tok/s while all streams decode
+
+    def validate(self) -> None:
+        super().validate()
+        k = self.KIND
+        validate_load(self, k)
+        check(self.concurrency == 1 or (self.repeat == 1 and self.max_burst_gap is None), k,
+               f"concurrency={self.concurrency} runs its streams at once: drop repeat and max_burst_gap "
+               "(they measure one stream at a time)")
+        check(isinstance(self.tokens, int) and self.tokens >= 16, k,
+               f"tokens must be an integer >= 16, got {self.tokens!r}")
+        for name in ("max_drift", "max_burst_gap", "max_accept_drop"):
+            v = getattr(self, name)
+            check(v is None or (is_number(v) and 0 < v < 1), k, f"{name} must be a fraction in (0, 1), got {v!r}")
+        check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
+               f"max_drift needs tokens >= {MIN_DRIFT_TOKENS} (drift is judged over 8 windows of 32 decode tokens), "
+               f"got tokens={self.tokens}; raise tokens or drop max_drift")
+        check(self.max_ttft_s is None or (is_number(self.max_ttft_s) and self.max_ttft_s > 0), k,
+               f"max_ttft_s must be a positive number of seconds, got {self.max_ttft_s!r}")
+        check(self.min_accept_len is None or (is_number(self.min_accept_len) and self.min_accept_len >= 1), k,
+               f"min_accept_len must be a number >= 1 (tokens per step), got {self.min_accept_len!r}")
+        check(isinstance(self.require_speculation, bool), k,
+               f"require_speculation must be True or False, got {self.require_speculation!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoPointSpec(CaseSpec):
+    """Two non-streamed requests of different lengths on the same prompt: (long - short) / (t_long - t_short)."""
+
+    KIND: ClassVar[str] = "two_point"
+    short: int = 8
+    long: int = 264
+
+    def validate(self) -> None:
+        super().validate()
+        k = self.KIND
+        check(isinstance(self.short, int) and self.short >= 1, k, f"short must be an integer >= 1, got {self.short!r}")
+        check(isinstance(self.long, int) and self.long > self.short, k,
+               f"long must be an integer > short ({self.short}), got {self.long!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CtxSweepSpec(CaseSpec):
+    """A two-point decode measurement at each context length; ``tokens`` = long - short."""
+
+    KIND: ClassVar[str] = "ctx_sweep"
+    ctxs: tuple[int, ...] = field(default=(64, 1024, 3072, 5120))
+    tokens: int = 256
+    short: int = 8
+
+    def validate(self) -> None:
+        # ctx is unused by a sweep; ctxs carries the points.
+        super().validate()
+        k = self.KIND
+        check(self.repeat != "auto", k, "repeat='auto' is for sustained and two_point cases; give a sweep a "
+               "number of repeats")
+        check(len(self.ctxs) >= 1 and all(isinstance(c, int) and c >= 1 for c in self.ctxs), k,
+               f"ctxs must be a non-empty list of positive integers, got {list(self.ctxs)!r}")
+        check(isinstance(self.tokens, int) and self.tokens >= 8, k,
+               f"tokens must be an integer >= 8, got {self.tokens!r}")
+        check(isinstance(self.short, int) and self.short >= 1, k, f"short must be an integer >= 1, got {self.short!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSweepSpec(CaseSpec):
+    """A sustained load at each concurrency: per-user and aggregate decode, the knee, speculation's crossover."""
+
+    KIND: ClassVar[str] = "load_sweep"
+    concurrency: tuple[int, ...] = field(default=(1, 2, 4, 8))
+    tokens: int = 300
+    ramp_s: float = 0.0
+    max_drift: float | None = None
+    # Floors: one number for every level, or {level: floor}.
+    min_tps: Any = None  # type: ignore[assignment]
+    min_total_tps: Any = None
+    min_speedup: float | None = None  # A/B: B's per-user decode / A's at every level must reach this
+
+    def validate(self) -> None:
+        k = self.KIND
+        check(isinstance(self.concurrency, tuple) and len(self.concurrency) >= 1
+               and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in self.concurrency)
+               and list(self.concurrency) == sorted(set(self.concurrency)), k,
+               f"concurrency must be a rising list of positive integers, e.g. [1, 2, 4, 8], got "
+               f"{list(self.concurrency)!r}")
+        _concurrency_bound(self.concurrency[-1], k)
+        for name in ("min_tps", "min_total_tps"):
+            floors = getattr(self, name)
+            if isinstance(floors, Mapping):
+                bad = [c for c in floors if c not in self.concurrency]
+                check(not bad, k, f"{name} names level {bad[0] if bad else ''!r}, which is not in concurrency "
+                       f"{list(self.concurrency)}")
+                values = list(floors.values())
+            else:
+                values = [floors]
+            check(all(v is None or (is_number(v) and v > 0) for v in values), k,
+                   f"{name} must be a positive number of tokens/s or a mapping {{level: tokens/s}}, got {floors!r}")
+        CaseSpec.validate(dataclasses.replace(self, min_tps=None))  # the shared keywords; floors checked above
+        check(self.repeat == 1, k, f"repeat={self.repeat}: a load sweep runs each level once; drop repeat "
+               "(in A/B, --specperf-ab-trials sets the trials per arm)")
+        check(isinstance(self.tokens, int) and self.tokens >= 16, k,
+               f"tokens must be an integer >= 16, got {self.tokens!r}")
+        check(is_number(self.ramp_s) and self.ramp_s >= 0, k,
+               f"ramp_s must be a number of seconds >= 0, got {self.ramp_s!r}")
+        check(self.max_drift is None or (is_number(self.max_drift) and 0 < self.max_drift < 1), k,
+               f"max_drift must be a fraction in (0, 1), got {self.max_drift!r}")
+        check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
+               f"max_drift needs tokens >= {MIN_DRIFT_TOKENS}, got tokens={self.tokens}; raise tokens or drop it")
+        check(self.min_speedup is None or (is_number(self.min_speedup) and self.min_speedup > 0), k,
+               f"min_speedup must be a positive ratio (1.0: speculation must not slow users), got {self.min_speedup!r}")
+
+    def floor(self, name: str, level: int) -> float | None:
+        """The ``min_tps`` or ``min_total_tps`` floor at one level."""
+        v = getattr(self, name)
+        return v.get(level) if isinstance(v, Mapping) else v
+
+    def level(self, c: int) -> SustainedSpec:
+        """The sustained case measured at concurrency ``c``."""
+        return SustainedSpec(ctx=self.ctx, content=self.content, api=self.api, temperature=self.temperature,
+                             tokens=self.tokens, concurrency=c, ramp_s=self.ramp_s, max_drift=self.max_drift,
+                             min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
+
+
+#: Most streams one case runs at once. They are all read by one client process on one event loop;
+#: past a few hundred its own per-read work and socket count (1024 open files is a common default
+#: limit) are what a run would measure, and building that many prompts costs minutes before the
+#: first request. A bound known before anything is sent is a usage error, not a late failure.
+MAX_CONCURRENCY = 512
+
+
+def _concurrency_bound(c: int, k: str) -> None:
+    check(c <= MAX_CONCURRENCY, k, f"concurrency={c} is above {MAX_CONCURRENCY}, the most streams one case runs at "
+           f"once (one client process reads them all); lower it to {MAX_CONCURRENCY} or less")
+
+
+def validate_load(spec: Any, k: str) -> None:
+    """concurrency, ramp_s and min_total_tps of a sustained case."""
+    c = spec.concurrency
+    check(isinstance(c, int) and not isinstance(c, bool) and c >= 1, k,
+           f"concurrency must be an integer >= 1 (streams at once), got {c!r}")
+    _concurrency_bound(c, k)
+    check(is_number(spec.ramp_s) and spec.ramp_s >= 0, k,
+           f"ramp_s must be a number of seconds >= 0, got {spec.ramp_s!r}")
+    v = spec.min_total_tps
+    check(v is None or (is_number(v) and v > 0), k,
+           f"min_total_tps must be a positive number of tokens/s (aggregate over all streams), got {v!r}")
+
+

@@ -1,0 +1,214 @@
+"""Result records; attribute names are the keys of ``--specperf-json`` (docs/measurement.md lists them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Result:
+    """Fields every case has."""
+
+    kind: str
+    endpoint: str
+    model: str
+    server: str
+    ctx: int
+    prompt_tokens: int | None
+    nodeid: str = ""
+    verdict: str = "passed"  # passed | failed | error
+    reason: str = ""
+    content: str = "prose"
+    temperature: float = 0.0  # sampling temperature of the case's requests
+    started_at: float = 0.0  # wall-clock (epoch s) span of the case's requests: shows cases never overlap
+    finished_at: float = 0.0
+    sized_down: dict[str, Any] | None = None  # fields the runner capped for a small local engine
+    server_version: str | None = None  # as the server tells it (vLLM /version, llama.cpp build_info, ...)
+    min_tps: float | None = None  # the case's floor in tok/s, as judged (reports draw it)
+    warnings: list[str] = field(default_factory=list)  # gates that could not decide (shown, not failed)
+    notes: list[str] = field(default_factory=list)  # gates not judged, and why
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (also what rides on reports to the xdist controller)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class StreamResult:
+    """One streamed generation of a sustained case."""
+
+    prompt_tokens: int | None
+    completion_tokens: int
+    ttft_s: float
+    total_s: float
+    decode_tps: float
+    client_tps: float
+    window_tokens: int | None
+    window_tps: list[float]
+    early_tps: float | None
+    late_tps: float | None
+    drift: float | None
+    trend_p: float | None
+    stalls: list[dict[str, float]]
+    tokens_per_chunk: float
+    count_source: str
+    counts_exact: bool
+    response_id: str | None = None
+    window_tokens_per_chunk: list[float] = field(default_factory=list)
+    window_chunks_per_s: list[float] = field(default_factory=list)
+    server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
+    sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
+    text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials
+
+
+@dataclass
+class SustainedResult(Result):
+    """A sustained case; top-level figures are medians over its streams when repeat > 1."""
+
+    tokens: int = 0
+    completion_tokens: int = 0
+    ttft_s: float = 0.0
+    total_s: float = 0.0
+    decode_tps: float = 0.0
+    client_tps: float = 0.0
+    window_tps: list[float] = field(default_factory=list)
+    early_tps: float | None = None
+    late_tps: float | None = None
+    drift: float | None = None
+    drift_p: float | None = None
+    drift_gate: str = ""
+    drift_failed: bool = False
+    drift_verdict: str = "not judged"  # passed | failed | inconclusive | not judged
+    max_drift: float | None = None
+    stalls: int = 0
+    stall_s: float = 0.0
+    tokens_per_chunk: float = 0.0
+    counts_exact: bool = True
+    count_source: str = ""
+    acceptance: dict[str, Any] | None = None
+    attribution: dict[str, Any] | None = None
+    window_accept_len: list[float] = field(default_factory=list)  # tokens per step per window (step chunks)
+    window_step_ms: list[float] = field(default_factory=list)  # step time per window (step chunks)
+    burst_tps: float | None = None
+    burst_gap: float | None = None
+    repeat: int = 1
+    streams: list[StreamResult] = field(default_factory=list)
+    # Load cases (concurrency > 1): decode_tps is then the median user's.
+    concurrency: int = 1
+    ramp_s: float = 0.0
+    decode_p10_tps: float | None = None  # the 10th-percentile user's decode: what min_tps gates under load
+    total_tps: float | None = None  # aggregate output tok/s over the window in which every stream decoded
+    min_total_tps: float | None = None  # the aggregate floor the case was judged against (reports show it)
+    common_window_s: float | None = None  # that window's length
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    step_ms: float | None = None  # median engine step time (servers that send one chunk per step)
+    late_p50_s: float | None = None  # the client's send lateness, its bound and verdict (lateness.py)
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""
+
+
+@dataclass
+class LoadSweepResult(Result):
+    """A sustained load at each concurrency level; ``levels`` hold each level's load fields and streams."""
+
+    tokens: int = 0
+    concurrency: list[int] = field(default_factory=list)
+    levels: list[dict[str, Any]] = field(default_factory=list)
+    knee: int | None = None  # first level past which aggregate tok/s grows < 10% per doubling
+    decode_tps: float = 0.0  # per-user median decode at the highest level
+    total_tps: float | None = None  # the highest aggregate over levels
+    min_total_tps: Any = None  # the asked aggregate floor: one number, or {users: floor}
+    min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
+    crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
+
+
+@dataclass
+class TwoPointResult(Result):
+    """A two-point decode measurement (median over repeats)."""
+
+    short: int = 8
+    long: int = 264
+    t_short_s: float = 0.0
+    t_long_s: float = 0.0
+    decode_tps: float = 0.0
+    repeat: int = 1
+    samples_tps: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SweepResult(Result):
+    """Two-point decode at several context lengths."""
+
+    points: list[dict[str, Any]] = field(default_factory=list)
+    decode_tps: float = 0.0  # the lowest point's rate: the one a floor is about
+
+
+@dataclass
+class RateResult(Result):
+    """A rate case; latency figures are over answered requests, attainment and goodput over all."""
+
+    rps: float = 0.0  # asked
+    arrivals: str = "poisson"
+    requests: int = 0
+    tokens: int = 0
+    slo: dict[str, float] | None = None
+    achieved_rps: float = 0.0  # answered requests per second of duration_s (vLLM's request throughput)
+    sent_rps: float = 0.0  # requests over the span of their actual sends: how the client kept the schedule
+    duration_s: float = 0.0  # first scheduled arrival -> last response
+    output_tps: float = 0.0
+    completion_tokens: int = 0  # per request, as asked and checked
+    decode_tps: float = 0.0  # median request's
+    ttft_s: float = 0.0  # median request's (from its scheduled arrival)
+    tpot_ms: float = 0.0
+    e2e_s: float = 0.0
+    ttft_p50_s: float = 0.0
+    ttft_p90_s: float = 0.0
+    ttft_p99_s: float = 0.0
+    tpot_p50_ms: float = 0.0
+    tpot_p90_ms: float = 0.0
+    tpot_p99_ms: float = 0.0
+    e2e_p50_s: float = 0.0
+    e2e_p90_s: float = 0.0
+    e2e_p99_s: float = 0.0
+    tokens_per_chunk: float = 0.0
+    attainment: float | None = None  # share of requests meeting every bound of the slo
+    goodput_rps: float | None = None  # requests meeting the slo per second of the case
+    met: int = 0
+    missed: dict[str, int] = field(default_factory=dict)  # bound -> requests missing it
+    refused: int = 0  # HTTP 429/503
+    failed: int = 0  # other per-request errors
+    late_p99_s: float = 0.0  # how far behind schedule the client sent (p99)
+    late_p50_s: float | None = None  # (p50); the bound and the verdict it gives: lateness.py
+    late_bound_s: float | None = None
+    client_behind: str = ""
+    step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
+    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    per_request: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CapacityResult(Result):
+    """A capacity search."""
+
+    slo: dict[str, float] | None = None
+    target: float = 0.95
+    tokens: int = 0
+    arrivals: str = "poisson"
+    max_rps: float | None = None  # highest passing probe; 0.0 when none passed
+    bracket: list[float | None] = field(default_factory=list)  # [highest passing, lowest failing]
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    stop: str = ""  # why the search ended
+    search_s: float = 0.0
+    goodput_rps: float | None = None  # at max_rps
+    attainment: float | None = None  # at max_rps
+    min_rps: float | None = None
+    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    decode_tps: float | None = None  # median request's decode at max_rps
+    late_p50_s: float | None = None  # the client's send lateness over the probes (lateness.py)
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""

@@ -1,0 +1,67 @@
+"""Perf cases from ``*.specperf.yaml`` files, validated into the same specs as the markers.
+
+Each top-level key names a case; its value holds exactly one case kind with its keywords,
+and optionally ``marks`` (extra marker names), e.g.::
+
+    long_reasoning_holds:
+      sustained: {tokens: 1500, ctx: 5000, content: reasoning, min_tps: 60}
+      marks: [slow]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.build import SPECS, build_spec
+from pytest_specperf.errors import ConfigError
+
+SUFFIXES = (".specperf.yaml", ".specperf.yml")
+
+
+def is_case_file(path: Path) -> bool:
+    """True for files this plugin collects."""
+    return path.name.endswith(SUFFIXES)
+
+
+def load_cases(path: Path) -> list[tuple[str, CaseSpec, dict[str, Any], list[str]]]:
+    """(name, spec, raw keywords, extra marks) per case; a bad file raises ConfigError naming file and case."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path.name}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path.name}: the top level must map case names to cases, e.g. 'my_case: "
+                          "{sustained: {tokens: 500}}'")
+    out = []
+    for name, body in raw.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path.name}: case {name!r} must be a mapping with one of {', '.join(SPECS)}")
+        kinds = [k for k in body if k in SPECS]
+        unknown = [k for k in body if k not in SPECS and k != "marks"]
+        if unknown:
+            raise ConfigError(f"{path.name}: case {name!r} has unknown key {unknown[0]!r}; use one of "
+                              f"{', '.join(SPECS)} (and optionally marks)")
+        if len(kinds) != 1:
+            raise ConfigError(f"{path.name}: case {name!r} needs exactly one of {', '.join(SPECS)}, found "
+                              f"{len(kinds)}")
+        kind = kinds[0]
+        kwargs = body[kind] or {}
+        if not isinstance(kwargs, dict):
+            raise ConfigError(f"{path.name}: case {name!r}: {kind} takes a mapping of keywords, got {kwargs!r}")
+        marks = body.get("marks") or []
+        if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
+            raise ConfigError(f"{path.name}: case {name!r}: marks must be a list of marker names")
+        try:
+            spec = build_spec(kind, kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{path.name}: case {name!r}: {exc}") from None
+        out.append((str(name), spec, kwargs, marks))
+    return out

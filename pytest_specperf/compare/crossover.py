@@ -1,0 +1,191 @@
+"""Speculation's crossover: the concurrency at which B (speculation on) stops being faster for users than A (off).
+
+Run on a ``load_sweep`` in A/B mode (``--specperf-ab=A,B``). The samples are trials, not streams: the
+streams of one trial share the engine's batched steps, so a trial gives one value per level, its median
+user's decode rate (``trial_figures``). Per level, B's speedup is the geometric-mean ratio of those
+values, B over A, and its interval is Welch's t interval of the difference of mean logs at 98 % two-sided
+(99 % one-sided either way), exponentiated: the printed speedup is the interval's centre in log space, so
+it lies inside its interval by construction.
+
+Each level's verdict against the floor (``min_speedup``, else 1): ``below`` when the whole interval is
+under it, ``holds`` when the whole interval is at or above it, ``inconclusive`` otherwise. The crossover
+is the first level that does not hold. ``min_speedup`` makes it the sweep's A/B gate: a ``below`` level
+fails, an inconclusive one follows ``--specperf-inconclusive``.
+
+Few trials: with two or more trials per arm and some spread, Welch (its degrees of freedom fall to about
+``n - 1`` with ``n`` trials a side, so two trials a side give a wide interval). With one trial on one arm,
+a prediction interval from the other arm's spread (pooled t). With one trial per arm, or no spread at all,
+nothing measures the noise between trials, and the per-trial noise ``compare.NOISE_FLOOR`` (3 %) is
+assumed, as ``compare.compare_case`` does; the level's ``method`` and the text say so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy
+
+from pytest_specperf.compare import trials as compare
+
+#: Figures a load trial gives per level, one value each (the ones comparisons judge).
+TRIAL_METRICS = ("decode_tps", "ttft_s", "total_tps")
+#: Below this log-sd the values of one arm are equal up to rounding: no spread to measure.
+_NO_SPREAD = 1e-9
+
+
+def _positive(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        return None
+    return float(v)
+
+
+def _stream_median(case: dict[str, Any], metric: str) -> float | None:
+    values = [x for s in case.get("streams") or [] if isinstance(s, dict)
+              for x in [_positive(s.get(metric))] if x is not None]
+    return float(np.median(values)) if values else None
+
+
+def trial_figures(case: dict[str, Any]) -> list[dict[str, float | None]]:
+    """One dict of ``TRIAL_METRICS`` per trial of a load level or ``sustained(concurrency=N)`` result.
+
+    A row that combines trials carries them in ``trials``; a single trial gives its own figures: the
+    median user (the row's ``decode_tps``, ``ttft_s``; from its streams when the row lacks them) and the
+    aggregate ``total_tps``. A value that was not measured is None.
+    """
+    if isinstance(case.get("trials"), list):
+        return [{m: _positive(t.get(m)) for m in TRIAL_METRICS} for t in case["trials"] if isinstance(t, dict)]
+    out: dict[str, float | None] = {}
+    for m in TRIAL_METRICS:
+        own = _positive(case.get(m))
+        out[m] = own if own is not None or m == "total_tps" else _stream_median(case, m)
+    return [out]
+
+
+def trial_values(results: list[dict[str, Any]], users: int) -> list[float]:
+    """One per-user decode rate per trial at ``users``: each trial's median user, over one arm's results."""
+    out: list[float] = []
+    for r in results:
+        for lv in r.get("levels") or []:
+            if isinstance(lv, dict) and lv.get("concurrency") == users:
+                out += [v for f in trial_figures(lv) for v in [f["decode_tps"]] if v is not None]
+    return out
+
+
+def _sd(x: np.ndarray) -> float:
+    sd = float(x.std(ddof=1)) if x.size >= 2 else 0.0
+    return sd if sd > _NO_SPREAD else 0.0
+
+
+def log_interval(la: np.ndarray, lb: np.ndarray, alpha: float = compare.ALPHA,
+                 noise_floor: float = compare.NOISE_FLOOR) -> tuple[float, float, float, str]:
+    """``(estimate, lo, hi, method)`` of mean(lb) - mean(la), the interval ``1 - 2 alpha`` two-sided and
+    centred on the estimate: Welch, a prediction interval, or the assumed ``noise_floor`` (module docstring)."""
+    na, nb = la.size, lb.size
+    d = float(lb.mean() - la.mean())
+    sa, sb = _sd(la), _sd(lb)
+    if na >= 2 and nb >= 2 and (sa > 0 or sb > 0):
+        va, vb = sa**2 / na, sb**2 / nb
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))  # Welch-Satterthwaite
+        half, method = float(scipy.special.stdtrit(df, 1 - alpha)) * math.sqrt(va + vb), "welch"
+    elif min(na, nb) == 1 and max(sa, sb) > 0:
+        # One trial on one arm: the other arm's spread predicts where a single trial falls (pooled t).
+        dof = na + nb - 2
+        pooled = ((na - 1) * sa**2 + (nb - 1) * sb**2) / dof
+        half = float(scipy.special.stdtrit(dof, 1 - alpha)) * math.sqrt(pooled * (1 / na + 1 / nb))
+        method = "prediction"
+    else:
+        half = float(scipy.special.ndtri(1 - alpha)) * noise_floor * math.sqrt(1 / na + 1 / nb)
+        method = "noise-floor"
+    return d, d - half, d + half, method
+
+
+def speedup_level(users: int, a: list[float], b: list[float], floor: float) -> dict[str, Any]:
+    """B's speedup over A at one level from per-trial values, its interval and verdict against ``floor``."""
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    d, lo, hi, method = log_interval(la, lb)
+    # The estimate is the centre of the interval in log space: [lo, hi] holds it whatever the rounding.
+    lo, hi = min(lo, d), max(hi, d)
+    log_floor = math.log(floor)
+    verdict = "below" if hi < log_floor else "holds" if lo >= log_floor else "inconclusive"
+    return {"users": users, "speedup": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "verdict": verdict,
+            "method": method, "a_decode_tps": math.exp(float(la.mean())), "b_decode_tps": math.exp(float(lb.mean())),
+            "n_a": len(a), "n_b": len(b), "a_trials": [float(x) for x in a], "b_trials": [float(x) for x in b]}
+
+
+def crossover(arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], min_speedup: float | None = None
+              ) -> dict[str, Any]:
+    """Per level B's speedup over A for users, and the first level that does not hold the floor (1, or
+    ``min_speedup``). ``arm_a``, ``arm_b``: each arm's load-sweep results, one per trial (or combined rows)."""
+    floor = 1.0 if min_speedup is None else float(min_speedup)
+    levels = []
+    for users in (arm_b[0].get("concurrency") or []) if arm_b else []:
+        a, b = trial_values(arm_a, users), trial_values(arm_b, users)
+        if a and b:
+            levels.append(speedup_level(users, a, b, floor))
+    first = next((lv for lv in levels if lv["verdict"] != "holds"), None)
+    return {"floor": floor, "gated": min_speedup is not None, "levels": levels,
+            "users": first["users"] if first else None, "speedup": first["speedup"] if first else None,
+            "interval": first["interval"] if first else None, "verdict": first["verdict"] if first else None,
+            "text": _text(first, floor, levels)}
+
+
+def _users(n: int) -> str:
+    return f"{n} user" + ("" if n == 1 else "s")
+
+
+def level_text(lv: dict[str, Any]) -> str:
+    """One level's speedup, interval and what they rest on, in words."""
+    lo, hi = lv["interval"]
+    how = {"welch": "", "prediction": "; noise from one arm's spread",
+           "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}[lv["method"]]
+    return (f"speedup {lv['speedup']:.2f} [{lo:.2f}, {hi:.2f}] ({lv['b_decode_tps']:.1f} vs "
+            f"{lv['a_decode_tps']:.1f} tok/s per user, {lv['n_b']} vs {lv['n_a']} trials{how})")
+
+
+def _text(first: dict[str, Any] | None, floor: float, levels: list[dict[str, Any]]) -> str:
+    if not levels:
+        return "crossover not judged: no level measured on both arms"
+    plain = floor == 1.0
+    if first is None:
+        what = "B faster for users" if plain else f"B's speedup at or above min_speedup {floor:g}"
+        return f"{what} at every level up to {_users(levels[-1]['users'])} (the whole interval)"
+    if first["verdict"] == "below":
+        what = "slower for users" if plain else f"under min_speedup {floor:g}"
+    else:
+        what = "not shown faster for users" if plain else f"not shown to reach min_speedup {floor:g}"
+    return f"B {what} from {_users(first['users'])}: {level_text(first)}"
+
+
+def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], inconclusive: str
+          ) -> list[str]:
+    """Attach the crossover to B's summary; with ``min_speedup`` it is the sweep's A/B gate: a level below
+    the floor fails it, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
+    result = crossover(arm_a, arm_b, summary.get("min_speedup"))
+    summary["crossover"] = result
+    if not result["gated"]:
+        summary.setdefault("notes", []).append(result["text"])
+        return []
+    floor = result["floor"]
+    below = [lv for lv in result["levels"] if lv["verdict"] == "below"]
+    unsure = [lv for lv in result["levels"] if lv["verdict"] == "inconclusive"]
+    fail = below + (unsure if inconclusive == "fail" else [])
+    if fail and summary.get("verdict") != "error":
+        # The crossover names the first level that does not hold; the levels failing past it are named too.
+        more = [f"at {_users(lv['users'])}: {'below' if lv['verdict'] == 'below' else 'not shown to reach'} "
+                f"min_speedup {floor:g}, {level_text(lv)}"
+                for lv in sorted(fail, key=lambda lv: lv["users"]) if lv["users"] != result["users"]]
+        summary["verdict"] = "failed"
+        # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
+        summary["reason"] = "; ".join([result["text"], *more] + [x for x in [summary.get("reason", "")] if x])
+        return []
+    return [result["text"]] if unsure and inconclusive == "warn" else []
+
+
+def unjudged(result: dict[str, Any]) -> None:
+    """Outside A/B, note on a load sweep that its ``min_speedup`` was not judged, and why."""
+    if result.get("kind") == "load_sweep" and result.get("min_speedup") is not None and not result.get("crossover"):
+        result.setdefault("notes", []).append(
+            f"min_speedup {result['min_speedup']:g} not judged: the speedup is B over A per level, which needs "
+            "an A/B run (--specperf-ab=A_URL,B_URL)")

@@ -1,0 +1,319 @@
+"""Regression gates over measured results: against a stored baseline, or B against A in one session (ABBA).
+
+Pytest-free glue between the runner and ``compare``: it decides the case's verdict and reason,
+and attaches the comparisons to the result dict as plain data (``comparisons``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from pytest_specperf.cases.results import Result
+from pytest_specperf.compare import crossover, sequential
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.trials import CaseComparison, Comparison
+
+METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
+#: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
+KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"),
+                "capacity": ("max_rps",)}
+
+
+def metrics_for(result: dict[str, Any]) -> tuple[str, ...]:
+    """The metrics compared for a result of this kind."""
+    return KIND_METRICS.get(str(result.get("kind")), METRICS)
+# Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
+TTFT_FLOOR_S = 0.010
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How comparisons turn into verdicts."""
+
+    max_regression: float = 0.05
+    inconclusive: str = "warn"  # pass | warn | fail
+
+    def apply(self, result: dict[str, Any], comparisons: list[CaseComparison], *, judge: bool = True) -> list[str]:
+        """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
+        ``judge=False`` only records them (another gate judges the case)."""
+        own = [cc for cc in comparisons if cc.nodeid == result.get("nodeid")]
+        result["comparisons"] = [cc.as_dict() for cc in own]
+        if not judge:
+            return []
+        fail, warn = compare.gate(own, self.inconclusive)
+        if fail and result.get("verdict") != "error":
+            result["verdict"] = "failed"
+            result["reason"] = "; ".join([r for r in [result.get("reason", "")] if r] + [cc.reason for cc in fail])
+        return [cc.reason for cc in warn]
+
+
+def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str, Any]],
+                     max_regression: float | None = None, differences: list[str] | None = None,
+                     strict: bool = False, *, auto: bool = False) -> list[str]:
+    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold).
+
+    ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
+    they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
+    ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
+    """
+    mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
+    threshold = max_regression or gate.max_regression
+    base, cand = per_trial(mine), per_trial([result])
+    if auto:
+        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
+    else:
+        ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
+    unlike = [*(differences or []), *_case_differences(mine, result)]
+    judged = _unlike(_ttft_floor(ccs, base, cand), unlike, strict)
+    return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
+
+
+def _is_load(result: dict[str, Any]) -> bool:
+    """A load sweep, or a sustained case whose streams ran at once (concurrency > 1)."""
+    users = result.get("concurrency")
+    return result.get("kind") == "load_sweep" or (
+        result.get("kind") == "sustained" and isinstance(users, int) and not isinstance(users, bool) and users > 1)
+
+
+def _one_trial(case: dict[str, Any], figures: dict[str, float | None]) -> dict[str, Any]:
+    return {**{k: v for k, v in case.items() if k not in ("streams", "trials")}, **figures}
+
+
+def per_trial(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results as comparisons see them: a load case gives one value per trial per level (that trial's median
+    user, its aggregate), not one per stream, since the streams of one trial share the engine's batched steps.
+
+    A row that combines trials (an A/B arm, ``aggregate``) becomes one result per trial; other results
+    pass unchanged (a sustained case's sequential streams are its trials).
+    """
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("verdict") == "error" or not _is_load(r):
+            out.append(r)
+        elif r.get("kind") == "sustained":
+            out += [_one_trial(r, f) for f in crossover.trial_figures(r)]
+        else:
+            levels = [(lv, crossover.trial_figures(lv)) for lv in r.get("levels") or [] if isinstance(lv, dict)]
+            for i in range(max((len(f) for _, f in levels), default=1)):
+                out.append({**r, "levels": [_one_trial(lv, f[i]) for lv, f in levels if i < len(f)]})
+    return out
+
+
+def speedup_gated(result: dict[str, Any]) -> bool:
+    """A load sweep with ``min_speedup``: in A/B its speedup floor is its gate, instead of the regression gate."""
+    return result.get("kind") == "load_sweep" and result.get("min_speedup") is not None
+
+
+def _case_differences(base: list[dict[str, Any]], result: dict[str, Any]) -> list[str]:
+    """Per-case settings that make a baseline measure something else (sampling temperature)."""
+    temps = {b.get("temperature", 0.0) for b in base}
+    now = result.get("temperature", 0.0)
+    return [f"temperature: {t!r} (baseline) != {now!r} (now)" for t in temps if t != now]
+
+
+def _unlike(ccs: list[CaseComparison], differences: list[str], strict: bool) -> list[CaseComparison]:
+    """Say how the baseline differs in every reason; without ``strict`` a regression is only inconclusive."""
+    if not differences:
+        return ccs
+    what = "; ".join(differences)
+    out = []
+    for cc in ccs:
+        if cc.comparison is None:
+            out.append(cc)
+            continue
+        verdict = cc.verdict
+        if verdict == "regressed" and not strict:
+            verdict = "inconclusive"
+            why = f"{cc.reason}; not comparable ({what}): inconclusive, --specperf-compare-strict judges it anyway"
+        else:
+            why = f"{cc.reason}; baseline differs ({what})"
+        out.append(_with_verdict(cc, verdict, why))
+    return out
+
+
+def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparison:
+    """The same comparison with a new verdict and reason, inside and out, so every report says one thing."""
+    inner = replace(cc.comparison, verdict=verdict, reason=reason) if cc.comparison is not None else None
+    return replace(cc, verdict=verdict, reason=reason, comparison=inner)
+
+
+def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
+           max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
+    arms: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    for arm in compare.ab_order(trials):
+        arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
+    a, b = per_trial(arms["A"]), per_trial(arms["B"])
+    ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
+                             metrics=metrics_for(arms["B"][0]))
+    return _ab_summary(arms, _ttft_floor(ccs, a, b), gate)
+
+
+def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
+                   max_regression: float | None = None) -> sequential.Until:
+    """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
+    return sequential.until_baseline(baseline, nodeid, max_regression=max_regression or gate.max_regression,
+                                     metrics=METRICS, judge=_ttft_floor)
+
+
+def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None) -> sequential.Until:
+    """The runner's ``until`` for repeat="auto" saved with nothing to compare: trials until the run can serve as
+    a baseline at its own noise (``max_repeat`` at most); a TTFT whose threshold is under the floor is not sized."""
+    return sequential.until_saved(max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  floors={"ttft_s": TTFT_FLOOR_S})
+
+
+def saved_notes(gate: Gate, result: dict[str, Any], max_repeat: int, max_regression: float | None = None) -> list[str]:
+    """Warnings for a saved repeat="auto" run too noisy to judge a candidate of ``max_repeat`` trials against."""
+    return sequential.saved_notes(result, max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  floors={"ttft_s": TTFT_FLOOR_S})
+
+
+def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
+                max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
+    a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
+                                  max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
+                                  metrics=METRICS, judge=_ttft_floor)
+    summary, warnings = _ab_summary({"A": a, "B": b}, ccs, gate)
+    return summary, warnings + sequential.noise_warnings(ccs)
+
+
+def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate
+                ) -> tuple[dict[str, Any], list[str]]:
+    trials = len(arms["B"])
+    summary = aggregate(arms["B"])
+    a_row = aggregate(arms["A"])
+    summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
+                     "a": {k: v for k, v in a_row.items() if k in AGGREGATED},
+                     "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
+                     "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
+    if summary.get("kind") == "load_sweep":
+        summary["ab"]["a_levels"] = a_row.get("levels")  # A's rows, every trial: what the speedups divide by
+    gated = speedup_gated(summary)  # then the floor (crossover.apply) judges it; comparisons are only shown
+    warnings = gate.apply(summary, ccs, judge=not gated)
+    if gated:
+        summary.setdefault("notes", []).append(
+            f"A/B judged by min_speedup {summary['min_speedup']:g}, B's per-user speedup at every level; the "
+            "per-level comparisons are shown, not gated")
+    if summary.get("kind") == "load_sweep":
+        warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
+    return summary, warnings
+
+
+#: Scalar figures an A/B row shows as the median over an arm's trials.
+AGGREGATED = ("decode_tps", "client_tps", "ttft_s", "total_s", "early_tps", "late_tps", "drift", "tokens_per_chunk",
+              "burst_tps", "burst_gap", "t_short_s", "t_long_s", "prompt_tokens", "completion_tokens")
+
+
+def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for several trials of a case: medians of the figures, every stream and sample kept, the worst
+    verdict with every distinct reason. A load sweep's level rows combine every trial the same way
+    (``combine_levels``); a load case keeps each trial's figures in ``trials``, its streams say their trial."""
+    out = dict(trials[-1])
+    for key in AGGREGATED:
+        values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
+        if values:
+            out[key] = float(np.median(values))
+    for key in ("streams", "samples_tps", "warnings", "notes"):
+        if any(key in r for r in trials):
+            out[key] = [x for r in trials for x in r.get(key) or []]
+    if any(r.get("verdict") == "failed" for r in trials):
+        out["verdict"] = "failed"
+    out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))
+    out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)
+    out["started_at"] = min(r.get("started_at", 0.0) for r in trials)
+    if len(trials) > 1 and _is_load(out):
+        if out.get("kind") == "load_sweep":
+            out["levels"] = combine_levels(trials)
+            totals = [lv["total_tps"] for lv in out["levels"] if _number(lv.get("total_tps")) is not None]
+            out["total_tps"] = max(totals) if totals else None  # the best level, as for one trial
+        else:
+            out.update(_combined_load(list(enumerate(trials))))
+    return out
+
+
+#: Per-level figures a combined level row shows as the median over trials (counts are summed).
+LEVEL_MEDIANS = ("prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps", "common_window_s",
+                 "ttft_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "drift", "early_tps", "late_tps",
+                 "tokens_per_chunk", "accept_len")
+_SEVERITY = {"error": 3, "failed": 2, "inconclusive": 1}
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v):
+        return None
+    return float(v)
+
+
+def _combined_load(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """The fields of one load row (a level, or a sustained load case) over trials ``(index, row)``: medians,
+    summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and which
+    trial gave it), and each trial's own figures in ``trials``."""
+    n = len(entries)
+    worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
+    out: dict[str, Any] = {"verdict": worst.get("verdict")}
+    for key in LEVEL_MEDIANS:
+        values = [x for _, row in entries for x in [_number(row.get(key))] if x is not None]
+        if any(key in row for _, row in entries):
+            out[key] = float(np.median(values)) if values else None
+    for key in ("stalls", "stall_s"):
+        if any(key in row for _, row in entries):
+            out[key] = sum(_number(row.get(key)) or 0 for _, row in entries)
+    out["streams"] = [{**s, "trial": i} for i, row in entries for s in row.get("streams") or [] if isinstance(s, dict)]
+    for key in ("warnings", "notes"):
+        out[key] = list(dict.fromkeys(x for _, row in entries for x in row.get(key) or []))
+    out["reason"] = "; ".join(dict.fromkeys(f"trial {i + 1} of {n}: {row['reason']}" for i, row in entries
+                                            if row.get("reason")))
+    out["trials"] = [crossover.trial_figures(row)[0] for _, row in entries]
+    return out
+
+
+def combine_levels(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A load sweep's level rows over every trial, in the sweep's order: each shows what all trials measured
+    (medians), under the worst of their verdicts, never one trial's figures under another's verdict."""
+    by_users: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+    for i, r in enumerate(trials):
+        for lv in r.get("levels") or []:
+            if isinstance(lv, dict):
+                by_users.setdefault(lv.get("concurrency"), []).append((i, lv))
+    rows = []
+    for entries in by_users.values():
+        worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
+        rows.append({**worst, **_combined_load(entries)})
+    return rows
+
+
+def _median_ttft(results: list[dict[str, Any]]) -> float | None:
+    values = [v for r in results for v in compare.trials(r, "ttft_s")]
+    return float(np.median(values)) if values else None
+
+
+def _ttft_floor(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]]
+                ) -> list[CaseComparison]:
+    """A TTFT 'regression' smaller than TTFT_FLOOR_S in absolute terms passes, saying why."""
+    b, c = _median_ttft(base), _median_ttft(cand)
+    if b is None or c is None or abs(c - b) >= TTFT_FLOOR_S:
+        return ccs
+    out = []
+    for cc in ccs:
+        if cc.metric == "ttft_s" and cc.verdict in ("regressed", "inconclusive", "improved"):
+            why = f"ttft_s {b * 1000:.1f} -> {c * 1000:.1f} ms: within the {TTFT_FLOOR_S * 1000:.0f} ms noise floor"
+            cc = _with_verdict(cc, "passed", why)
+        out.append(cc)
+    return out
+
+
+def comparisons_of(results: list[dict[str, Any]]) -> list[CaseComparison]:
+    """Rebuild comparison objects from result dicts (they travel as plain data, e.g. across xdist)."""
+    out = []
+    for r in results:
+        for d in r.get("comparisons") or []:
+            c = d.get("comparison")
+            out.append(CaseComparison(d["nodeid"], d.get("ctx"), d.get("metric"), d["verdict"], d["reason"],
+                                      Comparison(**c) if c else None, d.get("q"), d.get("users")))
+    return out

@@ -1,0 +1,1 @@
+"""Talking to one endpoint: client, SSE traces, concurrent streams, retries, locks, server kinds."""

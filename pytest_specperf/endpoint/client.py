@@ -1,0 +1,408 @@
+"""HTTP client for OpenAI-compatible inference servers: detection, tokenize, timed streams.
+
+Every stream becomes a :class:`Trace`: the arrival time of each SSE event that carried tokens
+and its exact token count, taken from what the server reports per chunk (continuous usage
+stats, llama.cpp's ``timings_per_token``, token ids), else from ``/tokenize`` of the chunk's
+text (marked approximate). Chunk counts are reconciled with ``usage.completion_tokens``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pytest_specperf.endpoint.retrying import RETRY_STATUSES, RetryPolicy
+from pytest_specperf.endpoint.server_kinds import (
+    CAPABILITIES,
+    Capabilities,
+    ServerInfo,
+    context_from_models,
+    kind_from_models,
+)
+from pytest_specperf.endpoint.sse import Chunk, Trace, TraceBuilder, paused_gc, split_events
+from pytest_specperf.errors import MeasurementError, shorten
+
+#: Where each server kind tells its version: (route, JSON key).
+VERSION_ROUTES: dict[str, tuple[str, str]] = {
+    "vllm": ("/version", "version"), "sglang": ("/server_info", "version"), "llamacpp": ("/props", "build_info"),
+    "tgi": ("/info", "version"), "ollama": ("/api/version", "version"),
+}
+
+Progress = Callable[[int, float], None]  # (tokens so far, seconds since the first token)
+
+
+@dataclass
+class Completion:
+    """A timed non-streamed completion."""
+
+    elapsed_s: float
+    usage: dict[str, Any]
+    finish_reason: str | None
+    body: dict[str, Any]
+
+
+class Client:
+    """One endpoint. Errors are MeasurementError with a one-line reason; the API key never appears in them."""
+
+    def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 60.0,
+                 retries: int = 3, max_retry_wait: float = 30.0, kind: str | None = None,
+                 source: str = "--endpoint") -> None:
+        self.url = url.rstrip("/")
+        self.source = source  # the option that named this URL, for "fix --endpoint" hints
+        self.model = model
+        self.timeout = timeout
+        self.retries = retries
+        self.max_retry_wait = max_retry_wait
+        self._api_key = api_key
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers,
+                                 timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        self.info: ServerInfo | None = None
+        self._forced_kind = kind
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- errors ---------------------------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def fail(self, message: str) -> MeasurementError:
+        """The error to raise for ``message``, with the API key redacted."""
+        return MeasurementError(self._redact(message))
+
+    def _down(self, exc: Exception) -> MeasurementError:
+        return self.fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix "
+                          f"{self.source}")
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How transient refusals are retried (read per call: a rate case turns retries off for its run)."""
+        return RetryPolicy(self.retries, self.max_retry_wait)
+
+    @contextmanager
+    def named_errors(self, method: str, path: str) -> Iterator[float]:
+        """Turn a failed send into its one-line error; yields the send's start time."""
+        t0 = time.perf_counter()
+        try:
+            yield t0
+        except httpx.ConnectError as exc:
+            raise self._down(exc) from None
+        except httpx.TimeoutException:
+            raise self.fail(f"{method} {path} got no response headers within {self.timeout:g} s "
+                             "(raise --specperf-timeout if the server is just slow)") from None
+        except httpx.HTTPError as exc:  # cut mid-answer: the same named error as a cut stream
+            raise self._cut(method, path, time.perf_counter() - t0, exc) from None
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """Send with bounded retries on transient refusals (honouring Retry-After); connection errors are named."""
+        return self._timed_request(method, path, **kw)[0]
+
+    def _timed_request(self, method: str, path: str, **kw: Any) -> tuple[httpx.Response, float]:
+        """As _request, plus the duration of the last attempt alone (retry waits are not measured)."""
+        def send() -> tuple[httpx.Response, float]:
+            with self.named_errors(method, path) as t0:
+                resp = self.http.request(method, path, **kw)
+                return resp, time.perf_counter() - t0
+        return self.retry_policy.call(send)
+
+    def _cut(self, method: str, path: str, after_s: float, exc: Exception) -> MeasurementError:
+        return self.fail(f"server closed the connection after {after_s:.1f} s without a complete answer to "
+                          f"{method} {path} ({shorten(str(exc) or type(exc).__name__, 60)})")
+
+    def check_status(self, resp: httpx.Response, what: str) -> None:
+        """Raise the named one-line error for a non-200 answer to ``what``, with the fix it suggests."""
+        if resp.status_code == 200:
+            return
+        try:
+            body = resp.json()
+            msg = body.get("error", body) if isinstance(body, dict) else body
+            if isinstance(msg, dict):
+                msg = msg.get("message", msg)
+        except ValueError:
+            msg = resp.text
+        hint = ""
+        if resp.status_code in RETRY_STATUSES:
+            hint = f" after {self.retries} retries; the server is overloaded or still loading, retry later"
+        elif resp.status_code == 404 and self.model:
+            hint = f"; is model {self.model!r} served there? (check --model)"
+        elif resp.status_code == 401:
+            hint = "; set the API key in the variable --api-key-env names"
+        raise self.fail(f"{what}: HTTP {resp.status_code} from {self.url}{hint}: {shorten(str(msg), 100)}")
+
+    # -- discovery ------------------------------------------------------------------------------
+
+    def detect(self) -> ServerInfo:
+        """Find the server kind and served models; check --model against them."""
+        resp = self._request("GET", "/v1/models")
+        self.check_status(resp, "GET /v1/models")
+        try:
+            body = resp.json()
+        except ValueError:
+            raise self.fail(f"GET /v1/models on {self.url} is not JSON: {shorten(resp.text, 80)}; "
+                             "is this an OpenAI-compatible server?") from None
+        kind, models = kind_from_models(body)
+        details: dict[str, Any] = {}
+        if self._forced_kind:
+            kind = self._forced_kind
+        if kind is None:
+            kind = self._probe_kind(details)
+        if self.model is None:
+            if not models:
+                raise self.fail(f"{self.url} lists no models at /v1/models; pass --model")
+            self.model = models[0]
+        elif models and self.model not in models:
+            raise self.fail(f"model {self.model!r} is not served by {self.url}; it serves {', '.join(models)} "
+                             f"(fix --model)")
+        limit, source = self._context_limit(body, kind)
+        details.setdefault("version", self._server_version(kind))
+        self.info = ServerInfo(kind=kind, models=models, caps=CAPABILITIES[kind], details=details,
+                               max_context=limit, context_source=source)
+        return self.info
+
+    def _server_version(self, kind: str) -> str | None:
+        """The server's own version string where it shows one (saved with runs: baselines must match it)."""
+        path, key = VERSION_ROUTES.get(kind, (None, None))
+        if path is None:
+            return None
+        try:
+            resp = self.http.get(path)
+            body = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        value = body.get(key) if isinstance(body, dict) else None
+        return str(value) if value else None
+
+    def _context_limit(self, models_body: Any, kind: str) -> tuple[int | None, str]:
+        """The context one request may use, as advertised: llama.cpp's per-slot ``n_ctx`` in /props, else
+        ``max_model_len`` (or ``meta.n_ctx``) in /v1/models; (None, "") when the server does not say."""
+        if kind == "llamacpp":
+            try:
+                resp = self.http.get("/props")
+                props = resp.json() if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                props = None
+            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+                return n_ctx, "n_ctx in /props"
+        limit = context_from_models(models_body, self.model)
+        return (limit, "max_model_len in /v1/models") if limit else (None, "")
+
+    def _probe_kind(self, details: dict[str, Any]) -> str:
+        for path, kind, key in (("/info", "tgi", "model_id"), ("/api/version", "ollama", "version")):
+            try:
+                resp = self.http.get(path)
+                body = resp.json() if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(body, dict) and key in body:
+                details[key] = body[key]
+                return kind
+        return "openai"
+
+    @property
+    def caps(self) -> Capabilities:
+        """Capabilities of the detected server (detects on first use)."""
+        return (self.info or self.detect()).caps
+
+    @property
+    def kind(self) -> str:
+        """Detected server kind."""
+        return (self.info or self.detect()).kind
+
+    # -- tokens ---------------------------------------------------------------------------------
+
+    def count_tokens(self, text: str, api: str = "completions") -> int:
+        """Prompt tokens of ``text`` as the server counts it when sent on ``api`` (special tokens and,
+        for chat, the chat template included)."""
+        if api == "chat":
+            return self._count_chat(text)
+        if self.caps.tokenize is None:
+            # No tokenize route (Ollama, plain OpenAI): the server's own count from a 1-token request.
+            return self._usage_prompt_tokens(text, api)
+        return self._tokenize(text, special=True)
+
+    def _usage_prompt_tokens(self, text: str, api: str) -> int:
+        usage = self.complete(text, 1, api=api).usage
+        if "prompt_tokens" not in usage:
+            raise self.fail(f"{self.kind} server at {self.url} reports no usage.prompt_tokens and cannot count "
+                             f"a {api} prompt otherwise; exact ctx cannot be built there")
+        return int(usage["prompt_tokens"])
+
+    def _count_chat(self, text: str) -> int:
+        """A one-message chat prompt's tokens, template included: the server's chat tokenize route where it
+        has one (vLLM, SGLang: /tokenize with messages; llama.cpp: input_tokens), else a 1-token request."""
+        messages = [{"role": "user", "content": text}]
+        style = self.caps.tokenize
+        if style in ("vllm", "sglang"):
+            body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True}
+            if self.model:
+                body["model"] = self.model
+            resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
+            out = _json_or_none(resp)
+            if isinstance(out, dict) and isinstance(out.get("count"), int):
+                return int(out["count"])
+        elif style == "llamacpp":
+            resp = self._request("POST", "/v1/chat/completions/input_tokens", json={"messages": messages})
+            out = _json_or_none(resp)
+            if isinstance(out, dict) and isinstance(out.get("input_tokens"), int):
+                return int(out["input_tokens"])
+        return self._usage_prompt_tokens(text, "chat")
+
+    def _tokenize(self, text: str, *, special: bool) -> int:
+        """Token count from the server's tokenize route (``special``: count BOS and the like as a prompt does)."""
+        style = self.caps.tokenize
+        if style == "llamacpp":
+            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": special})
+        elif style == "tgi":
+            resp = self._request("POST", "/tokenize", json={"inputs": text})
+        else:
+            body: dict[str, Any] = {"prompt": text, "add_special_tokens": special}
+            if self.model:
+                body["model"] = self.model
+            resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
+        self.check_status(resp, "POST /tokenize")
+        out = resp.json()
+        if isinstance(out, list):  # TGI: one entry per token
+            return len(out)
+        return int(out["count"]) if "count" in out else len(out["tokens"])
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
+              temperature: float) -> tuple[str, dict[str, Any]]:
+        caps = self.caps
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
+                                "stream": stream}
+        if api == "chat":
+            path = "/v1/chat/completions"
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            path = "/v1/completions"
+            body["prompt"] = prompt
+        if caps.ignore_eos:
+            body["ignore_eos"] = True
+        if caps.min_tokens:
+            body["min_tokens"] = max_tokens
+        if caps.spec_details:
+            body["return_spec_tokens_details"] = True
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+            if caps.continuous_usage:
+                body["stream_options"]["continuous_usage_stats"] = True
+            if caps.timings_per_token:
+                body["timings_per_token"] = True
+        return path, body
+
+    def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
+                 temperature: float = 0.0, headers: dict[str, str] | None = None) -> Completion:
+        """One non-streamed completion, timed from send to full response (retries not timed)."""
+        path, body = self.body(prompt, max_tokens, api, False, seed, temperature)
+        resp, elapsed = self._timed_request("POST", path, json=body, headers=headers)
+        self.check_status(resp, f"POST {path}")
+        try:
+            out = resp.json()
+        except ValueError:
+            raise self.fail(f"POST {path} answered non-JSON: {shorten(resp.text, 80)}") from None
+        choices = out.get("choices") or [{}]
+        return Completion(elapsed, out.get("usage") or {}, choices[0].get("finish_reason"), out)
+
+    @contextmanager
+    def _open_stream(self, path: str, body: dict[str, Any],
+                     headers: dict[str, str] | None) -> Iterator[tuple[httpx.Response, float]]:
+        """The accepted stream's response and its send time (refusals retried, other statuses named)."""
+        def send() -> tuple[httpx.Response, float]:
+            with self.named_errors("POST", path) as t0:
+                resp = self.http.send(self.http.build_request("POST", path, json=body, headers=headers), stream=True)
+                if resp.status_code != 200:
+                    resp.read()
+                    resp.close()
+                return resp, t0
+        resp, t0 = self.retry_policy.call(send)
+        self.check_status(resp, f"POST {path}")
+        try:
+            yield resp, t0
+        finally:
+            resp.close()
+
+    def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
+               temperature: float = 0.0, headers: dict[str, str] | None = None,
+               on_progress: Progress | None = None) -> Trace:
+        """One streamed completion; timestamps are taken as each SSE event is read."""
+        path, body = self.body(prompt, max_tokens, api, True, seed, temperature)
+        trace = TraceBuilder(self.caps, self.fail)
+        last_progress = 0.0
+        with self._open_stream(path, body, headers) as (resp, t0):
+            self.check_event_stream(resp, path)
+            clock = time.perf_counter
+            # Each network read is stamped as it is pulled, before its events are split and parsed, so
+            # parsing never delays a timestamp (events that came in one read share its time).
+            reads = ((clock() - t0, raw) for raw in resp.iter_bytes())
+            try:
+                with paused_gc():
+                    for t, data in split_events(reads):
+                        if trace.feed(t, data):
+                            break
+                        if on_progress and trace.chunks and t - last_progress > 0.5:
+                            last_progress = t
+                            on_progress(trace.tokens, t - trace.chunks[0].t)
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                raise self.cut(trace.tokens, exc) from None
+            except httpx.TimeoutException:
+                raise self.stalled(trace.tokens) from None
+            total = time.perf_counter() - t0
+        return trace.finish(total, t0, self.count_text_chunks)
+
+    def check_event_stream(self, resp: httpx.Response, path: str) -> None:
+        """Raise if an accepted stream is not Server-Sent Events (a proxy's HTML page, plain JSON)."""
+        ctype = resp.headers.get("content-type", "")
+        if "text/event-stream" not in ctype:
+            raise self.fail(f"POST {path} did not answer with an event stream: content-type {shorten(ctype, 40)!r}")
+
+    def cut(self, tokens: int, exc: Exception) -> MeasurementError:
+        """The error for a stream the connection dropped."""
+        return self.fail(f"stream cut after {tokens} tokens: {shorten(str(exc), 80)}")
+
+    def stalled(self, tokens: int) -> MeasurementError:
+        """The error for a stream that sent nothing for the read timeout."""
+        return self.fail(f"stalled: no data for {self.timeout:g} s after {tokens} tokens "
+                          f"(--specperf-timeout={self.timeout:g})")
+
+    def count_text_chunks(self, chunks: list[Chunk]) -> None:
+        """Fallback: tokenize each chunk's text (approximate at chunk seams), or 1 token per chunk."""
+        can_tokenize = self.caps.tokenize is not None
+        for c in chunks:
+            if c.tokens == -1:
+                c.tokens = max(1, self._tokenize(c.text, special=False)) if can_tokenize else 1
+
+    def metrics_text(self) -> str | None:
+        """The Prometheus text at /metrics, or None if the server has none."""
+        try:
+            resp = self.http.get("/metrics")
+        except httpx.HTTPError:
+            return None
+        return resp.text if resp.status_code == 200 else None
+
+
+def _json_or_none(resp: httpx.Response) -> Any:
+    """A 200 response's JSON body, else None (the caller falls back to another way)."""
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None

@@ -1,0 +1,229 @@
+"""Many timed streams at once, in one process: the client side of load cases.
+
+:func:`run_streams` sends each :class:`StreamRequest` at its scheduled time (``at_s`` seconds after
+a common origin) over one ``httpx.AsyncClient`` and returns a :class:`StreamOutcome` per request,
+in order, each with the same :class:`~pytest_specperf.endpoint.sse.Trace` the sync client returns, so
+``measure.stream_result`` measures every stream unchanged.
+
+Exact time under load: while streams are open, the only work done per network read is a clock
+read and an append. SSE framing, JSON and token counting run once every stream of the run has
+ended, so no stream's parsing delays another's timestamps (parsing each stream as it ended put
+the last chunks of 64 streams finishing together 35 ms late). An event is stamped with the read
+that completed it; events that arrived in one read share its time, as they did arrive together.
+
+Scheduling: requests with ``at_s`` in the future wait on the event loop's timer, so open-loop
+arrivals (a Poisson schedule, a fixed rate) are a list of requests with increasing ``at_s``; each
+outcome records how late it was actually sent (``sent_s`` against ``at_s``). ``sent_s`` is when the
+request first touched the network (httpcore's first trace event for it: connecting, or writing its
+headers), so every delay of the client's own (event-loop lag, building the request, a first-time
+import) counts as lateness, never as the server's time.
+
+Warm-up: before the origin is taken, one streamed GET goes through a throwaway async client, so
+the one-time costs of the first async request in a process (importing the async network backend)
+are paid off the clock, while every measured request still opens its own connection alike.
+
+Errors: one stream's failure does not stop the others; it is the outcome's ``error`` (a one-line
+MeasurementError), and :func:`traces` raises the first one for callers that need every stream.
+
+Example::
+
+    reqs = [StreamRequest(prompt=p, max_tokens=300, seed=i, at_s=0.5 * i) for i, p in enumerate(prompts)]
+    outcomes = run_streams(client, reqs)
+    results = [measure.stream_result(o.trace) for o in outcomes if o.trace]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.sse import Trace, TraceBuilder, paused_gc, split_events
+from pytest_specperf.errors import MeasurementError
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    """One streamed completion to send at ``at_s`` seconds after the run's origin."""
+
+    prompt: str
+    max_tokens: int
+    api: str = "completions"
+    seed: int = 0
+    temperature: float = 0.0
+    at_s: float = 0.0
+
+
+@dataclass
+class StreamOutcome:
+    """What became of one request: its trace, or the error that stopped it."""
+
+    request: StreamRequest
+    trace: Trace | None
+    error: MeasurementError | None
+    sent_s: float  # when it was actually sent, seconds after the origin (>= request.at_s)
+    origin: float  # time.perf_counter() of the run's origin, shared by every outcome of a run
+
+    @property
+    def late_s(self) -> float:
+        """How much later than scheduled the request went out (event-loop lag)."""
+        return self.sent_s - self.request.at_s
+
+
+def run_streams(client: Client, requests: Sequence[StreamRequest], *, origin: float | None = None
+                ) -> list[StreamOutcome]:
+    """Send every request at its ``at_s`` (after ``origin``, default now) and read all streams at once.
+
+    Blocks until every stream has ended. ``client`` supplies URL, model, key, timeout, retries and
+    the detected server (detected here if it was not yet). Safe to call from inside a running event
+    loop (it then runs in a worker thread).
+    """
+    client.info or client.detect()
+
+    def go() -> list[StreamOutcome]:
+        with paused_gc():  # a full collection mid-run would stamp every stream's events late
+            return asyncio.run(_run(client, list(requests), origin))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return go()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(go).result()
+
+
+def traces(outcomes: Sequence[StreamOutcome]) -> list[Trace]:
+    """Every outcome's trace, or the first error (by request order) raised."""
+    for o in outcomes:
+        if o.error is not None:
+            raise o.error
+    return [o.trace for o in outcomes if o.trace is not None]
+
+
+@dataclass
+class _Raw:
+    """One stream as read: timestamped raw reads, parsed only once every stream has ended."""
+
+    path: str
+    t0: float
+    total_s: float
+    reads: list[tuple[float, bytes]]
+
+
+async def _run(client: Client, requests: list[StreamRequest], origin: float | None) -> list[StreamOutcome]:
+    limits = httpx.Limits(max_connections=max(len(requests), 1), max_keepalive_connections=max(len(requests), 1))
+    timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
+    async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
+                                 limits=limits) as http:
+        await _warm(client, timeout)
+        start = time.perf_counter() if origin is None else origin
+        tasks = [asyncio.create_task(_one(client, http, r, start)) for r in requests]
+        done = await asyncio.gather(*tasks)
+    # Parsing waits until the last stream ended: done per stream as it ends, it would hold up the
+    # event loop while other streams' chunks arrive (with 64 streams ending together, by tens of ms).
+    return [_parsed(client, outcome, raw) for outcome, raw in done]
+
+
+async def _warm(client: Client, timeout: httpx.Timeout) -> None:
+    """One streamed request before the clock starts: the first async send in a process imports the
+    network backend (tens of ms, seen as 0.0 attainment on a loaded machine).
+
+    It goes through a client of its own, closed after: a connection it left in the measured
+    client's pool would give one request a head start (no connect) over the others.
+    """
+    try:
+        async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout) as http, \
+                http.stream("GET", "/v1/models", extensions={"trace": _ignore}) as resp:
+            async for _ in resp.aiter_bytes():
+                pass
+    except httpx.HTTPError:
+        pass  # the measured requests will name the problem
+
+
+async def _ignore(name: str, info: dict[str, Any]) -> None:
+    """A trace callback that records nothing (exercises the traced path during warm-up)."""
+
+
+async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float
+               ) -> tuple[StreamOutcome, _Raw | None]:
+    delay = origin + req.at_s - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    sent = time.perf_counter()
+    try:
+        raw = await _stream(client, http, req)
+        return StreamOutcome(req, None, None, raw.t0 - origin, origin), raw
+    except MeasurementError as exc:
+        return StreamOutcome(req, None, exc, sent - origin, origin), None
+
+
+def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamOutcome:
+    """The outcome with its trace built from the raw reads (or the parse error)."""
+    if raw is None:
+        return outcome
+    builder = TraceBuilder(client.caps, client.fail)
+    try:
+        for t, data in split_events(raw.reads):
+            if builder.feed(t, data):
+                break
+        # Text-only chunks are counted with the server's tokenizer: off the clock, after the streams.
+        outcome.trace = builder.finish(raw.total_s, raw.t0, client.count_text_chunks)
+    except MeasurementError as exc:
+        outcome.error = exc
+    return outcome
+
+
+async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
+    """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy)."""
+    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature)
+
+    async def send() -> tuple[httpx.Response, float]:
+        on_wire: list[float] = []
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            if not on_wire and name.endswith(".started"):
+                on_wire.append(time.perf_counter())
+
+        with client.named_errors("POST", path) as t0:
+            request = http.build_request("POST", path, json=body, extensions={"trace": trace})
+            resp = await http.send(request, stream=True)
+            if resp.status_code != 200:
+                await resp.aread()
+                await resp.aclose()
+            # The send time is when the request reached the network, not when the client set out to send it.
+            return resp, on_wire[0] if on_wire else t0
+
+    resp, t0 = await client.retry_policy.acall(send)
+    try:
+        client.check_status(resp, f"POST {path}")
+        client.check_event_stream(resp, path)
+        reads: list[tuple[float, bytes]] = []
+        await _read_all(client, resp, reads, t0)
+        return _Raw(path, t0, time.perf_counter() - t0, reads)
+    finally:
+        await resp.aclose()
+
+
+async def _read_all(client: Client, resp: httpx.Response, reads: list[tuple[float, bytes]], t0: float) -> None:
+    """The hot loop: stamp and keep each read; stop at the end of the body or after ``[DONE]``."""
+    clock = time.perf_counter
+    try:
+        async for raw in resp.aiter_bytes():
+            reads.append((clock() - t0, raw))
+            if b"[DONE]" in raw[-16:]:
+                return
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise client.cut(_tokens_so_far(reads), exc) from None
+    except httpx.TimeoutException:
+        raise client.stalled(_tokens_so_far(reads)) from None
+
+
+def _tokens_so_far(reads: list[tuple[float, bytes]]) -> int:
+    """Events received before a cut (a close count for the error message: one per data event)."""
+    return sum(raw.count(b"data:") for _, raw in reads)

@@ -1,0 +1,243 @@
+"""pytest hooks for pytest-specperf: options, markers, fixtures, collection, verdicts, summary.
+
+Thin by design: measurement lives in the runner and below, which never import pytest.
+Per-case results ride on reports as plain data (``user_properties``), so the table and the
+JSON file are built the same way with and without xdist, by the one process that writes them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.build import SPECS, build_spec, marker_help
+from pytest_specperf.cases.yaml_cases import is_case_file
+from pytest_specperf.compare import storage
+from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.pytest_plugin import html_extras, live_progress
+from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
+from pytest_specperf.pytest_plugin.keys import (
+    AB_A,
+    BASELINE,
+    BASELINE_RUN,
+    DIRECT_ERROR,
+    PROP,
+    RESULTS,
+    SENT,
+    SESSION,
+    SETTINGS,
+    SHARED,
+    SPEC,
+    SpecperfWarning,
+)
+from pytest_specperf.pytest_plugin.options import Settings, add_options, read_settings
+from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
+from pytest_specperf.pytest_plugin.report_writer import ReportWriter
+from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
+from pytest_specperf.report import pytest_benchmark as benchmark_bridge
+from pytest_specperf.report.junit import junit_properties
+from pytest_specperf.run.target import EndpointSession, SharedStart
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_specperf.pytest_plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in marker_help().values():
+        config.addinivalue_line("markers", line)
+    try:
+        settings = read_settings(config)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SETTINGS] = settings
+    url = model = shared = None
+    if is_worker(config):
+        # One simulator/engine for all workers, started by the controller when the first worker needs it.
+        url = config.workerinput.get("specperf_url")  # type: ignore[attr-defined]
+        model = config.workerinput.get("specperf_model")  # type: ignore[attr-defined]
+        folder = config.workerinput.get("specperf_shared")  # type: ignore[attr-defined]
+        shared = Path(folder) if folder else None
+    source = "--endpoint"
+    if settings.ab:
+        config.stash[AB_A] = EndpointSession(settings, url=settings.ab[0], source="--specperf-ab")
+        url, source = settings.ab[1], "--specperf-ab"
+    if settings.compare is not None:
+        config.stash[BASELINE] = _load_baseline(config, settings)
+    session = EndpointSession(settings, url=url, model=model, source=source, shared=shared)
+    session.progress = live_progress.install(config, is_worker(config))
+    config.stash[SESSION] = session
+    if not is_worker(config):
+        config.pluginmanager.register(ReportWriter(config, config.stash.get(BASELINE, None)), "specperf-reporter")
+        if html_extras.wanted(config):
+            extras = html_extras.HtmlExtras(config, config.stash.get(BASELINE, None))
+            config.pluginmanager.register(extras, "specperf-html")
+
+def _load_baseline(config: pytest.Config, settings: Settings) -> list[dict[str, Any]]:
+    folder = storage_folder(config, settings)
+    path = storage.find_run(folder, settings.compare or None)
+    if path is None:
+        what = f"saved run {settings.compare!r}" if settings.compare else "saved run"
+        raise pytest.UsageError(f"--specperf-compare: no {what} in {folder}; save one first with --specperf-save")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = storage.load_run(path)
+    if run is None:
+        reason = str(caught[0].message) if caught else f"{path} could not be read"
+        # A corrupt or old baseline is a warning and no comparison, never a crash.
+        config.issue_config_time_warning(SpecperfWarning(f"{reason}; comparisons skipped"), stacklevel=2)
+        return []
+    config.stash[BASELINE_RUN] = run
+    return run.results
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(SHARED, None)
+    if shared is not None:
+        shared.close()  # first: a start under way finishes, so the session below stops what it started
+    for key in (SESSION, AB_A):
+        session = config.stash.get(key, None)
+        if session is not None:
+            session.close()
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand every worker the endpoint's URL, or where to ask for it to be started.
+
+    Nothing is started here: a run whose workers collect no perf case never starts a simulator or engine.
+    """
+    config = node.config
+    session = config.stash[SESSION]
+    if session.given_url is not None:
+        node.workerinput["specperf_url"] = session.given_url
+    else:
+        if SHARED not in config.stash:
+            config.stash[SHARED] = SharedStart(session)
+        node.workerinput["specperf_shared"] = str(config.stash[SHARED].folder)
+    if session.model:
+        node.workerinput["specperf_model"] = session.model
+
+def pytest_report_header(config: pytest.Config) -> str:
+    s = config.stash[SETTINGS]
+    if s.ab:
+        target = f"A/B, A={s.ab[0]} (baseline), B={s.ab[1]} (candidate)"
+    elif s.endpoint:
+        target = s.endpoint
+    elif s.engine:
+        target = f"local {s.engine} engine ({s.engine_preset}), started on first use"
+    else:
+        target = f"embedded simulator '{s.sim}'" + (f" x{s.sim_speed:g}" if s.sim_speed != 1 else "") + \
+            ", started on first use"
+    return f"specperf: endpoint={target}, max_drift={s.max_drift:g}, timeout={s.timeout:g}s"
+
+def _marker_spec(item: pytest.Item) -> CaseSpec | None:
+    found = [(name, item.get_closest_marker(name)) for name in SPECS]
+    found = [(n, m) for n, m in found if m is not None]
+    if len(found) > 1:
+        raise ConfigError(f"one perf marker per test, found {', '.join(n for n, _ in found)}")
+    if not found:
+        return None
+    name, mark = found[0]
+    assert mark is not None
+    return build_spec(name, mark.kwargs, mark.args)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
+    """Validate perf markers where tests are made, so a misspelt keyword is a collection error."""
+    res = yield
+    items = res if isinstance(res, list) else [res] if res is not None else []
+    for item in items:
+        if isinstance(item, pytest.Function):
+            try:
+                spec = _marker_spec(item)
+            except ConfigError as exc:
+                raise collector.CollectError(f"{item.nodeid}: {exc}") from None
+            if spec is not None:
+                item.stash[SPEC] = spec
+    return res
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    if is_case_file(file_path):
+        return YamlCaseFile.from_parent(parent, path=file_path)
+    return None
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    bench = benchmark_bridge.wanted(config)
+    for item in items:
+        if isinstance(item, pytest.Function) and SPEC in item.stash:
+            for name in ("specperf", "benchmark") if bench else ("specperf",):
+                if name not in item.fixturenames:
+                    item.fixturenames.append(name)  # marker cases need them even if they don't ask
+
+@pytest.fixture(scope="session")
+def endpoint(pytestconfig: pytest.Config) -> dict[str, Any]:
+    """The endpoint under test: url, model, detected server kind and what it supports."""
+    try:
+        return pytestconfig.stash[SESSION].describe()
+    except (MeasurementError, ConfigError) as exc:
+        pytest.fail(f"could not reach the endpoint: {exc}", pytrace=False)
+
+@pytest.fixture
+def specperf(request: pytest.FixtureRequest) -> SpecperfFixture:
+    """Perf measurements for this test; a marker case is measured before the body runs."""
+    item = request.node
+    measure_marked(item)
+    return SpecperfFixture(item, request.config.stash[SESSION])
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    # A failed floor is the diagnosis: report it instead of running the body's own asserts.
+    if isinstance(item, pytest.Function):
+        bench = item.funcargs.get("benchmark") if SPEC in item.stash else None
+        for r in item.stash.get(RESULTS, []) if bench is not None else []:
+            problem = benchmark_bridge.feed(bench, r)
+            if problem:
+                item.warn(SpecperfWarning(problem))
+        reason = failed_reason(item)
+        if reason:
+            pytest.fail(reason, pytrace=False)
+    message = ""
+    try:
+        res = yield
+    except MeasurementError as exc:  # a direct call that could not measure: an error, as for a marker case
+        item.stash[DIRECT_ERROR] = True
+        tail = item.config.stash[SESSION].log_tail()
+        message = f"could not measure: {exc}" + (f"\nengine log tail:\n{tail}" if tail else "")
+    except ConfigError as exc:  # a user mistake in a direct call or in using specperf.result: its one line
+        message = str(exc)
+    if message:
+        pytest.fail(message, pytrace=False)  # outside the except: no "during handling" chain is shown
+    if isinstance(item, pytest.Function):
+        reason = failed_reason(item)
+        if reason:
+            pytest.fail(reason, pytrace=False)
+    return res
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if call.when == "call" and report.failed and item.stash.get(DIRECT_ERROR, False):
+        report.specperf_error = True  # travels with the report (xdist copies its attributes)
+    results = item.stash.get(RESULTS, [])
+    sent = item.stash.get(SENT, 0)
+    if results[sent:] and (call.when == "call" or report.failed):
+        for r in results[sent:]:
+            r["nodeid"] = item.nodeid
+            report.user_properties.append((PROP, r))
+            # JUnit XML writes the item's properties at teardown: flat, string-valued, one per field.
+            item.user_properties.extend(junit_properties(r))
+        item.stash[SENT] = len(results)
+    return report
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """A direct call that could not measure is an ERROR (as a marker case's setup error is), never FAILED."""
+    if report.when == "call" and report.failed and getattr(report, "specperf_error", False):
+        return "error", "E", ("ERROR", {"red": True})
+    return None

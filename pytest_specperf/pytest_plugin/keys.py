@@ -1,0 +1,41 @@
+"""Stash keys and the warning class every part of the pytest layer shares, defined together before use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.result_view import ResultView
+from pytest_specperf.compare import storage
+from pytest_specperf.run.target import EndpointSession, SharedStart
+from pytest_specperf.settings import Settings
+
+SETTINGS = pytest.StashKey[Settings]()
+SESSION = pytest.StashKey[EndpointSession]()
+AB_A = pytest.StashKey[EndpointSession]()  # --specperf-ab: SESSION is B (the candidate), this is A
+BASELINE = pytest.StashKey[list[dict[str, Any]]]()
+BASELINE_RUN = pytest.StashKey[storage.Run]()
+BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run
+SHARED = pytest.StashKey[SharedStart]()  # xdist controller: starts the endpoint when a worker first needs it
+
+
+
+class SpecperfWarning(pytest.PytestWarning):
+    """A comparison too noisy to decide, a baseline that could not be read, and the like."""
+
+
+SPEC = pytest.StashKey[CaseSpec]()
+RESULTS = pytest.StashKey[list[dict[str, Any]]]()
+PROP = "specperf"  # user_properties key carrying a result dict
+
+
+def results_of(report: pytest.TestReport) -> list[dict[str, Any]]:
+    """The result dicts a report carries."""
+    return [v for k, v in report.user_properties if k == PROP and isinstance(v, dict)]
+
+
+RESULT_OBJ = pytest.StashKey[ResultView]()
+SENT = pytest.StashKey[int]()
+DIRECT_ERROR = pytest.StashKey[bool]()

@@ -1,0 +1,340 @@
+"""Command-line options, their ini twins, and validation into Settings before anything runs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from pytest_specperf.compare.storage import slug
+from pytest_specperf.errors import ConfigError
+from pytest_specperf.files import check_writable
+from pytest_specperf.settings import STEP_SUMMARY, Settings
+
+# (option, ini name, help). Every option's default is None so the ini twin can fill it.
+OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str, dict[str, Any]]] = [
+    (("--specperf-endpoint", "--endpoint"), "specperf_endpoint",
+     "base URL of an OpenAI-compatible server to measure (vLLM, SGLang, llama.cpp, TGI, Ollama), "
+     "e.g. http://host:8000; without it the embedded simulator runs"),
+    (("--specperf-model", "--model"), "specperf_model", "model name to request (default: the first one served)"),
+    (("--api-key-env", "--specperf-api-key-env"), "specperf_api_key_env",
+     "name of the environment variable holding the API key (default SPECPERF_API_KEY, then OPENAI_API_KEY)"),
+    (("--specperf-sim",), "specperf_sim",
+     "embedded simulator profile when no endpoint is given: a built-in name (healthy, seed, fragmenting, "
+     "acceptance-collapse) or a profile YAML file (default healthy)"),
+    (("--specperf-sim-speed",), "specperf_sim_speed",
+     "run the embedded simulator X times faster than real time; measured rates scale by X (default 1)"),
+    (("--specperf-engine",), "specperf_engine",
+     "start a local engine for the session instead of the simulator: llamacpp or vllm"),
+    (("--specperf-engine-model",), "specperf_engine_model",
+     "model for --specperf-engine: a GGUF (llamacpp) or a Hugging Face folder (vllm); default SmolLM2-135M"),
+    (("--specperf-engine-preset",), "specperf_engine_preset",
+     "speculation preset for --specperf-engine: ngram, self-draft (llamacpp only) or none (default ngram)"),
+    (("--specperf-engine-args",), "specperf_engine_args", "extra arguments for the engine, as one shell-quoted string"),
+    (("--specperf-timeout",), "specperf_timeout",
+     "seconds without data before a request is an error (stall, no answer); default 60"),
+    (("--specperf-json",), "specperf_json", "write every case's result fields to this JSON file (atomically)"),
+    (("--specperf-max-drift",), "specperf_max_drift",
+     "default maximum drift (1 - late/early decode rate) for sustained cases; default 0.15"),
+    (("--specperf-save",), "specperf_save",
+     "save this run's results as a baseline (optionally named) in the storage folder; the words true/yes/on/1 "
+     "mean an automatic name, false/no/off/0 mean do not save", {"nargs": "?", "const": ""}),
+    (("--specperf-compare",), "specperf_compare",
+     "compare every case with a saved run (default: the latest; or give its name or number)",
+     {"nargs": "?", "const": ""}),
+    (("--specperf-compare-strict",), "specperf_compare_strict",
+     "judge against a baseline measured differently (other model, server version, temperature, plugin version or "
+     "machine) as if it were comparable; by default such a would-be regression is inconclusive",
+     {"action": "store_const", "const": "true"}),
+    (("--specperf-storage",), "specperf_storage",
+     "folder for saved runs, relative to the rootdir (default .specperf/runs)"),
+    (("--specperf-max-regression",), "specperf_max_regression",
+     "largest tolerated slowdown against the baseline or A, as a fraction (default 0.05)"),
+    (("--specperf-inconclusive",), "specperf_inconclusive",
+     "what a comparison too noisy to decide does: pass, warn (default) or fail"),
+    (("--specperf-ab",), "specperf_ab",
+     "A/B in one run: URL_A,URL_B; every case runs on both, interleaved ABBA, and B is judged against A"),
+    (("--specperf-ab-trials",), "specperf_ab_trials", "trials per arm in A/B mode (default 5)"),
+    (("--specperf-markdown",), "specperf_markdown",
+     "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
+    (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
+    (("--specperf-html",), "specperf_html", "write a self-contained HTML report with plots here (opens offline)"),
+    (("--specperf-plots",), "specperf_plots",
+     "write one PNG per case into this folder (the Markdown summary links them)"),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register options and ini twins."""
+    group = parser.getgroup("specperf", "speculative-decoding performance cases (pytest-specperf)")
+    for names, ini, help_text, *extra in OPTIONS:
+        group.addoption(*names, dest=ini, default=None, help=help_text, **(extra[0] if extra else {}))
+        parser.addini(ini, help_text, default=None)
+
+
+def _raw(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(name)
+    if value is None:
+        value = config.getini(name)
+    return value if value not in ("", None, []) else None
+
+
+def _number(config: pytest.Config, name: str, default: float, low: float, high: float | None = None) -> float:
+    raw = _raw(config, name)
+    if raw is None:
+        return default
+    flag = _option_flag(name)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{flag}={raw!r} is not a number; give e.g. {flag}={default:g}") from None
+    if not (value > low and (high is None or value < high)):
+        span = f"between {low:g} and {high:g}" if high is not None else f"greater than {low:g}"
+        raise ConfigError(f"{flag}={raw} is out of range; it must be {span}")
+    return value
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """Validate every option; a bad value raises ConfigError naming the option and the fix."""
+    endpoint = _endpoint(config)
+    key_env = _api_key_env(config)
+    engine, preset, engine_model, engine_args = _engine(config, endpoint)
+    sim = _sim(config, load=not (endpoint or engine))
+    json_path, markdown, bencher = _report_files(config)
+    inconclusive = _choice(config, "specperf_inconclusive", "warn", ("pass", "warn", "fail"))
+    ab_pair = _ab(config, other_target=bool(endpoint or engine))
+    trials = _ab_trials(config)
+    compare_name = _run_name(config, "specperf_compare")
+    save_name = _run_name(config, "specperf_save")
+    storage = _storage(config, saving=save_name is not None)
+    return Settings(
+        endpoint=endpoint,
+        model=_raw(config, "specperf_model"),
+        api_key_env=key_env,
+        sim=sim,
+        sim_speed=_number(config, "specperf_sim_speed", 1.0, 0.0),
+        engine=engine,
+        engine_model=engine_model,
+        engine_preset=preset,
+        engine_args=engine_args,
+        timeout=_number(config, "specperf_timeout", 60.0, 0.0),
+        json_path=json_path,
+        max_drift=_number(config, "specperf_max_drift", 0.15, 0.0, 1.0),
+        save=None if save_name is None else str(save_name),
+        compare=None if compare_name is None else str(compare_name),
+        storage=storage,
+        max_regression=_number(config, "specperf_max_regression", 0.05, 0.0, 1.0),
+        inconclusive=inconclusive,
+        ab=ab_pair,
+        ab_trials=trials,
+        markdown=markdown,
+        bencher=bencher,
+        compare_strict=_flag(config, "specperf_compare_strict"),
+        html=_out_file(config, "specperf_html"),
+        plots=_out_dir(config, "specperf_plots"),
+    )
+
+
+def _option_flag(name: str) -> str:
+    """The command-line flag of an ini name: specperf_ab_trials -> --specperf-ab-trials."""
+    return "--" + name.replace("_", "-")
+
+
+def _choice(config: pytest.Config, name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = str(_raw(config, name) or default)
+    if value not in choices:
+        raise ConfigError(f"{_option_flag(name)}={value!r} is not known; use {', '.join(choices[:-1])} "
+                          f"or {choices[-1]}")
+    return value
+
+
+def _endpoint(config: pytest.Config) -> str | None:
+    endpoint = _raw(config, "specperf_endpoint")
+    if endpoint is None:
+        return None
+    return _check_url(str(endpoint), "--endpoint")  # a pasted OpenAI base URL (.../v1) is accepted
+
+
+def _api_key_env(config: pytest.Config) -> str | None:
+    key_env = _raw(config, "specperf_api_key_env")
+    if key_env is not None and not str(key_env).replace("_", "").isalnum():
+        raise ConfigError(f"--api-key-env={key_env!r} must be the NAME of an environment variable, e.g. "
+                          "--api-key-env=MY_KEY (never the key itself)")
+    if key_env is not None and not os.environ.get(str(key_env)):
+        # Asked for by name: a missing key would only show later as HTTP 401 on every case.
+        raise ConfigError(f"--api-key-env={key_env}: the variable {key_env} is not set (or empty); export it "
+                          "with the API key, or drop --api-key-env")
+    return key_env
+
+
+def _engine(config: pytest.Config,
+            endpoint: str | None) -> tuple[str | None, str, Path | None, tuple[str, ...]]:
+    """(engine, preset, model, extra arguments) of a local engine; an engine and an endpoint exclude each other."""
+    engine = _raw(config, "specperf_engine")
+    if engine is not None and engine not in ("llamacpp", "vllm"):
+        raise ConfigError(f"--specperf-engine={engine!r} is not known; use --specperf-engine=llamacpp or vllm")
+    if engine and endpoint:
+        raise ConfigError("--specperf-engine and --endpoint both given; measure either a local engine or an "
+                          "endpoint, drop one")
+    preset = _choice(config, "specperf_engine_preset", "ngram", ("ngram", "self-draft", "none"))
+    if engine == "vllm" and preset == "self-draft":
+        raise ConfigError("--specperf-engine-preset=self-draft is llama.cpp's; vllm has ngram and none")
+    engine_model = _raw(config, "specperf_engine_model")
+    if engine == "vllm" and engine_model is not None:
+        if not (Path(engine_model) / "config.json").is_file():
+            raise ConfigError(f"--specperf-engine-model={engine_model}: not a Hugging Face model folder "
+                              "(no config.json); vllm needs one, not a .gguf")
+    elif engine_model is not None and not Path(engine_model).is_file():
+        raise ConfigError(f"--specperf-engine-model={engine_model}: no such file; give the path of a .gguf model")
+    engine_args = _engine_args(config) if engine else ()  # only parsed when an engine is asked for
+    return engine, preset, Path(engine_model) if engine_model else None, engine_args
+
+
+def _sim(config: pytest.Config, *, load: bool) -> str:
+    """The simulator profile's name or file; loaded now when the simulator will run."""
+    sim = str(_raw(config, "specperf_sim") or "healthy")
+    if sim.endswith((".yaml", ".yml")) and not Path(sim).is_file():
+        raise ConfigError(f"--specperf-sim={sim}: no such profile file; give a built-in profile name or a YAML path")
+    if load:
+        from pytest_specperf.sim import ProfileError, load_profile
+
+        try:
+            load_profile(sim)  # validated now, so a typo is a usage error before anything runs
+        except ProfileError as exc:
+            raise ConfigError(f"--specperf-sim={sim}: {exc}") from None
+    return sim
+
+
+def _report_files(config: pytest.Config) -> tuple[Path | None, Path | None, Path | None]:
+    """(json, markdown, bencher) output files, each checked writable now."""
+    json_path, markdown, bencher = (_out_file(config, n) for n in ("specperf_json", "specperf_markdown",
+                                                                    "specperf_bencher"))
+    summary = os.environ.get(STEP_SUMMARY)
+    if markdown is not None and summary:
+        check_writable(Path(summary).parent, f"${STEP_SUMMARY}={summary} (written with --specperf-markdown)")
+    return json_path, markdown, bencher
+
+
+def _ab(config: pytest.Config, *, other_target: bool) -> tuple[str, str] | None:
+    """The two URLs of --specperf-ab, or None; they must differ and exclude an endpoint or engine."""
+    ab = _raw(config, "specperf_ab")
+    if ab is None:
+        return None
+    parts = [_check_url(u.strip(), "--specperf-ab") for u in str(ab).split(",")]
+    if len(parts) != 2:
+        raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
+    if other_target:
+        raise ConfigError("--specperf-ab measures its own two endpoints; drop --endpoint/--specperf-engine")
+    if parts[0] == parts[1]:
+        raise ConfigError(f"--specperf-ab names {parts[0]} twice; A and B must be two different servers "
+                          "(to judge one server against a saved run, use --specperf-compare)")
+    return (parts[0], parts[1])
+
+
+def _ab_trials(config: pytest.Config) -> int:
+    trials = _number(config, "specperf_ab_trials", 5, 0.0)
+    if trials != int(trials) or trials < 2:
+        raise ConfigError(f"--specperf-ab-trials={trials:g} must be a whole number >= 2")
+    return int(trials)
+
+
+def _storage(config: pytest.Config, *, saving: bool) -> str:
+    """The storage folder, checked writable when this run is saved."""
+    storage = str(_raw(config, "specperf_storage") or ".specperf/runs")
+    if saving:
+        check_writable(config.rootpath / storage, f"--specperf-storage={storage} (where --specperf-save writes)")
+    return storage
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    raw = _raw(config, name)
+    if raw is None:
+        return False
+    text = str(raw).strip().lower()
+    if text in YES:
+        return True
+    if text in NO:
+        return False
+    raise ConfigError(f"{name} = {raw!r} is not a boolean; use true or false")
+
+
+def _check_url(url: str, flag: str) -> str:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"{flag}: {url!r} is not an http(s) URL; give e.g. {flag}=http://host:8000")
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if parsed.path.rstrip("/").endswith("/v1") else url
+
+
+def _path_option(config: pytest.Config, name: str) -> tuple[Path, str] | None:
+    """(path, its option's flag) for a path option that was given, else None."""
+    raw = _raw(config, name)
+    return None if raw is None else (Path(raw), _option_flag(name))
+
+
+def _out_file(config: pytest.Config, name: str) -> Path | None:
+    given = _path_option(config, name)
+    if given is None:
+        return None
+    path, flag = given
+    if path.is_dir():
+        raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}={path / EXAMPLE_FILES[name]}")
+    if not path.parent.exists():
+        raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
+    check_writable(path.parent, f"{flag}={path}")  # now, not after the first case
+    return path
+
+
+#: a file name to suggest when a file option is given a folder
+EXAMPLE_FILES = {"specperf_json": "results.json", "specperf_markdown": "summary.md", "specperf_bencher": "bencher.json",
+                 "specperf_html": "report.html"}
+
+
+def _engine_args(config: pytest.Config) -> tuple[str, ...]:
+    raw = str(_raw(config, "specperf_engine_args") or "")
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise ConfigError(f"--specperf-engine-args={raw!r} is not valid shell quoting ({exc}); balance the quotes, "
+                          "e.g. --specperf-engine-args='--threads 2'") from None
+
+
+YES = ("true", "yes", "on", "1")
+NO = ("false", "no", "off", "0")
+
+
+def _run_name(config: pytest.Config, name: str) -> str | None:
+    """--specperf-save / --specperf-compare: None (off), "" (automatic name / the latest) or a run name.
+
+    The bare flag and the words true/yes/on/1 mean "" (so ini ``specperf_save = true`` does not save a run
+    named "true"); false/no/off/0 mean off; anything else is the name.
+    """
+    flag = _option_flag(name)
+    raw = config.getoption(name)
+    if raw is None:
+        raw = config.getini(name)
+        if raw in ("", None, []):
+            return None
+    text = str(raw).strip()
+    if text.lower() in YES or text == "":
+        return ""
+    if text.lower() in NO:
+        return None
+    if not slug(text):
+        raise ConfigError(f"{flag}={text!r} has no letter or digit to name a run by; use e.g. {flag}=main")
+    return text
+
+
+def _out_dir(config: pytest.Config, name: str) -> Path | None:
+    given = _path_option(config, name)
+    if given is None:
+        return None
+    path, flag = given
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{flag}={path} is a file; give a folder (it is created if missing), e.g. {flag}=plots")
+    check_writable(path, f"{flag}={path}")  # now: a run is never measured to find its output unwritable
+    return path

@@ -1,0 +1,143 @@
+"""Measuring a test's perf case and recording its result: used by the hooks and the fixture alike."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
+from pytest_specperf.cases.result_view import ResultView
+from pytest_specperf.compare import crossover, sequential, storage
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.pytest_plugin.keys import (
+    AB_A,
+    BASELINE,
+    BASELINE_DIFFS,
+    BASELINE_RUN,
+    RESULT_OBJ,
+    RESULTS,
+    SESSION,
+    SETTINGS,
+    SPEC,
+    SpecperfWarning,
+)
+from pytest_specperf.run.registry import kind_for
+from pytest_specperf.run.target import EndpointSession
+from pytest_specperf.settings import Settings
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+def storage_folder(config: pytest.Config, settings: Settings) -> Path:
+    """Saved runs live relative to the rootdir, not the cwd, so every invocation finds the same ones."""
+    return config.rootpath / settings.storage
+
+def baseline_differences(config: pytest.Config, session: EndpointSession) -> list[str]:
+    """How the saved baseline was measured unlike this run (once per run, after the endpoint is known)."""
+    if BASELINE_DIFFS not in config.stash:
+        run = config.stash.get(BASELINE_RUN, None)
+        config.stash[BASELINE_DIFFS] = storage.fingerprint_diff(run, _session_meta(session)) if run else []
+    return config.stash[BASELINE_DIFFS]
+
+def _session_meta(session: EndpointSession) -> dict[str, Any]:
+    """This run's identity before any result exists: what the endpoint says about itself."""
+    info = session.client.info
+    return storage.run_meta(endpoint=session.client.url, model=session.client.model,
+                            server=info.kind if info else None,
+                            server_version=info.details.get("version") if info else None)
+
+def keep_result(item: pytest.Item, result: dict[str, Any]) -> None:
+    if result.get("verdict") in ("passed", "failed"):
+        hooks_verdict(item.config, result)
+    item.stash.setdefault(RESULTS, []).append(result)
+
+def hooks_verdict(config: pytest.Config, result: dict[str, Any]) -> None:
+    """Let the project's ``pytest_specperf_verdict`` hooks veto or annotate a judged case."""
+    for change in config.hook.pytest_specperf_verdict(config=config, result=result):
+        if not isinstance(change, dict):
+            continue
+        why = str(change.get("reason") or "no reason given")
+        verdict = change.get("verdict")
+        if verdict in ("passed", "failed") and verdict != result["verdict"]:
+            was = result["verdict"] + (f": {result['reason']}" if result.get("reason") else "")
+            result["verdict"] = verdict
+            result["reason"] = f"{verdict} by pytest_specperf_verdict ({why}); the plugin said {was}"
+        if change.get("note"):
+            result.setdefault("notes", []).append(str(change["note"]))
+
+def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
+    # The ctx a result records: its largest prompt (a sweep's longest ctx), as the kind says.
+    ctx, _ = kind_for(spec).context_needed(spec)
+    record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": ctx, "content": spec.content,
+              "verdict": "error", "reason": reason}
+    for name in ("tokens", "short", "long", "concurrency"):  # concurrency: an errored load case still says it is one
+        if hasattr(spec, name):
+            value = getattr(spec, name)
+            record[name] = list(value) if isinstance(value, tuple) else value
+    return record
+
+
+def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate) -> sequential.Until | None:
+    """What repeat="auto" waits for besides drift: the comparison with the baseline, or a saved run's size."""
+    if BASELINE in config.stash:
+        return gating.until_baseline(gate, nodeid, config.stash[BASELINE], spec.max_regression)
+    if config.stash[SETTINGS].save is not None:
+        return gating.until_saved(gate, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
+    return None
+
+
+def measure_marked(item: pytest.Item) -> None:
+    """Measure the item's marker case once; a run that cannot measure becomes a one-line setup error."""
+    spec = item.stash.get(SPEC, None)
+    if spec is None:
+        return None
+    config = item.config
+    session = config.stash[SESSION]
+    settings = config.stash[SETTINGS]
+    gate = gating.Gate(settings.max_regression, settings.inconclusive)
+    notes: list[str] = []
+    try:
+        auto = spec.repeat == "auto"
+        if AB_A in config.stash and auto:
+            a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
+            record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
+                                               lambda: session.runner.run(one, item.nodeid),
+                                               spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
+        elif AB_A in config.stash:
+            a = config.stash[AB_A]
+            record, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
+                                          lambda: session.runner.run(spec, item.nodeid),
+                                          settings.ab_trials, gate, spec.max_regression)
+        else:
+            until = _until(config, item.nodeid, spec, gate) if auto else None
+            result = session.runner.run(spec, item.nodeid, until=until)
+            record = result.as_dict()
+            record["nodeid"] = item.nodeid
+            crossover.unjudged(record)
+            if auto and BASELINE not in config.stash and settings.save is not None:
+                notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
+            if BASELINE in config.stash:
+                notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
+                                                baseline_differences(config, session), settings.compare_strict,
+                                                auto=auto)
+    except (MeasurementError, ConfigError) as exc:
+        reason = str(exc)
+    else:
+        reason = ""
+    if reason:  # failed outside the except block, so no "during handling of the above exception" chain
+        keep_result(item, error_record(item, spec, reason))
+        tail = session.log_tail()
+        pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
+    for note in [*notes, *record.get("warnings", [])]:
+        item.warn(SpecperfWarning(note))
+    keep_result(item, record)
+    item.stash[RESULT_OBJ] = ResultView(record)
+    return None
+
+def failed_reason(item: pytest.Item) -> str:
+    return "; ".join(r["reason"] for r in item.stash.get(RESULTS, []) if r.get("verdict") == "failed")

@@ -1,0 +1,167 @@
+"""The one writer of the run's outputs and the terminal table (the controller under xdist).
+
+Fed by the reports (results ride on ``user_properties``), so it works alike with and without xdist. It writes
+the JSON after every case; after the last case it saves the run, then every output in ``report.registry``
+that was asked for, in that order, then pytest-html's images. Each output is guarded on its own: one that
+fails (a disk full, a folder removed, a chart matplotlib refuses) is one warning naming its option, and the
+table, the other outputs and pytest's summary still complete. Paths were checked before anything ran.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import storage
+from pytest_specperf.pytest_plugin.keys import SETTINGS, SpecperfWarning, results_of
+from pytest_specperf.pytest_plugin.recording import storage_folder
+from pytest_specperf.report.output import Meta, Output, problem
+from pytest_specperf.report.registry import OUTPUTS
+from pytest_specperf.report.table import summary
+
+#: what a warning about one output adds: nothing else was lost with it
+COMPLETE = "the table and the other outputs are complete"
+
+
+class ReportWriter:
+    """Collects the results from the reports; writes every output asked for, each failure a warning naming it."""
+
+    def __init__(self, config: pytest.Config, baseline: list[dict[str, Any]] | None = None) -> None:
+        self.config = config
+        self.settings = config.stash[SETTINGS]
+        self.baseline = baseline
+        self.results: list[dict[str, Any]] = []
+        self.saved: Path | None = None
+        self.outputs: list[Output] = [cls() for cls in OUTPUTS.values()]
+        self.meta = Meta(baseline=baseline, redact=[self.settings.api_key or ""], root=config.rootpath)
+        self._run_meta: dict[str, Any] | None = None
+        self.written: dict[str, Path] = {}  # output name -> path, once written
+        self.write_errors: dict[str, str] = {}  # option -> what went wrong (first failure only)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        results = results_of(report)
+        if results:
+            self.results += results
+            self.write_live()  # after every case, so a killed run keeps what it measured
+
+    def _write(self, option: str, path: Path | str, write: Callable[[], Any]) -> bool:
+        # Any failure of one output (a full disk, a chart matplotlib refuses) is that output's warning only.
+        try:
+            write()
+        except Exception as exc:
+            self.write_errors.setdefault(option, problem(exc, path))
+            return False
+        self.write_errors.pop(option, None)
+        return True
+
+    def run_metadata(self) -> dict[str, Any]:
+        """What the project's ``pytest_specperf_run_metadata`` hooks say about the deploy (asked once)."""
+        if self._run_meta is None:
+            self._run_meta = {}
+            try:
+                parts = self.config.hook.pytest_specperf_run_metadata(config=self.config)
+            except Exception as exc:  # a project's hook that fails costs its metadata, never the files
+                self.write_errors.setdefault("pytest_specperf_run_metadata", problem(exc, "-"))
+                parts = []
+            for part in parts:
+                if isinstance(part, dict):
+                    self._run_meta.update(part)
+        return self._run_meta
+
+    def _meta(self) -> Meta:
+        m = self.meta
+        m.endpoint = self.results[0].get("endpoint") if self.results else self.settings.endpoint
+        m.run = self.run_metadata()
+        m.paths = {o.name: p for o in self.outputs if (p := o.path(self.settings)) is not None}
+        return m
+
+    def _run(self, output: Output) -> None:
+        path = output.path(self.settings)
+        if path is None:
+            return
+        self._meta()  # the project's metadata hooks are asked once, and only by a run that writes something
+        if self._write(output.option, path, lambda: output.write(self.results, self.meta, path)):
+            self.written[output.name] = path
+
+    def write_live(self) -> None:
+        """Write the outputs kept current after every case (the JSON)."""
+        for output in self.outputs:
+            if output.live:
+                self._run(output)
+
+    @pytest.hookimpl(tryfirst=True)  # the run is on disk before any other plugin finishes the session
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.write_live()  # also on Ctrl-C: every case finished so far is in the file
+        if self.results:
+            # The run is kept first, then the drawings (slow, the likeliest to fail), in the registry's order;
+            # pytest-html's images last.
+            self._save(partial_reason(session, exitstatus, self.results))
+            s = self.settings
+            if s.compare is not None or s.ab is not None:
+                self.meta.comparisons = gating.comparisons_of(self.results)
+                self.meta.against = "A" if s.ab else "baseline"
+            for output in self.outputs:
+                if not output.live:
+                    self._run(output)
+            extras = self.config.pluginmanager.get_plugin("specperf-html")
+            if extras is not None:
+                self._write("--html (specperf figures)", self.config.getoption("htmlpath", None) or "--html",
+                            lambda: extras.draw_images(self))
+        for option, why in self.write_errors.items():
+            warnings.warn(SpecperfWarning(f"{option}: {why}; {COMPLETE}"), stacklevel=1)
+
+    def image_of(self, result: dict[str, Any]) -> Path | None:
+        """The image ``--specperf-plots`` wrote for ``result`` (the same dict object), if any."""
+        for r, path in zip(self.results, self.meta.images, strict=False):
+            if r is result:
+                return path
+        return None
+
+    def _save(self, partial: str) -> None:
+        s = self.settings
+        if s.save is None:
+            return
+        meta = {**storage.run_meta(self.results), "partial": partial, "run": self.run_metadata()}
+        folder = storage_folder(self.config, s)
+
+        def save() -> None:
+            self.saved = storage.save_run(folder, self.results, meta, s.save or None, root=self.config.rootpath,
+                                          redact=[s.api_key or ""])
+
+        self._write("--specperf-save", folder, save)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        terminalreporter.section("specperf")
+        try:
+            lines = summary(self.results)
+        except Exception as exc:  # the files above are written; say so rather than lose pytest's summary
+            lines = [f"the specperf table could not be drawn ({type(exc).__name__}: {exc}); the results are in "
+                     "the JSON file and the saved run"]
+        for line in lines:
+            terminalreporter.write_line(line)
+        for live in (True, False):  # the JSON, the saved run, then the drawn outputs
+            for output in self.outputs:
+                if output.live is live and output.done and output.name in self.written \
+                        and output.option not in self.write_errors:
+                    terminalreporter.write_line(output.done.format(path=self.written[output.name]))
+            if live and self.saved is not None:
+                terminalreporter.write_line(f"run saved as {self.saved}")
+        for option, why in self.write_errors.items():
+            terminalreporter.write_line(f"{option}: {why}", red=True)
+
+
+def partial_reason(session: pytest.Session, exitstatus: int, results: list[dict[str, Any]]) -> str:
+    """Why a run is not a whole baseline ('' when it is): interrupted, stopped early, or cases that errored."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    if session.shouldstop or session.shouldfail:
+        return f"stopped early: {session.shouldstop or session.shouldfail}"
+    errors = sum(r.get("verdict") == "error" for r in results)
+    return f"{errors} case(s) could not be measured" if errors else ""

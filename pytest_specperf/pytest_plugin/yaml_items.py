@@ -1,0 +1,81 @@
+"""``*.specperf.yaml`` perf cases as pytest items: measured in setup, judged in the call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.yaml_cases import load_cases
+from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.pytest_plugin.keys import SPEC, SpecperfWarning
+from pytest_specperf.pytest_plugin.recording import failed_reason, measure_marked
+
+
+class YamlCaseFile(pytest.File):
+    """A ``*.specperf.yaml`` file of perf cases."""
+
+    def collect(self) -> Any:
+        try:
+            cases = load_cases(self.path)
+        except ConfigError as exc:
+            raise self.CollectError(str(exc)) from None
+        if not cases:
+            self.warn(SpecperfWarning(f"{self.path.name} holds no perf cases; add one, e.g. "
+                                      "'my_case: {sustained: {tokens: 500}}', or delete the file"))
+        for name, spec, kwargs, marks in cases:
+            item = YamlCaseItem.from_parent(self, name=name, spec=spec)
+            item.add_marker(getattr(pytest.mark, spec.KIND)(**kwargs))
+            for m in marks:
+                _register_yaml_mark(self.config, m, self.path.name)
+                item.add_marker(m)
+            yield item
+
+def _register_yaml_mark(config: pytest.Config, name: str, file: str) -> None:
+    """A mark a YAML case names is registered, as a conftest would, so it selects (-m) without a warning.
+
+    Under --strict-markers it is left to pytest: an unregistered mark is then an error, as in Python tests.
+    """
+    if _strict_markers(config):
+        return
+    if name not in {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}:
+        config.addinivalue_line("markers", f"{name}: named by perf cases in {file}")
+
+def _strict_markers(config: pytest.Config) -> bool:
+    for ini in ("strict_markers", "strict"):  # pytest 9 reads "strict" when "strict_markers" is unset
+        try:
+            value = config.getini(ini)
+        except ValueError:  # an older pytest without that ini key
+            continue
+        if value is not None:
+            return bool(value)
+    return bool(getattr(config.option, "strict_markers", False))
+
+class CaseFailed(Exception):
+    """A perf floor or gate failed (YAML cases); shown as its one-line reason."""
+
+class YamlCaseItem(pytest.Item):
+    """One YAML perf case: measured in setup (so an unmeasurable run is an error), judged in the call."""
+
+    def __init__(self, *, spec: CaseSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.stash[SPEC] = spec
+
+    def setup(self) -> None:
+        measure_marked(self)
+
+    def runtest(self) -> None:
+        reason = failed_reason(self)
+        if reason:
+            raise CaseFailed(reason)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailed | MeasurementError | ConfigError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"specperf {self.spec.KIND}: {self.name}"

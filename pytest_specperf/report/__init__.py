@@ -1,0 +1,1 @@
+"""Outputs: the table, JSON, Markdown, JUnit, Bencher, HTML and plots."""

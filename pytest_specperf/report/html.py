@@ -1,0 +1,165 @@
+"""The self-contained HTML report (``--specperf-html``, ``specperf report``): Jinja2 over the views and their drawings.
+
+Everything is inline (SVG charts, CSS, a few lines of script, the results as JSON), so the file opens
+offline and asks no network address for anything. Never imports pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pytest_specperf.compare import storage
+from pytest_specperf.files import write_text_atomic
+from pytest_specperf.report import table as report
+from pytest_specperf.report.output import Meta, Output
+from pytest_specperf.report.views import base as figures
+from pytest_specperf.report.views.registry import view
+from pytest_specperf.version import __version__
+
+#: summary order: what needs attention first
+VERDICT_ORDER = {"error": 0, "failed": 1, "regressed": 2, "inconclusive": 3, "passed": 4}
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("pytest_specperf", "templates"),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.rsplit("/", 1)[-1] or nodeid
+
+
+def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The header rows: endpoint, model, server kind and version, commit, machine, plugin version, time."""
+    first = results[0] if results else {}
+    commit = meta.get("commit") or {}
+    machine = meta.get("machine") or {}
+    commit_text = "-"
+    if commit:
+        commit_text = f"{str(commit.get('id', '-'))[:12]}{' (dirty)' if commit.get('dirty') else ''}"
+        if commit.get("branch"):
+            commit_text += f" on {commit['branch']}"
+    machine_text = "-"
+    if machine:
+        machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
+                        f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
+    server = meta.get("server") or first.get("server") or "-"
+    version = meta.get("server_version") or next((r["server_version"] for r in results if r.get("server_version")),
+                                                  None)
+    endpoint = str(meta.get("endpoint") or first.get("endpoint") or "-")
+    ab = next((r["ab"] for r in results if isinstance(r.get("ab"), dict)), None)
+    if ab:  # an A/B run measured two endpoints: name both
+        endpoint = f"A {ab.get('a_endpoint', '-')} (baseline), B {ab.get('b_endpoint', '-')} (candidate)"
+    return [
+        ("endpoint", endpoint),
+        ("model", str(meta.get("model") or first.get("model") or "-")),
+        ("server", f"{server} {version}" if version else str(server)),
+        ("commit", commit_text),
+        ("machine", machine_text),
+        ("pytest-specperf", str(meta.get("plugin_version") or __version__)),
+        ("time", str(meta.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))),
+    ]
+
+
+#: which level of a sweep the summary names per metric: the one that needs attention first
+_LEVEL_ORDER = {"regressed": 0, "inconclusive": 1, "improved": 2, "passed": 3}
+
+
+def _cmp_summary(r: dict[str, Any]) -> str:
+    parts = []
+    records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict)]
+    levels = [cc for cc in records if cc.get("users") is not None and cc.get("comparison")]
+    for cc in records:
+        c = cc.get("comparison") or {}
+        if cc.get("users") is not None and c:
+            continue  # a sweep's levels: one entry per metric below
+        if c:
+            parts.append(f"{c.get('metric')} {figures.signed_pct(c.get('change'))} {cc.get('verdict')}")
+        else:
+            parts.append(str(cc.get("verdict", "")))
+    for metric in dict.fromkeys(str(cc.get("metric")) for cc in levels):
+        mine = [cc for cc in levels if str(cc.get("metric")) == metric]
+        worst = min(mine, key=lambda cc: _LEVEL_ORDER.get(str(cc.get("verdict")), 4))
+        parts.append(f"{metric} {worst.get('verdict')} at {figures.users_text(worst['users'])} "
+                     f"({figures.signed_pct(worst['comparison'].get('change'))}; {len(mine)} levels)")
+    return "; ".join(parts)
+
+
+def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+            baseline: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the template needs: header rows, summary rows (failures first), one section per case."""
+    from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
+
+    meta = meta or {}
+    cases = []
+    for i, r in enumerate(results):
+        v = view(r, baseline)
+        charts = [{"id": c.id, "title": c.title, "data": c.data(),
+                   **dict(zip(("svg", "note"), drawing.svg_or_note(c, salt=f"c{i}-{c.id}"), strict=True))}
+                  for c in v.charts]
+        verdict = str(r.get("verdict") or "-")
+        cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.get("nodeid", "")),
+                      "short": _short(str(r.get("nodeid", ""))), "kind": str(r.get("kind") or "-"),
+                      "verdict": verdict, "reason": str(r.get("reason") or ""), "facts": v.facts, "charts": charts,
+                      "warnings": [*(r.get("warnings") or []), *(r.get("notes") or [])],
+                      "decode": figures.fmt(r.get("decode_tps")), "drift": figures.fmt(r.get("drift"), ".2f"),
+                      "headline": report.headline(r),
+                      "compared": _cmp_summary(r)})
+    summary = sorted(cases, key=lambda c: (VERDICT_ORDER.get(c["verdict"], 5), c["index"]))
+    counts: dict[str, int] = {}
+    for c in summary:  # in the summary's order: what needs attention first
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    data = {"results": results, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}
+    return {"meta": metadata(results, meta), "cases": cases, "summary": summary, "counts": counts,
+            "counts_text": ", ".join(report.count_text(n, v) for v, n in counts.items()),
+            "data": _json_safe(data)}
+
+
+def _json_safe(obj: Any) -> Any:
+    # NaN and infinities are not JSON: the embedded data must parse in a browser (JSON.parse).
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def render(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+           baseline: list[dict[str, Any]] | None = None) -> str:
+    """The report as one HTML document."""
+    return _env().get_template("report.html.j2").render(**context(results, meta, baseline))
+
+
+def write(path: Path | str, results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+          baseline: list[dict[str, Any]] | None = None, redact: list[str] | None = None) -> Path:
+    """Write the report atomically (a reader never sees half of it); API keys in ``redact`` become ``***``."""
+    text = render(results, meta, baseline)
+    for secret in redact or []:
+        if secret:
+            text = text.replace(secret, "***")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, text)
+    return path
+
+
+class HtmlReport(Output):
+    """``--specperf-html`` (and ``specperf report``): the self-contained HTML report."""
+
+    name = "html"
+    option = "--specperf-html"
+    setting = "html"
+    done = "HTML report written to {path}"
+
+    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+        """Write the report; its header is ``meta.about``, or this run's commit and machine when that is None."""
+        about = meta.about if meta.about is not None else storage.run_meta(results, root=meta.root or Path.cwd())
+        write(path, results, about, meta.baseline, redact=list(meta.redact))

@@ -1,0 +1,349 @@
+"""The terminal's end-of-run section: failures first, then the table; its cells are shared by the Markdown."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pytest_specperf.run.load import knee_text
+
+COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
+#: shown before the verdict when a run has load cases: users per row, and their aggregate output
+LOAD_COLUMNS = ("users", "total tok/s")
+
+
+def finite_number(v: Any) -> float | None:
+    """``v`` as a float if it is a finite number (not a bool), else None."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def _f(v: Any, spec: str = ".1f") -> str:
+    x = finite_number(v)
+    if x is None:
+        return "-"
+    text = format(x, spec)
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # never "-0.00"
+
+
+def _sweep_low(r: dict[str, Any]) -> str:
+    """The sweep's decode cell: its figure is the slowest point's, so say so and where."""
+    rated = [p for p in r["points"] if finite_number(p.get("decode_tps")) is not None]
+    if not rated:
+        return _f(r.get("decode_tps"))
+    low = min(rated, key=lambda p: p["decode_tps"])
+    return f"{_f(low['decode_tps'])} (min, ctx {_f(low.get('ctx'), '.0f')})"
+
+
+def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
+    """The columns after "case" for one result dict, as plain text (missing values are "-")."""
+    if r.get("kind") == "ctx_sweep" and r.get("points"):
+        pts = r["points"]
+        ctx = f"{_f(pts[0].get('prompt_tokens') or pts[0].get('ctx'), '.0f')}.." \
+              f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
+    else:
+        ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
+    if r.get("kind") in ("sustained", "load_sweep", "rate", "capacity"):
+        tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
+    elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
+        tokens = _f(r["long"] - r["short"], ".0f")
+    else:
+        tokens = "-"
+    ttft = finite_number(r.get("ttft_s"))
+    early, late = finite_number(r.get("early_tps")), finite_number(r.get("late_tps"))
+    text = ""
+    if verdict:
+        text = open_loop(r) + str(r.get("verdict", ""))
+        if r.get("verdict") != "passed" and r.get("reason"):
+            text = f"{text}: {r['reason']}"
+        for warning in once(r.get("warnings") or []):
+            text += f"; warning: {warning}"
+        for note in notes(r):
+            text += f"; {note}"
+    decode = _sweep_low(r) if r.get("kind") == "ctx_sweep" and r.get("points") else _f(r.get("decode_tps"))
+    if finite_number(r.get("decode_p10_tps")) is not None:  # a load case: decode is the median user's
+        decode = f"{decode} (p10 {_f(r['decode_p10_tps'])})"
+    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
+            "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.get("drift"), ".2f"), text]
+
+
+def once(texts: Iterable[Any]) -> list[str]:
+    """``texts`` without repeats, in first-seen order (an A/B case gathers the same note from every trial)."""
+    return list(dict.fromkeys(str(t) for t in texts))
+
+
+def _is_knee(note: str) -> bool:
+    return note.startswith(("knee at ", "no knee up to "))
+
+
+def notes(r: dict[str, Any]) -> list[str]:
+    """A row's notes, each once. A load sweep says its knee once, for the levels shown (an A/B case has one knee
+    note per trial), and carries the notes every level shares, which its level rows then leave out."""
+    out = once(r.get("notes") or [])
+    if r.get("kind") != "load_sweep":
+        return out
+    knees = [n for n in out if _is_knee(n)]
+    if knees:
+        try:
+            knees = [knee_text(r.get("knee"), r["levels"])]
+        except (KeyError, IndexError, StopIteration, TypeError, ValueError):
+            knees = knees[:1]  # levels without the figures the sentence needs: the first trial's words
+    return [*knees, *[n for n in out if not _is_knee(n)], *shared_level_notes(r)]
+
+
+def shared_level_notes(r: dict[str, Any]) -> list[str]:
+    """Notes that every level of a load sweep has (e.g. why drift was not judged), said once for the case."""
+    levels = [once(lv.get("notes") or []) for lv in r.get("levels") or [] if isinstance(lv, dict)]
+    if len(levels) < 2:
+        return []
+    return [n for n in levels[0] if all(n in other for other in levels[1:])]
+
+
+def label(r: dict[str, Any]) -> str:
+    """The case cell: kind and test name; a direct call (``specperf.sustained(...)``) adds its number and content,
+    so several calls in one test are told apart (ctx and tokens have their own columns)."""
+    nodeid = str(r.get("nodeid", ""))
+    case = nodeid.split("::")[-1] or nodeid
+    text = f"[{r.get('kind', '')}] {case}"
+    if r.get("call") is not None:
+        text += f" (call {r['call']}, {r.get('content', '')})"
+    return text
+
+
+def _stalls(r: dict[str, Any]) -> str:
+    n = finite_number(r.get("stalls"))
+    if not n:
+        return "-"
+    return f"{n:.0f} ({_f(r.get('stall_s'), '.1f')} s)"
+
+
+#: comparison verdicts, most telling first: the case row of a sweep shows its worst
+SEVERITY = {"regressed": 0, "inconclusive": 1, "missing": 2, "skipped": 3, "new": 4, "passed": 5, "improved": 6}
+METRIC_NAMES = {"decode_tps": "decode", "ttft_s": "ttft", "total_tps": "total"}
+
+
+def _change(c: dict[str, Any], *, where: bool = False) -> str:
+    """One comparison, labelled by metric (and, with ``where``, by its ctx or level): 'decode @ 8 users -12.3%
+    regressed'."""
+    metric = METRIC_NAMES.get(str(c.get("metric")), str(c.get("metric") or ""))
+    at = ""
+    if where and c.get("users") is not None:
+        at = f" @ {n_users(c['users'])}"
+    elif where and c.get("ctx") is not None:
+        at = f" @ ctx {c['ctx']}"
+    change = finite_number((c.get("comparison") or {}).get("change"))
+    if not metric:
+        return f"{at.strip()} {c.get('verdict', '')}".strip()
+    return f"{metric}{at} {'' if change is None else signed_pct(change) + ' '}{c.get('verdict', '')}"
+
+
+def signed_pct(x: float) -> str:
+    """'+12.3%', '-4.0%', and '0.0%' for a change that rounds to nothing (never '-0.0%')."""
+    text = f"{x * 100:+.1f}"
+    return ("0.0" if float(text) == 0 else text) + "%"
+
+
+def worst(comparisons: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The most telling comparison: regressed before inconclusive before the rest, then the largest worsening."""
+    def rank(c: dict[str, Any]) -> tuple[int, float]:
+        effect = finite_number((c.get("comparison") or {}).get("effect"))
+        return SEVERITY.get(str(c.get("verdict")), 7), effect if effect is not None else 0.0
+    return min(comparisons, key=rank, default=None)
+
+
+def comparison_cell(r: dict[str, Any]) -> str:
+    """The comparison column: a case's own comparisons; for a sweep, also the worst of its points or levels,
+    labelled with where (each level's own are on the level's row)."""
+    ccs = [c for c in r.get("comparisons") or [] if isinstance(c, dict)]
+    if r.get("_level") is not None:  # a level row: level_rows gave it its own
+        return ", ".join(_change(c) for c in ccs) or "-"
+    own = [c for c in ccs if c.get("users") is None and c.get("ctx") is None]
+    parts = [_change(c) for c in own]
+    subs = [c for c in ccs if c not in own]
+    bad = worst(subs)
+    if bad is not None:
+        parts.append(("worst: " if len(subs) > 1 else "") + _change(bad, where=True))
+    return ", ".join(parts) or "-"
+
+
+def extra_columns(results: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Columns shown only when they say something: stalls when any occurred, the comparison when comparing."""
+    extra: list[tuple[str, Any]] = []
+    if any(finite_number(r.get("stalls")) for r in results):
+        extra.append(("stalls", _stalls))
+    if any("comparisons" in r for r in results):
+        title = "B vs A" if any("ab" in r for r in results) else "vs baseline"
+        extra.append((title, comparison_cell))
+    return extra
+
+
+def has_load(results: Iterable[dict[str, Any]]) -> bool:
+    """Whether any result is a load case (then the table shows LOAD_COLUMNS)."""
+    return any(r.get("kind") in ("load_sweep", "rate", "capacity") or (finite_number(r.get("concurrency")) or 1) > 1
+               for r in results)
+
+
+def with_load(values: Sequence[str], r: dict[str, Any] | None = None) -> list[str]:
+    """``values`` (a row ending in its verdict) with the load cells of ``r`` before the verdict; the
+    header's names when ``r`` is None."""
+    extra = list(LOAD_COLUMNS) if r is None else [users(r), total_cell(r)]
+    return [*values[:-1], *extra, values[-1]]
+
+
+def users(r: dict[str, Any]) -> str:
+    """Concurrent streams: a load case's N, a load sweep's levels (1..8), 1 for single-stream cases, "-" for
+    open-loop cases (their load is a request rate, said with their verdict)."""
+    if r.get("kind") in ("rate", "capacity"):
+        return "-"
+    c = r.get("concurrency")
+    if isinstance(c, list):
+        return f"{c[0]}..{c[-1]}" if len(c) > 1 else str(c[0]) if c else "-"
+    return str(c) if finite_number(c) is not None else "1"
+
+
+def total_cell(r: dict[str, Any]) -> str:
+    """Aggregate tok/s, with the floor it was judged against (``min_total_tps``) when the case has one."""
+    floor = finite_number(r.get("min_total_tps"))
+    return _f(r.get("total_tps")) + (f" (min {floor:g})" if floor is not None else "")
+
+
+def open_loop(r: dict[str, Any]) -> str:
+    """What a rate or capacity case is judged on, ahead of its verdict; '' for other kinds."""
+    if r.get("kind") == "rate" and r.get("attainment") is not None:
+        return (f"attainment {_f(r['attainment'], '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s, "
+                f"{_f(r.get('output_tps'))} tok/s out; ")
+    if r.get("kind") == "capacity":
+        return capacity_text(r) + "; "
+    return ""
+
+
+def capacity_text(r: dict[str, Any]) -> str:
+    """What a capacity search found: a lower bound (the highest rate that met the SLO) and its bracket."""
+    lo, hi = ([*(r.get("bracket") or []), None, None])[:2]
+    lo = finite_number(lo) or finite_number(r.get("max_rps"))
+    hi = finite_number(hi)
+    if not lo:
+        return "no rate met the SLO" + (f" (capacity < {hi:.3g} req/s)" if hi else "")
+    if hi is None:
+        return f"capacity >= {lo:.3g} req/s (no rate tried failed the SLO)"
+    return f"capacity >= {lo:.3g} req/s (bracket {lo:.3g}..{hi:.3g})"
+
+
+def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A load sweep's levels as (label suffix, row dict) for a row each under the case's own: each with its
+    comparisons, its aggregate floor, and a verdict that agrees with the case's reason."""
+    if r.get("kind") != "load_sweep":
+        return []
+    floors = r.get("min_total_tps")
+    shared = shared_level_notes(r)
+    rows = []
+    for lv in r.get("levels") or []:
+        n = lv.get("concurrency")
+        floor = floors.get(n, floors.get(str(n))) if isinstance(floors, dict) else floors  # JSON keys are text
+        ccs = [c for c in r.get("comparisons") or [] if isinstance(c, dict) and c.get("users") == n]
+        row = {**lv, "kind": "sustained", "min_total_tps": floor, "comparisons": ccs, "_level": n,
+               "notes": [x for x in once(lv.get("notes") or []) if x not in shared]}
+        rows.append((f" @ {n_users(n)}", {**row, **_level_verdict(r, row)}))
+    return rows
+
+
+def _level_verdict(r: dict[str, Any], lv: dict[str, Any]) -> dict[str, Any]:
+    """The level's own verdict, failed also where the case's reason blames this level (a regression at it, or
+    speculation's speedup below ``min_speedup`` there), with those reasons."""
+    reason = str(r.get("reason") or "")
+    if r.get("verdict") != "failed" or not reason:
+        return {}
+    n = lv["_level"]
+    blamed = [str(lv["reason"])] if lv.get("verdict") == "failed" and lv.get("reason") else []
+    prefix = f"at {n_users(n)}: "
+    blamed += [str(c["reason"]).removeprefix(prefix) for c in lv["comparisons"]
+               if c.get("verdict") in ("regressed", "inconclusive") and c.get("reason") and c["reason"] in reason]
+    cross = r.get("crossover") or {}
+    if cross.get("gated") and cross.get("text") and cross["text"] in reason:
+        levels = [x for x in cross.get("levels") or [] if isinstance(x, dict)]
+        failing = [x for x in levels if x.get("verdict") == "below"] or [
+            x for x in levels if x.get("verdict") == "inconclusive"]
+        for x in failing:
+            if x.get("users") == n:
+                lo, hi = ([*(x.get("interval") or []), None, None])[:2]
+                blamed.insert(0, f"speedup {_f(x.get('speedup'), '.2f')} [{_f(lo, '.2f')}, {_f(hi, '.2f')}] "
+                                 f"under min_speedup {_f(cross.get('floor'), 'g')}")
+    return {"verdict": "failed", "reason": "; ".join(once(blamed))} if blamed else {}
+
+
+def n_users(n: Any) -> str:
+    """'1 user', '8 users'."""
+    return f"{n} user" if n == 1 else f"{n} users"
+
+
+def row(r: dict[str, Any]) -> tuple[str, ...]:
+    """One terminal table row from a result dict (the fixed columns)."""
+    return (label(r), *cells(r))
+
+
+def table(results: Iterable[dict[str, Any]]) -> list[str]:
+    """The summary table as lines of aligned columns; the verdict column is last and left unpadded."""
+    results = list(results)
+    load = has_load(results)
+    extra = extra_columns(results)
+
+    def line(values: Sequence[str], source: dict[str, Any] | None = None) -> tuple[str, ...]:
+        values = with_load(values, source) if load else list(values)
+        shown = [name for name, _ in extra] if source is None else [show(source) for _, show in extra]
+        return (*values[:-1], *shown, values[-1])
+
+    rows = [line(COLUMNS)]
+    for r in results:
+        for x, src in [(row(r), r), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in level_rows(r))]:
+            rows.append(line(x, src))
+    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for x in rows:
+        padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
+        out.append("  ".join([*padded, x[-1]]))
+    return out
+
+
+def count_text(n: int, verdict: str) -> str:
+    """'1 error', '2 errors', '3 failed': verdicts that are nouns take a plural."""
+    return f"{n} {verdict}" + ("s" if n != 1 and verdict in ("error", "warning") else "")
+
+
+def headline(r: dict[str, Any]) -> str:
+    """A result's figures in a few words, in the terms its kind is judged on (a summary's figures cell)."""
+    kind = r.get("kind")
+    if kind == "rate":
+        return (f"attainment {_f(r.get('attainment'), '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s "
+                f"at {_f(r.get('achieved_rps'), '.3g')} req/s offered")
+    if kind == "capacity":
+        return capacity_text(r)
+    if kind == "load_sweep":
+        top = next((lv for lv in reversed(r.get("levels") or []) if isinstance(lv, dict)), {})
+        return (f"{users(r)} users: aggregate up to {_f(r.get('total_tps'))} tok/s; per user "
+                f"{_f(top.get('decode_tps'))} tok/s (p10 {_f(top.get('decode_p10_tps'))}) at "
+                f"{n_users(top.get('concurrency', '-'))}")
+    if (finite_number(r.get("concurrency")) or 1) > 1:
+        return (f"{n_users(r['concurrency'])}: aggregate {total_cell(r)} tok/s; per user {_f(r.get('decode_tps'))} "
+                f"tok/s (p10 {_f(r.get('decode_p10_tps'))})")
+    if kind == "ctx_sweep" and r.get("points"):
+        return f"decode {_sweep_low(r)} tok/s"
+    return f"decode {_f(r.get('decode_tps'))} tok/s"
+
+
+#: what needs attention first, in the summaries
+ATTENTION = {"error": 0, "failed": 1}
+
+
+def diagnosis(results: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per case that failed or errored, errors first then failures, each with its one-line reason."""
+    bad = sorted((r for r in results if r.get("verdict") in ATTENTION), key=lambda r: ATTENTION[r["verdict"]])
+    return [f"{str(r['verdict']).upper()} {label(r)}: {r.get('reason') or 'no reason given'}" for r in bad]
+
+
+def summary(results: Iterable[dict[str, Any]]) -> list[str]:
+    """The terminal section: failures and errors first with their reasons, then the table."""
+    results = list(results)
+    first = diagnosis(results)
+    return [*first, *([""] if first else []), *table(results)]

@@ -1,0 +1,266 @@
+"""The shared shape of a report's views: chart types, formatting, the generic view and comparison charts.
+
+Plain data, no drawing: ``plots`` draws these charts, ``html`` lays them out, and the numbers a chart holds are
+exactly the numbers drawn (the report also embeds them as JSON). Never imports pytest or a plotting library.
+The views of each kind build on this module (``single``, ``load``); ``registry`` maps a kind to its view.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_specperf.compare.trials import DIRECTIONS, case_key, sub_cases, trials
+from pytest_specperf.report.table import finite_number
+
+
+@dataclass
+class Series:
+    """One drawn series; ``style`` is line, points or bars. ``low``/``high`` give interval bars for points."""
+
+    name: str
+    x: list[float]
+    y: list[float]
+    style: str = "line"
+    low: list[float] | None = None
+    high: list[float] | None = None
+    labels: list[str] | None = None  # a word written at each point (a level's verdict)
+
+
+@dataclass
+class Band:
+    """A shaded span along ``axis`` ("x" or "y") from ``lo`` to ``hi``."""
+
+    lo: float
+    hi: float
+    label: str
+    axis: str = "x"
+
+
+@dataclass
+class Level:
+    """A reference line (median, floor, threshold): horizontal at ``y``, or vertical there when ``axis`` is "x"."""
+
+    y: float
+    label: str
+    style: str = "dashed"
+    axis: str = "y"
+
+
+@dataclass
+class Chart:
+    """One chart: series plus reference lines and shaded spans; ``categories`` names x = 0, 1, ..."""
+
+    id: str
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series] = field(default_factory=list)
+    levels: list[Level] = field(default_factory=list)
+    bands: list[Band] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    xscale: str = "linear"  # "log": a base-2 axis, for users and request rates that double
+    yscale: str = "linear"  # "log": for latencies that span orders of magnitude past saturation
+
+    def data(self) -> dict[str, Any]:
+        """The chart as JSON-able data: every value it draws."""
+        return asdict(self)
+
+
+@dataclass
+class CaseView:
+    """What the report shows for one result: key figures (label, text) and charts."""
+
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+
+
+#: A kind's view: (result, baseline results) -> what the report shows for it.
+View = Callable[[dict[str, Any], list[dict[str, Any]]], CaseView]
+
+
+# -- formatting ------------------------------------------------------------------------------------
+
+
+def fmt(v: Any, spec: str = ".1f", unit: str = "") -> str:
+    """A number as text ("-" when missing or not finite)."""
+    x = finite_number(v)
+    return "-" if x is None else _no_minus_zero(format(x, spec)) + unit
+
+
+def _no_minus_zero(text: str) -> str:
+    # -0.001 shown as "-0.00" reads as a sign that is not there
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text.split("e")[0]) else text
+
+
+def pct(v: Any) -> str:
+    """A share as a whole percentage ("-" when missing)."""
+    x = finite_number(v)
+    return "-" if x is None else _no_minus_zero(f"{x * 100:.0f}") + "%"
+
+
+def signed_pct(v: Any) -> str:
+    """A change as a signed percentage with one decimal ("+12.5%"; "0.0%" for a change that rounds to none)."""
+    x = finite_number(v)
+    if x is None:
+        return "-"
+    text = f"{x * 100:+.1f}"
+    return "0.0%" if text in ("+0.0", "-0.0") else text + "%"
+
+
+def users_text(n: Any) -> str:
+    """"1 user", "4 users" (``n`` may be a JSON key: "1")."""
+    return f"{count_text(n)} user" + ("" if str(n) in ("1", "1.0") else "s")
+
+
+def count_text(v: Any) -> str:
+    """A whole count as plain digits (300000, never 3e+05); other values as they are."""
+    x = finite_number(v)
+    return str(v) if x is None else f"{x:.0f}" if x == int(x) else f"{x:g}"
+
+
+# -- generic ---------------------------------------------------------------------------------------
+
+
+def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
+    """Every scalar field as a row: the view of kinds without their own renderer."""
+    facts = []
+    for key, value in result.items():
+        if isinstance(value, bool) or value is None:
+            facts.append((key, str(value).lower() if isinstance(value, bool) else "-"))
+        elif isinstance(value, int | float):
+            facts.append((key, fmt(value, ".4g")))
+        elif isinstance(value, str) and key not in ("nodeid",):
+            facts.append((key, value or "-"))
+    return CaseView(facts=facts)
+
+
+def common_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The facts every kind shows first: server and model, content, prompt size."""
+    return [("server", f"{r.get('server', '-')} ({r.get('model', '-')})"), ("content", str(r.get("content", "-"))),
+            ("ctx (prompt tokens)", count_text(r.get("prompt_tokens") or r.get("ctx") or "-"))]
+
+
+# -- comparisons -----------------------------------------------------------------------------------
+
+
+def _other_side(r: dict[str, Any]) -> tuple[str, str]:
+    """(other side, this side): ("A", "B") in an A/B run, else ("baseline", "current")."""
+    return ("A", "B") if r.get("ab") else ("baseline", "current")
+
+
+def _base_trials(r: dict[str, Any], cc: dict[str, Any], baseline: list[dict[str, Any]]) -> tuple[str, list[float]]:
+    """The other side's trials for a comparison: A from an A/B run, else the matching baseline case."""
+    metric = cc.get("metric") or ""
+    ab = r.get("ab") or {}
+    if ab:
+        if metric == "decode_tps" and cc.get("ctx") is None:
+            return "A", [float(x) for x in ab.get("a_decode_tps") or []]
+        # A/B keeps only A's median of other figures
+        a = finite_number((ab.get("a") or {}).get(metric))
+        return "A", [] if a is None else [a]
+    key = case_key(str(cc.get("nodeid", r.get("nodeid", ""))), cc.get("ctx"))
+    for b in baseline:
+        for nodeid, ctx, case in sub_cases(b):
+            if case_key(nodeid, ctx) == key:
+                return "baseline", trials(case, metric)
+    return "baseline", []
+
+
+def _cand_trials(r: dict[str, Any], cc: dict[str, Any]) -> list[float]:
+    metric = cc.get("metric") or ""
+    ab = r.get("ab") or {}
+    if ab and metric == "decode_tps" and cc.get("ctx") is None:
+        return [float(x) for x in ab.get("b_decode_tps") or []]
+    for _nodeid, ctx, case in sub_cases(r):
+        if ctx == cc.get("ctx"):
+            return trials(case, metric)
+    return []
+
+
+def _change(c: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(change, interval low, interval high) of a comparison record, or None when any is missing."""
+    ci = c.get("change_ci") or [None, None]
+    values = [finite_number(c.get("change")), *(finite_number(x) for x in list(ci)[:2])]
+    return None if len(values) != 3 or any(v is None for v in values) else (values[0], values[1], values[2])
+
+
+def _span(c: dict[str, Any]) -> str:
+    ch = _change(c)
+    return "" if ch is None else f" {signed_pct(ch[0])} [{signed_pct(ch[1])}, {signed_pct(ch[2])}]"
+
+
+def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list[Chart]:
+    """Per compared metric: a sweep's change per level (``level_comparison_charts``); for other cases the trials
+    of each side and the change with its interval against the threshold."""
+    records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict) and cc.get("comparison")]
+    out = level_comparison_charts(r, [cc for cc in records if cc.get("users") is not None])
+    for n, cc in enumerate(cc for cc in records if cc.get("users") is None):
+        c = cc["comparison"]
+        metric = str(c.get("metric"))
+        where = "" if cc.get("ctx") is None else f" at ctx {count_text(cc['ctx'])}"
+        base_name, base = _base_trials(r, cc, baseline)
+        cand = _cand_trials(r, cc)
+        cand_name = _other_side(r)[1]
+        # The case's verdict (cc), which may differ from the raw comparison's (e.g. a TTFT noise floor).
+        chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')}{_span(c)}", "", metric,
+                      categories=[base_name, cand_name])
+        for i, (name, values) in enumerate(((base_name, base), (cand_name, cand))):
+            if values:
+                chart.series.append(Series(name, [float(i)] * len(values), [float(v) for v in values], "points"))
+        change = _change(c)
+        if base and change is not None:
+            # The interval of the change, drawn around the baseline's median on the metric's own scale.
+            mid = statistics.median(base)
+            chart.series.append(Series("change, 98% interval", [1.0], [mid * (1 + change[0])], "points",
+                                       low=[mid * (1 + change[1])], high=[mid * (1 + change[2])]))
+            worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
+            chart.levels.append(Level(mid * (1 + worse * c.get("threshold", 0.0)),
+                                      f"max regression {c.get('threshold', 0) * 100:.0f}%"))
+        if chart.series:
+            out.append(chart)
+    return out
+
+
+def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) -> list[Chart]:
+    """A load sweep's comparisons: one chart per metric over users.
+
+    Each level's ratio of B (or current) to A (or baseline), ``1 + change``, with its 98% interval
+    ``1 + change_ci`` and the level's verdict written at its point; A is the line at 1, the allowed
+    regression a dashed line, and the crossover (A/B) a vertical line. Every number is the level's
+    comparison record's own. Ratios use a log axis: a halving and a doubling lie equally far from 1.
+    """
+    other, this = _other_side(r)
+    metrics = list(dict.fromkeys(str(cc.get("metric")) for cc in records))
+    cross = r.get("crossover") if isinstance(r.get("crossover"), dict) else {}
+    out = []
+    for metric in metrics:
+        rows = []
+        for cc in records:
+            change = _change(cc["comparison"]) if cc.get("metric") == metric else None
+            if change is not None and finite_number(cc.get("users")) is not None:
+                rows.append((float(cc["users"]), change, str(cc.get("verdict") or "-"), cc["comparison"]))
+        if not rows:
+            continue
+        rows.sort(key=lambda row: row[0])
+        worst = next((v for v in ("regressed", "inconclusive", "improved", "passed") if v in {r[2] for r in rows}),
+                     rows[0][2])
+        where = [count_text(u) for u, _, v, _ in rows if v == worst]
+        s = Series(f"{this} / {other}, 98% interval", [u for u, *_ in rows], [1 + ch[0] for _, ch, _, _ in rows],
+                   "points", low=[1 + ch[1] for _, ch, _, _ in rows], high=[1 + ch[2] for _, ch, _, _ in rows],
+                   labels=[v for _, _, v, _ in rows])
+        positive = min(s.y) > 0  # an interval reaching 0 runs off the axis's foot
+        title = f"{metric} per level, {this} vs {other}: {worst} at {users_text(', '.join(where))}"
+        chart = Chart(f"cmp_{metric}", title, "users", f"{metric}: {this} / {other}", [s],
+                      [Level(1.0, f"{other} (ratio 1)", "solid")], xscale="log", yscale="log" if positive else "linear")
+        threshold = finite_number(rows[0][3].get("threshold"))
+        if threshold:
+            worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
+            chart.levels.append(Level(1 + worse * threshold, f"max regression {threshold * 100:.0f}%"))
+        at = finite_number(cross.get("users"))
+        if at is not None:
+            chart.levels.append(Level(at, f"crossover at {users_text(cross['users'])}", "dashed", "x"))
+        out.append(chart)
+    return out

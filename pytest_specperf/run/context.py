@@ -1,0 +1,210 @@
+"""What every case kind shares, below the kinds: the client, the prompt cache, new results, the warm-up,
+the server's counters and acceptance, the acceptance gates, seeds and trial counts.
+
+A kind measures through a ``CaseContext`` and never sees the runner that dispatched to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS, CaseSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.results import Result, StreamResult, SustainedResult
+from pytest_specperf.endpoint.client import Client, Progress
+from pytest_specperf.endpoint.sse import Trace
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.prompts.builder import Prompt, build_prompt, build_prompts
+from pytest_specperf.run import acceptance, drift
+from pytest_specperf.run.floors import JudgeSettings
+from pytest_specperf.run.stream_figures import median
+
+# Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
+# burst; events this close together are one delivery, so windows interpolate over the step.
+# Merging neighbours only coarsens the cumulative curve (totals stay exact), so erring large is safe.
+BURST_S = 0.005
+#: ``until`` of repeat="auto": per-metric trial values so far (and ``text_sha`` per trial) -> True when decided.
+Until = Callable[[dict[str, list[Any]]], bool]
+
+
+def more_trials(spec: CaseSpec, n: int, undecided: Callable[[], bool]) -> bool:
+    """Whether trial ``n + 1`` is needed: ``repeat`` trials, or with "auto" while a gate is undecided."""
+    if spec.repeat != "auto":
+        return n < int(spec.repeat)
+    cap = spec.max_repeat or AUTO_MAX_REPEAT
+    return n < AUTO_MIN_TRIALS or (n < cap and undecided())
+
+
+def case_seed(nodeid: str) -> int:
+    """A stable per-case number: distinct cases get distinct prompts (no prefix-cache flattery), runs repeat."""
+    return zlib.crc32(nodeid.encode()) % 100_000
+
+
+def text_sha(prompt: str, trace: Trace) -> str:
+    """A short hash of a stream's prompt and generated text: equal hashes decoded the same tokens."""
+    h = hashlib.sha256(prompt.encode())
+    h.update(b"\0")
+    for c in trace.chunks:
+        h.update(c.text.encode())
+    return h.hexdigest()[:16]
+
+
+class CaseContext:
+    """One endpoint's shared means of measuring: its client, prompt cache, warm-up and judging settings."""
+
+    def __init__(self, client: Client, judging: JudgeSettings | None = None,
+                 progress: Callable[[str], Progress | None] | None = None) -> None:
+        self.client = client
+        self.judging = judging or JudgeSettings()
+        self._progress = progress
+        self._prompts: dict[tuple[str, int, int, str], Prompt] = {}
+        self._warm = False
+
+    def progress(self, nodeid: str) -> Progress | None:
+        """The live-progress callback for a case's streams, or None."""
+        return self._progress(nodeid) if self._progress else None
+
+    def prompt(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
+        """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api)."""
+        key = (kind, ctx, variant, api)
+        if key not in self._prompts:
+            # Chat prompts are counted with the server's chat template applied, so ctx holds for them too.
+            def count(text: str) -> int:
+                return self.client.count_tokens(text, api=api)
+
+            self._prompts[key] = build_prompt(kind, ctx, count, variant=variant, api=api)
+        return self._prompts[key]
+
+    def prompts(self, kind: str, ctx: int, variants: list[int], api: str = "completions") -> list[Prompt]:
+        """``prompt`` for many variants (a load case's users): the missing ones built side by side."""
+        missing = [v for v in dict.fromkeys(variants) if (kind, ctx, v, api) not in self._prompts]
+        built = build_prompts(kind, ctx, lambda text: self.client.count_tokens(text, api=api), missing, api=api)
+        self._prompts.update({(kind, ctx, p.variant, api): p for p in built})
+        return [self._prompts[(kind, ctx, v, api)] for v in variants]
+
+    def new_result(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
+                   **fields: Any) -> Any:
+        """A result of ``cls`` with what every case records: kind, endpoint, model, server, ctx, ``fields``."""
+        info = self.client.info or self.client.detect()
+        return cls(kind=spec.KIND, endpoint=self.client.url, model=str(self.client.model), server=info.kind,
+                   ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content,
+                   temperature=spec.temperature, server_version=info.details.get("version"), **fields)
+
+    def warm_up(self) -> None:
+        """One short request before the first measured one (once per context)."""
+        # The first request on a cold server pays for graph capture, allocator growth, and so on.
+        if not self._warm:
+            self.client.complete(self.prompt("prose", 32, 99_999).text, 8)
+            self._warm = True
+
+    def coalesce_s(self) -> float:
+        """Events closer than this are one delivery (0 where every chunk is an engine step)."""
+        return 0.0 if self.client.caps.step_chunks else BURST_S
+
+    def scrape_metrics(self) -> dict[str, float] | None:
+        """The server's /metrics counters now, or None where it has none."""
+        if not self.client.caps.metrics:
+            return None
+        text = self.client.metrics_text()
+        try:
+            return acceptance.snapshot(text) if text else None
+        except ValueError:
+            return None  # unparsable /metrics: acceptance from other sources
+
+    def acceptance_of(self, streams: list[StreamResult], before: dict[str, float] | None,
+                      after: dict[str, float] | None, timings: list[dict[str, Any]],
+                      resp_metrics: list[dict[str, Any]], spec_details: list[dict[str, Any]]
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split.
+
+        Per-response counts win over counters that lack a rate (SGLang) or were moved by other
+        traffic: they belong to this request alone.
+        """
+        completion = sum(s.completion_tokens for s in streams)
+        step_chunks = self.client.caps.step_chunks
+        n_steps = sum(round(s.completion_tokens / s.tokens_per_chunk) for s in streams) if step_chunks else None
+        acc = None
+        if before is not None and after is not None:
+            acc = acceptance.from_metrics(self.client.kind, before, after, completion, n_steps)
+            if acc is None and self.client.kind == "tgi":
+                acc = acceptance.from_tgi_summary(before, after)
+        per_request = acceptance.from_vllm_response(resp_metrics) or acceptance.from_sglang_details(spec_details)
+        if per_request is not None and (acc is None or acc.contaminated or acc.rate is None):
+            if acc is not None and acc.contaminated:
+                per_request.note = "counters moved more than this case explains (other traffic): per-request counts"
+            acc = per_request
+        if acc is None and timings:
+            acc = acceptance.from_llamacpp_timings(timings)
+        elif acc is not None and timings and acc.rate is None:
+            resp = acceptance.from_llamacpp_timings(timings)
+            acc.rate = resp.rate if resp else None
+        if step_chunks and (acc is None or acc.contaminated):
+            # Chunk sizes belong to this request alone, so they stand in for counters other traffic moved.
+            chunks = acceptance.from_chunks(median([s.tokens_per_chunk for s in streams]))
+            if acc is not None:
+                chunks.note = "counters moved more than this case explains (other traffic): " + chunks.note
+            acc = chunks
+        split = _attribution(streams) if step_chunks else None
+        return (acc.as_dict() if acc else None), split
+
+    def check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
+        """An acceptance gate asked for but without a trustworthy figure is an error, never a silent pass."""
+        acc, url = r.acceptance, self.client.url
+        hidden = (f"other traffic on {url} moved its spec-decode counters during this case and the server gives "
+                  "no per-request counts, so the acceptance figure is hidden; run the case when the server is "
+                  "otherwise idle")
+        contaminated = bool(acc and acc.get("contaminated"))
+        if spec.require_speculation and not _speculates(acc):
+            if contaminated:
+                raise MeasurementError(f"require_speculation cannot be judged: {hidden}")
+            raise MeasurementError(
+                f"require_speculation=True but {url} shows no speculative decoding "
+                f"({_accept_note(acc)}); enable a draft method on the server or drop require_speculation")
+        if spec.min_accept_len is not None and (acc is None or acc.get("mean_len") is None):
+            why = hidden if contaminated else (
+                f"{self.client.kind} at {url} shows no mean acceptance length ({_accept_note(acc)}); expose "
+                "spec-decode metrics (e.g. --metrics) or drop min_accept_len")
+            raise MeasurementError(f"min_accept_len cannot be judged: {why}")
+        if spec.max_accept_drop is not None and r.attribution is None:
+            raise MeasurementError(
+                f"max_accept_drop cannot be judged: per-window acceptance needs one stream chunk per engine step, "
+                f"which {self.client.kind} does not send; gate on min_accept_len instead")
+
+
+def _speculates(acc: dict[str, Any] | None) -> bool:
+    if not acc:
+        return False
+    if acc.get("contaminated") and acc.get("rate") is None:
+        return False  # hidden by other traffic: nothing shows speculation
+    if acc.get("drafted") == 0:
+        return False
+    return acc.get("mean_len") is None or acc["mean_len"] > 1.01 or bool(acc.get("rate"))
+
+
+def _accept_note(acc: dict[str, Any] | None) -> str:
+    if not acc:
+        return "no spec-decode counters, fields or multi-token steps"
+    return acc.get("note") or f"mean acceptance length {acc.get('mean_len')}"
+
+
+def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
+    """Split log(late/early rate) into tokens-per-step and step-time parts (chunks are steps here)."""
+    parts = []
+    for s in streams:
+        tpc, cps = s.window_tokens_per_chunk, s.window_chunks_per_s
+        if len(tpc) < 8 or any(not np.isfinite(x) for x in tpc + cps):
+            continue
+        m = max(3, int(np.ceil(0.25 * len(tpc))))
+        parts.append((float(np.median(tpc[:m])), float(np.median(tpc[-m:])),
+                      1000.0 / float(np.median(cps[:m])), 1000.0 / float(np.median(cps[-m:]))))
+    if not parts:
+        return None
+    a0, a1, b0, b1 = (float(np.median([p[i] for p in parts])) for i in range(4))
+    share_a, share_b = drift.split_log_change(a0, a1, b0, b1)
+    return {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
+            "accept_share": share_a, "step_share": share_b}

@@ -1,0 +1,127 @@
+"""Floors and gates shared by the kinds: a result plus its spec -> verdict and a one-line diagnosis.
+
+Plain functions the kinds call (a kind's own floors live in its module); nothing here knows of a kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.results import Result, SustainedResult
+from pytest_specperf.run import lateness
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How a run judges its cases: the default drift limit, and what an undecided gate does (pass | warn | fail)."""
+
+    max_drift: float = 0.15
+    inconclusive: str = "warn"
+
+
+def settle(result: Result, spec: CaseSpec, problems: list[str], inconclusive: str) -> None:
+    """Set ``result.verdict`` and ``result.reason`` from a kind's failed checks (most telling first).
+
+    The floor is recorded for the reports; a client behind its schedule judges nothing (``lateness``).
+    """
+    result.min_tps = spec.min_tps
+    problems = lateness.judge(result, problems, inconclusive)
+    result.verdict = "failed" if problems else "passed"
+    result.reason = "; ".join(problems)
+
+
+def judge_sustained(result: SustainedResult, spec: SustainedSpec, settings: JudgeSettings) -> None:
+    """Judge a sustained case, single-stream or under load (each level of a load sweep is one).
+
+    A drift the gate cannot decide follows ``settings.inconclusive`` (pass | warn | fail): a warning is
+    kept in ``result.warnings``; a gate that could not be judged at all is said in ``result.notes``.
+    """
+    result.min_total_tps = spec.min_total_tps
+    problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else settings.max_drift)
+    _undecided_drift(result, spec, settings.inconclusive, problems)
+    settle(result, spec, problems, settings.inconclusive)
+
+
+def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> list[str]:
+    out: list[str] = []
+    where = f"over {r.completion_tokens} tokens at ctx {r.prompt_tokens}"
+    if r.drift_failed and r.drift is not None:
+        out.append(f"drift {r.drift:.2f} > {max_drift:g}: early {r.early_tps:.1f} tok/s -> late "
+                   f"{r.late_tps:.1f} tok/s {where}" + _causes(r))
+    if r.decode_p10_tps is not None:  # measured as a load case
+        out += _load_floors(r, spec, where)
+    elif spec.min_tps is not None and r.decode_tps < spec.min_tps:
+        out.append(f"decode {r.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} {where}")
+    if spec.max_burst_gap is not None and r.burst_gap is not None and r.burst_gap > spec.max_burst_gap:
+        out.append(f"burst gap {r.burst_gap:.2f} > {spec.max_burst_gap:g}: sustained {r.decode_tps:.1f} tok/s vs "
+                   f"two-point {r.burst_tps:.1f} tok/s at ctx {r.prompt_tokens}")
+    acc = r.acceptance or {}
+    if spec.min_accept_len is not None and acc.get("mean_len") is not None and acc["mean_len"] < spec.min_accept_len:
+        out.append(f"acceptance {acc['mean_len']:.2f} tokens/step < min_accept_len {spec.min_accept_len:g} "
+                   f"({acc['source']}) {where}")
+    split = r.attribution
+    if spec.max_accept_drop is not None and split:
+        drop = 1.0 - split["accept_late"] / split["accept_early"]
+        if drop > spec.max_accept_drop:
+            out.append(f"acceptance drop {drop:.2f} > max_accept_drop {spec.max_accept_drop:g}: "
+                       f"{split['accept_early']:.1f} -> {split['accept_late']:.1f} tokens/step {where}")
+    if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
+        out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
+    return out
+
+
+def _load_floors(r: SustainedResult, spec: SustainedSpec, where: str) -> list[str]:
+    """Under load, min_tps holds for (nearly) every user: the 10th-percentile one; min_total_tps for the sum."""
+    out = []
+    users = f"{r.concurrency} users"
+    if spec.min_tps is not None and r.decode_p10_tps is not None and r.decode_p10_tps < spec.min_tps:
+        out.append(f"p10 user decode {r.decode_p10_tps:.1f} tok/s < min_tps {spec.min_tps:g} with {users} "
+                   f"(median user {r.decode_tps:.1f}) {where}")
+    if spec.min_total_tps is not None:
+        if r.total_tps is None:
+            out.append(f"min_total_tps {spec.min_total_tps:g} cannot be judged: the {users} never all decoded at "
+                       f"once (lower ramp_s)")
+        elif r.total_tps < spec.min_total_tps:
+            out.append(f"aggregate {r.total_tps:.1f} tok/s < min_total_tps {spec.min_total_tps:g} with {users} "
+                       f"{where}")
+    return out
+
+
+def _undecided_drift(r: SustainedResult, spec: SustainedSpec, policy: str, problems: list[str]) -> None:
+    """Drift inconclusive, or not judged although asked for explicitly: pass, warn or fail by the policy."""
+    if r.drift_verdict == "inconclusive":
+        text = (f"{r.drift_gate}: early {r.early_tps:.1f} tok/s -> late {r.late_tps:.1f} tok/s over "
+                f"{r.completion_tokens} tokens at ctx {r.prompt_tokens}")
+    elif r.drift_verdict == "not judged":
+        if spec.max_drift is None:
+            r.notes.append(r.drift_gate)  # the default gate is off for short cases, and says so
+            return
+        text = f"{r.drift_gate}; max_drift={spec.max_drift:g} was asked for: inconclusive"
+    else:
+        return
+    if policy == "fail":
+        problems.append(text)
+    elif policy == "warn":
+        r.warnings.append(text)
+    else:
+        r.notes.append(text)
+
+
+def causes(r: SustainedResult) -> str:
+    """'acceptance 5.0 -> 2.9 tokens/step (62% of the slowdown), step 31 -> 39 ms (38%)', or ''."""
+    a = r.attribution
+    if not a:
+        return ""
+    def pct(x: float) -> int:
+        return round(x * 100)  # an int: no "-0%"
+
+    return (f"acceptance {a['accept_early']:.1f} -> {a['accept_late']:.1f} tokens/step "
+            f"({pct(a['accept_share'])}% of the slowdown), step {a['step_ms_early']:.0f} -> "
+            f"{a['step_ms_late']:.0f} ms ({pct(a['step_share'])}%)")
+
+
+def _causes(r: SustainedResult) -> str:
+    text = causes(r)
+    return f"; {text}" if text else ""

@@ -1,0 +1,252 @@
+"""Load cases: N users at once (``sustained(concurrency=N)``) and concurrency sweeps (``load_sweep``).
+
+Each stream is measured exactly as a single stream is (``stream_figures.stream_result``); on top of that a
+load result has per-user figures (median and 10th-percentile decode, TTFT p50/p90) and the
+aggregate output rate over the common window, the span in which every stream was decoding: from
+the last stream's first token to the first stream's last token. Outside that window fewer than N
+users are served, so the aggregate there would describe a smaller load.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
+from pytest_specperf.cases.results import LoadSweepResult, StreamResult, SustainedResult
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
+from pytest_specperf.endpoint.sse import Trace
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.run import acceptance, drift, lateness, stream_figures
+from pytest_specperf.run.context import CaseContext, Until, case_seed
+from pytest_specperf.run.floors import JudgeSettings, judge_sustained, settle
+
+#: The knee: the first level past which aggregate throughput grows less than this per doubling of users.
+KNEE_GAIN = 0.10
+
+
+def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> SustainedResult:
+    """``spec.concurrency`` streams of distinct prompts at once (starts spread over ``ramp_s``), measured per user."""
+    seed = case_seed(nodeid)
+    n = spec.concurrency
+    requests = []
+    for i, prompt in enumerate(context.prompts(spec.content, spec.ctx, [seed + i for i in range(n)], spec.api)):
+        requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
+                                      temperature=spec.temperature, at_s=spec.ramp_s * i / n))
+    before = context.scrape_metrics()
+    outcomes = run_streams(context.client, requests)
+    after = context.scrape_metrics()
+    found = traces(outcomes)
+    streams, drifts = [], []
+    for o, trace in zip(outcomes, found, strict=True):
+        stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
+        s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
+        s.sent_s = o.sent_s
+        streams.append(s)
+        if d is not None:
+            drifts.append(d)
+    r = _result(context, spec, nodeid, streams, found)
+    lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
+                    spread=True)
+    _no_common_window(r, spec)
+    _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
+    r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
+    context.check_acceptance_gates(spec, r)
+    return r
+
+
+def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
+            found: list[Trace]) -> SustainedResult:
+    decode = [s.decode_tps for s in streams]
+    ttft = [s.ttft_s for s in streams]
+    med = stream_figures.median
+    total, window = aggregate_tps(found)
+    r: SustainedResult = context.new_result(
+        SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
+        tokens=spec.tokens, repeat=1, streams=streams, concurrency=spec.concurrency, ramp_s=spec.ramp_s,
+        completion_tokens=streams[0].completion_tokens, ttft_s=med(ttft), total_s=med([s.total_s for s in streams]),
+        decode_tps=med(decode), client_tps=med([s.client_tps for s in streams]),
+        decode_p10_tps=float(np.percentile(decode, 10)), total_tps=total, common_window_s=window,
+        ttft_p50_s=float(np.percentile(ttft, 50)), ttft_p90_s=float(np.percentile(ttft, 90)),
+        tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
+        stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
+        counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
+    if context.client.caps.step_chunks:
+        r.step_ms = med([step_ms(t) for t in found])
+    return r
+
+
+def _no_common_window(r: SustainedResult, spec: SustainedSpec) -> None:
+    """Streams that never all decoded at once: an error when that leaves the case unmeasured, else a note."""
+    if r.total_tps is not None:
+        return
+    window = r.common_window_s
+    why = f"ramp_s={spec.ramp_s:g} spreads the starts: lower it" if spec.ramp_s else (
+        "the server queued some of them, or they are too short: raise tokens")
+    text = (f"no common window: the {spec.concurrency} streams all decoded at once for only "
+            f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why})")
+    if r.client_behind:
+        # The client itself sent them apart: the verdict is inconclusive (lateness), not a judgement of the server.
+        r.notes.append(f"{text}; aggregate tok/s not measured: {r.client_behind}")
+        return
+    # A ramp that spread the streams apart measured no load of N users, and a floor on their sum has
+    # nothing to judge: the case could not measure what it was asked, an error and never a verdict.
+    # (Without either, streams a busy server happened to serve apart keep their per-user figures.)
+    if (spec.ramp_s and not window) or spec.min_total_tps is not None:
+        gate = f"; min_total_tps {spec.min_total_tps:g} cannot be judged" if spec.min_total_tps else ""
+        raise MeasurementError(f"could not measure {spec.concurrency} users at once: {text}{gate}")
+    r.notes.append(f"{text}; aggregate tok/s not measured")
+
+
+def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float) -> None:
+    """The drift gate over every stream, as for a sustained case with repeats."""
+    r.max_drift = max_drift
+    if stream_figures.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
+        r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
+
+
+#: The common window must cover at least this share of the median stream's decode: shorter, it holds
+#: a few bursts (a speculative step delivers many tokens at once) and the sum says nothing of the load.
+MIN_OVERLAP = 0.5
+
+
+def aggregate_tps(found: list[Trace]) -> tuple[float | None, float | None]:
+    """(output tok/s summed over streams, window s) over the span in which every stream was decoding.
+
+    Each stream's cumulative token count is a step curve over absolute time; tokens in the window
+    are read off it at the window's edges, interpolating linearly inside a step so a chunk that
+    straddles an edge is shared in proportion. (None, window) when the streams overlapped for less
+    than MIN_OVERLAP of the median stream's decode (a server that queued them, a long ramp).
+    """
+    start = max(t.t0 + t.chunks[0].t for t in found)
+    end = min(t.t0 + t.chunks[-1].t for t in found)
+    spans = [t.chunks[-1].t - t.chunks[0].t for t in found]
+    if end - start < MIN_OVERLAP * float(np.median(spans)) or end <= start:
+        return None, max(end - start, 0.0)
+    tokens = 0.0
+    for t in found:
+        times = np.array([t.t0 + c.t for c in t.chunks])
+        cum = np.cumsum([c.tokens for c in t.chunks], dtype=float)
+        tokens += float(np.interp(end, times, cum) - np.interp(start, times, cum))
+    return tokens / (end - start), end - start
+
+
+def step_ms(trace: Trace) -> float:
+    """Mean decode step time of one stream whose chunks are engine steps: decode time / steps after the first."""
+    ch = trace.chunks
+    return 1000.0 * (ch[-1].t - ch[0].t) / (len(ch) - 1) if len(ch) > 1 else math.nan
+
+
+# -- sweeps -------------------------------------------------------------------------------------------
+
+
+def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSweepResult:
+    """A sustained load at each level, lowest first; levels are judged on their own floors."""
+    levels = []
+    for c in spec.concurrency:
+        lspec = spec.level(c)
+        r = sustained_load(context, lspec, f"{nodeid}@c={c}")
+        judge_sustained(r, lspec, context.judging)
+        levels.append(level_fields(r))
+    info = context.client.info or context.client.detect()
+    totals = [lv["total_tps"] for lv in levels if lv["total_tps"] is not None]
+    result = LoadSweepResult(
+        kind=spec.KIND, endpoint=context.client.url, model=str(context.client.model), server=info.kind,
+        server_version=info.details.get("version"), ctx=spec.ctx,
+        prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
+        tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
+        knee=knee([(lv["concurrency"], lv["total_tps"]) for lv in levels]),
+        decode_tps=levels[-1]["decode_tps"], total_tps=max(totals) if totals else None,
+        min_total_tps=spec.min_total_tps, min_speedup=spec.min_speedup)
+    result.notes.append(knee_text(result.knee, levels))
+    return result
+
+
+def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
+    """The knee in words, with the aggregate figures around it; only measured levels are spoken of."""
+    if len(levels) == 1:
+        return (f"knee not judged: one level ({_users(levels[0]['concurrency'])}) has no growth to judge; give "
+                "concurrency two or more levels, e.g. [1, 2, 4, 8]")
+    if at is None:
+        measured = list(itertools.takewhile(lambda lv: lv["total_tps"] is not None, levels))
+        if len(measured) < len(levels):
+            gap = levels[len(measured)]["concurrency"]
+            if len(measured) < 2:
+                return f"knee not judged: aggregate tok/s not measured at {_users(gap)}"
+            last = _users(measured[-1]["concurrency"])
+            return (f"no knee up to {last}: aggregate grows >= {KNEE_GAIN:.0%} per doubling; knee not judged past "
+                    f"{last} (aggregate not measured at {_users(gap)})")
+        return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
+    i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
+    here, past = levels[i], levels[i + 1]
+    return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here['total_tps']:.1f} -> "
+            f"{past['total_tps']:.1f} tok/s at "
+            f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
+
+
+def _users(n: int) -> str:
+    return f"{n} user{'' if n == 1 else 's'}"
+
+
+LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps",
+                "common_window_s", "ttft_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "drift", "drift_verdict",
+                "drift_gate", "early_tps", "late_tps", "stalls", "stall_s", "tokens_per_chunk", "verdict", "reason",
+                "warnings", "notes", "streams", "late_p50_s", "late_p99_s",
+                "late_bound_s", "client_behind")
+
+
+def level_fields(r: SustainedResult) -> dict[str, Any]:
+    """One level of a sweep as plain data: the load fields, mean accepted length, verdict and streams."""
+    d = r.as_dict()
+    out = {k: d[k] for k in LEVEL_FIELDS}
+    acc = r.acceptance or {}
+    out["accept_len"] = acc.get("mean_len")
+    out["accept_source"] = acc.get("source")
+    out["kind"] = "sustained"  # compared like a sustained case: per-stream decode, aggregate per level
+    return out
+
+
+def knee(points: list[tuple[int, float | None]]) -> int | None:
+    """The first level past which aggregate tok/s grows less than KNEE_GAIN per doubling of users.
+
+    Growth between neighbouring levels c1 < c2 is put per doubling, (T2/T1) ** (1 / log2(c2/c1)) - 1,
+    so sweeps with uneven steps are judged alike. None when every step still grows enough, or when a level's
+    aggregate is missing before a knee shows (``knee_text`` says how far it was judged).
+    """
+    for (c1, t1), (c2, t2) in itertools.pairwise(points):
+        if t1 is None or t2 is None or t1 <= 0:
+            return None  # not judged past an unmeasured level: the growth beyond it is unknown
+        per_doubling = (t2 / t1) ** (1.0 / math.log2(c2 / c1)) - 1.0
+        if per_doubling < KNEE_GAIN:
+            return c1
+    return None
+
+
+def sweep_problems(result: LoadSweepResult) -> list[str]:
+    """Every level that failed, by its users; the levels' warnings are the sweep's (with their users)."""
+    result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
+    return [f"at {_users(lv['concurrency'])}: {lv['reason']}" for lv in result.levels if lv["verdict"] == "failed"]
+
+
+class LoadSweep:
+    """The ``load_sweep`` kind (``sustained(concurrency=N)`` is the ``sustained`` kind, measured here)."""
+
+    name: ClassVar[str] = "load_sweep"
+    spec_type: ClassVar[type[CaseSpec]] = LoadSweepSpec
+
+    def context_needed(self, spec: LoadSweepSpec) -> tuple[int, int]:
+        """Every user's request: ctx prompt tokens (a load case gets no generation check up front)."""
+        return spec.ctx, 0
+
+    def measure(self, context: CaseContext, spec: LoadSweepSpec, nodeid: str, until: Until | None = None
+                ) -> LoadSweepResult:
+        """``load_sweep`` (``until`` does not apply: each level is one run of N users)."""
+        return load_sweep(context, spec, nodeid)
+
+    def judge(self, result: LoadSweepResult, spec: LoadSweepSpec, settings: JudgeSettings) -> None:
+        """Each level was judged on its own floors as it was measured; the sweep fails where a level failed."""
+        settle(result, spec, sweep_problems(result), settings.inconclusive)

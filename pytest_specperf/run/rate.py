@@ -1,0 +1,290 @@
+"""Open-loop load: requests arriving at a rate, each judged on its latency SLO (the ``rate`` case).
+
+Arrivals follow a schedule fixed before the first request goes out (a seeded Poisson process, or
+evenly spaced with ``arrivals="constant"``); every request is sent at its scheduled time whatever
+became of the earlier ones, and its latencies are counted from that scheduled time. A client that
+falls behind (event-loop lag, a slow send) therefore adds its lag to the latency instead of
+quietly sending later and hiding the queue (coordinated omission).
+
+Per request: ``ttft_s`` (scheduled arrival -> first token), ``tpot_ms`` (vLLM's: (t_last_token -
+t_first_token) / (output tokens - 1)), ``e2e_s`` (scheduled arrival -> end of the response),
+``decode_tps`` (tokens after the first chunk / (t_last - t_first)) and ``tokens_per_chunk``. It meets
+the SLO when it meets every bound given. A request the server refuses (HTTP 429 or 503) or that fails
+misses the SLO (and every bound of it).
+
+Per case, over one span (``duration_s``: first scheduled arrival -> last response): achieved rate
+(answered requests per second), goodput (requests meeting the SLO per second, so never above the
+achieved rate) and output tok/s; ``sent_rps`` (requests over the span of their actual sends);
+p50/p90/p99 of each latency over the answered requests; attainment (share of all requests meeting
+the SLO). A case the server refused entirely has attainment 0 and fails its floors (without a floor
+it is an error: nothing was measured). When a floor fails and the server sends one chunk per
+engine step, the case measures the lowest rate (one request at a time) and says whether accepted
+tokens per step or step time moved between it and the loaded run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
+from pytest_specperf.cases.results import RateResult
+from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.run import lateness
+from pytest_specperf.run.context import CaseContext, Until, case_seed
+from pytest_specperf.run.floors import JudgeSettings, settle
+from pytest_specperf.run.stream_figures import check_length
+
+_REFUSED = re.compile(r"HTTP (429|503)\b")
+PERCENTILES = (50, 90, 99)
+#: Requests measured one at a time for "the lowest rate" when a failure needs a cause.
+REFERENCE_REQUESTS = 2
+
+
+def schedule(rps: float, n: int, arrivals: str, seed: int) -> list[float]:
+    """Scheduled arrival times (s after the origin) of ``n`` requests at ``rps``; the first at 0.
+
+    Poisson arrivals are drawn conditioned on their count: ``n`` points thrown uniformly over
+    ``(n + 1) / rps`` seconds are the arrival times of a Poisson process of rate ``rps`` that has
+    ``n`` arrivals there, so the gaps keep their exponential spread (bursts and lulls) while the
+    run's average rate stays within a few per cent of ``rps`` instead of wandering by
+    ``1 / sqrt(n)`` (+-14% over 50 requests) as free exponential gaps do.
+    """
+    if arrivals == "constant":
+        return [i / rps for i in range(n)]
+    points = np.sort(np.random.default_rng(seed).uniform(0.0, (n + 1) / rps, n))
+    return (points - points[0]).tolist()
+
+
+def refused_status(error: MeasurementError | None) -> int | None:
+    """429 or 503 when the error is the server refusing load, else None."""
+    m = _REFUSED.search(str(error)) if error is not None else None
+    return int(m.group(1)) if m else None
+
+
+def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, server: str) -> dict[str, Any]:
+    """One request's latencies from its scheduled arrival, and whether it met the slo."""
+    rec: dict[str, Any] = {"at_s": o.request.at_s, "sent_s": o.sent_s, "late_s": o.late_s}
+    if o.trace is None:
+        status = refused_status(o.error)
+        rec.update(status=status, error=str(o.error), met=False)
+        return rec
+    t = o.trace
+    check_length(tokens, t.completion_tokens, t.finish_reason, server)
+    first, last = t.chunks[0], t.chunks[-1]
+    after_first = t.completion_tokens - first.tokens
+    decode_s = last.t - first.t
+    # vLLM's TPOT, (e2e - ttft) / (output tokens - 1), both ends at token chunks: a first chunk carrying several
+    # tokens (speculation) lowers it against time per token after the first chunk, which decode_tps keeps.
+    tpot_ms = 1000.0 * decode_s / (t.completion_tokens - 1) if t.completion_tokens > 1 else math.nan
+    rec.update(status=200, response_id=t.response_id, tokens=t.completion_tokens,
+               ttft_s=o.late_s + first.t, e2e_s=o.late_s + t.total_s, tpot_ms=tpot_ms,
+               decode_tps=after_first / decode_s if decode_s > 0 else math.nan,
+               tokens_per_chunk=after_first / (len(t.chunks) - 1) if len(t.chunks) > 1 else float(first.tokens),
+               step_ms=1000.0 * decode_s / (len(t.chunks) - 1) if len(t.chunks) > 1 else math.nan,
+               end_s=o.sent_s + t.total_s)
+    rec["met"] = meets(rec, slo) if slo else None
+    return rec
+
+
+def meets(rec: dict[str, Any], slo: dict[str, float]) -> bool:
+    """True when an answered request is within every bound the slo gives."""
+    return rec.get("status") == 200 and all(_within(rec, key, bound) for key, bound in slo.items())
+
+
+def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
+    v = rec.get(key)
+    return v is not None and not math.isnan(v) and v <= bound
+
+
+def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int, ctx: int, content: str, api: str,
+                 temperature: float, arrivals: str, seed: int, variant: int) -> list[StreamOutcome]:
+    """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock); 429/503 are not retried."""
+    times = schedule(rps, n, arrivals, seed)
+    reqs = []
+    prompts = context.prompts(content, ctx, [variant + i for i in range(n)], api)
+    for i, (at, prompt) in enumerate(zip(times, prompts, strict=True)):
+        reqs.append(StreamRequest(prompt=prompt.text, max_tokens=tokens, api=api, seed=seed + i,
+                                  temperature=temperature, at_s=at))
+    client = context.client
+    retries, client.retries = client.retries, 0  # a refusal is an answer under load: count it, do not retry
+    try:
+        return run_streams(client, reqs)
+    finally:
+        client.retries = retries
+
+
+def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> dict[str, Any]:
+    """Case figures from per-request records (see the module docstring)."""
+    ok = [r for r in records if r.get("status") == 200]
+    if not ok and not all(r.get("status") in (429, 503) for r in records):
+        raise MeasurementError(_nothing_answered(records))  # refusals are an answer; other errors are not
+    sent = [r["sent_s"] for r in records]
+    # One span for every rate: the first scheduled arrival (the origin, 0) to the last response (or send).
+    duration = max(r.get("end_s", r["sent_s"]) for r in records)
+    out: dict[str, Any] = {
+        "sent_rps": (len(sent) - 1) / (max(sent) - min(sent)) if max(sent) > min(sent) else math.nan,
+        "achieved_rps": len(ok) / duration if duration > 0 else math.nan,
+        "duration_s": duration,
+        "output_tps": sum(r["tokens"] for r in ok) / duration if duration > 0 else math.nan,
+        "refused": sum(1 for r in records if r.get("status") in (429, 503)),
+        "failed": sum(1 for r in records if r.get("status") not in (200, 429, 503)),
+        **lateness.figures(r["late_s"] for r in records),
+        "completion_tokens": ok[0]["tokens"] if ok else 0,
+    }
+    for key, unit in (("ttft", "s"), ("tpot", "ms"), ("e2e", "s")):
+        values = [r[f"{key}_{unit}"] for r in ok]
+        out[f"{key}_{unit}"] = _pct(values, 50)
+        for q in PERCENTILES:
+            out[f"{key}_p{q}_{unit}"] = _pct(values, q)
+    out["decode_tps"] = _pct([r["decode_tps"] for r in ok], 50)
+    out["tokens_per_chunk"] = _pct([r["tokens_per_chunk"] for r in ok], 50)
+    out["step_ms"] = _pct([r["step_ms"] for r in ok], 50)
+    if slo:
+        met = sum(1 for r in records if r.get("met"))
+        out.update(met=met, attainment=met / len(records), goodput_rps=met / duration if duration > 0 else math.nan,
+                   missed={k: sum(1 for r in records if r.get("status") != 200 or not _within(r, k, b))
+                           for k, b in slo.items()})
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    finite = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.percentile(finite, q)) if finite else math.nan
+
+
+def _nothing_answered(records: list[dict[str, Any]]) -> str:
+    refused = sum(1 for r in records if r.get("status") in (429, 503))
+    if refused == len(records):
+        return (f"the server refused all {refused} requests (HTTP 429/503): it takes no load at this rate; "
+                "lower rps or check the server's admission limits")
+    first = next(r["error"] for r in records if r.get("status") not in (429, 503))
+    return f"no request of the rate case was answered; the first error: {first}"
+
+
+def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
+    """Measure a rate case: the open-loop run, its figures, and the lowest rate when a floor fails."""
+    seed = case_seed(nodeid)
+    outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=spec.tokens, ctx=spec.ctx,
+                            content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
+                            seed=seed, variant=seed)
+    slo = dict(spec.slo) if spec.slo else None
+    kind = context.client.kind
+    records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
+    figures = summarize(records, slo)
+    if not any(r.get("status") == 200 for r in records) and not floor_problems_of(figures, spec):
+        raise MeasurementError(_nothing_answered(records))  # no floor fails on it: nothing was measured
+    prompt_tokens = next((o.trace.prompt_tokens for o in outcomes if o.trace is not None), None)
+    r: RateResult = context.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
+                                   arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
+                                   per_request=records, **figures)
+    lateness.attach(r, [p["late_s"] for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
+    if not context.client.caps.step_chunks:
+        r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
+    if floor_problems(r, spec) and context.client.caps.step_chunks:
+        r.reference = lowest_rate(context, spec, seed)
+    return r
+
+
+def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
+    """Tokens per step and step time with one request at a time: what load is measured against."""
+    recs = []
+    for i in range(REFERENCE_REQUESTS):
+        outcomes = run_requests(context, rps=1.0, n=1, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
+                                api=spec.api, temperature=spec.temperature, arrivals="constant", seed=seed + 7919 + i,
+                                variant=seed + 7919 + i)
+        recs.append(request_record(outcomes[0], None, spec.tokens, context.client.kind))
+    ok = [r for r in recs if r.get("status") == 200]
+    if not ok:
+        return {}
+    return {"tokens_per_chunk": _pct([r["tokens_per_chunk"] for r in ok], 50),
+            "step_ms": _pct([r["step_ms"] for r in ok], 50), "tpot_ms": _pct([r["tpot_ms"] for r in ok], 50),
+            "requests": len(ok), "response_ids": [r.get("response_id") for r in ok]}
+
+
+# -- verdict ------------------------------------------------------------------------------------------
+
+
+def floor_problems(r: RateResult, spec: RateSpec) -> list[str]:
+    """The floors a rate result misses, as short clauses (no cause yet)."""
+    return floor_problems_of({"attainment": r.attainment, "goodput_rps": r.goodput_rps}, spec)
+
+
+def floor_problems_of(figures: dict[str, Any], spec: RateSpec) -> list[str]:
+    """``floor_problems`` over the figures of ``summarize``."""
+    out = []
+    attainment, goodput = figures.get("attainment"), figures.get("goodput_rps")
+    if spec.min_attainment is not None and attainment is not None and attainment < spec.min_attainment:
+        out.append(f"SLO attainment {attainment:.2f} < min_attainment {spec.min_attainment:g}")
+    if spec.min_goodput is not None and goodput is not None and goodput < spec.min_goodput:
+        out.append(f"goodput {goodput:.2f} req/s < min_goodput {spec.min_goodput:g}")
+    return out
+
+
+def rate_problems(r: RateResult, spec: RateSpec) -> list[str]:
+    """Every failed floor in one line: at what load, the bound missed most, refusals, and the cause."""
+    floors = floor_problems(r, spec)
+    if not floors:
+        return []
+    where = f"at {r.achieved_rps:.2f} req/s ({r.requests} requests, asked {r.rps:g})"
+    return [f"{'; '.join(floors)} {where}: {why_missed(r)}"]
+
+
+def why_missed(r: RateResult) -> str:
+    """'tpot_ms missed most (40 of 64, p90 81 ms > 50); 3 refused (HTTP 429/503); vs the lowest rate ...'."""
+    parts = []
+    if r.slo and r.missed and max(r.missed.values()) > 0:
+        key = max(r.missed, key=lambda k: r.missed[k])
+        unit = SLO_KEYS[key]
+        p90 = getattr(r, f"{key.rsplit('_', 1)[0]}_p90_{unit}")
+        p90_text = "none answered" if math.isnan(p90) else f"p90 {p90:.3g} {unit}"
+        parts.append(f"{key} missed most ({r.missed[key]} of {r.requests}, {p90_text}, bound {r.slo[key]:g})")
+    elif r.slo:
+        parts.append(f"every request met the slo: goodput is capped by the offered {r.rps:.3g} req/s over "
+                     f"{r.duration_s:.3g} s")
+    if r.refused:
+        parts.append(f"{r.refused} refused (HTTP 429/503)")
+    if r.failed:
+        parts.append(f"{r.failed} failed")
+    parts.append(moved(r.reference, r.tokens_per_chunk, r.step_ms))
+    return "; ".join(p for p in parts if p)
+
+
+def moved(reference: dict[str, Any] | None, tokens_per_step: float, step_ms: float | None) -> str:
+    """Which of accepted tokens per step and step time moved against the lowest rate (10% or more)."""
+    if not reference or step_ms is None or not reference.get("step_ms"):
+        return ""
+    a0, b0 = reference["tokens_per_chunk"], reference["step_ms"]
+    changes = []
+    if tokens_per_step < 0.9 * a0:
+        changes.append(f"accepted tokens/step fell {a0:.2f} -> {tokens_per_step:.2f}")
+    if step_ms > 1.1 * b0:
+        changes.append(f"step time rose {b0:.1f} -> {step_ms:.1f} ms")
+    if not changes:
+        return (f"vs the lowest rate neither moved (tokens/step {a0:.2f} -> {tokens_per_step:.2f}, step "
+                f"{b0:.1f} -> {step_ms:.1f} ms): the time is lost queueing")
+    return "vs the lowest rate " + " and ".join(changes)
+
+
+class Rate:
+    """The ``rate`` kind."""
+
+    name: ClassVar[str] = "rate"
+    spec_type: ClassVar[type[CaseSpec]] = RateSpec
+
+    def context_needed(self, spec: RateSpec) -> tuple[int, int]:
+        """ctx prompt tokens (the generated length is checked on each answer)."""
+        return spec.ctx, 0
+
+    def measure(self, context: CaseContext, spec: RateSpec, nodeid: str, until: Until | None = None) -> RateResult:
+        """``rate_case`` (``until`` does not apply: one open-loop run)."""
+        return rate_case(context, spec, nodeid)
+
+    def judge(self, result: RateResult, spec: RateSpec, settings: JudgeSettings) -> None:
+        """Its attainment and goodput floors, with the cause of a miss."""
+        settle(result, spec, rate_problems(result, spec), settings.inconclusive)

@@ -1,0 +1,121 @@
+"""Runs case specs against one endpoint: looks the kind up, holds the endpoint lock, times, sizes and judges.
+
+What a case measures and how it is judged is its kind's (``registry``); what kinds share is ``context``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.build import fit_spec
+from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
+from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
+from pytest_specperf.cases.results import (
+    CapacityResult,
+    LoadSweepResult,
+    RateResult,
+    Result,
+    SustainedResult,
+    SweepResult,
+    TwoPointResult,
+)
+from pytest_specperf.endpoint.client import Client, Progress
+from pytest_specperf.endpoint.locks import endpoint_lock
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.prompts.builder import Prompt
+from pytest_specperf.run.context import CaseContext, Until
+from pytest_specperf.run.floors import JudgeSettings
+from pytest_specperf.run.registry import kind_for
+
+
+class Runner:
+    """Measures specs on one endpoint; one request at a time (a file lock per endpoint URL)."""
+
+    def __init__(self, client: Client, *, max_drift: float = 0.15, inconclusive: str = "warn",
+                 progress: Callable[[str], Progress | None] | None = None,
+                 size_cap: tuple[int, int, float] | None = None) -> None:
+        self.size_cap = size_cap  # (max ctx, max tokens, max floor) for small local engines
+        # inconclusive: what a drift the gate cannot decide does: pass | warn | fail
+        self.context = CaseContext(client, JudgeSettings(max_drift, inconclusive), progress)
+
+    @property
+    def client(self) -> Client:
+        """The endpoint's client."""
+        return self.context.client
+
+    @property
+    def judging(self) -> JudgeSettings:
+        """The run's default drift limit and policy for undecided gates."""
+        return self.context.judging
+
+    def prompt(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
+        """A prompt of ``ctx`` server tokens (the context's cache)."""
+        return self.context.prompt(kind, ctx, variant, api)
+
+    def warm_up(self) -> None:
+        """One short request before the first measured one (once per runner)."""
+        self.context.warm_up()
+
+    def run(self, spec: CaseSpec, nodeid: str = "", *, until: Until | None = None) -> Result:
+        """Measure one case and judge it (``until``: the comparison that ``repeat="auto"`` waits for)."""
+        self.client.info or self.client.detect()
+        asked = spec
+        if self.size_cap is not None:
+            spec = fit_spec(spec, *self.size_cap)
+        kind = kind_for(spec)
+        self._check_context(*kind.context_needed(spec))
+        with endpoint_lock(self.client.url):
+            self.warm_up()
+            started = time.time()
+            result: Result = kind.measure(self.context, spec, nodeid, until)
+            result.started_at, result.finished_at = started, time.time()
+        if spec is not asked:
+            result.sized_down = {k: v for k, v in spec.as_dict().items() if v != asked.as_dict()[k]}
+        kind.judge(result, spec, self.judging)
+        return result
+
+    def _check_context(self, ctx: int, out: int) -> None:
+        """A case that cannot fit the server's advertised context fails now, before a prompt is built."""
+        info = self.client.info or self.client.detect()
+        limit = info.max_context
+        if limit is None:
+            return
+        if ctx + out > limit:
+            raise MeasurementError(
+                f"ctx {ctx} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
+                f"serves {self.client.model} with {limit} ({info.context_source}); lower ctx or tokens, or "
+                "start the server with a longer context")
+
+    # -- one kind, measured without lock or verdict (the registry's kind, as ``run`` calls it) ------------
+
+    def sustained(self, spec: SustainedSpec, nodeid: str = "", *, until: Until | None = None) -> SustainedResult:
+        """Measure a sustained case (``concurrency`` > 1: its streams at once)."""
+        result: SustainedResult = kind_for(spec).measure(self.context, spec, nodeid, until)
+        return result
+
+    def two_point(self, spec: TwoPointSpec, nodeid: str = "", *, until: Until | None = None) -> TwoPointResult:
+        """Measure a two-point case."""
+        result: TwoPointResult = kind_for(spec).measure(self.context, spec, nodeid, until)
+        return result
+
+    def ctx_sweep(self, spec: CtxSweepSpec, nodeid: str = "") -> SweepResult:
+        """Measure a context sweep."""
+        result: SweepResult = kind_for(spec).measure(self.context, spec, nodeid)
+        return result
+
+    def load_sweep(self, spec: LoadSweepSpec, nodeid: str = "") -> LoadSweepResult:
+        """Measure a concurrency sweep (each level judged on its own floors)."""
+        result: LoadSweepResult = kind_for(spec).measure(self.context, spec, nodeid)
+        return result
+
+    def rate(self, spec: RateSpec, nodeid: str = "") -> RateResult:
+        """Measure an open-loop rate case."""
+        result: RateResult = kind_for(spec).measure(self.context, spec, nodeid)
+        return result
+
+    def capacity(self, spec: CapacitySpec, nodeid: str = "") -> CapacityResult:
+        """Search the highest rate within the SLO."""
+        result: CapacityResult = kind_for(spec).measure(self.context, spec, nodeid)
+        return result

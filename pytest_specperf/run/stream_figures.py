@@ -1,0 +1,169 @@
+"""From traces to results: pure functions, no I/O (the runner does the requests)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
+from pytest_specperf.cases.results import StreamResult, SustainedResult
+from pytest_specperf.endpoint.client import Completion, Trace
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.run import drift as stats
+
+
+def check_length(asked: int, got: int, finish_reason: str | None, server: str) -> None:
+    """A completion shorter than asked cannot be measured fairly: say why, as an error."""
+    if got < asked:
+        why = f"finish_reason={finish_reason}" if finish_reason else "no finish_reason"
+        hint = ("the server cannot force the length (no ignore_eos/min_tokens)"
+                if server in ("tgi", "ollama", "openai") else "the server stopped early despite ignore_eos")
+        raise MeasurementError(f"output {got} tokens < {asked} asked ({why}): {hint}; lower tokens= or use a "
+                               "server that honours ignore_eos")
+
+
+def coalesce(t: np.ndarray, k: np.ndarray, gap_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Merge chunks that arrived within ``gap_s`` of the previous one (a burst of per-token events)."""
+    if gap_s <= 0 or len(t) < 2:
+        return t, k
+    starts = np.concatenate([[True], np.diff(t) > gap_s])
+    groups = np.cumsum(starts) - 1
+    last = np.concatenate([np.flatnonzero(starts)[1:] - 1, [len(t) - 1]])
+    return t[last], np.bincount(groups, weights=k).astype(int)
+
+
+def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, stats.Drift | None]:
+    """Decode rate, windows, drift and stalls of one stream (drift is None when too short for windows).
+
+    ``coalesce_s`` > 0 merges bursts of per-token events into deliveries before windowing; the first
+    chunk (TTFT) is never merged with what follows it.
+    """
+    t, k = _deliveries(trace, coalesce_s)
+    decode = stats.decode_tps(t, k)
+    if decode is None:
+        raise MeasurementError(f"only {int(k.sum())} tokens in {len(k)} chunk(s): too few to measure a decode rate")
+    result = StreamResult(
+        prompt_tokens=trace.prompt_tokens,
+        completion_tokens=trace.completion_tokens,
+        ttft_s=float(t[0]),
+        total_s=trace.total_s,
+        decode_tps=decode,
+        client_tps=trace.completion_tokens / trace.total_s if trace.total_s > 0 else 0.0,
+        # n/a until _add_windows sets them
+        window_tokens=None,
+        window_tps=[],
+        early_tps=None,
+        late_tps=None,
+        drift=None,
+        trend_p=None,
+        stalls=[],
+        tokens_per_chunk=float(k[1:].mean()) if len(k) > 1 else float(k[0]),
+        count_source=trace.count_source,
+        counts_exact=trace.exact,
+        response_id=trace.response_id,
+        server_timings=trace.timings,
+    )
+    d = _add_windows(result, t, k)
+    result.stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
+    return result, d
+
+
+def _deliveries(trace: Trace, coalesce_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, tokens) of the stream's chunks; with ``coalesce_s`` bursts after the first chunk are merged."""
+    t = np.array([c.t for c in trace.chunks], dtype=float)
+    k = np.array([c.tokens for c in trace.chunks], dtype=int)
+    if coalesce_s > 0 and len(t) > 1:
+        t1, k1 = coalesce(t[1:], k[1:], coalesce_s)
+        t, k = np.concatenate([t[:1], t1]), np.concatenate([k[:1], k1])
+    return t, k
+
+
+def _add_windows(result: StreamResult, t: np.ndarray, k: np.ndarray) -> stats.Drift | None:
+    """Set the stream's window rates, drift and per-window step split; None (all n/a) when too short for windows."""
+    try:
+        windows = stats.window_rates(t, k)
+    except ValueError:
+        return None  # too short for windows: rates and drift stay n/a
+    d = stats.drift(windows)
+    result.window_tokens, result.window_tps = windows.window_tokens, list(windows.rates)
+    result.early_tps, result.late_tps, result.drift, result.trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
+    result.window_tokens_per_chunk, result.window_chunks_per_s = window_step_split(
+        t, k, windows.bounds_s, windows.window_tokens)
+    return d
+
+
+def window_step_split(t: np.ndarray, k: np.ndarray, bounds: list[float], window_tokens: int
+                      ) -> tuple[list[float], list[float]]:
+    """Per window: tokens per chunk and chunks per second (rate = their product when a chunk is a step).
+
+    Windows are cut at token counts, which rarely fall on chunk edges, so a chunk is shared between
+    the windows its tokens fall in, in proportion: a window holding half of a 5-token step counts
+    half a step. Counting whole chunks instead aliases (exactly 5 tokens per step reads 5.33, 4.57,
+    5.33, ... over 64-token windows).
+    """
+    dur = np.diff(np.asarray(bounds, dtype=float))
+    if dur.size == 0:
+        return [], []
+    cum = np.concatenate([[0], np.cumsum(k[1:])])  # decode tokens after each chunk; the first is TTFT's
+    edges = np.arange(dur.size + 1, dtype=float) * window_tokens
+    # Steps done by token x: piecewise linear in x, one per chunk, so fractions split a chunk.
+    steps = np.diff(np.interp(edges, cum, np.arange(cum.size, dtype=float)))
+    tpc = [float(window_tokens / n) if n > 0 else float("nan") for n in steps]
+    cps = [float(n / d) if d > 0 else float("nan") for n, d in zip(steps, dur, strict=True)]
+    return tpc, cps
+
+
+def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> bool:
+    """The drift gate over every stream into ``r``; False ("not judged") when a stream was too short for one."""
+    if len(drifts) < len(streams):
+        r.drift_verdict = "not judged"
+        r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
+                        f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
+        return False
+    gate = stats.drift_gate(drifts, max_drift=max_drift)
+    r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
+    r.drift_verdict = gate.outcome
+    r.early_tps = median([d.early_tps for d in drifts])
+    r.late_tps = median([d.late_tps for d in drifts])
+    return True
+
+
+def two_point_rate(short: Completion, long: Completion) -> float:
+    """(long - short) tokens / (t_long - t_short) seconds, from the server's own counts."""
+    n_short = int(short.usage.get("completion_tokens", 0))
+    n_long = int(long.usage.get("completion_tokens", 0))
+    dt = long.elapsed_s - short.elapsed_s
+    if n_long <= n_short or dt <= 0:
+        raise MeasurementError(f"two-point: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) was not "
+                               f"longer than the short one ({n_short} tokens, {short.elapsed_s:.3f} s); "
+                               "the server is too noisy at this size, raise long=")
+    return (n_long - n_short) / dt
+
+
+def median(values: list[float]) -> float:
+    """Median of a non-empty list."""
+    return float(np.median(np.asarray(values, dtype=float)))
+
+
+def phase_deliveries(trace: Trace, phase: str) -> tuple[np.ndarray, np.ndarray]:
+    """(times, tokens) of the chunks that carried tokens of one phase, ``"reasoning"`` or ``"content"`` (the
+    answer: content and tool calls), each chunk counted for its tokens of that phase only."""
+    if phase not in ("reasoning", "content"):
+        raise ValueError(f"phase must be 'reasoning' or 'content', got {phase!r}")
+    t, k = [], []
+    for c in trace.chunks:
+        n = c.reasoning if phase == "reasoning" else c.tokens - c.reasoning
+        if n > 0:
+            t.append(c.t)
+            k.append(n)
+    return np.array(t, dtype=float), np.array(k, dtype=int)
+
+
+def phase_decode_tps(trace: Trace) -> dict[str, float | None]:
+    """Decode tok/s of each phase: its tokens after its first chunk over the time from that chunk to its last.
+
+    ``{"reasoning": ..., "content": ...}``; None for a phase with fewer than two chunks (a stream without
+    reasoning has ``reasoning: None`` and its content rate is the stream's decode rate). The answer's
+    first chunk is its time to first answer token, so it is left out of the answer's rate as TTFT is
+    left out of the stream's.
+    """
+    return {phase: stats.decode_tps(*phase_deliveries(trace, phase)) for phase in ("reasoning", "content")}

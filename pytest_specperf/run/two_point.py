@@ -1,0 +1,73 @@
+"""The ``two_point`` case: decode rate as (long - short) / (t_long - t_short) on one prompt."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.closed_loop import TwoPointSpec
+from pytest_specperf.cases.results import TwoPointResult
+from pytest_specperf.run import stream_figures
+from pytest_specperf.run.context import CaseContext, Until, case_seed, more_trials
+from pytest_specperf.run.floors import JudgeSettings, settle
+
+
+def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, seed: int | None = None,
+              until: Until | None = None) -> TwoPointResult:
+    """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first.
+
+    ``seed`` defaults to the case's own; every request carries it and the case's temperature.
+    With ``repeat="auto"`` pairs are added until ``until`` decides (``max_repeat`` at most).
+    """
+    seed = case_seed(nodeid) if seed is None else seed
+    client = context.client
+    prompt = context.prompt(spec.content, spec.ctx, seed, spec.api)
+    ask = {"api": spec.api, "temperature": spec.temperature, "seed": seed}
+    samples: list[float] = []
+    shorts, longs = [], []
+    usage: dict[str, Any] = {}
+    while more_trials(spec, len(samples), lambda: until is not None and not until({"decode_tps": samples})):
+        # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
+        client.complete(prompt.text, 1, **ask)
+        short = client.complete(prompt.text, spec.short, **ask)
+        long = client.complete(prompt.text, spec.long, **ask)
+        n_long = int(long.usage.get("completion_tokens", 0))
+        stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
+        samples.append(stream_figures.two_point_rate(short, long))
+        shorts.append(short.elapsed_s)
+        longs.append(long.elapsed_s)
+        usage = long.usage
+    med = stream_figures.median
+    r: TwoPointResult = context.new_result(
+        TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short, long=spec.long,
+        t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples), repeat=len(samples),
+        samples_tps=samples)
+    return r
+
+
+def problems(r: TwoPointResult, spec: TwoPointSpec) -> list[str]:
+    """The two-point decode under its floor, or nothing."""
+    if spec.min_tps is not None and r.decode_tps < spec.min_tps:
+        return [f"two-point decode {r.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} "
+                f"({r.short} vs {r.long} tokens) at ctx {r.prompt_tokens}"]
+    return []
+
+
+class TwoPoint:
+    """The ``two_point`` kind."""
+
+    name: ClassVar[str] = "two_point"
+    spec_type: ClassVar[type[CaseSpec]] = TwoPointSpec
+
+    def context_needed(self, spec: TwoPointSpec) -> tuple[int, int]:
+        """The long request: ctx prompt tokens, ``long`` generated."""
+        return spec.ctx, spec.long
+
+    def measure(self, context: CaseContext, spec: TwoPointSpec, nodeid: str, until: Until | None = None
+                ) -> TwoPointResult:
+        """``two_point`` with the case's own seed."""
+        return two_point(context, spec, nodeid, until=until)
+
+    def judge(self, result: TwoPointResult, spec: TwoPointSpec, settings: JudgeSettings) -> None:
+        """Its floor on the two-point decode rate."""
+        settle(result, spec, problems(result, spec), settings.inconclusive)

@@ -1,0 +1,158 @@
+"""Acceptance and the split of a slowdown into its two causes, against the simulator's truth."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.sim import Profile, SimServer, load_profile
+
+
+def _declared_step_ms(profile: Profile, prompt_tokens: int, generated: float, speed: float) -> float:
+    """The step time the profile's YAML declares after ``generated`` tokens (no jitter), in real ms."""
+    c = (prompt_tokens + generated) / 1000.0
+    return (profile.step_ms + profile.step_ms_per_1k_ctx * c + profile.step_ms_per_1k_ctx_sq * c * c
+            + profile.step_ms_per_1k_generated * generated / 1000.0) / speed
+
+
+def _true_window_lengths(truth: dict, window_tokens: int, n_windows: int) -> list[float]:
+    """Tokens per step in each token-count window, from the server's own step record: each step is
+    shared between the windows its tokens fall in, in proportion."""
+    out = []
+    decode = [s["tokens"] for s in truth["steps"][1:]]  # the first step is the prefill's token
+    for j in range(n_windows):
+        lo, hi = j * window_tokens, (j + 1) * window_tokens
+        steps, start = 0.0, 0
+        for n in decode:
+            overlap = max(0, min(hi, start + n) - max(lo, start))
+            steps += overlap / n
+            start += n
+        out.append(window_tokens / steps)
+    return out
+
+
+def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServer, speed: float,
+                                                               runner_for) -> None:
+    runner = runner_for(seed_sim.url)
+    r = runner.sustained(SustainedSpec(tokens=1500, ctx=2700, content="reasoning"), "seed-split")
+    assert r.drift_failed
+    a = r.attribution
+    assert a is not None
+    prof = load_profile("seed")
+    # The YAML: reasoning text accepts 5 tokens per step, 2.9 after 400 generated tokens.
+    assert a["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
+    assert a["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
+    # Early and late are medians of the first and last quarter of the windows: the middle window of each
+    # group, where step time (rising with context and generated tokens) is the group's median.
+    s = r.streams[0]
+    n, w = len(s.window_tps), s.window_tokens
+    m = max(3, -(-n // 4))
+    mid_early, mid_late = (m // 2 + 0.5) * w + 1, (n - m + m // 2 + 0.5) * w + 1
+    assert a["step_ms_early"] == pytest.approx(_declared_step_ms(prof, r.prompt_tokens, mid_early, speed), rel=0.05)
+    assert a["step_ms_late"] == pytest.approx(_declared_step_ms(prof, r.prompt_tokens, mid_late, speed), rel=0.05)
+    assert len(r.window_accept_len) == len(r.window_step_ms) == len(r.window_tps)
+
+
+@pytest.mark.parametrize("content", ["prose", "reasoning"])
+def test_every_window_acceptance_matches_truth(seed_sim: SimServer, runner_for, content: str) -> None:
+    # seed prose accepts exactly 5 tokens per step; 64-token windows cut steps mid-way, which must not alias.
+    runner = runner_for(seed_sim.url)
+    r = runner.sustained(SustainedSpec(tokens=700, ctx=300, content=content, max_drift=0.99), f"windows-{content}")
+    s = r.streams[0]
+    truth = _true_window_lengths(seed_sim.truth(s.response_id), s.window_tokens, len(s.window_tokens_per_chunk))
+    assert s.window_tokens_per_chunk == pytest.approx(truth, rel=0.03)
+    if content == "prose":
+        assert s.window_tokens_per_chunk == pytest.approx([5.0] * len(truth), rel=0.03)
+    # the attribution reads the same per-window figures
+    assert r.attribution is not None
+    assert min(truth) * 0.97 <= r.attribution["accept_late"] <= max(truth) * 1.03
+
+
+def test_require_speculation_errors_without_drafts(speed: float, runner_for) -> None:
+    flat = {"max_accept": 1, "accept_len": {"prose": 1.0, "code": 1.0, "reasoning": 1.0, "repetitive": 1.0}}
+    with SimServer("healthy", speed=speed, overrides=flat) as sim:
+        runner = runner_for(sim.url)
+        with pytest.raises(MeasurementError, match=r"require_speculation=True but .* shows no speculative decoding"):
+            runner.sustained(SustainedSpec(tokens=300, ctx=200, require_speculation=True), "nospec")
+        plain = runner.sustained(SustainedSpec(tokens=300, ctx=200), "nospec-ok")
+    assert plain.acceptance is not None and plain.acceptance["mean_len"] == 1.0  # one token per step, shown
+
+
+def test_min_accept_len_and_max_accept_drop_fail_with_reasons(seed_sim: SimServer, runner_for) -> None:
+    runner = runner_for(seed_sim.url)
+    r = runner.run(SustainedSpec(tokens=1500, ctx=2700, content="reasoning", min_accept_len=4.5,
+                                 max_accept_drop=0.2, max_drift=0.99), "accept-floors")
+    assert r.verdict == "failed"
+    assert "< min_accept_len 4.5" in r.reason
+    assert "acceptance drop 0." in r.reason and "> max_accept_drop 0.2" in r.reason
+
+
+@contextlib.contextmanager
+def _other_traffic(url: str) -> Iterator[None]:
+    """Another user's requests on the same server while the block runs."""
+    stop = threading.Event()
+
+    def noise() -> None:
+        with Client(url) as c:
+            c.detect()
+            while not stop.is_set():
+                c.complete("Some other user's request about the weather today.", 64)
+
+    th = threading.Thread(target=noise, daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join(timeout=30)
+
+
+def test_other_traffic_hides_counter_acceptance_and_gates_error(speed: float, runner_for) -> None:
+    # llama.cpp's counters are the only source of a mean length there: other traffic must hide it.
+    with SimServer("healthy", speed=speed, overrides={"dialect": "llamacpp"}) as sim:
+        runner = runner_for(sim.url)
+        with _other_traffic(sim.url):
+            busy = runner.sustained(SustainedSpec(tokens=300, ctx=200), "busy")
+            with pytest.raises(MeasurementError, match="min_accept_len cannot be judged: other traffic"):
+                runner.run(SustainedSpec(tokens=300, ctx=200, min_accept_len=1.5), "busy-gated")
+        clean = runner.run(SustainedSpec(tokens=300, ctx=200, min_accept_len=1.5), "quiet")
+    assert busy.acceptance is not None and busy.acceptance["contaminated"]
+    assert busy.acceptance["mean_len"] is None  # no wrong figure is shown
+    assert clean.verdict == "passed" and clean.acceptance["mean_len"] == pytest.approx(3.0, rel=0.03)
+
+
+def test_other_traffic_falls_back_to_this_requests_chunks(speed: float, runner_for) -> None:
+    # vLLM-style servers send one chunk per step: chunk sizes belong to this request alone.
+    with SimServer("healthy", speed=speed) as sim:
+        runner = runner_for(sim.url)
+        with _other_traffic(sim.url):
+            r = runner.sustained(SustainedSpec(tokens=600, ctx=200), "busy")
+    assert r.acceptance["source"] == "chunks" and "other traffic" in r.acceptance["note"]
+    assert r.acceptance["mean_len"] == pytest.approx(3.0, rel=0.03)  # healthy prose: 3 tokens per step
+
+
+def test_burst_gap_catches_the_story_where_two_point_does_not(seed_sim: SimServer, runner_for) -> None:
+    runner = runner_for(seed_sim.url)
+    r = runner.run(SustainedSpec(tokens=1500, ctx=2700, content="reasoning", max_burst_gap=0.3, max_drift=0.99),
+                   "burst-gap")
+    assert r.burst_tps is not None and r.burst_tps > r.decode_tps
+    assert r.burst_gap == pytest.approx(1 - r.decode_tps / r.burst_tps)
+    assert r.verdict == "failed" and "burst gap" in r.reason and "> 0.3: sustained" in r.reason
+
+
+def test_periodic_scrapes_show_acceptance_falling_during_the_stream(runner_for) -> None:
+    # vLLM-style counters move every step, so scrapes during one stream see the drop as it happens.
+    with SimServer("acceptance-collapse", speed=2.0) as sim:
+        r = runner_for(sim.url).sustained(SustainedSpec(tokens=1200, ctx=200), "over-time")
+    series = r.acceptance["over_time"]
+    assert len(series) >= 6
+    assert series[0]["mean_len"] == pytest.approx(5.0, abs=0.1)  # before the shift at 300 tokens
+    assert series[-1]["mean_len"] == pytest.approx(2.0, abs=0.1)  # after it
+    assert all(b["t_s"] > a["t_s"] for a, b in itertools.pairwise(series))

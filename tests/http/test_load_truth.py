@@ -1,0 +1,42 @@
+"""Load cases against the simulator's recorded truth: per-user and aggregate rates under N concurrent streams.
+
+Every number the plugin reports is checked against what the simulator says it did: each request's true
+steps (time written, tokens) from /sim/truth/{id}, on the same host clock (client perf_counter and the
+server's monotonic clock are one clock on Linux).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.load_helpers import true_aggregate, true_decode
+
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.sim import SimServer
+
+
+@pytest.mark.parametrize(("users", "speed", "tol"), [(4, 2.0, 0.02), (16, 2.0, 0.02), (64, 4.0, 0.03)])
+def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float, runner_for) -> None:
+    with SimServer("healthy", speed=speed) as sim:
+        runner = runner_for(sim.url)
+        r = runner.run(SustainedSpec(tokens=400, ctx=300, concurrency=users), f"truth{users}")
+        recs = [sim.truth(s.response_id) for s in r.streams]
+    assert len(r.streams) == users and all(s.completion_tokens == 400 for s in r.streams)
+    measured = np.array([s.decode_tps for s in r.streams])
+    truth = np.array([true_decode(rec) for rec in recs])
+    errors = measured / truth - 1
+    # Streams really shared the engine: the simulator batched them (its steps record the batch size).
+    assert max(s["batch"] for rec in recs for s in rec["steps"]) == users
+    assert np.max(np.abs(errors)) < tol, f"per-user decode off truth by {errors.round(4).tolist()}"
+    assert abs(r.decode_tps / float(np.median(truth)) - 1) < tol
+    if users <= 16:
+        true_total = true_aggregate(recs)
+        assert r.total_tps is not None and abs(r.total_tps / true_total - 1) < tol, (r.total_tps, true_total)
+    assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / float(np.percentile(truth, 10)) - 1) < tol
+    # A user's TTFT runs from sending, the server's from reading the request: between them lies
+    # connecting (milliseconds to tens of them on a loaded machine), so the user's is never shorter.
+    true_ttft = np.array([rec["ttft_s"] for rec in recs])
+    seen = np.array([s.ttft_s for s in r.streams])
+    assert np.all(seen >= true_ttft), (seen - true_ttft).round(4).tolist()
+    assert r.ttft_p50_s is not None and r.ttft_p90_s is not None
+    assert float(np.percentile(true_ttft, 50)) <= r.ttft_p50_s <= r.ttft_p90_s <= float(seen.max())

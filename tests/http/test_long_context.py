@@ -1,0 +1,44 @@
+"""Long contexts: a 128k-token prompt takes few tokenize round trips, and a sweep to 131072 runs on the simulator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_specperf.cases.build import build_spec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.prompts.builder import EXACT_CALLS, build_prompt
+from pytest_specperf.sim import SimServer
+
+
+@pytest.fixture(scope="module")
+def fast_sim() -> Any:
+    with SimServer("healthy", speed=50) as sim:
+        yield sim
+
+
+@pytest.mark.parametrize("kind", ["prose", "code", "reasoning"])
+def test_a_128k_prompt_takes_few_tokenize_round_trips(fast_sim: SimServer, kind: str,
+                                                     request: pytest.FixtureRequest) -> None:
+    client = Client(fast_sim.url, timeout=60)
+    request.addfinalizer(client.close)
+    calls: list[int] = []
+
+    def count(text: str) -> int:
+        calls.append(len(text))
+        return client.count_tokens(text)
+
+    p = build_prompt(kind, 131_072, count, variant=3)
+    assert client.count_tokens(p.text) == p.tokens  # as the server counts it
+    assert abs(p.tokens - 131_072) <= 1311  # within 1 %
+    assert len(calls) <= EXACT_CALLS, calls
+
+
+def test_ctx_sweep_to_131072_on_the_default_simulator(fast_sim: SimServer, runner_for: Any) -> None:
+    runner = runner_for(fast_sim.url)
+    # 128 tokens: the long request must outlast the short one by more than the noise of a 128k prefill
+    r = runner.run(build_spec("ctx_sweep", {"ctxs": [64, 131_072], "tokens": 128}), "t::sweep")
+    assert r.verdict == "passed", r.reason
+    assert [p["prompt_tokens"] for p in r.points] == [64, 131_072]
+    assert all(p["decode_tps"] > 0 for p in r.points)

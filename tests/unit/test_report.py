@@ -1,0 +1,175 @@
+"""The summary table and the atomic JSON file."""
+
+import json
+import os
+
+from pytest_specperf.report.json_file import write_json_atomic
+from pytest_specperf.report.table import COLUMNS, count_text, n_users, signed_pct, summary, table
+
+
+def _sustained(**kw):
+    base = {"nodeid": "perf_cases/test_x.py::test_long", "kind": "sustained", "prompt_tokens": 5003, "ctx": 5000,
+            "completion_tokens": 1500, "ttft_s": 0.25, "decode_tps": 33.4, "early_tps": 48.1, "late_tps": 28.4,
+            "drift": 0.41, "verdict": "failed", "reason": "drift 0.41 > 0.15"}
+    return {**base, **kw}
+
+
+def test_table_has_every_column_and_the_diagnosis():
+    lines = table([_sustained(), {"nodeid": "t.py::test_b", "kind": "two_point", "prompt_tokens": 5001,
+                                   "short": 8, "long": 264, "decode_tps": 66.8, "verdict": "passed"}])
+    assert lines[0].split() [:2] == ["case", "ctx"]
+    for col in COLUMNS:
+        assert col in lines[0]
+    assert "[sustained] test_long" in lines[1]
+    assert "48.1 -> 28.4" in lines[1] and "0.41" in lines[1] and "250 ms" in lines[1]
+    assert lines[1].endswith("failed: drift 0.41 > 0.15")
+    assert "256" in lines[2] and lines[2].endswith("passed")
+    # columns align: the decode column ends at the same offset on every row
+    ends = {line.index(v) + len(v) for line, v in zip(lines[1:], ["33.4", "66.8"], strict=True)}
+    assert len(ends) == 1
+
+
+def test_error_rows_show_the_reason():
+    lines = table([{"nodeid": "t.py::test_c", "kind": "sustained", "ctx": 1000, "verdict": "error",
+                    "reason": "endpoint http://x is down"}])
+    assert lines[1].endswith("error: endpoint http://x is down")
+
+
+def test_json_is_atomic_and_redacts(tmp_path):
+    path = tmp_path / "r.json"
+    write_json_atomic(path, [_sustained(reason="key sk-SECRET leaked")], {"endpoint": "http://e"},
+                      redact=["sk-SECRET"])
+    doc = json.loads(path.read_text())
+    assert doc["results"][0]["decode_tps"] == 33.4 and doc["endpoint"] == "http://e"
+    assert "sk-SECRET" not in path.read_text()
+    assert os.listdir(tmp_path) == ["r.json"]  # no temp file left behind
+
+
+def _level(n, decode, total, **kw):
+    return {"concurrency": n, "decode_tps": decode, "decode_p10_tps": decode * 0.9, "total_tps": total,
+            "prompt_tokens": 1000, "completion_tokens": 160, "ttft_s": 0.05, "verdict": "passed", "reason": "",
+            "notes": ["drift not judged: 160 tokens are too few"], **kw}
+
+
+def _cmp(users, metric, change, verdict, effect=None):
+    return {"nodeid": "t.py::test_ab", "ctx": None, "users": users, "metric": metric, "verdict": verdict,
+            "reason": f"at {users} users: {metric} {change * 100:+.1f}% vs A: {verdict}",
+            "comparison": {"change": change, "effect": change if effect is None else effect}}
+
+
+def _ab_sweep():
+    cross = {"gated": True, "floor": 1.0, "users": 8, "speedup": 0.81, "interval": [0.79, 0.83],
+             "text": "B slower for users from 8 users: speedup 0.81 [0.79, 0.83]",
+             "levels": [{"users": 1, "speedup": 2.5, "interval": [2.4, 2.6], "verdict": "holds"},
+                        {"users": 8, "speedup": 0.81, "interval": [0.79, 0.83], "verdict": "below"}]}
+    levels = [_level(1, 120.0, 120.0), _level(8, 25.0, 200.0)]
+    ccs = [_cmp(1, "decode_tps", 1.5, "improved"), _cmp(1, "total_tps", 1.5, "improved"),
+           _cmp(8, "decode_tps", -0.192, "regressed"), _cmp(8, "total_tps", -0.2, "regressed")]
+    return {"nodeid": "t.py::test_ab", "kind": "load_sweep", "ctx": 1000, "tokens": 160, "concurrency": [1, 8],
+            "levels": levels, "knee": 1, "total_tps": 200.0, "decode_tps": 25.0, "verdict": "failed",
+            "reason": f"{cross['text']}; {ccs[2]['reason']}", "crossover": cross, "comparisons": ccs, "ab": {},
+            "notes": ["knee at 1 user: aggregate 120.0 -> 190.0 tok/s at 8 users, under 10% growth per doubling",
+                      "knee at 1 user: aggregate 118.0 -> 201.0 tok/s at 8 users, under 10% growth per doubling"]}
+
+
+def test_each_level_carries_its_own_comparison_and_a_verdict_that_agrees_with_the_case():
+    lines = table([_ab_sweep()])
+    header, case, one, eight = lines
+    assert "B vs A" in header
+    # the case row: the worst comparison, labelled with its level; no chain of every level's verdicts
+    assert "worst: total @ 8 users -20.0% regressed" in case and "improved" not in case
+    assert "decode +150.0% improved" in one and "total +150.0% improved" in one and one.endswith("passed")
+    assert "decode -19.2% regressed" in eight and "total -20.0% regressed" in eight
+    assert eight.endswith("failed: speedup 0.81 [0.79, 0.83] under min_speedup 1; decode_tps -19.2% vs A: regressed")
+    # the knee once (one per A/B trial in the notes), for the levels shown; the shared level note once
+    assert case.count("knee at") == 1 and "knee at 1 user: aggregate 120.0 -> 200.0 tok/s at 8 users" in case
+    assert case.count("drift not judged") == 1 and "drift not judged" not in one + eight
+    assert " 25.0 (p10 22.5) " in eight and " 1..8 " in case  # per-user median and p10; the levels as users
+
+
+def test_open_loop_rows_say_what_they_are_judged_on():
+    rate = {"nodeid": "t.py::test_rate", "kind": "rate", "ctx": 200, "achieved_rps": 3.9, "attainment": 0.95,
+            "goodput_rps": 3.7, "output_tps": 250.0, "verdict": "passed"}
+    cap = {"nodeid": "t.py::test_cap", "kind": "capacity", "ctx": 200, "max_rps": 4.2, "bracket": [4.2, 4.8],
+           "verdict": "passed"}
+    none = {**cap, "nodeid": "t.py::test_none", "max_rps": 0.0, "bracket": [None, 1.0]}
+    header, r, c, n = table([rate, cap, none])
+    users_at = header.index("users") + len("users")
+    assert r[users_at - 1] == "-" and c[users_at - 1] == "-"  # no req/s under "users"
+    assert "attainment 0.95, goodput 3.7 req/s" in r
+    assert "capacity >= 4.2 req/s (bracket 4.2..4.8)" in c and "<=" not in c
+    assert "no rate met the SLO (capacity < 1 req/s)" in n
+
+
+def test_failures_and_errors_come_first_with_their_reasons():
+    ok = _sustained(nodeid="t.py::test_ok", verdict="passed", reason="")
+    err = {"nodeid": "t.py::test_err", "kind": "sustained", "ctx": 1000, "concurrency": 2, "verdict": "error",
+           "reason": "ctx 1000000 + 64 tokens > the 32768 the server serves", "call": 1, "content": "prose"}
+    lines = summary([ok, _sustained(), err])
+    assert lines[0] == f"ERROR [sustained] test_err (call 1, prose): {err['reason']}"
+    assert lines[1] == "FAILED [sustained] test_long: drift 0.41 > 0.15" and lines[2] == ""
+    assert lines[3].startswith("case ")
+    row = next(line for line in lines if "test_err" in line and not line.startswith("ERROR"))
+    assert row.split()[row.split().index("error:") - 2] == "2"  # an errored concurrency case still has 2 users
+    assert summary([ok])[0].startswith("case ")  # nothing to diagnose: the table alone
+
+
+def test_small_words():
+    assert count_text(2, "error") == "2 errors" and count_text(1, "error") == "1 error"
+    assert count_text(2, "failed") == "2 failed"
+    assert signed_pct(-0.00001) == "0.0%" and signed_pct(0.123) == "+12.3%"
+    assert n_users(1) == "1 user"
+
+
+def test_html_summary_diagnosis_first_with_figures_per_kind():
+    from pytest_specperf.report import html as html_report
+
+    rate = {"nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
+            "goodput_rps": 3.7, "verdict": "passed"}
+    cap = {"nodeid": "t.py::test_cap", "kind": "capacity", "max_rps": 4.2, "bracket": [4.2, 4.8], "verdict": "passed"}
+    load = {"nodeid": "t.py::test_load", "kind": "sustained", "concurrency": 4, "decode_tps": 40.0,
+            "decode_p10_tps": 36.0, "total_tps": 150.0, "min_total_tps": 200, "verdict": "failed",
+            "reason": "aggregate 150.0 tok/s < min_total_tps 200 with 4 users"}
+    errs = [{"nodeid": f"t.py::test_e{i}", "kind": "sustained", "verdict": "error", "reason": "server down"}
+            for i in (1, 2)]
+    ctx = html_report.context([rate, cap, load, *errs])
+    rows = {c["short"].split("::")[-1]: c for c in ctx["summary"]}
+    assert [c["verdict"] for c in ctx["summary"]] == ["error", "error", "failed", "passed", "passed"]
+    assert ctx["counts_text"] == "2 errors, 1 failed, 2 passed"
+    assert rows["test_rate"]["headline"] == "attainment 0.95, goodput 3.7 req/s at 3.9 req/s offered"
+    assert rows["test_cap"]["headline"] == "capacity >= 4.2 req/s (bracket 4.2..4.8)"
+    assert rows["test_load"]["headline"] == "4 users: aggregate 150.0 (min 200) tok/s; per user 40.0 tok/s (p10 36.0)"
+    html = html_report.render([rate, cap, load, *errs])
+    summary_table = html.split('<table class="summary">', 1)[1].split("</table>", 1)[0]
+    assert "decode tok/s" not in summary_table and "2 errors" in html
+    assert summary_table.index("server down") < summary_table.index("aggregate 150.0 tok/s &lt; min_total_tps 200")
+
+
+def test_ab_header_names_both_endpoints_and_the_server_version():
+    from pytest_specperf.compare import storage
+    from pytest_specperf.report import html as html_report
+
+    ab = {"a_endpoint": "http://a:8000", "b_endpoint": "http://b:8001", "trials": 5}
+    sweep = {"nodeid": "t.py::test_s", "kind": "load_sweep", "endpoint": "http://b:8001", "server": "vllm",
+             "verdict": "passed", "ab": ab}  # a result without the version first
+    r = {"nodeid": "t.py::test_x", "kind": "sustained", "endpoint": "http://b:8001", "server": "vllm",
+         "server_version": "0.11.0", "verdict": "passed", "ab": ab}
+    meta = dict(html_report.metadata([sweep, r], storage.run_meta([sweep, r], root=".")))
+    assert meta["endpoint"] == "A http://a:8000 (baseline), B http://b:8001 (candidate)"
+    assert meta["server"] == "vllm 0.11.0"
+
+
+def test_slowdown_split_only_for_a_slowdown():
+    from pytest_specperf.run.acceptance import slowdown_split
+    from pytest_specperf.run.drift import split_log_change
+
+    def att(a0, a1, s0, s1):
+        shares = split_log_change(a0, a1, s0, s1)
+        return {"accept_early": a0, "accept_late": a1, "step_ms_early": s0, "step_ms_late": s1,
+                "accept_share": shares[0], "step_share": shares[1]}
+
+    # steady: 0.1% slower from step-time jitter; the shares (-0%, 100%) would say nothing true
+    assert slowdown_split(att(3.0, 3.0, 20.0, 20.02)) == "none to split: late rate +0% vs early"
+    assert slowdown_split(att(3.0, 3.3, 20.0, 20.0)) == "none to split: late rate +10% vs early"  # faster
+    assert slowdown_split(att(5.0, 2.9, 31.0, 39.0)) == "acceptance 70%, step time 30%"
+    assert slowdown_split(None) == "-"
