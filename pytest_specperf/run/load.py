@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -52,7 +53,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     r = _result(context, spec, nodeid, streams, found)
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
                     spread=True)
-    _no_common_window(r, spec)
+    _no_common_window(r, spec, [o.late_s for o in outcomes])
     _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     context.check_acceptance_gates(spec, r)
@@ -80,8 +81,11 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
     return r
 
 
-def _no_common_window(r: SustainedResult, spec: SustainedSpec) -> None:
-    """Streams that never all decoded at once: an error when that leaves the case unmeasured, else a note."""
+def _no_common_window(r: SustainedResult, spec: SustainedSpec, late_s: Sequence[float] = ()) -> None:
+    """Streams that never all decoded at once: an error when that leaves the case unmeasured, else a note.
+
+    Where the client fell behind and its lateness spread the starts more than the ramp asked (``late_s``), the
+    client is to blame: inconclusive through lateness, never an error of the case."""
     if r.total_tps is not None:
         return
     window = r.common_window_s
@@ -89,7 +93,8 @@ def _no_common_window(r: SustainedResult, spec: SustainedSpec) -> None:
         "the server queued some of them, or they are too short: raise tokens")
     text = (f"no common window: the {spec.concurrency} streams all decoded at once for only "
             f"{window or 0:.3f} s, under {MIN_OVERLAP:.0%} of a stream's decode ({why})")
-    if r.client_behind:
+    client_spread = max(late_s) - min(late_s) if late_s else 0.0
+    if r.client_behind and client_spread >= spec.ramp_s:
         # The client itself sent them apart: the verdict is inconclusive (lateness), not a judgement of the server.
         r.notes.append(f"{text}; aggregate tok/s not measured: {r.client_behind}")
         return
