@@ -68,9 +68,10 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 import httpx
 
@@ -173,6 +174,38 @@ def _tail(path: Path, n: int) -> str:
     return b"".join(lines).decode("utf-8", "replace").rstrip("\n")
 
 
+class _Startable(Protocol):
+    port: int | None
+    args: list[str]
+
+    def _spawn(self) -> None: ...
+    def _wait_healthy(self) -> None: ...
+    def stop(self) -> None: ...
+    def log_tail(self, n: int = 40) -> str: ...
+
+
+def start_with_port_retry(server: _Startable, port_wanted: int, command: Callable[[int], list[str]],
+                          bind_error: str) -> None:
+    """Spawn ``server`` and wait for health; a port we picked ourselves can be taken before the server binds it,
+    so only then (``bind_error`` in its log) retry on a fresh port. Any failure stops the process first."""
+    attempts = 3 if port_wanted == 0 else 1
+    for attempt in range(attempts):
+        server.port = port_wanted or free_port()
+        server.args = command(server.port)
+        try:
+            server._spawn()
+            server._wait_healthy()
+            return
+        except EngineStartError:
+            bind_failed = bind_error in server.log_tail(30).lower()
+            server.stop()
+            if not (bind_failed and attempt + 1 < attempts):
+                raise
+        except BaseException:
+            server.stop()  # KeyboardInterrupt during start-up must not leave the server behind
+            raise
+
+
 class LlamaServer:
     """A llama-server process on 127.0.0.1 with ``--metrics`` and one slot; a context manager."""
 
@@ -273,24 +306,9 @@ class LlamaServer:
             fd, name = tempfile.mkstemp(prefix="specperf-llama-server-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        # A port picked by us can be taken before the server binds it; retry only in that case.
-        attempts = 3 if self._port_wanted == 0 else 1
-        for attempt in range(attempts):
-            self.port = self._port_wanted or free_port()
-            self.args = self._command(binary, model, self.port)
-            try:
-                self._spawn()
-                self._wait_healthy()
-                return self
-            except EngineStartError:
-                bind_failed = "couldn't bind" in self.log_tail(20).lower()
-                self.stop()
-                if not (bind_failed and attempt + 1 < attempts):
-                    raise
-            except BaseException:
-                self.stop()  # KeyboardInterrupt during startup must not leave the server behind
-                raise
-        raise AssertionError("unreachable")
+        start_with_port_retry(self, self._port_wanted, lambda port: self._command(binary, model, port),
+                              "couldn't bind")
+        return self
 
     def _spawn(self) -> None:
         assert self.log_path is not None

@@ -36,7 +36,7 @@ from pytest_specperf.engines.llamacpp import (
     _die_with_parent,
     _tail,
     _terminate,
-    free_port,
+    start_with_port_retry,
 )
 
 MAX_MODEL_LEN = 2048
@@ -163,23 +163,9 @@ class VllmServer:
             fd, name = tempfile.mkstemp(prefix="specperf-vllm-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        attempts = 3 if self._port_wanted == 0 else 1
-        for attempt in range(attempts):
-            self.port = self._port_wanted or free_port()
-            self.args = self._command(python, model, self.port)
-            try:
-                self._spawn()
-                self._wait_healthy()
-                return self
-            except EngineStartError:
-                bind_failed = "address already in use" in self.log_tail(30).lower()
-                self.stop()
-                if not (bind_failed and attempt + 1 < attempts):
-                    raise
-            except BaseException:
-                self.stop()
-                raise
-        raise AssertionError("unreachable")
+        start_with_port_retry(self, self._port_wanted, lambda port: self._command(python, model, port),
+                              "address already in use")
+        return self
 
     def _spawn(self) -> None:
         assert self.log_path is not None
