@@ -200,6 +200,8 @@ class Engine:
         faults = req.faults
         # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
         # modelled prefill (as on a real server) instead of adding to it
+        if not self.status.first_byte(faults, "first_byte"):  # first_byte=S*K holds only the first K answered
+            return req.arrival
         start = req.arrival + faults.first_byte_s / self.speed
         if faults.first_byte_s > 0:
             await _sleep_until(start)

@@ -9,6 +9,7 @@ Syntax: items separated by ``,`` or ``;`` (spaces ignored)::
     retry_after=S    the Retry-After header (seconds) sent with status (default 1)
     retry_date=S     the same wait, sent as an HTTP date S seconds from now (whole seconds, as HTTP dates are)
     first_byte=S     hold the response (headers included) for S seconds before anything else
+                     (first_byte=S*K: only the first K requests of this scope that are answered)
     key=NAME         the scope of the status counter (default: the whole header value)
 
 Times (stall, first_byte) are model seconds and are divided by ``--speed`` like every other
@@ -45,6 +46,7 @@ class FaultSpec:
     retry_after: float = 1.0
     retry_as_date: bool = False
     first_byte_s: float = 0.0
+    first_byte_count: int | None = None  # None: every request
     key: str = ""
     raw: str = field(default="", compare=False)
 
@@ -75,6 +77,12 @@ def _seconds(item: str, text: str) -> float:
     return v
 
 
+def _count(item: str, text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise FaultError(f"fault {item!r}: the count after * must be a positive integer")
+    return int(text)
+
+
 def parse_faults(text: str) -> FaultSpec:
     """Parse a fault spec (see module docstring); raise FaultError naming the bad item."""
     stalls: list[tuple[int, float]] = []
@@ -93,20 +101,21 @@ def parse_faults(text: str) -> FaultSpec:
         name, sep, value = item.partition("=")
         if not sep or not value:
             raise FaultError(f"fault {item!r}: unknown item; use stall=S@N, disconnect@N, malformed@N, "
-                             f"status=CODE*K, retry_after=S, retry_date=S, first_byte=S or key=NAME")
+                             f"status=CODE*K, retry_after=S, retry_date=S, first_byte=S[*K] or key=NAME")
         if name == "status":
             code_text, _, count_text = value.partition("*")
             if not code_text.isdigit() or not 400 <= int(code_text) <= 599:
                 raise FaultError(f"fault {item!r}: status must be an HTTP error code 400-599")
-            if count_text and (not count_text.isdigit() or int(count_text) < 1):
-                raise FaultError(f"fault {item!r}: the count after * must be a positive integer")
             kw["status"] = int(code_text)
-            kw["status_count"] = int(count_text or 1)
+            kw["status_count"] = _count(item, count_text) if count_text else 1
         elif name in ("retry_after", "retry_date"):
             kw["retry_after"] = _seconds(item, value)
             kw["retry_as_date"] = name == "retry_date"
         elif name == "first_byte":
-            kw["first_byte_s"] = _seconds(item, value)
+            seconds_text, _, count_text = value.partition("*")
+            kw["first_byte_s"] = _seconds(item, seconds_text)
+            if count_text:
+                kw["first_byte_count"] = _count(item, count_text)
         elif name == "key":
             kw["key"] = value
         else:
@@ -126,6 +135,7 @@ def combine(base: FaultSpec, over: FaultSpec) -> FaultSpec:
         disconnect_at=over.disconnect_at if over.disconnect_at is not None else base.disconnect_at,
         malformed_at=over.malformed_at if over.malformed_at is not None else base.malformed_at,
         first_byte_s=over.first_byte_s or base.first_byte_s,
+        first_byte_count=over.first_byte_count if over.first_byte_s else base.first_byte_count,
         raw=f"{base.raw}, {over.raw}",
     )  # status is decided per scope before combining, see StatusCounters
 
@@ -146,6 +156,18 @@ class StatusCounters:
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
         return n <= spec.status_count
+
+    def first_byte(self, spec: FaultSpec, scope: str) -> bool:
+        """Count this answered request for ``first_byte=S*K``; True when it is held (one of the first K)."""
+        if spec.first_byte_s <= 0:
+            return False
+        if spec.first_byte_count is None:
+            return True
+        key = f"{scope}:{spec.key or spec.raw}"
+        with self._lock:
+            n = self._counts.get(key, 0) + 1
+            self._counts[key] = n
+        return n <= spec.first_byte_count
 
     def reset(self) -> int:
         """Forget every count; returns how many scopes there were."""

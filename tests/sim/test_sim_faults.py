@@ -30,7 +30,10 @@ def test_parse_faults() -> None:
     assert f.stalls == ((100, 2.5),) and f.disconnect_at == 40 and f.malformed_at == 7
     assert (f.status, f.status_count, f.retry_after, f.first_byte_s, f.key) == (429, 3, 4.0, 0.5, "t")
     assert parse_faults("").empty
-    for bad in ("stall=x@3", "status=200", "status=503*0", "explode@3", "first_byte=-1", "disconnect"):
+    assert parse_faults("first_byte=0.5*3").first_byte_count == 3
+    assert parse_faults("first_byte=0.5").first_byte_count is None
+    for bad in ("stall=x@3", "status=200", "status=503*0", "explode@3", "first_byte=-1", "first_byte=1*0",
+                "disconnect"):
         with pytest.raises(FaultError):
             parse_faults(bad)
 
@@ -108,6 +111,23 @@ def test_slow_first_byte(sim: SimServer, client: httpx.Client) -> None:
     delay = 4 / sim.speed
     assert headers_after >= 0.9 * delay  # nothing at all came back before the delay
     assert truth["faults"][0]["kind"] == "first_byte" and truth["ttft_s"] >= delay
+
+
+def test_first_byte_with_a_count_holds_only_the_first_answered_requests() -> None:
+    # status refusals come first and are not held; then the first 2 answered wait, the rest do not
+    with SimServer("healthy", speed=50, in_process=True,
+                   overrides={"faults": "status=503*1, first_byte=5*2"}) as sim:
+        body = {"prompt": PROMPT, "max_tokens": 4, "ignore_eos": True}
+        with httpx.Client(base_url=sim.url) as c:
+            assert c.post("/v1/completions", json=body).status_code == 503
+            ids = [c.post("/v1/completions", json=body).json()["id"] for _ in range(4)]
+            held = [any(f["kind"] == "first_byte" for f in sim.truth(i)["faults"]) for i in ids]
+            ttft = [sim.truth(i)["ttft_s"] for i in ids]
+            assert held == [True, True, False, False]
+            assert min(ttft[:2]) >= 5 / 50 > max(ttft[2:])
+            sim.reset()  # a reset starts the count again
+            again = c.post("/v1/completions", json=body)
+            assert again.status_code == 503
 
 
 def test_profile_faults_apply_to_every_request() -> None:
