@@ -58,6 +58,8 @@ class StreamResult:
     response_id: str | None = None
     window_tokens_per_chunk: list[float] = field(default_factory=list)
     window_chunks_per_s: list[float] = field(default_factory=list)
+    # where the windows' steps come from: "chunks" (a chunk is a step) or "server" (vLLM per_step_accepted)
+    window_steps_from: str | None = None
     server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
     sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
     text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials

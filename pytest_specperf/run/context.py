@@ -149,7 +149,8 @@ class CaseContext:
             if acc is not None:
                 chunks.note = "counters moved more than this case explains (other traffic): " + chunks.note
             acc = chunks
-        split = _attribution(streams) if step_chunks else None
+        server_steps = bool(streams) and all(s.window_steps_from == "server" for s in streams)
+        split = _attribution(streams) if step_chunks or server_steps else None
         return (acc.as_dict() if acc else None), split
 
     def check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
@@ -193,7 +194,7 @@ def _accept_note(acc: dict[str, Any] | None) -> str:
 
 
 def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
-    """Split log(late/early rate) into tokens-per-step and step-time parts (chunks are steps here)."""
+    """Split log(late/early rate) into tokens-per-step and step-time parts (steps from chunks or the server)."""
     parts = []
     for s in streams:
         tpc, cps = s.window_tokens_per_chunk, s.window_chunks_per_s

@@ -62,7 +62,7 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
         response_id=trace.response_id,
         server_timings=trace.timings,
     )
-    d = _add_windows(result, t, k)
+    d = _add_windows(result, t, k, server_step_tokens(trace))
     result.stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
     return result, d
 
@@ -77,8 +77,24 @@ def _deliveries(trace: Trace, coalesce_s: float) -> tuple[np.ndarray, np.ndarray
     return t, k
 
 
-def _add_windows(result: StreamResult, t: np.ndarray, k: np.ndarray) -> stats.Drift | None:
-    """Set the stream's window rates, drift and per-window step split; None (all n/a) when too short for windows."""
+def server_step_tokens(trace: Trace) -> list[int] | None:
+    """Tokens of each decode step, in order, from vLLM's ``per_step_accepted`` (``--per-request-spec-decode-metrics
+    detailed``); None unless those steps account for every decode token (vLLM lists only steps that drafted)."""
+    metrics = trace.extras.get("metrics")
+    sd = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    accepted = sd.get("per_step_accepted") if isinstance(sd, dict) else None
+    if not isinstance(accepted, list) or not accepted or not all(isinstance(a, int) for a in accepted):
+        return None
+    steps = [a + 1 for a in accepted]  # the accepted drafts and the step's own (bonus) token
+    return steps if sum(steps) == trace.completion_tokens - 1 else None  # the first token is the prefill's
+
+
+def _add_windows(result: StreamResult, t: np.ndarray, k: np.ndarray, server_steps: list[int] | None = None
+                 ) -> stats.Drift | None:
+    """Set the stream's window rates, drift and per-window step split; None (all n/a) when too short for windows.
+
+    With the server's own per-step token counts the split is exact whatever the chunks hold (a chunk is
+    not a step under vLLM's ``--stream-interval``); else chunks are taken as steps."""
     try:
         windows = stats.window_rates(t, k)
     except ValueError:
@@ -86,24 +102,29 @@ def _add_windows(result: StreamResult, t: np.ndarray, k: np.ndarray) -> stats.Dr
     d = stats.drift(windows)
     result.window_tokens, result.window_tps = windows.window_tokens, list(windows.rates)
     result.early_tps, result.late_tps, result.drift, result.trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
-    result.window_tokens_per_chunk, result.window_chunks_per_s = window_step_split(
-        t, k, windows.bounds_s, windows.window_tokens)
+    if server_steps is not None:
+        # Windows start after the first chunk's tokens, the steps after the prefill's one token.
+        cum = np.concatenate([[0], np.cumsum(server_steps)]) - (int(k[0]) - 1)
+        result.window_steps_from = "server"
+    else:
+        cum = np.concatenate([[0], np.cumsum(k[1:])])
+        result.window_steps_from = "chunks"
+    result.window_tokens_per_chunk, result.window_chunks_per_s = _split_windows(
+        cum, windows.bounds_s, windows.window_tokens)
     return d
 
 
-def window_step_split(t: np.ndarray, k: np.ndarray, bounds: list[float], window_tokens: int
-                      ) -> tuple[list[float], list[float]]:
-    """Per window: tokens per chunk and chunks per second (rate = their product when a chunk is a step).
+def _split_windows(cum: np.ndarray, bounds: list[float], window_tokens: int) -> tuple[list[float], list[float]]:
+    """Per window: tokens per step and steps per second, ``cum`` the decode tokens done after each step (0 first).
 
-    Windows are cut at token counts, which rarely fall on chunk edges, so a chunk is shared between
+    Windows are cut at token counts, which rarely fall on step edges, so a step is shared between
     the windows its tokens fall in, in proportion: a window holding half of a 5-token step counts
-    half a step. Counting whole chunks instead aliases (exactly 5 tokens per step reads 5.33, 4.57,
+    half a step. Counting whole steps instead aliases (exactly 5 tokens per step reads 5.33, 4.57,
     5.33, ... over 64-token windows).
     """
     dur = np.diff(np.asarray(bounds, dtype=float))
     if dur.size == 0:
         return [], []
-    cum = np.concatenate([[0], np.cumsum(k[1:])])  # decode tokens after each chunk; the first is TTFT's
     edges = np.arange(dur.size + 1, dtype=float) * window_tokens
     # Steps done by token x: piecewise linear in x, one per chunk, so fractions split a chunk.
     steps = np.diff(np.interp(edges, cum, np.arange(cum.size, dtype=float)))

@@ -129,6 +129,7 @@ class Profile:
     rng_seed: int = 0  # seeds requests that carry no ``seed`` of their own
     metrics: bool = True  # False: /metrics is off as on a server started without its metrics flag
     spec_metrics: bool = False  # vLLM --per-request-spec-decode-metrics detailed: metrics.speculative_decoding
+    stream_interval: int = 1  # vLLM --stream-interval: a chunk once N tokens are pending (vllm/sglang dialects)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML-safe) that ``profile_from_dict`` turns back into this profile."""
@@ -364,6 +365,7 @@ def _reasoning_and_cache(merged: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(merged["cache_report"], bool):
         raise ProfileError(f"profile key 'cache_report': expected true or false, got {merged['cache_report']!r}")
     kw["cache_report"] = merged["cache_report"]
+    kw["stream_interval"] = _int("stream_interval", merged["stream_interval"], lo=1)
     return kw
 
 

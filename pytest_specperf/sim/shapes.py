@@ -37,6 +37,7 @@ class ResponseSink:
         self.reasoning_key = self.p.reasoning_key or REASONING_KEY[self.dialect]
         self.reasoning_sent = 0  # reasoning tokens written so far
         self.cached = 0  # prompt tokens the prefix cache held (set from the truth record at the first step)
+        self.pending: list[int] = []  # decode tokens held back by stream_interval, not yet written
 
     # common pieces --------------------------------------------------------------------------
 
@@ -186,6 +187,12 @@ class ResponseSink:
         if self.req.stream and self.dialect == "llamacpp":
             data = self._llamacpp_events(ids, generated, first)
         else:
+            if self.req.stream and not first and self.p.stream_interval > 1:
+                # vLLM --stream-interval N: a chunk once N tokens are pending, so a chunk is no longer a step
+                self.pending.extend(ids)
+                if len(self.pending) < self.p.stream_interval and finish_reason is None:
+                    return
+                ids, self.pending = self.pending, []
             reasoning, content = self._split(ids)
             if not self.req.stream:
                 self.reasoning_parts.append(reasoning)
@@ -262,6 +269,10 @@ class ResponseSink:
             transport.abort()
 
     async def finish(self, record: dict[str, Any]) -> None:
+        if self.pending and self.response is not None:  # steps held back when the request ended early
+            ids, self.pending = self.pending, []
+            reasoning, content = self._split(ids)
+            await self.response.write(self._step_chunk(ids, reasoning, content, len(self.ids), False, None))
         n = len(self.ids)
         reason = record["finish_reason"] or "length"
         if not self.req.stream:

@@ -156,3 +156,20 @@ def test_periodic_scrapes_show_acceptance_falling_during_the_stream(runner_for) 
     assert series[0]["mean_len"] == pytest.approx(5.0, abs=0.1)  # before the shift at 300 tokens
     assert series[-1]["mean_len"] == pytest.approx(2.0, abs=0.1)  # after it
     assert all(b["t_s"] > a["t_s"] for a, b in itertools.pairwise(series))
+
+
+def test_server_per_step_counts_give_exact_windows_when_a_chunk_is_not_a_step(speed: float, runner_for) -> None:
+    # vLLM --stream-interval 16: a chunk carries several steps, so chunk sizes no longer read acceptance; its
+    # per-request per_step_accepted still does, step by step.
+    with SimServer("seed", speed=speed, overrides={"spec_metrics": True, "stream_interval": 16}) as sim:
+        r = runner_for(sim.url).sustained(SustainedSpec(tokens=700, ctx=300, content="reasoning", max_drift=0.99),
+                                          "server-steps")
+        s = r.streams[0]
+        truth = _true_window_lengths(sim.truth(s.response_id), s.window_tokens, len(s.window_tokens_per_chunk))
+    assert s.tokens_per_chunk >= 16  # the chunks hold whole intervals of steps
+    assert s.window_steps_from == "server"
+    assert s.window_tokens_per_chunk == pytest.approx(truth, rel=1e-9)
+    prof = load_profile("seed")  # reasoning accepts 5 tokens per step, 2.9 after 400 generated tokens
+    assert r.attribution is not None
+    assert r.attribution["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
+    assert r.attribution["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
