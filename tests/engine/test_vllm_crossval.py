@@ -132,3 +132,19 @@ def test_server_version_is_detected(client: RecordingClient, vllm_build: Any) ->
     from pytest_specperf.engines.vllm_build import VLLM_VERSION
 
     assert client.info is not None and client.info.details.get("version") == VLLM_VERSION
+
+
+def test_windows_take_their_steps_from_the_requests_per_step_counts(client: RecordingClient) -> None:
+    """vLLM's per_step_accepted places every step; one chunk per step says the same independently."""
+    r = Runner(client).sustained(SustainedSpec(tokens=300, ctx=128, content="repetitive", max_drift=0.99), "steps")
+    trace, s = client.traces[-1], r.streams[0]
+    sd = _spec_decoding(trace)
+    chunk_tokens = [c.tokens for c in trace.chunks[1:]]  # the first chunk is the prefill's token
+    steps = [a + 1 for a in sd["per_step_accepted"]]
+    if sum(steps) < sum(chunk_tokens):
+        # vLLM lists only steps that drafted; a step where ngram found nothing is not placed, so chunks stay
+        assert s.window_steps_from == "chunks"
+        pytest.skip(f"{sum(chunk_tokens) - sum(steps)} tokens came from steps without drafts")
+    assert chunk_tokens == steps
+    assert s.window_steps_from == "server" and len(s.window_tokens_per_chunk) >= 8
+    assert r.attribution is not None and r.window_accept_len
