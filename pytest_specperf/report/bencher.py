@@ -2,8 +2,9 @@
 
 ``{benchmark: {measure: {"value", "lower_value", "upper_value"}}}``; benchmark = nodeid (``nodeid@ctx=N`` for
 sweep points, ``@users=N`` for load levels), measures ``MEASURES`` (``decode-tps``, ``ttft-s``, ``drift``, ...);
-value = the result's figure, lower/upper = the smallest/largest trial when there are several. Errored cases are
-left out. Never imports pytest.
+value = the result's figure, lower/upper = the smallest/largest trial when there are several (a load level's trials,
+not its users: the streams of one trial ran at once and share its steps). Errored cases are left out. Never imports
+pytest.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
 from pytest_specperf.compare.trials import case_key, sub_cases, trials
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
@@ -46,6 +48,16 @@ def _measure(value: float | None, values: list[float]) -> dict[str, float] | Non
     return out
 
 
+def _trial_values(case: dict[str, Any], metric: str) -> list[float]:
+    """The values whose spread the bounds show: one per trial."""
+    users = case.get("users", case.get("concurrency"))
+    if isinstance(users, int) and not isinstance(users, bool) and users > 1:
+        if metric not in TRIAL_METRICS:
+            return []  # a trial's own figure is kept only for these; its users' spread is not a trial's
+        return [v for f in trial_figures(case) for v in [f.get(metric)] if v is not None]
+    return trials(case, metric)
+
+
 def bencher_json(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Results in Bencher Metric Format (``bencher run --adapter json``)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
@@ -55,7 +67,7 @@ def bencher_json(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[
         for nodeid, ctx, case in sub_cases(r):
             measures = {}
             for fieldname, slug in MEASURES.items():
-                m = _measure(_num(case.get(fieldname)), trials(case, fieldname))
+                m = _measure(_num(case.get(fieldname)), _trial_values(case, fieldname))
                 if m is not None:
                     measures[slug] = m
             if measures:

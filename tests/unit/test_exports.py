@@ -107,6 +107,23 @@ def test_bencher_metric_format() -> None:
             assert m.get("lower_value", m["value"]) <= m["value"] <= m.get("upper_value", m["value"])
 
 
+def test_bencher_bounds_of_a_load_level_span_its_trials_not_its_users() -> None:
+    # 2 trials x 3 users: the users' spread (40-60) is not a trial's; the bounds are the trials' medians and totals
+    streams = [{"decode_tps": v, "trial": i // 3, "drift": 0.01 * i} for i, v in enumerate([40, 50, 60, 41, 52, 59])]
+    level = {"concurrency": 3, "decode_tps": 51.0, "total_tps": 150.0, "drift": 0.02, "streams": streams,
+             "trials": [{"decode_tps": 50.0, "ttft_s": 0.1, "total_tps": 148.0},
+                        {"decode_tps": 52.0, "ttft_s": 0.12, "total_tps": 152.0}]}
+    single = {"concurrency": 2, "decode_tps": 60.0, "total_tps": 119.0,
+              "streams": [{"decode_tps": 55.0}, {"decode_tps": 65.0}]}
+    sweep = {"nodeid": "t.py::test_load", "kind": "load_sweep", "verdict": "passed", "levels": [level, single]}
+    bmf = bencher_json([sweep])
+    three, two = bmf["t.py::test_load@users=3"], bmf["t.py::test_load@users=2"]
+    assert three["decode-tps"] == {"value": 51.0, "lower_value": 50.0, "upper_value": 52.0}
+    assert three["total-tps"] == {"value": 150.0, "lower_value": 148.0, "upper_value": 152.0}
+    assert three["drift"] == {"value": 0.02}  # no per-trial drift: no bounds rather than the users' spread
+    assert two["decode-tps"] == {"value": 60.0}  # one trial: nothing to bound
+
+
 def test_junit_properties_are_strings() -> None:
     props = junit_properties(LONG)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in props)
