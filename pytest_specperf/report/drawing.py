@@ -14,7 +14,14 @@ from typing import Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, NullFormatter, ScalarFormatter
+from matplotlib.ticker import (
+    FuncFormatter,
+    LogFormatterSciNotation,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+    ScalarFormatter,
+)
 
 from pytest_specperf.report.views.base import CaseView, Chart, Series
 
@@ -65,6 +72,8 @@ def _draw(ax: Any, chart: Chart) -> None:
         ax.set_xticks(range(len(chart.categories)), chart.categories)
         ax.set_xlim(-0.6, len(chart.categories) - 0.4)
     _readable_ylim(ax, chart)
+    if chart.yscale == "log":
+        _narrow_log_ticks(ax)
     # A long title (a crossover sentence) wraps instead of running off the figure.
     ax.set_title("\n".join(textwrap.wrap(chart.title, TITLE_CHARS)), loc="left")
     ax.set_xlabel(chart.xlabel)
@@ -133,6 +142,17 @@ class _PlainLogFormatter(LogFormatterSciNotation):
 def _plain_log_axis(axis: Any) -> None:
     axis.set_major_formatter(_PlainLogFormatter())
     axis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def _narrow_log_ticks(ax: Any) -> None:
+    """A log y axis spanning less than a decade (a B/A ratio from 0.85 to 1.3) gets about five evenly spaced plain
+    ticks: matplotlib's log ticks would label only 0.9 and 1 there."""
+    lo, hi = ax.get_ylim()
+    if lo > 0 and hi / lo < 10:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _log2_axis(ax: Any) -> None:

@@ -292,6 +292,15 @@ def test_ticks_read_as_plain_numbers() -> None:
     assert ">300000</text>" in drawing.svg_inline(big_x, salt="z")
 
 
+def test_a_log_ratio_axis_under_a_decade_has_several_labels() -> None:
+    # TTFT B/A from 0.85 to 1.3: log ticks alone label only 0.9 and 1
+    series = figures.Series("ttft", [1.0, 2.0, 4.0], [0.85, 1.0, 1.3])
+    ratio = figures.Chart("r", "TTFT B / A", "users", "B / A", [series], xscale="log", yscale="log")
+    svg = drawing.svg_inline(ratio, salt="r")
+    labels = {float(x) for x in re.findall(r">(\d+(?:\.\d+)?)</text>", svg)} - {1.0, 2.0, 4.0}
+    assert len([v for v in labels if 0.8 <= v <= 1.4]) >= 4, sorted(labels)
+
+
 def test_small_numbers_never_read_minus_zero() -> None:
     assert figures.fmt(-0.001, ".2f") == "0.00" and figures.fmt(-0.5, ".2f") == "-0.50"
     assert figures.pct(-0.001) == "0%" and figures.signed_pct(-0.0001) == "0.0%"
