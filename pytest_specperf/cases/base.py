@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pytest_specperf.errors import ConfigError
 from pytest_specperf.cases.prompt_cases import check_prompts
+from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts.kinds import CONTENT_KINDS
 
 #: Fewest tokens a sustained case needs for drift to be judged: 8 windows of 32 decode tokens, plus a
