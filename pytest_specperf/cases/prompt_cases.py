@@ -100,8 +100,9 @@ def check_prompts(spec: Any) -> None:
             continue  # a load sweep's min_tps mapping is by level
         for cat, value in floors.items():
             if cat not in names:
-                raise ConfigError(f"{k}(): {name} names category {cat!r}, which is not in {found.path}; its "
-                                  f"categories are {', '.join(names)}")
+                kept = " (after sample/categories)" if spec.sample is not None or spec.categories else ""
+                raise ConfigError(f"{k}(): {name} names category {cat!r}, which is not in {found.path}{kept}; "
+                                  f"its categories are {', '.join(names)}")
             accept = name == "min_accept_len"
             number = not isinstance(value, bool) and isinstance(value, int | float)
             if not number or (value < 1 if accept else value <= 0):
