@@ -291,6 +291,10 @@ def category_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             text += f", rate {_f(f['accept_rate'], '.2f')}"
         if finite_number(f.get("attainment")) is not None:
             text += f", SLO met {f['attainment']:.0%}"
+        if finite_number(f.get("speedup")) is not None:  # A/B: B over A, trials as samples
+            lo, hi = ([*(f.get("speedup_interval") or []), None, None])[:2]
+            text += (f", speedup {_f(f['speedup'], '.2f')}x [{_f(lo, '.2f')}, {_f(hi, '.2f')}] over "
+                     f"{f.get('speedup_n_b')} trials")
         mine = [p.removeprefix(f"{name}: ") for p in failed if p.startswith(f"{name}: ")]
         if mine:
             text += "; failed: " + "; ".join(mine)

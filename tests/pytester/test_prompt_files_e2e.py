@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
+
+from pytest_specperf.sim import SimServer
 
 PROMPTS = "\n".join([
     '{"question_id": 1, "category": "qa", "turns": ["Question: why is the sky blue?", "And at dusk?"]}',
@@ -16,7 +19,10 @@ PROMPTS = "\n".join([
 ]) + "\n"
 
 CASES = """
+import numpy as np
 import pytest
+
+from pytest_specperf.sim import SimServer
 
 @pytest.mark.sustained(prompts="data/p.jsonl", tokens=48, min_accept_len={"qa": 4})
 def test_marker(specperf):
@@ -70,7 +76,10 @@ def test_prompt_file_cases_report_per_category(pytester: pytest.Pytester) -> Non
 
 def test_a_bad_prompt_file_is_a_collection_error_naming_file_and_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad="""
+import numpy as np
 import pytest
+
+from pytest_specperf.sim import SimServer
 
 @pytest.mark.rate(prompts="bad.jsonl", rps=5, requests=4)
 def test_bad(specperf):
@@ -85,3 +94,49 @@ def test_two_point(specperf):
     res.assert_outcomes(errors=1)
     text = res.stdout.str()
     assert "bad.jsonl' line 2: not valid JSON" in text
+
+
+AB_CASE = """
+import numpy as np
+import pytest
+
+from pytest_specperf.sim import SimServer
+
+@pytest.mark.sustained(prompts="builtin:specbench-mini", categories=["qa", "tool_call"], sample=4, tokens=64)
+def test_ab(specperf):
+    pass
+"""
+
+
+def test_ab_gives_the_speedup_per_category_with_its_interval(pytester: pytest.Pytester) -> None:
+    """Speculation off (A) vs on (B) on the categories profile: each category's speedup is the truth's ratio of
+    decode rates, and a category that accepts more gets more of it."""
+    pytester.makepyfile(test_ab=AB_CASE)
+    out = pytester.path / "r.json"
+    with SimServer("categories", speed=4, overrides={"speculation": False, "jitter": 0.0}) as a, \
+            SimServer("categories", speed=4, overrides={"jitter": 0.0}) as b:
+        res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{b.url}", "--specperf-ab-trials=3",
+                                            f"--specperf-json={out}", "-p", "no:cacheprovider")
+        res.assert_outcomes(passed=1)
+        (case,) = json.loads(out.read_text())["results"]
+        cats = case["categories"]
+        assert set(cats) == {"qa", "tool_call"}
+        for cat, f in cats.items():
+            assert f["speedup_n_a"] == f["speedup_n_b"] == 3 and f["trials"] == 3
+            lo, hi = f["speedup_interval"]
+            assert lo <= f["speedup"] <= hi
+            mine = [s for s in case["streams"] if s["category"] == cat]
+            truth_b = np.median([_truth_decode(b.truth(s["response_id"])) for s in mine])
+            assert abs(f["decode_tps_p50"] / truth_b - 1) < 0.02, (cat, f["decode_tps_p50"], truth_b)
+            # A never speculates: one token a step of the profile's step time at this prompt length (no jitter)
+            prof = a.profile
+            truth_a = 4 * 1000 / (prof.step_ms + prof.step_ms_per_1k_ctx * f["prompt_tokens_p50"] / 1000)
+            assert abs(f["a_decode_tps"] / truth_a - 1) < 0.02, (cat, f["a_decode_tps"], truth_a)
+            assert abs(f["speedup"] / (truth_b / truth_a) - 1) < 0.03, (cat, f["speedup"], truth_b / truth_a)
+        assert cats["tool_call"]["speedup"] > cats["qa"]["speedup"] > 1.5
+    assert "  [tool_call]" in res.stdout.str() and "x [" in res.stdout.str()  # the speedup and its interval
+
+
+def _truth_decode(truth: dict) -> float:
+    steps = truth["steps"]
+    return (sum(s["tokens"] for s in steps) - steps[0]["tokens"]) / (steps[-1]["t_s"] - steps[0]["t_s"])
