@@ -49,8 +49,10 @@ def test_prompt_file_cases_report_per_category(pytester: pytest.Pytester) -> Non
     (pytester.path / "data").mkdir()
     (pytester.path / "data" / "p.jsonl").write_text(PROMPTS)
     out, md, xml = pytester.path / "r.json", pytester.path / "r.md", pytester.path / "j.xml"
+    page = pytester.path / "r.html"
     res = pytester.runpytest_subprocess("--specperf-sim=categories", "--specperf-sim-speed=20",
-                                        "--specperf-prompts=data/p.jsonl", f"--specperf-json={out}",
+                                        f"--specperf-html={page}", "--specperf-prompts=data/p.jsonl",
+                                        f"--specperf-json={out}",
                                         f"--specperf-markdown={md}", f"--junitxml={xml}", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=3, failed=1)
     by = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
@@ -69,6 +71,8 @@ def test_prompt_file_cases_report_per_category(pytester: pytest.Pytester) -> Non
     text = res.stdout.str()
     assert "  [qa]" in text and "  [tool_call]" in text
     assert "`test_cases.py::test_marker` [qa]" in md.read_text()
+    html = page.read_text()
+    assert "categories-accept_len" in html and "categories-decode_tps_p50" in html  # the category x metric charts
     case = next(c for c in ET.parse(xml).iter("testcase") if c.get("name") == "test_marker")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["specperf_cat_qa_n"] == "2" and float(props["specperf_cat_tool_call_accept_len"]) > 4

@@ -1,5 +1,5 @@
 """The category x metric view of a case over a prompt file: one bar per category for each figure, like a
-Spec-Bench leaderboard row, with each category's n in its label (a bar over one request says so)."""
+Spec-Bench leaderboard row; each category's n (requests) is in the view's facts beside the charts."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def charts(result: dict[str, Any]) -> list[Chart]:
     if not isinstance(cats, dict) or not cats:
         return []
     names = [n for n, f in cats.items() if isinstance(f, dict)]
-    labels = [f"{n} (n={cats[n].get('n')})" for n in names]
+    labels = list(names)  # each category's n is in the facts above the charts
     out = []
     for key, title, ylabel in METRICS:
         ys = [finite_number(cats[n].get(key)) for n in names]
