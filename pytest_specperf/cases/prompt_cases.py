@@ -21,6 +21,8 @@ PROMPT_KINDS = ("sustained", "load_sweep", "rate", "capacity")
 PROMPT_KEYWORDS = ("prompts_format", "sample", "categories")
 #: Floors that take {category: value} with a prompt file.
 CATEGORY_FLOORS = ("min_tps", "min_accept_len")
+#: The key of a per-category floor mapping that stands for every category the mapping does not name.
+ANY = "*"
 #: A prompt file's prompts are sampled with this seed: every run, arm and baseline sends the same ones.
 SAMPLE_SEED = 0
 
@@ -99,7 +101,7 @@ def check_prompts(spec: Any) -> None:
         if not isinstance(floors, Mapping) or (k == "load_sweep" and name == "min_tps"):
             continue  # a load sweep's min_tps mapping is by level
         for cat, value in floors.items():
-            if cat not in names:
+            if cat not in names and cat != ANY:
                 kept = " (after sample/categories)" if spec.sample is not None or spec.categories else ""
                 raise ConfigError(f"{k}(): {name} names category {cat!r}, which is not in {found.path}{kept}; "
                                   f"its categories are {', '.join(names)}")
@@ -113,5 +115,5 @@ def check_prompts(spec: Any) -> None:
 def floor_for(floors: Any, category: str) -> float | None:
     """One category's floor from a number (every category) or a ``{category: value}`` mapping."""
     if isinstance(floors, Mapping):
-        return floors.get(category)
+        return floors.get(category, floors.get(ANY))
     return floors

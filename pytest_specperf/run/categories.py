@@ -110,10 +110,10 @@ def floor_problems(cats: dict[str, dict[str, Any]] | None, spec: Any, *, per_use
     len_floors = getattr(spec, "min_accept_len", None)
     len_floors = len_floors if isinstance(len_floors, Mapping) else None
     for cat, f in cats.items():
-        if tps_floors and cat in tps_floors:
-            f["min_tps"] = tps_floors[cat]  # the floors each category was judged on, for the reports
-        if len_floors and cat in len_floors:
-            f["min_accept_len"] = len_floors[cat]
+        if tps_floors and floor_for(tps_floors, cat) is not None:
+            f["min_tps"] = floor_for(tps_floors, cat)  # the floors each category was judged on, for the reports
+        if len_floors and floor_for(len_floors, cat) is not None:
+            f["min_accept_len"] = floor_for(len_floors, cat)
         n = f"n={f['n']}"
         floor = floor_for(tps_floors, cat) if tps_floors else None
         key, label = ("decode_tps_p10", "p10 decode") if per_user else ("decode_tps_p50", "decode")

@@ -10,7 +10,7 @@ import pytest
 from pytest_specperf.cases.build import build_spec
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts.files import load_prompts
-from pytest_specperf.run.categories import draw
+from pytest_specperf.run.categories import draw, floor_problems
 
 MINI = "builtin:specbench-mini"
 
@@ -61,8 +61,8 @@ def test_per_category_floors_name_only_categories_of_the_file() -> None:
     text = _error("sustained", {"prompts": MINI, "categories": ["qa"], "min_accept_len": {"coding": 2}})
     assert "(after sample/categories)" in text
     assert "must be a number >= 1" in _error("sustained", {"prompts": MINI, "min_accept_len": {"qa": 0.5}})
-    spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 10}, "min_accept_len": 2})
-    assert spec.min_tps == {"qa": 10}
+    spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 10, "*": 20}, "min_accept_len": 2})
+    assert spec.min_tps == {"qa": 10, "*": 20}
     assert "min_tps must be a positive number" in _error("sustained", {"min_tps": {"qa": 10}})  # no file: no mapping
 
 
@@ -71,3 +71,17 @@ def test_draw_sends_every_prompt_equally_often_in_a_seeded_order() -> None:
     a, b = draw(recs, 90, seed=1), draw(recs, 90, seed=2)
     assert Counter(r.id for r in a) == Counter({r.id: 3 for r in recs})
     assert a == draw(recs, 90, seed=1) and a != b
+
+
+def test_a_category_floor_fails_its_category_alone_and_star_covers_the_rest() -> None:
+    spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 100, "*": 50}, "min_accept_len": {"rag": 4}})
+    cats = {"qa": {"n": 4, "decode_tps_p50": 90.0, "decode_tps_p10": 80.0, "accept_len": 3.0, "accept_source": "x"},
+            "rag": {"n": 3, "decode_tps_p50": 60.0, "decode_tps_p10": 55.0, "accept_len": 3.5, "accept_source": "x"},
+            "coding": {"n": 4, "decode_tps_p50": 40.0, "decode_tps_p10": 30.0, "accept_len": None,
+                       "accept_source": None}}
+    problems = floor_problems(cats, spec)
+    assert [p.split(":")[0] for p in problems] == ["qa", "rag", "coding"]
+    assert problems[0] == "qa: decode 90.0 tok/s < min_tps 100 (n=4, median 90.0)"
+    assert problems[1].startswith("rag: acceptance 3.50 tokens/step < min_accept_len 4")
+    assert cats["coding"]["min_tps"] == 50 and "min_accept_len" not in cats["coding"]
+    assert floor_problems(cats, spec, per_user=True)[0].startswith("qa: p10 decode 80.0 tok/s")
