@@ -197,7 +197,7 @@ class Capacity:
 
     def context_needed(self, spec: CapacitySpec) -> tuple[int, int]:
         """ctx prompt tokens (the generated length is checked on each answer)."""
-        return spec.ctx, 0
+        return categories.ctx_needed(spec), 0
 
     def measure(self, context: CaseContext, spec: CapacitySpec, nodeid: str, until: Until | None = None
                 ) -> CapacityResult:

@@ -29,6 +29,12 @@ def records(spec: Any) -> list[PromptRecord] | None:
     return list(found.records) if found is not None else None
 
 
+def ctx_needed(spec: Any) -> int:
+    """Prompt tokens a case needs of the server's context before it runs: its ``ctx``; 0 over a prompt file, whose
+    prompts are only counted as they are sent (one too long for the server is its error then)."""
+    return 0 if spec.prompts is not None else spec.ctx
+
+
 def messages(record: PromptRecord, api: str) -> tuple[dict[str, str], ...] | None:
     """What a chat request sends of a record (None on /v1/completions, which sends ``record.text``)."""
     return tuple(record.messages()) if api == "chat" else None
@@ -59,8 +65,9 @@ def _pct(values: Sequence[float | None], q: float) -> float | None:
     return float(np.percentile(finite, q)) if finite else None
 
 
-def _acceptance(traces: list[Trace], step_chunks: bool) -> tuple[float | None, float | None, str | None]:
-    """(mean accepted length, acceptance rate, source) over one category's requests."""
+def _acceptance(traces: list[Trace], step_chunks: bool
+                ) -> tuple[float | None, float | None, str | None, int | None, int | None]:
+    """(mean accepted length, acceptance rate, source, drafted, accepted) over one category's requests."""
     timings, resp_metrics, details = acceptance.response_fields(traces)
     found = acceptance.from_vllm_response(resp_metrics) or acceptance.from_sglang_details(details)
     if found is None and timings and len(timings) == len(traces):
@@ -73,7 +80,7 @@ def _acceptance(traces: list[Trace], step_chunks: bool) -> tuple[float | None, f
         steps = sum(len(t.chunks) - 1 for t in traces if len(t.chunks) > 1)
         if steps:
             mean_len, source = tokens / steps, source or "chunks"
-    return mean_len, rate, source
+    return mean_len, rate, source, found.drafted if found else None, found.accepted if found else None
 
 
 def figures(samples: Sequence[Sample], step_chunks: bool) -> dict[str, dict[str, Any]]:
@@ -83,7 +90,8 @@ def figures(samples: Sequence[Sample], step_chunks: bool) -> dict[str, dict[str,
     for cat in dict.fromkeys(s.category for s in samples):
         group = [s for s in samples if s.category == cat]
         traces = [s.trace for s in group if s.trace is not None]
-        mean_len, rate, source = _acceptance(traces, step_chunks) if traces else (None, None, None)
+        mean_len, rate, source, drafted, accepted = (_acceptance(traces, step_chunks) if traces
+                                                      else (None, None, None, None, None))
         drifts = [s.drift for s in group if s.drift is not None]
         out[cat] = {
             "n": len(group), "n_prompts": len({s.prompt_id for s in group}),
@@ -91,6 +99,8 @@ def figures(samples: Sequence[Sample], step_chunks: bool) -> dict[str, dict[str,
             "decode_tps_p10": _pct([s.decode_tps for s in group], 10),
             "ttft_p50_s": _pct([s.ttft_s for s in group], 50),
             "accept_len": mean_len, "accept_rate": rate, "accept_source": source,
+            "drafted": drafted, "accepted": accepted,  # the server's per-response counts, where it gives them
+            "completion_tokens": sum(t.completion_tokens for t in traces),
             "drift": float(np.median(drifts)) if drifts else None,
             "prompt_tokens_p50": _pct([s.prompt_tokens for s in group], 50),
         }

@@ -261,7 +261,7 @@ class LoadSweep:
 
     def context_needed(self, spec: LoadSweepSpec) -> tuple[int, int]:
         """Every user's request: ctx prompt tokens (a load case gets no generation check up front)."""
-        return spec.ctx, 0
+        return categories.ctx_needed(spec), 0
 
     def measure(self, context: CaseContext, spec: LoadSweepSpec, nodeid: str, until: Until | None = None
                 ) -> LoadSweepResult:

@@ -317,7 +317,7 @@ class Rate:
 
     def context_needed(self, spec: RateSpec) -> tuple[int, int]:
         """ctx prompt tokens (the generated length is checked on each answer)."""
-        return spec.ctx, 0
+        return categories.ctx_needed(spec), 0
 
     def measure(self, context: CaseContext, spec: RateSpec, nodeid: str, until: Until | None = None) -> RateResult:
         """``rate_case`` (``until`` does not apply: one open-loop run)."""

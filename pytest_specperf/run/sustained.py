@@ -157,7 +157,7 @@ class Sustained:
     def context_needed(self, spec: SustainedSpec) -> tuple[int, int]:
         """ctx prompt tokens; ``tokens`` generated, or the burst's long request where that is longer."""
         burst = TwoPointSpec().long if spec.max_burst_gap is not None else 0
-        return spec.ctx, max(spec.tokens, burst)
+        return categories.ctx_needed(spec), max(spec.tokens, burst)
 
     def measure(self, context: CaseContext, spec: SustainedSpec, nodeid: str, until: Until | None = None
                 ) -> SustainedResult:
