@@ -145,6 +145,7 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
         decode_tps=best["decode_tps"] if best else None)
     if spec.prompts is not None:  # figures per category at the capacity found (its highest passing probe)
         r.prompts, r.categories = spec.prompts, best["categories"] if best else None
+        r.content = categories.content_label(spec)
     lateness.attach_probes(r)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from pytest_specperf.cases.prompt_cases import floor_for, prompt_set
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.sse import Trace
-from pytest_specperf.prompts.files import PromptRecord
+from pytest_specperf.prompts.files import BUILTIN_PREFIX, PromptRecord
 from pytest_specperf.run import acceptance
 
 
@@ -33,6 +34,12 @@ def ctx_needed(spec: Any) -> int:
     """Prompt tokens a case needs of the server's context before it runs: its ``ctx``; 0 over a prompt file, whose
     prompts are only counted as they are sent (one too long for the server is its error then)."""
     return 0 if spec.prompts is not None else spec.ctx
+
+
+def content_label(spec: Any) -> str:
+    """What a result says its content was over a prompt file: the file's name (``builtin:NAME`` as given)."""
+    source = str(spec.prompts)
+    return source if source.startswith(BUILTIN_PREFIX) else Path(source).name
 
 
 def messages(record: PromptRecord, api: str) -> tuple[dict[str, str], ...] | None:
@@ -146,7 +153,7 @@ def attach(r: SustainedResult, spec: Any, streams: list[StreamResult], found: li
     counted = [s.prompt_tokens for s in streams if s.prompt_tokens is not None]
     if counted:
         r.ctx = r.prompt_tokens = int(np.median(counted))
-    r.prompts = spec.prompts
+    r.prompts, r.content = spec.prompts, content_label(spec)
     samples = [Sample(s.category or "", s.prompt_id or "", s.decode_tps, s.ttft_s, s.drift, s.prompt_tokens, t)
                for s, t in zip(streams, found, strict=True)]
     r.categories = figures(samples, step_chunks)

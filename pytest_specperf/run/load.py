@@ -182,6 +182,7 @@ def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSw
     result.notes.append(knee_text(result.knee, levels))
     if spec.prompts is not None:  # figures per category at the highest level: the load a deploy is sized for
         result.prompts, result.categories = spec.prompts, levels[-1]["categories"]
+        result.content = categories.content_label(spec)
         result.ctx = levels[0]["prompt_tokens"] or result.ctx
     return result
 

@@ -194,7 +194,7 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
                                    arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
                                    per_request=records, **figures)
     if cats is not None:
-        r.prompts, r.categories = spec.prompts, cats
+        r.prompts, r.categories, r.content = spec.prompts, cats, categories.content_label(spec)
         counted = [p["prompt_tokens"] for p in records if p.get("prompt_tokens") is not None]
         if counted:
             r.ctx = r.prompt_tokens = int(np.median(counted))
