@@ -100,7 +100,8 @@ def test_load_users_each_send_their_own_prompt_on_chat(cat_sim: SimServer, runne
 def test_capacity_reports_categories_at_the_rate_it_found(runner_for) -> None:
     with SimServer("categories", speed=20, overrides={"jitter": 0.0}) as sim:
         spec = build_spec("capacity", {"prompts": "builtin:specbench-mini", "tokens": 32, "slo": {"ttft_s": 0.05},
-                                       "start_rps": 20, "probe_s": 1, "min_requests": 16, "budget_s": 20})
+                                       "start_rps": 20, "probe_s": 0.5, "min_requests": 16, "budget_s": 6,
+                                       "precision": 0.5})
         r = runner_for(sim.url).run(spec, "cats::capacity")
     best = next(p for p in r.probes if p["rps"] == r.max_rps)
     assert r.categories == best["categories"] and r.content == "builtin:specbench-mini"
