@@ -136,7 +136,9 @@ def test_ab_gives_the_speedup_per_category_with_its_interval(pytester: pytest.Py
             prof = a.profile
             truth_a = 4 * 1000 / (prof.step_ms + prof.step_ms_per_1k_ctx * f["prompt_tokens_p50"] / 1000)
             assert abs(f["a_decode_tps"] / truth_a - 1) < 0.02, (cat, f["a_decode_tps"], truth_a)
-            assert abs(f["speedup"] / (truth_b / truth_a) - 1) < 0.03, (cat, f["speedup"], truth_b / truth_a)
+            # the speedup is a ratio of geometric means over 3 trials, the truth's of medians over streams: on a busy
+            # machine (two CPU hogs) one slowed trial moves them apart by up to ~5 %
+            assert abs(f["speedup"] / (truth_b / truth_a) - 1) < 0.06, (cat, f["speedup"], truth_b / truth_a)
         assert cats["tool_call"]["speedup"] > cats["qa"]["speedup"] > 1.5
     assert "  [tool_call]" in res.stdout.str() and "x [" in res.stdout.str()  # the speedup and its interval
 
