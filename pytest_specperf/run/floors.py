@@ -27,8 +27,10 @@ def settle(result: Result, spec: CaseSpec, problems: list[str], inconclusive: st
 
     The floor is recorded for the reports; a client behind its schedule judges nothing (``lateness``).
     """
-    # a {category: floor} mapping is recorded per category (categories.floor_problems), not as one line to draw
-    result.min_tps = None if isinstance(spec.min_tps, Mapping) else spec.min_tps
+    # a {category: floor} mapping is recorded per category (categories.floor_problems), not as one line to draw;
+    # a load sweep's {level: floor} mapping is drawn per level
+    per_category = isinstance(spec.min_tps, Mapping) and spec.KIND != "load_sweep"
+    result.min_tps = None if per_category else spec.min_tps
     problems = lateness.judge(result, problems, inconclusive)
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
