@@ -91,6 +91,9 @@ def check_prompts(spec: Any) -> None:
     if k not in PROMPT_KINDS:
         raise ConfigError(f"{k}(): prompts= does not apply to {k}, which builds prompts of exact lengths to time; "
                           f"use a prompt file with {', '.join(PROMPT_KINDS)}, or drop prompts")
+    if getattr(spec, "max_burst_gap", None) is not None:
+        raise ConfigError(f"{k}(): max_burst_gap compares with a two-point burst at a constructed ctx, which a prompt "
+                          "file has none of; drop max_burst_gap or prompts")
     if isinstance(spec.categories, str):
         raise ConfigError(f"{k}(): categories must be a list of category names, got {spec.categories!r}")
     found = prompt_set(spec)

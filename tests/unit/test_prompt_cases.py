@@ -34,6 +34,10 @@ def test_ctx_or_content_beside_prompts_is_a_usage_error(key: str) -> None:
     assert f"{key}= with prompts=" in _error("sustained", {"prompts": MINI, key: value})
 
 
+def test_a_burst_gap_needs_a_constructed_length() -> None:
+    assert "drop max_burst_gap or prompts" in _error("sustained", {"prompts": MINI, "max_burst_gap": 0.3})
+
+
 def test_prompt_keywords_need_a_prompt_file() -> None:
     assert "sample needs prompts=" in _error("rate", {"sample": 3})
 
