@@ -120,7 +120,8 @@ def test_ab_gives_the_speedup_per_category_with_its_interval(pytester: pytest.Py
     with SimServer("categories", speed=4, overrides={"speculation": False, "jitter": 0.0}) as a, \
             SimServer("categories", speed=4, overrides={"jitter": 0.0}) as b:
         res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{b.url}", "--specperf-ab-trials=3",
-                                            f"--specperf-json={out}", "-p", "no:cacheprovider")
+                                            f"--specperf-json={out}", f"--specperf-html={out.with_suffix('.html')}",
+                                            "-p", "no:cacheprovider")
         res.assert_outcomes(passed=1)
         (case,) = json.loads(out.read_text())["results"]
         cats = case["categories"]
@@ -141,6 +142,7 @@ def test_ab_gives_the_speedup_per_category_with_its_interval(pytester: pytest.Py
             assert abs(f["speedup"] / (truth_b / truth_a) - 1) < 0.06, (cat, f["speedup"], truth_b / truth_a)
         assert cats["tool_call"]["speedup"] > cats["qa"]["speedup"] > 1.5
     assert "  [tool_call]" in res.stdout.str() and "x [" in res.stdout.str()  # the speedup and its interval
+    assert "categories-speedup-s0" in out.with_suffix(".html").read_text()  # drawn with its intervals
 
 
 def _truth_decode(truth: dict) -> float:

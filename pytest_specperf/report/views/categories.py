@@ -38,10 +38,12 @@ def charts(result: dict[str, Any]) -> list[Chart]:
             p10 = [(x, y) for x, y in p10 if y is not None]
             if p10:
                 chart.series.append(Series("decode_tps_p10", [x for x, _ in p10], [y for _, y in p10], style="points"))
-        if key == "speedup":
+        if key == "speedup":  # points with their interval, as the crossover's speedup chart draws them
             ivs = [cats[n].get("speedup_interval") or [None, None] for n in names]
-            chart.series[0].low = [finite_number(ivs[int(x)][0]) or 0.0 for x in xs]
-            chart.series[0].high = [finite_number(ivs[int(x)][1]) or 0.0 for x in xs]
+            first = chart.series[0]
+            first.style = "points"
+            first.low = [finite_number(ivs[int(x)][0]) or y for x, y in zip(first.x, first.y, strict=True)]
+            first.high = [finite_number(ivs[int(x)][1]) or y for x, y in zip(first.x, first.y, strict=True)]
             chart.levels.append(Level(1.0, "no speedup"))
         floor = FLOORS.get(key)
         for n in names:
