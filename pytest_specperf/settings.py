@@ -40,6 +40,7 @@ class Settings:
     compare_strict: bool = False
     html: Path | None = None
     plots: Path | None = None
+    prompts: str | None = None  # the prompt file of cases that ask for no prompts (absolute, or builtin:NAME)
 
     @property
     def api_key(self) -> str | None:

@@ -6,9 +6,11 @@ Specs are frozen dataclasses validated once, the same way for markers, YAML case
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pytest_specperf.cases.prompt_cases import check_prompts
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts.kinds import CONTENT_KINDS
 
@@ -45,6 +47,12 @@ class CaseSpec:
     # Sampling temperature of every request. 0 (greedy) is reproducible; acceptance depends on it,
     # so a case that guards a served configuration can ask for the temperature it serves.
     temperature: float = 0.0
+    # A prompt file instead of built prompts (cases/prompt_cases.py): its path (resolved against the case
+    # file when the spec is built) or builtin:NAME, its format, a reproducible sample and a category filter.
+    prompts: str | None = None
+    prompts_format: str | None = None
+    sample: int | None = None
+    categories: tuple[str, ...] | None = None
 
     def validate(self) -> None:
         """Raise ConfigError naming the keyword when a value is out of range."""
@@ -62,13 +70,15 @@ class CaseSpec:
                                            and self.max_repeat >= AUTO_MIN_TRIALS), k,
                f"max_repeat must be an integer >= {AUTO_MIN_TRIALS} (the sequential test's first look), "
                f"got {self.max_repeat!r}")
-        check(self.min_tps is None or (is_number(self.min_tps) and self.min_tps > 0), k,
-               f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
+        if self.prompts is None or not isinstance(self.min_tps, Mapping):  # per category: check_prompts
+            check(self.min_tps is None or (is_number(self.min_tps) and self.min_tps > 0), k,
+                   f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
         check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
         check(self.max_regression is None or (is_number(self.max_regression) and 0 < self.max_regression < 1), k,
                f"max_regression must be a fraction in (0, 1), got {self.max_regression!r}")
         check(is_number(self.temperature) and 0 <= self.temperature <= 2, k,
                f"temperature must be a number in [0, 2], got {self.temperature!r}")
+        check_prompts(self)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for reports and JSON."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
+from pytest_specperf.cases.prompt_cases import resolve_keywords
 from pytest_specperf.errors import ConfigError
 
 #: Every case kind: its marker name and the spec class its keywords build (one explicit map).
@@ -27,8 +29,13 @@ def marker_help() -> dict[str, str]:
     return out
 
 
-def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = ()) -> CaseSpec:
-    """Validate marker/YAML keywords into a spec; unknown or misspelt keywords are a ConfigError."""
+def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = (), *, base: str | Path | None = None,
+               default_prompts: str | None = None) -> CaseSpec:
+    """Validate marker/YAML keywords into a spec; unknown or misspelt keywords are a ConfigError.
+
+    ``base``: the case file's folder, which a relative ``prompts=`` path is read from; ``default_prompts``:
+    the run's prompt file (``--specperf-prompts``) for cases that ask for no prompts of their own.
+    """
     if kind not in SPECS:
         raise ConfigError(f"unknown specperf case kind {kind!r}; use one of {', '.join(SPECS)}")
     cls = SPECS[kind]
@@ -40,7 +47,7 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = ())
             near = difflib.get_close_matches(str(key), names, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keywords: {', '.join(names)}"
             raise ConfigError(f"{kind}(): unknown keyword {key!r}{hint}")
-    values = dict(kwargs)
+    values = resolve_keywords(kind, kwargs, base, default_prompts)
     for name in ("ctxs", "concurrency"):
         if kind != "sustained" and isinstance(values.get(name), list | tuple):
             values[name] = tuple(values[name])

@@ -20,7 +20,7 @@ class SustainedSpec(CaseSpec):
     max_drift: float | None = None  # None: the ini default (specperf_max_drift)
     max_burst_gap: float | None = None
     max_ttft_s: float | None = None
-    min_accept_len: float | None = None
+    min_accept_len: Any = None  # a number, or {category: number} with a prompt file
     max_accept_drop: float | None = None
     require_speculation: bool = False
     concurrency: int = 1  # streams at once (users); > 1 makes it a load case
@@ -44,8 +44,9 @@ class SustainedSpec(CaseSpec):
                f"got tokens={self.tokens}; raise tokens or drop max_drift")
         check(self.max_ttft_s is None or (is_number(self.max_ttft_s) and self.max_ttft_s > 0), k,
                f"max_ttft_s must be a positive number of seconds, got {self.max_ttft_s!r}")
-        check(self.min_accept_len is None or (is_number(self.min_accept_len) and self.min_accept_len >= 1), k,
-               f"min_accept_len must be a number >= 1 (tokens per step), got {self.min_accept_len!r}")
+        if not (self.prompts is not None and isinstance(self.min_accept_len, Mapping)):  # per category: prompt_cases
+            check(self.min_accept_len is None or (is_number(self.min_accept_len) and self.min_accept_len >= 1), k,
+                   f"min_accept_len must be a number >= 1 (tokens per step), got {self.min_accept_len!r}")
         check(isinstance(self.require_speculation, bool), k,
                f"require_speculation must be True or False, got {self.require_speculation!r}")
 
@@ -143,6 +144,8 @@ class LoadSweepSpec(CaseSpec):
     def level(self, c: int) -> SustainedSpec:
         """The sustained case measured at concurrency ``c``."""
         return SustainedSpec(ctx=self.ctx, content=self.content, api=self.api, temperature=self.temperature,
+                             prompts=self.prompts, prompts_format=self.prompts_format, sample=self.sample,
+                             categories=self.categories,
                              tokens=self.tokens, concurrency=c, ramp_s=self.ramp_s, max_drift=self.max_drift,
                              min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
 

@@ -63,6 +63,8 @@ class StreamResult:
     server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
     sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
     text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials
+    category: str | None = None  # a prompt file's category of this stream's prompt
+    prompt_id: str | None = None  # and the prompt's id in its file
 
 
 @dataclass
@@ -111,6 +113,8 @@ class SustainedResult(Result):
     late_p99_s: float | None = None
     late_bound_s: float | None = None
     client_behind: str = ""
+    prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
+    categories: dict[str, dict[str, Any]] | None = None  # figures per category (run/categories.py)
 
 
 @dataclass
@@ -126,6 +130,8 @@ class LoadSweepResult(Result):
     min_total_tps: Any = None  # the asked aggregate floor: one number, or {users: floor}
     min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
     crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
+    prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
+    categories: dict[str, dict[str, Any]] | None = None  # figures per category at the highest level
 
 
 @dataclass
@@ -190,6 +196,8 @@ class RateResult(Result):
     step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
     reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
     per_request: list[dict[str, Any]] = field(default_factory=list)
+    prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
+    categories: dict[str, dict[str, Any]] | None = None  # figures per category (run/categories.py)
 
 
 @dataclass
@@ -214,3 +222,5 @@ class CapacityResult(Result):
     late_p99_s: float | None = None
     late_bound_s: float | None = None
     client_behind: str = ""
+    prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
+    categories: dict[str, dict[str, Any]] | None = None  # figures per category at max_rps

@@ -27,7 +27,7 @@ def is_case_file(path: Path) -> bool:
     return path.name.endswith(SUFFIXES)
 
 
-def load_cases(path: Path) -> list[tuple[str, CaseSpec, dict[str, Any], list[str]]]:
+def load_cases(path: Path, default_prompts: str | None = None) -> list[tuple[str, CaseSpec, dict[str, Any], list[str]]]:
     """(name, spec, raw keywords, extra marks) per case; a bad file raises ConfigError naming file and case."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -60,7 +60,7 @@ def load_cases(path: Path) -> list[tuple[str, CaseSpec, dict[str, Any], list[str
         if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
             raise ConfigError(f"{path.name}: case {name!r}: marks must be a list of marker names")
         try:
-            spec = build_spec(kind, kwargs)
+            spec = build_spec(kind, kwargs, base=path.parent, default_prompts=default_prompts)
         except ConfigError as exc:
             raise ConfigError(f"{path.name}: case {name!r}: {exc}") from None
         out.append((str(name), spec, kwargs, marks))

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pytest_specperf.cases.results import Result
-from pytest_specperf.compare import crossover, sequential
+from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import CaseComparison, Comparison
 
@@ -202,6 +202,7 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
             "per-level comparisons are shown, not gated")
     if summary.get("kind") == "load_sweep":
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
+    categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
     return summary, warnings
 
 

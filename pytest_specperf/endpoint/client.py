@@ -284,13 +284,14 @@ class Client:
     # -- requests -------------------------------------------------------------------------------
 
     def body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
-              temperature: float) -> tuple[str, dict[str, Any]]:
+             temperature: float, messages: list[dict[str, str]] | None = None) -> tuple[str, dict[str, Any]]:
+        """(path, JSON body) of one request; ``messages`` (chat only) replace the one user message of ``prompt``."""
         caps = self.caps
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
                                 "stream": stream}
         if api == "chat":
             path = "/v1/chat/completions"
-            body["messages"] = [{"role": "user", "content": prompt}]
+            body["messages"] = list(messages) if messages else [{"role": "user", "content": prompt}]
         else:
             path = "/v1/completions"
             body["prompt"] = prompt
@@ -341,9 +342,9 @@ class Client:
 
     def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
                temperature: float = 0.0, headers: dict[str, str] | None = None,
-               on_progress: Progress | None = None) -> Trace:
-        """One streamed completion; timestamps are taken as each SSE event is read."""
-        path, body = self.body(prompt, max_tokens, api, True, seed, temperature)
+               on_progress: Progress | None = None, messages: list[dict[str, str]] | None = None) -> Trace:
+        """One streamed completion; timestamps are taken as each SSE event is read (``messages``: see ``body``)."""
+        path, body = self.body(prompt, max_tokens, api, True, seed, temperature, messages)
         trace = TraceBuilder(self.caps, self.fail)
         last_progress = 0.0
         with self._open_stream(path, body, headers) as (resp, t0):

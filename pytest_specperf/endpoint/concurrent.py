@@ -60,6 +60,7 @@ class StreamRequest:
     seed: int = 0
     temperature: float = 0.0
     at_s: float = 0.0
+    messages: tuple[dict[str, str], ...] | None = None  # chat: a prompt file's messages (Client.body)
 
 
 @dataclass
@@ -191,7 +192,8 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
 
 async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
     """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy)."""
-    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature)
+    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature,
+                             list(req.messages) if req.messages else None)
 
     async def send() -> tuple[httpx.Response, float]:
         on_wire: list[float] = []

@@ -32,7 +32,8 @@ class SpecperfFixture:
 
     def _direct(self, kind: str, kwargs: dict[str, Any]) -> ResultView:
         try:
-            spec = build_spec(kind, kwargs)
+            spec = build_spec(kind, kwargs, base=self._item.path.parent,
+                              default_prompts=self._session.settings.prompts)
         except ConfigError as exc:
             raise ConfigError(f"specperf.{exc}") from None  # "specperf.sustained(): unknown keyword ..."
         done = self._item.stash.get(RESULTS, [])

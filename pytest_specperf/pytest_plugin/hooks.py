@@ -146,7 +146,8 @@ def _marker_spec(item: pytest.Item) -> CaseSpec | None:
         return None
     name, mark = found[0]
     assert mark is not None
-    return build_spec(name, mark.kwargs, mark.args)
+    return build_spec(name, mark.kwargs, mark.args, base=item.path.parent,
+                      default_prompts=item.config.stash[SETTINGS].prompts)
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:

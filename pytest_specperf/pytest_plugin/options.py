@@ -13,6 +13,7 @@ import pytest
 from pytest_specperf.compare.storage import slug
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import check_writable
+from pytest_specperf.prompts.files import BUILTIN_PREFIX, load_prompts
 from pytest_specperf.settings import STEP_SUMMARY, Settings
 
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
@@ -63,6 +64,9 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
      "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
     (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
     (("--specperf-html",), "specperf_html", "write a self-contained HTML report with plots here (opens offline)"),
+    (("--specperf-prompts",), "specperf_prompts",
+     "prompt file (or builtin:NAME) for sustained, load_sweep, rate and capacity cases that give no prompts, ctx "
+     "or content of their own; a relative path is read from the current folder (option) or the rootdir (ini)"),
     (("--specperf-plots",), "specperf_plots",
      "write one PNG per case into this folder (the Markdown summary links them)"),
 ]
@@ -136,7 +140,27 @@ def read_settings(config: pytest.Config) -> Settings:
         compare_strict=_flag(config, "specperf_compare_strict"),
         html=_out_file(config, "specperf_html"),
         plots=_out_dir(config, "specperf_plots"),
+        prompts=_prompts(config),
     )
+
+
+def _prompts(config: pytest.Config) -> str | None:
+    """The run's default prompt file, absolute (or builtin:NAME), read now so a bad one stops the run."""
+    from_option = config.getoption("specperf_prompts") not in (None, "")
+    raw = _raw(config, "specperf_prompts")
+    if raw is None:
+        return None
+    text = str(raw)
+    if not text.startswith(BUILTIN_PREFIX):
+        path = Path(text).expanduser()
+        if not path.is_absolute():
+            path = (config.invocation_params.dir if from_option else config.rootpath) / path
+        text = str(path)
+    try:
+        load_prompts(text)
+    except ConfigError as exc:
+        raise ConfigError(f"--specperf-prompts: {exc}") from None
+    return text
 
 
 def _option_flag(name: str) -> str:

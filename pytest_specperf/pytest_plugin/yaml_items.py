@@ -10,7 +10,7 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.errors import ConfigError, MeasurementError
-from pytest_specperf.pytest_plugin.keys import SPEC, SpecperfWarning
+from pytest_specperf.pytest_plugin.keys import SETTINGS, SPEC, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import failed_reason, measure_marked
 
 
@@ -19,7 +19,7 @@ class YamlCaseFile(pytest.File):
 
     def collect(self) -> Any:
         try:
-            cases = load_cases(self.path)
+            cases = load_cases(self.path, self.config.stash[SETTINGS].prompts)
         except ConfigError as exc:
             raise self.CollectError(str(exc)) from None
         if not cases:

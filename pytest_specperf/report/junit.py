@@ -45,6 +45,7 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
         props += [(f"specperf_users{lv['concurrency']}_{k}", _s(lv[k])) for k in JUNIT_LEVEL_FIELDS
                   if lv.get(k) is not None]
         props += _stream_props(f"specperf_users{lv['concurrency']}", lv)
+    props += category_props(result)
     cross = result.get("crossover")
     if isinstance(cross, dict):
         props.append(("specperf_crossover", cross.get("text", "")))
@@ -69,6 +70,20 @@ def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseCompariso
         if c.get("p") is not None:
             props.append((f"{name}_p", _s(c["p"])))
     return props
+
+
+#: per category of a case over a prompt file, as specperf_cat_<category>_<field>
+JUNIT_CATEGORY_FIELDS = ("n", "n_prompts", "decode_tps_p50", "decode_tps_p10", "ttft_p50_s", "accept_len",
+                         "accept_rate", "drift", "attainment", "speedup")
+
+
+def category_props(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """A prompt file's figures per category (only those the server showed)."""
+    cats = result.get("categories")
+    if not isinstance(cats, dict):
+        return []
+    return [(f"specperf_cat_{name}_{k}", _s(f[k])) for name, f in cats.items() if isinstance(f, dict)
+            for k in JUNIT_CATEGORY_FIELDS if f.get(k) is not None]
 
 
 def _stream_props(prefix: str, case: dict[str, Any]) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import (
     ATTENTION,
     COLUMNS,
+    category_rows,
     cells,
     has_load,
     label,
@@ -93,6 +94,8 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
                 add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False, load=load), case_key(nodeid, ctx))
         for where, lv in level_rows(r):
             add(_row(lv, _case(nodeid, where), load=True), case_key(nodeid, None, lv.get("concurrency")))
+        for where, cat in category_rows(r):  # a prompt file's categories: a row each, over their own requests
+            add(_row(cat, _case(nodeid, where), load=load), f"{nodeid}{where}")
     for key, group in by_key.items():
         if key not in shown:
             g = group[0]

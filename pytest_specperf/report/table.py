@@ -273,6 +273,39 @@ def _level_verdict(r: dict[str, Any], lv: dict[str, Any]) -> dict[str, Any]:
     return {"verdict": "failed", "reason": "; ".join(once(blamed))} if blamed else {}
 
 
+def category_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A case over a prompt file: (label suffix, row dict) per category, its figures over its own requests
+    (the decode cell is the category's median, with its p10; the last cell says n, acceptance and its floors)."""
+    cats = r.get("categories")
+    if not isinstance(cats, dict):
+        return []
+    failed = [p.strip() for p in str(r.get("reason") or "").split(";")] if r.get("verdict") == "failed" else []
+    rows = []
+    for name, f in cats.items():
+        if not isinstance(f, dict):
+            continue
+        text = f"n={f.get('n')} ({f.get('n_prompts')} prompts)"
+        if finite_number(f.get("accept_len")) is not None:
+            text += f", accept {_f(f['accept_len'], '.2f')}/step"
+        if finite_number(f.get("accept_rate")) is not None:
+            text += f", rate {_f(f['accept_rate'], '.2f')}"
+        if finite_number(f.get("attainment")) is not None:
+            text += f", SLO met {f['attainment']:.0%}"
+        if finite_number(f.get("speedup")) is not None:  # A/B: B over A, trials as samples
+            lo, hi = ([*(f.get("speedup_interval") or []), None, None])[:2]
+            text += (f", speedup {_f(f['speedup'], '.2f')}x [{_f(lo, '.2f')}, {_f(hi, '.2f')}] over "
+                     f"{f.get('speedup_n_b')} trials")
+        mine = [p.removeprefix(f"{name}: ") for p in failed if p.startswith(f"{name}: ")]
+        if mine:
+            text += "; failed: " + "; ".join(mine)
+        row = {"kind": "sustained", "prompt_tokens": f.get("prompt_tokens_p50"),
+               "completion_tokens": r.get("completion_tokens") or r.get("tokens"), "ttft_s": f.get("ttft_p50_s"),
+               "decode_tps": f.get("decode_tps_p50"), "decode_p10_tps": f.get("decode_tps_p10"),
+               "drift": f.get("drift"), "verdict": text}
+        rows.append((f" [{name}]", row))
+    return rows
+
+
 def n_users(n: Any) -> str:
     """'1 user', '8 users'."""
     return f"{n} user" if n == 1 else f"{n} users"
@@ -296,7 +329,8 @@ def table(results: Iterable[dict[str, Any]]) -> list[str]:
 
     rows = [line(COLUMNS)]
     for r in results:
-        for x, src in [(row(r), r), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in level_rows(r))]:
+        subs = [*level_rows(r), *category_rows(r)]
+        for x, src in [(row(r), r), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in subs)]:
             rows.append(line(x, src))
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
     out = []

@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
 from pytest_specperf.cases.results import CapacityResult
-from pytest_specperf.run import lateness
+from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle
-from pytest_specperf.run.rate import lowest_rate, moved, request_record, run_requests, summarize
+from pytest_specperf.run.rate import category_figures, lowest_rate, moved, request_record, run_requests, summarize
 
 #: Share of each probe's first requests not counted (they meet an idle server).
 WARMUP = 0.10
@@ -49,11 +49,14 @@ FLOOR_RPS = 1e-3
 def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: int) -> dict[str, Any]:
     """One open-loop run at ``rps``: its attainment over the counted requests, and its figures."""
     n = spec.probe_requests(rps)
+    recs = categories.records(spec)
+    drawn = categories.draw(recs, n, seed + 1009 * k) if recs else None
     outcomes = run_requests(context, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
                             api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1))
+                            seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn)
     slo = dict(spec.slo)
     records = [request_record(o, slo, spec.tokens, context.client.kind) for o in outcomes]
+    cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     fig = summarize(records, slo)  # a probe the server refused entirely is measured: it met nothing
     counted = counted_requests(records)
     met = sum(1 for r in counted if r.get("met"))
@@ -65,7 +68,7 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
             "refused": fig["refused"], "failed": fig["failed"],
             **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
             **lateness.probe_fields([r["late_s"] for r in records], slo, n / rps),
-            "decode_tps": fig["decode_tps"],
+            "decode_tps": fig["decode_tps"], "categories": cats,
             # chunk spacing is a step time only where the server sends one chunk per engine step
             **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}
                if context.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
@@ -140,6 +143,9 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
         search_s=time.monotonic() - began, goodput_rps=best["goodput_rps"] if best else None,
         attainment=best["attainment"] if best else None, min_rps=spec.min_rps,
         decode_tps=best["decode_tps"] if best else None)
+    if spec.prompts is not None:  # figures per category at the capacity found (its highest passing probe)
+        r.prompts, r.categories = spec.prompts, best["categories"] if best else None
+        r.content = categories.content_label(spec)
     lateness.attach_probes(r)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")
@@ -192,7 +198,7 @@ class Capacity:
 
     def context_needed(self, spec: CapacitySpec) -> tuple[int, int]:
         """ctx prompt tokens (the generated length is checked on each answer)."""
-        return spec.ctx, 0
+        return categories.ctx_needed(spec), 0
 
     def measure(self, context: CaseContext, spec: CapacitySpec, nodeid: str, until: Until | None = None
                 ) -> CapacityResult:

@@ -5,12 +5,13 @@ Plain functions the kinds call (a kind's own floors live in its module); nothing
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.results import Result, SustainedResult
-from pytest_specperf.run import lateness
+from pytest_specperf.run import categories, lateness
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,10 @@ def settle(result: Result, spec: CaseSpec, problems: list[str], inconclusive: st
 
     The floor is recorded for the reports; a client behind its schedule judges nothing (``lateness``).
     """
-    result.min_tps = spec.min_tps
+    # a {category: floor} mapping is recorded per category (categories.floor_problems), not as one line to draw;
+    # a load sweep's {level: floor} mapping is drawn per level
+    per_category = isinstance(spec.min_tps, Mapping) and spec.KIND != "load_sweep"
+    result.min_tps = None if per_category else spec.min_tps
     problems = lateness.judge(result, problems, inconclusive)
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
@@ -40,6 +44,7 @@ def judge_sustained(result: SustainedResult, spec: SustainedSpec, settings: Judg
     """
     result.min_total_tps = spec.min_total_tps
     problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else settings.max_drift)
+    problems += categories.floor_problems(result.categories, spec, per_user=result.decode_p10_tps is not None)
     _undecided_drift(result, spec, settings.inconclusive, problems)
     settle(result, spec, problems, settings.inconclusive)
 
@@ -52,13 +57,13 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
                    f"{r.late_tps:.1f} tok/s {where}" + _causes(r))
     if r.decode_p10_tps is not None:  # measured as a load case
         out += _load_floors(r, spec, where)
-    elif spec.min_tps is not None and r.decode_tps < spec.min_tps:
+    elif is_number(spec.min_tps) and r.decode_tps < spec.min_tps:
         out.append(f"decode {r.decode_tps:.1f} tok/s < min_tps {spec.min_tps:g} {where}")
     if spec.max_burst_gap is not None and r.burst_gap is not None and r.burst_gap > spec.max_burst_gap:
         out.append(f"burst gap {r.burst_gap:.2f} > {spec.max_burst_gap:g}: sustained {r.decode_tps:.1f} tok/s vs "
                    f"two-point {r.burst_tps:.1f} tok/s at ctx {r.prompt_tokens}")
     acc = r.acceptance or {}
-    if spec.min_accept_len is not None and acc.get("mean_len") is not None and acc["mean_len"] < spec.min_accept_len:
+    if is_number(spec.min_accept_len) and acc.get("mean_len") is not None and acc["mean_len"] < spec.min_accept_len:
         out.append(f"acceptance {acc['mean_len']:.2f} tokens/step < min_accept_len {spec.min_accept_len:g} "
                    f"({acc['source']}) {where}")
     split = r.attribution
@@ -76,7 +81,7 @@ def _load_floors(r: SustainedResult, spec: SustainedSpec, where: str) -> list[st
     """Under load, min_tps holds for (nearly) every user: the 10th-percentile one; min_total_tps for the sum."""
     out = []
     users = f"{r.concurrency} users"
-    if spec.min_tps is not None and r.decode_p10_tps is not None and r.decode_p10_tps < spec.min_tps:
+    if is_number(spec.min_tps) and r.decode_p10_tps is not None and r.decode_p10_tps < spec.min_tps:
         out.append(f"p10 user decode {r.decode_p10_tps:.1f} tok/s < min_tps {spec.min_tps:g} with {users} "
                    f"(median user {r.decode_tps:.1f}) {where}")
     if spec.min_total_tps is not None:

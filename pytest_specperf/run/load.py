@@ -22,7 +22,7 @@ from pytest_specperf.cases.results import LoadSweepResult, StreamResult, Sustain
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.run import acceptance, drift, lateness, stream_figures
+from pytest_specperf.run import acceptance, categories, drift, lateness, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, judge_sustained, settle
 
@@ -35,7 +35,15 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     seed = case_seed(nodeid)
     n = spec.concurrency
     requests = []
-    for i, prompt in enumerate(context.prompts(spec.content, spec.ctx, [seed + i for i in range(n)], spec.api)):
+    recs = categories.records(spec)
+    if recs:  # a prompt file: each user its own prompt, drawn from the file (categories.draw)
+        users = categories.draw(recs, n, seed)
+        for i, rec in enumerate(users):
+            requests.append(StreamRequest(prompt=rec.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
+                                          temperature=spec.temperature, at_s=spec.ramp_s * i / n,
+                                          messages=categories.messages(rec, spec.api)))
+    for i, prompt in enumerate([] if recs else context.prompts(spec.content, spec.ctx, [seed + i for i in range(n)],
+                                                                spec.api)):
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * i / n))
     before = context.scrape_metrics()
@@ -47,10 +55,14 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
         stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         s.sent_s = o.sent_s
+        if recs:
+            s.category, s.prompt_id = users[len(streams)].category, users[len(streams)].id
         streams.append(s)
         if d is not None:
             drifts.append(d)
     r = _result(context, spec, nodeid, streams, found)
+    if recs:
+        categories.attach(r, spec, streams, found, context.client.caps.step_chunks)
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
                     spread=True)
     _no_common_window(r, spec, [o.late_s for o in outcomes])
@@ -168,6 +180,10 @@ def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSw
         decode_tps=levels[-1]["decode_tps"], total_tps=max(totals) if totals else None,
         min_total_tps=spec.min_total_tps, min_speedup=spec.min_speedup)
     result.notes.append(knee_text(result.knee, levels))
+    if spec.prompts is not None:  # figures per category at the highest level: the load a deploy is sized for
+        result.prompts, result.categories = spec.prompts, levels[-1]["categories"]
+        result.content = categories.content_label(spec)
+        result.ctx = levels[0]["prompt_tokens"] or result.ctx
     return result
 
 
@@ -211,6 +227,7 @@ def level_fields(r: SustainedResult) -> dict[str, Any]:
     acc = r.acceptance or {}
     out["accept_len"] = acc.get("mean_len")
     out["accept_source"] = acc.get("source")
+    out["categories"] = r.categories  # a prompt file's figures per category at this level, or None
     out["kind"] = "sustained"  # compared like a sustained case: per-stream decode, aggregate per level
     return out
 
@@ -245,7 +262,7 @@ class LoadSweep:
 
     def context_needed(self, spec: LoadSweepSpec) -> tuple[int, int]:
         """Every user's request: ctx prompt tokens (a load case gets no generation check up front)."""
-        return spec.ctx, 0
+        return categories.ctx_needed(spec), 0
 
     def measure(self, context: CaseContext, spec: LoadSweepSpec, nodeid: str, until: Until | None = None
                 ) -> LoadSweepResult:

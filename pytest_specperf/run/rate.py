@@ -35,7 +35,8 @@ from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
 from pytest_specperf.cases.results import RateResult
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.run import lateness
+from pytest_specperf.prompts.files import PromptRecord
+from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle
 from pytest_specperf.run.stream_figures import check_length
@@ -103,12 +104,18 @@ def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
 
 
 def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int, ctx: int, content: str, api: str,
-                 temperature: float, arrivals: str, seed: int, variant: int) -> list[StreamOutcome]:
-    """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock); 429/503 are not retried."""
+                 temperature: float, arrivals: str, seed: int, variant: int,
+                 drawn: list[PromptRecord] | None = None) -> list[StreamOutcome]:
+    """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock, or ``drawn`` from a prompt
+    file); 429/503 are not retried."""
     times = schedule(rps, n, arrivals, seed)
     reqs = []
-    prompts = context.prompts(content, ctx, [variant + i for i in range(n)], api)
-    for i, (at, prompt) in enumerate(zip(times, prompts, strict=True)):
+    if drawn is not None:
+        for i, (at, rec) in enumerate(zip(times, drawn, strict=True)):
+            reqs.append(StreamRequest(prompt=rec.text, max_tokens=tokens, api=api, seed=seed + i,
+                                      temperature=temperature, at_s=at, messages=categories.messages(rec, api)))
+    prompts = context.prompts(content, ctx, [variant + i for i in range(n)], api) if drawn is None else []
+    for i, (at, prompt) in enumerate(zip(times, prompts, strict=False)):
         reqs.append(StreamRequest(prompt=prompt.text, max_tokens=tokens, api=api, seed=seed + i,
                                   temperature=temperature, at_s=at))
     client = context.client
@@ -170,12 +177,15 @@ def _nothing_answered(records: list[dict[str, Any]]) -> str:
 def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     """Measure a rate case: the open-loop run, its figures, and the lowest rate when a floor fails."""
     seed = case_seed(nodeid)
+    recs = categories.records(spec)
+    drawn = categories.draw(recs, spec.requests, seed) if recs else None
     outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=spec.tokens, ctx=spec.ctx,
                             content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed, variant=seed)
+                            seed=seed, variant=seed, drawn=drawn)
     slo = dict(spec.slo) if spec.slo else None
     kind = context.client.kind
     records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
+    cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     figures = summarize(records, slo)
     if not any(r.get("status") == 200 for r in records) and not floor_problems_of(figures, spec):
         raise MeasurementError(_nothing_answered(records))  # no floor fails on it: nothing was measured
@@ -183,6 +193,11 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     r: RateResult = context.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
                                    arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
                                    per_request=records, **figures)
+    if cats is not None:
+        r.prompts, r.categories, r.content = spec.prompts, cats, categories.content_label(spec)
+        counted = [p["prompt_tokens"] for p in records if p.get("prompt_tokens") is not None]
+        if counted:
+            r.ctx = r.prompt_tokens = int(np.median(counted))
     lateness.attach(r, [p["late_s"] for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
     if not context.client.caps.step_chunks:
         r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
@@ -191,13 +206,36 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     return r
 
 
+def category_figures(records: list[dict[str, Any]], outcomes: list[StreamOutcome], drawn: list[PromptRecord],
+                     step_chunks: bool) -> dict[str, dict[str, Any]]:
+    """Per-category figures over a rate run's answered requests (``categories.figures``), with each category's
+    SLO attainment over all its requests; each request's record gets its category, prompt id and prompt tokens."""
+    samples = []
+    for rec, o, prompt in zip(records, outcomes, drawn, strict=True):
+        rec["category"], rec["prompt_id"] = prompt.category, prompt.id
+        if o.trace is not None:
+            rec["prompt_tokens"] = o.trace.prompt_tokens
+            samples.append(categories.Sample(prompt.category, prompt.id, rec["decode_tps"], rec["ttft_s"], None,
+                                             o.trace.prompt_tokens, o.trace))
+    out = categories.figures(samples, step_chunks)
+    for cat in dict.fromkeys(p.category for p in drawn):
+        mine = [r for r in records if r["category"] == cat]
+        f = out.setdefault(cat, {"n": 0, "n_prompts": 0})
+        f["requests"] = len(mine)
+        if mine and mine[0].get("met") is not None:
+            f["attainment"] = sum(1 for r in mine if r.get("met")) / len(mine)
+    return out
+
+
 def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
     """Tokens per step and step time with one request at a time: what load is measured against."""
     recs = []
+    file_recs = categories.records(spec)
     for i in range(REFERENCE_REQUESTS):
         outcomes = run_requests(context, rps=1.0, n=1, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
                                 api=spec.api, temperature=spec.temperature, arrivals="constant", seed=seed + 7919 + i,
-                                variant=seed + 7919 + i)
+                                variant=seed + 7919 + i,
+                                drawn=categories.draw(file_recs, 1, seed + 7919 + i) if file_recs else None)
         recs.append(request_record(outcomes[0], None, spec.tokens, context.client.kind))
     ok = [r for r in recs if r.get("status") == 200]
     if not ok:
@@ -279,7 +317,7 @@ class Rate:
 
     def context_needed(self, spec: RateSpec) -> tuple[int, int]:
         """ctx prompt tokens (the generated length is checked on each answer)."""
-        return spec.ctx, 0
+        return categories.ctx_needed(spec), 0
 
     def measure(self, context: CaseContext, spec: RateSpec, nodeid: str, until: Until | None = None) -> RateResult:
         """``rate_case`` (``until`` does not apply: one open-loop run)."""

@@ -16,7 +16,8 @@ from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Progress
 from pytest_specperf.endpoint.sse import Trace
-from pytest_specperf.run import acceptance, drift, load, stream_figures
+from pytest_specperf.prompts.files import PromptRecord
+from pytest_specperf.run import acceptance, categories, drift, load, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed, more_trials, text_sha
 from pytest_specperf.run.floors import JudgeSettings, judge_sustained
 from pytest_specperf.run.two_point import two_point
@@ -39,6 +40,8 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     trials = _trials(context, spec, seed, progress, before is not None, max_drift, until)
     streams = trials.streams
     r = _result(context, spec, nodeid, streams, max_drift)
+    if spec.prompts is not None:
+        categories.attach(r, spec, streams, trials.traces, context.client.caps.step_chunks)
     if stream_figures.judge_drift(r, streams, trials.drifts, max_drift):
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]),
                                                     axis=0)]
@@ -80,12 +83,19 @@ def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
                   "text_sha": [s.text_sha for s in streams]}
         return drift_open or (until is not None and not until(values))
 
+    recs = categories.records(spec)
+    if recs:  # one prompt a trial, cycling through the file in a seeded order (categories.draw)
+        recs = categories.draw(recs, len(recs), seed)
     while more_trials(spec, len(trials.streams), undecided):
-        trace = _stream(context, spec, seed + len(trials.streams), progress, trials, scraping)
+        rec = recs[len(trials.streams) % len(recs)] if recs else None
+        trace = _stream(context, spec, seed + len(trials.streams), progress, trials, scraping, rec)
         stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         # Trial i of a saved run and of a later one share prompt and seed; equal text pairs them (sequential).
-        s.text_sha = text_sha(context.prompt(spec.content, spec.ctx, seed + len(trials.streams), spec.api).text, trace)
+        text = rec.text if rec else context.prompt(spec.content, spec.ctx, seed + len(trials.streams), spec.api).text
+        s.text_sha = text_sha(text, trace)
+        if rec is not None:
+            s.category, s.prompt_id = rec.category, rec.id
         trials.streams.append(s)
         trials.traces.append(trace)
         if d is not None:
@@ -94,14 +104,16 @@ def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
 
 
 def _stream(context: CaseContext, spec: SustainedSpec, seed: int, progress: Progress | None, trials: _Trials,
-            scraping: bool) -> Trace:
-    """One stream of a sustained case; on vLLM its counters are scraped alongside (they move per step)."""
+            scraping: bool, rec: PromptRecord | None = None) -> Trace:
+    """One stream of a sustained case (of ``rec``, a prompt file's, when given); on vLLM its counters are
+    scraped alongside (they move per step)."""
     client = context.client
-    prompt = context.prompt(spec.content, spec.ctx, seed, spec.api)
+    text = rec.text if rec is not None else context.prompt(spec.content, spec.ctx, seed, spec.api).text
+    msgs = categories.messages(rec, spec.api) if rec is not None else None
 
     def stream() -> Trace:
-        return client.stream(prompt.text, spec.tokens, api=spec.api, seed=seed,
-                             temperature=spec.temperature, on_progress=progress)
+        return client.stream(text, spec.tokens, api=spec.api, seed=seed, temperature=spec.temperature,
+                             on_progress=progress, messages=list(msgs) if msgs else None)
 
     if client.kind == "vllm" and scraping:
         with acceptance.Scraper(client.url, "vllm", headers=dict(client.http.headers)) as sc:
@@ -145,7 +157,7 @@ class Sustained:
     def context_needed(self, spec: SustainedSpec) -> tuple[int, int]:
         """ctx prompt tokens; ``tokens`` generated, or the burst's long request where that is longer."""
         burst = TwoPointSpec().long if spec.max_burst_gap is not None else 0
-        return spec.ctx, max(spec.tokens, burst)
+        return categories.ctx_needed(spec), max(spec.tokens, burst)
 
     def measure(self, context: CaseContext, spec: SustainedSpec, nodeid: str, until: Until | None = None
                 ) -> SustainedResult:

@@ -20,7 +20,7 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
     # One engine thread (see engine_threads), passed the way a user passes engine flags.
     res = pytester.runpytest_subprocess("perf_cases", "--specperf-engine=llamacpp", f"--specperf-json={out}",
                                         f"--specperf-engine-args={' '.join(THREAD_ARGS)}", "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=7)
+    res.assert_outcomes(passed=8)
     results = json.loads(out.read_text())["results"]
     assert {r["server"] for r in results} == {"llamacpp"}
     sustained = [r for r in results if r["kind"] == "sustained"]

@@ -30,7 +30,7 @@ def _json(path: Path) -> dict:
 def test_examples_pass_on_the_default_profile(pytester: pytest.Pytester, perf_cases: Path) -> None:
     out = pytester.path / "results.json"
     res = pytester.runpytest_subprocess("perf_cases", FAST, f"--specperf-json={out}", "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=7)
+    res.assert_outcomes(passed=8)
     text = res.stdout.str()
     assert "specperf: endpoint=embedded simulator 'healthy' x20" in text
     header = next(line for line in res.outlines if line.startswith("case "))
@@ -38,8 +38,8 @@ def test_examples_pass_on_the_default_profile(pytester: pytest.Pytester, perf_ca
         assert col in header
     doc = _json(out)
     kinds = sorted(r["kind"] for r in doc["results"])
-    assert kinds == ["ctx_sweep", "load_sweep", "sustained", "sustained", "sustained", "sustained", "two_point",
-                     "two_point"]
+    assert kinds == ["ctx_sweep", "load_sweep", "sustained", "sustained", "sustained", "sustained", "sustained",
+                     "two_point", "two_point"]
     sustained = next(r for r in doc["results"] if r["nodeid"].endswith("test_long_reasoning_holds"))
     for key in ("nodeid", "kind", "endpoint", "model", "server", "ctx", "prompt_tokens", "verdict", "reason",
                 "tokens", "completion_tokens", "ttft_s", "total_s", "decode_tps", "client_tps", "window_tps",
@@ -107,7 +107,8 @@ def test_yaml_cases_are_selected_with_python_ones(pytester: pytest.Pytester, per
     ids = [line for line in res.outlines if "::" in line]
     assert "perf_cases/chat.specperf.yaml::short_prose_sustained" in ids
     assert "perf_cases/test_decode.py::test_long_reasoning_holds" in ids
-    assert len(ids) == 2
+    assert "perf_cases/test_categories.py::test_per_category" in ids
+    assert len(ids) == 3
 
 
 def test_bad_yaml_case_is_a_collection_error(pytester: pytest.Pytester) -> None:
@@ -147,9 +148,9 @@ def test_xdist_workers_share_one_endpoint_and_never_overlap(pytester: pytest.Pyt
     out = pytester.path / "r.json"
     res = pytester.runpytest_subprocess("perf_cases", FAST, "-n", "2", f"--specperf-json={out}",
                                         "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=7)
+    res.assert_outcomes(passed=8)
     results = _json(out)["results"]
-    assert len(results) == 8
+    assert len(results) == 9
     assert len({r["endpoint"] for r in results}) == 1
     spans = sorted((r["started_at"], r["finished_at"]) for r in results)
     for (_, end), (start, _) in itertools.pairwise(spans):

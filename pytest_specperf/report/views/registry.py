@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_specperf.report.views import load, single
+from pytest_specperf.report.views import categories, load, single
 from pytest_specperf.report.views.base import CaseView, View, comparison_charts, generic
 
 VIEWS: dict[str, View] = {
@@ -28,4 +28,6 @@ def view(result: dict[str, Any], baseline: list[dict[str, Any]] | None = None) -
         render = generic  # nothing was measured: show what is known, draw nothing
     v = render(result, baseline or [])
     v.charts += comparison_charts(result, baseline or [])
+    v.facts += categories.facts(result)  # a prompt file's categories, whatever the kind
+    v.charts += categories.charts(result)
     return v

@@ -1,0 +1,60 @@
+"""A/B per prompt category: speculation's speedup for each category of a case over a prompt file.
+
+The samples are trials, as for the crossover (``crossover.speedup_level``): a trial gives one value per
+category, the median decode rate of that category's streams in it, and both arms send the same prompts
+(the draw is seeded by the case). The speedup is B over A, its interval Welch's in log space (or the
+prediction / noise-floor fallbacks with few trials); ``n_a`` and ``n_b`` say how many trials it rests on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_specperf.compare.crossover import speedup_level
+
+#: Figures a combined row shows per category as the median over an arm's trials.
+MEDIANS = ("decode_tps_p50", "decode_tps_p10", "ttft_p50_s", "accept_len", "accept_rate", "drift",
+           "prompt_tokens_p50", "attainment")
+
+
+def _trial_values(arm: list[dict[str, Any]], category: str) -> list[float]:
+    out = []
+    for r in arm:
+        f = (r.get("categories") or {}).get(category) or {}
+        v = f.get("decode_tps_p50")
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            out.append(float(v))
+    return out
+
+
+def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """One arm's categories over its trials: counts summed, figures the median over trials."""
+    rows = [r.get("categories") for r in arm if isinstance(r.get("categories"), dict)]
+    if not rows:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for cat in dict.fromkeys(c for row in rows for c in row):
+        got = [row[cat] for row in rows if isinstance(row.get(cat), dict)]
+        f: dict[str, Any] = {**got[-1], "n": sum(int(g.get("n") or 0) for g in got), "trials": len(got)}
+        for key in MEDIANS:
+            values = [g[key] for g in got if isinstance(g.get(key), int | float) and not isinstance(g.get(key), bool)]
+            f[key] = float(np.median(values)) if values else None
+        out[cat] = f
+    return out
+
+
+def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]]) -> None:
+    """Put B's categories over its trials into ``summary``, each with its speedup over A and interval."""
+    combined = combine(arm_b)
+    if combined is None:
+        return
+    for cat, f in combined.items():
+        a, b = _trial_values(arm_a, cat), _trial_values(arm_b, cat)
+        if not a or not b:
+            continue
+        lv = speedup_level(0, a, b, 1.0)
+        f.update(speedup=lv["speedup"], speedup_interval=lv["interval"], speedup_method=lv["method"],
+                 speedup_n_a=lv["n_a"], speedup_n_b=lv["n_b"], a_decode_tps=lv["a_decode_tps"])
+    summary["categories"] = combined

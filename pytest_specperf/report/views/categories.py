@@ -1,0 +1,71 @@
+"""The category x metric view of a case over a prompt file: one bar per category for each figure, like a
+Spec-Bench leaderboard row; each category's n (requests) is in the view's facts beside the charts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_specperf.report.table import finite_number
+from pytest_specperf.report.views.base import Chart, Level, Series, fmt
+
+#: (figure key, chart title, y label) of each metric drawn per category, where the server showed it
+METRICS = (("decode_tps_p50", "decode tok/s per category (median; p10 as points)", "tokens/s"),
+           ("accept_len", "mean accepted length per category", "tokens/step"),
+           ("ttft_p50_s", "TTFT p50 per category", "s"),
+           ("drift", "drift per category (median stream's)", "1 - late/early"),
+           ("speedup", "speculation's speedup per category (B / A, with interval)", "x"))
+FLOORS = {"decode_tps_p50": "min_tps", "accept_len": "min_accept_len"}
+
+
+def charts(result: dict[str, Any]) -> list[Chart]:
+    """One bar chart per metric shown for some category; none for a case without categories."""
+    cats = result.get("categories")
+    if not isinstance(cats, dict) or not cats:
+        return []
+    names = [n for n, f in cats.items() if isinstance(f, dict)]
+    labels = list(names)  # each category's n is in the facts above the charts
+    out = []
+    for key, title, ylabel in METRICS:
+        ys = [finite_number(cats[n].get(key)) for n in names]
+        if all(y is None for y in ys):
+            continue
+        xs = [float(i) for i, y in enumerate(ys) if y is not None]
+        chart = Chart(f"categories-{key}", title, "category", ylabel, categories=labels)
+        chart.series.append(Series(key, xs, [y for y in ys if y is not None], style="bars",
+                                   labels=[fmt(y, ".2f") for y in ys if y is not None]))
+        if key == "decode_tps_p50":
+            p10 = [(float(i), finite_number(cats[n].get("decode_tps_p10"))) for i, n in enumerate(names)]
+            p10 = [(x, y) for x, y in p10 if y is not None]
+            if p10:
+                chart.series.append(Series("decode_tps_p10", [x for x, _ in p10], [y for _, y in p10], style="points"))
+        if key == "speedup":  # points with their interval, as the crossover's speedup chart draws them
+            ivs = [cats[n].get("speedup_interval") or [None, None] for n in names]
+            first = chart.series[0]
+            first.style = "points"
+            first.low = [finite_number(ivs[int(x)][0]) or y for x, y in zip(first.x, first.y, strict=True)]
+            first.high = [finite_number(ivs[int(x)][1]) or y for x, y in zip(first.x, first.y, strict=True)]
+            chart.levels.append(Level(1.0, "no speedup"))
+        floor = FLOORS.get(key)
+        for n in names:
+            v = finite_number(cats[n].get(floor)) if floor else None
+            if v is not None:
+                chart.levels.append(Level(v, f"{n} {floor} {v:g}"))
+        out.append(chart)
+    return out
+
+
+def facts(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """One line per category: n, decode, TTFT, acceptance, drift."""
+    cats = result.get("categories")
+    if not isinstance(cats, dict):
+        return []
+    out = []
+    for name, f in cats.items():
+        if not isinstance(f, dict):
+            continue
+        out.append((f"category {name}",
+                    f"n={f.get('n')} ({f.get('n_prompts')} prompts), decode {fmt(f.get('decode_tps_p50'))} tok/s "
+                    f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(f.get('ttft_p50_s'), '.3f', ' s')}, "
+                    f"accept {fmt(f.get('accept_len'), '.2f')}/step, rate {fmt(f.get('accept_rate'), '.2f')}, "
+                    f"drift {fmt(f.get('drift'), '.2f')}"))
+    return out

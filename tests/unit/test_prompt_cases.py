@@ -1,0 +1,91 @@
+"""Prompt-file keywords on case specs: where they apply, paths, defaults and the one-line usage errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pytest_specperf.cases.build import build_spec
+from pytest_specperf.errors import ConfigError
+from pytest_specperf.prompts.files import load_prompts
+from pytest_specperf.run.categories import draw, floor_problems
+
+MINI = "builtin:specbench-mini"
+
+
+def _error(kind: str, kwargs: dict, **kw: object) -> str:
+    with pytest.raises(ConfigError) as exc:
+        build_spec(kind, kwargs, **kw)  # type: ignore[arg-type]
+    text = str(exc.value)
+    assert "\n" not in text
+    return text
+
+
+@pytest.mark.parametrize("kind", ["two_point", "ctx_sweep"])
+def test_kinds_that_time_exact_lengths_refuse_a_prompt_file(kind: str) -> None:
+    assert _error(kind, {"prompts": MINI}).startswith(f"{kind}(): prompts= does not apply to {kind}")
+
+
+@pytest.mark.parametrize("key", ["ctx", "content"])
+def test_ctx_or_content_beside_prompts_is_a_usage_error(key: str) -> None:
+    value = 500 if key == "ctx" else "code"
+    assert f"{key}= with prompts=" in _error("sustained", {"prompts": MINI, key: value})
+
+
+def test_a_burst_gap_needs_a_constructed_length() -> None:
+    assert "drop max_burst_gap or prompts" in _error("sustained", {"prompts": MINI, "max_burst_gap": 0.3})
+
+
+def test_prompt_keywords_need_a_prompt_file() -> None:
+    assert "sample needs prompts=" in _error("rate", {"sample": 3})
+
+
+def test_a_relative_path_is_read_from_the_case_files_folder(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('{"prompt": "Question: why?", "category": "qa"}\n'
+                                      '{"prompt": "Question: how?", "category": "qa"}\n')
+    spec = build_spec("sustained", {"prompts": "p.jsonl", "tokens": 32}, base=tmp_path)
+    assert spec.prompts == str(tmp_path / "p.jsonl") and spec.repeat == 2  # each prompt once by default
+    assert build_spec("sustained", {"prompts": "p.jsonl", "repeat": 5}, base=tmp_path).repeat == 5
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "a"}\n{"prompt": \n')
+    assert "bad.jsonl' line 2: not valid JSON" in _error("rate", {"prompts": "bad.jsonl"}, base=tmp_path)
+
+
+def test_the_runs_default_applies_only_where_a_case_asks_for_no_prompts() -> None:
+    assert build_spec("sustained", {}, default_prompts=MINI).prompts == MINI
+    assert build_spec("sustained", {"ctx": 200}, default_prompts=MINI).prompts is None
+    assert build_spec("two_point", {}, default_prompts=MINI).prompts is None
+
+
+def test_per_category_floors_name_only_categories_of_the_file() -> None:
+    text = _error("sustained", {"prompts": MINI, "min_tps": {"maths": 10}})
+    assert "min_tps names category 'maths'" in text and "math_reasoning" in text
+    text = _error("sustained", {"prompts": MINI, "categories": ["qa"], "min_accept_len": {"coding": 2}})
+    assert "(after sample/categories)" in text
+    assert "must be a number >= 1" in _error("sustained", {"prompts": MINI, "min_accept_len": {"qa": 0.5}})
+    spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 10, "*": 20}, "min_accept_len": 2})
+    assert spec.min_tps == {"qa": 10, "*": 20}
+    assert "min_tps must be a positive number" in _error("sustained", {"min_tps": {"qa": 10}})  # no file: no mapping
+
+
+def test_draw_sends_every_prompt_equally_often_in_a_seeded_order() -> None:
+    recs = list(load_prompts(MINI).records)
+    a, b = draw(recs, 90, seed=1), draw(recs, 90, seed=2)
+    assert Counter(r.id for r in a) == Counter({r.id: 3 for r in recs})
+    assert a == draw(recs, 90, seed=1) and a != b
+
+
+def test_a_category_floor_fails_its_category_alone_and_star_covers_the_rest() -> None:
+    spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 100, "*": 50}, "min_accept_len": {"rag": 4}})
+    cats = {"qa": {"n": 4, "decode_tps_p50": 90.0, "decode_tps_p10": 80.0, "accept_len": 3.0, "accept_source": "x"},
+            "rag": {"n": 3, "decode_tps_p50": 60.0, "decode_tps_p10": 55.0, "accept_len": 3.5, "accept_source": "x"},
+            "coding": {"n": 4, "decode_tps_p50": 40.0, "decode_tps_p10": 30.0, "accept_len": None,
+                       "accept_source": None}}
+    problems = floor_problems(cats, spec)
+    assert [p.split(":")[0] for p in problems] == ["qa", "rag", "coding"]
+    assert problems[0] == "qa: decode 90.0 tok/s < min_tps 100 (n=4, median 90.0)"
+    assert problems[1].startswith("rag: acceptance 3.50 tokens/step < min_accept_len 4")
+    assert cats["coding"]["min_tps"] == 50 and "min_accept_len" not in cats["coding"]
+    assert floor_problems(cats, spec, per_user=True)[0].startswith("qa: p10 decode 80.0 tok/s")
