@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_specperf.report.views import load, single
+from pytest_specperf.report.views.arms import arms_view
 from pytest_specperf.report.views.base import CaseView, View, comparison_charts, generic
 
 VIEWS: dict[str, View] = {
@@ -28,4 +29,8 @@ def view(result: dict[str, Any], baseline: list[dict[str, Any]] | None = None) -
         render = generic  # nothing was measured: show what is known, draw nothing
     v = render(result, baseline or [])
     v.charts += comparison_charts(result, baseline or [])
+    if render is not generic:  # a case measured on several arms: the users x arms grid and its chart
+        extra = arms_view(result)
+        v.facts += extra.facts
+        v.charts += extra.charts
     return v
