@@ -166,8 +166,8 @@ def gate(t: dict[str, Any], max_loss: float) -> dict[str, Any]:
 def loss_text(deployed: str, lv: dict[str, Any], max_loss: float) -> str:
     """One judged level in words: where, how much slower than the best, and the figures."""
     lo, hi = lv["interval"]
-    what = "slower than" if lv["verdict"] == "below" else "not shown within"
-    return (f"at {_users(lv['users'])} {deployed} is {what} max_loss_vs_best {max_loss:g} of the best arm "
+    what = "loses more than" if lv["verdict"] == "below" else "is not shown within"
+    return (f"at {_users(lv['users'])} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
             f"{lv['best']}: {lv['deployed_tps']:.1f} vs {lv['best_tps']:.1f} tok/s per user, ratio "
             f"{lv['ratio']:.2f} [{lo:.2f}, {hi:.2f}]")
 
