@@ -1,0 +1,66 @@
+"""Three simulator arms that differ only in speculative tokens (0, 2, 4), as a user runs them: the best arm per
+level, the schedule and each arm's figures checked against what the profile implies (``expected_user_tps``),
+the deployed arm's loss gate, and the users x arms table in the terminal, JSON, Markdown and HTML."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_specperf.sim import SimServer, load_profile, start_all
+from pytest_specperf.sim.model import expected_user_tps
+
+CASES = """
+import pytest
+
+@pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=200, max_loss_vs_best=0.05, deployed="k4")
+def test_sweep(specperf):
+    pass
+"""
+ARMS = {"off": 0, "k2": 2, "k4": 4}
+PROFILE = {"accept_dist": "geometric", "max_accept": 7}
+SPEED = 4
+LEVELS = (1, 4, 16)
+
+
+def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytester) -> None:
+    truth = {users: {name: SPEED * expected_user_tps(load_profile("batching", {**PROFILE, "num_speculative_tokens": k}),
+                                                     users, 200, 64) for name, k in ARMS.items()}
+             for users in LEVELS}
+    best = {str(u): max(t, key=lambda n: t[n]) for u, t in truth.items()}
+    assert best == {"1": "k4", "4": "k2", "16": "off"}  # the profile's known answer: the best K falls with load
+    pytester.makepyfile(test_arms=CASES)
+    out, md, html = (pytester.path / n for n in ("r.json", "s.md", "r.html"))
+    sims = {n: SimServer("batching", speed=SPEED, overrides={**PROFILE, "num_speculative_tokens": k})
+            for n, k in ARMS.items()}
+    start_all(sims.values())
+    try:
+        arms = ",".join(f"{n}={s.url}" for n, s in sims.items())
+        res = pytester.runpytest_subprocess(f"--specperf-arms={arms}", "--specperf-ab-trials=3",
+                                            "--specperf-arms-tokens=off=0,k2=2,k4=4", f"--specperf-json={out}",
+                                            f"--specperf-markdown={md}", f"--specperf-html={html}",
+                                            "-p", "no:cacheprovider")
+    finally:
+        for s in sims.values():
+            s.stop()
+    r = json.loads(out.read_text())["results"][0]
+    t = r["arms"]
+    assert t["schedule"] == best
+    assert t["num_speculative_tokens"] == {"1": 4, "4": 2, "16": 0}
+    for row in t["levels"]:
+        for name, fig in row["arms"].items():
+            assert fig["n"] == 3
+            # the steady-state truth leaves out each request's first and last steps: within 15 %
+            assert fig["decode_tps"] == pytest.approx(truth[row["users"]][name], rel=0.15), (row["users"], name)
+    # k4 is deployed: best alone, far behind at 4 and 16 users; the reason names the levels and figures
+    assert r["verdict"] == "failed"
+    assert "at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k2" in r["reason"]
+    assert "at 16 users k4 loses more than max_loss_vs_best 0.05 against the best arm off" in r["reason"]
+    assert "at 1 user" not in r["reason"]
+    res.assert_outcomes(failed=1)
+    text = res.stdout.str()
+    assert "arms of test_arms.py::test_sweep" in text and '{"1": 4, "4": 2, "16": 0}' in text
+    assert "| users | off | k2 | k4 |" in md.read_text()
+    page = html.read_text()
+    assert "per-user decode against users, one line per arm" in page
