@@ -34,7 +34,7 @@ def test_each_step_drafts_num_speculative_tokens_and_set_reaches_it() -> None:
 
 
 def test_a_bad_num_speculative_tokens_names_the_key() -> None:
-    with pytest.raises(ProfileError, match="num_speculative_tokens.*>= 0"):
+    with pytest.raises(ProfileError, match=r"num_speculative_tokens.*>= 0"):
         load_profile("batching", {"num_speculative_tokens": -1})
 
 
