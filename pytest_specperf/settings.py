@@ -38,6 +38,7 @@ class Settings:
     arms: tuple[tuple[str, str], ...] | None = None  # --specperf-arms: (name, url) in the order given
     arms_baseline: str | None = None
     arms_tokens: tuple[tuple[str, int], ...] | None = None  # speculative tokens per arm, where known
+    engine_arms: tuple[int, ...] | None = None  # --specperf-engine-arms: one local engine per K (0: none)
     markdown: Path | None = None
     bencher: Path | None = None
     compare_strict: bool = False

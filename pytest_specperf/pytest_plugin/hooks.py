@@ -41,7 +41,7 @@ from pytest_specperf.pytest_plugin.report_writer import ReportWriter
 from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
-from pytest_specperf.run.target import EndpointSession, SharedStart
+from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,6 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.arms:  # the baseline arm is the session itself; the others are sessions of their own
         config.stash[ARMS] = {name: session if u == url else EndpointSession(settings, url=u, source=source)
                               for name, u in settings.arms}
+    elif settings.engine_arms:  # one local engine per arm, each started when first measured
+        names = [arm_name(k) for k in settings.engine_arms]
+        session = EndpointSession(settings, engine_arm=settings.engine_arms[names.index(settings.arms_baseline)])
+        config.stash[ARMS] = {name: session if name == settings.arms_baseline else
+                              EndpointSession(settings, engine_arm=k) for name, k in zip(names, settings.engine_arms,
+                                                                                         strict=True)}
     session.progress = live_progress.install(config, is_worker(config))
     config.stash[SESSION] = session
     if not is_worker(config):
@@ -137,6 +143,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     s = config.stash[SETTINGS]
     if s.ab:
         target = f"A/B, A={s.ab[0]} (baseline), B={s.ab[1]} (candidate)"
+    elif s.engine_arms:
+        target = (f"local {s.engine} engine arms " + ", ".join(arm_name(k) for k in s.engine_arms)
+                  + f" (baseline {s.arms_baseline}), started on first use")
     elif s.arms:
         target = "arms " + ", ".join(f"{n}={u}" + (" (baseline)" if n == s.arms_baseline else "") for n, u in s.arms)
     elif s.endpoint:

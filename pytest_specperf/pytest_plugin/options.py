@@ -13,6 +13,7 @@ import pytest
 from pytest_specperf.compare.storage import slug
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import check_writable
+from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import STEP_SUMMARY, Settings
 
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
@@ -67,6 +68,9 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-arms-tokens",), "specperf_arms_tokens",
      "each arm's number of speculative tokens, NAME=K,... (0: no speculation); the schedule then maps batch size "
      "to num_speculative_tokens"),
+    (("--specperf-engine-arms",), "specperf_engine_arms",
+     "with --specperf-engine: start one engine per arm and run them as --specperf-arms: speculative tokens per "
+     "arm, e.g. none,2,4 (llamacpp: --spec-draft-n-max K with self-draft; vllm: num_speculative_tokens K)"),
     (("--specperf-markdown",), "specperf_markdown",
      "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
     (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
@@ -116,7 +120,9 @@ def read_settings(config: pytest.Config) -> Settings:
     inconclusive = _choice(config, "specperf_inconclusive", "warn", ("pass", "warn", "fail"))
     ab_pair = _ab(config, other_target=bool(endpoint or engine))
     trials = _ab_trials(config)
-    arms, arms_baseline, arms_tokens = _arms(config, other_target=bool(endpoint or engine or ab_pair))
+    engine_arms = _engine_arms(config, engine, other=bool(ab_pair or _raw(config, "specperf_arms")))
+    arms, arms_baseline, arms_tokens = _arms(config, other_target=bool(endpoint or engine or ab_pair),
+                                             engine_arms=engine_arms)
     compare_name = _run_name(config, "specperf_compare")
     save_name = _run_name(config, "specperf_save")
     storage = _storage(config, saving=save_name is not None)
@@ -143,6 +149,7 @@ def read_settings(config: pytest.Config) -> Settings:
         arms=arms,
         arms_baseline=arms_baseline,
         arms_tokens=arms_tokens,
+        engine_arms=engine_arms,
         markdown=markdown,
         bencher=bencher,
         compare_strict=_flag(config, "specperf_compare_strict"),
@@ -261,12 +268,37 @@ def _pairs(raw: str, flag: str, example: str) -> list[tuple[str, str]]:
     return out
 
 
-def _arms(config: pytest.Config, *, other_target: bool
+def _engine_arms(config: pytest.Config, engine: str | None, *, other: bool) -> tuple[int, ...] | None:
+    """The speculative tokens of each engine arm (0: none), or None without --specperf-engine-arms."""
+    raw = _raw(config, "specperf_engine_arms")
+    if raw is None:
+        return None
+    if engine is None or other:
+        raise ConfigError("--specperf-engine-arms starts its arms from --specperf-engine=llamacpp|vllm; give that, "
+                          "and drop --specperf-arms/--specperf-ab")
+    items = [x.strip().lower() for x in str(raw).split(",") if x.strip()]
+    if not all(x in ("none", "0") or x.isdigit() for x in items):
+        raise ConfigError(f"--specperf-engine-arms={raw!r}: each arm is none or a number of speculative tokens, "
+                          "e.g. --specperf-engine-arms=none,2,4")
+    ks = [0 if x == "none" else int(x) for x in items]
+    if len(ks) < 2 or len(set(ks)) != len(ks):
+        raise ConfigError(f"--specperf-engine-arms={raw!r} needs two or more different arms, e.g. none,2,4")
+    return tuple(ks)
+
+
+def _arms(config: pytest.Config, *, other_target: bool, engine_arms: tuple[int, ...] | None = None
           ) -> tuple[tuple[tuple[str, str], ...] | None, str | None, tuple[tuple[str, int], ...] | None]:
-    """(arms, baseline arm, speculative tokens per arm) of --specperf-arms; None when not given."""
+    """(arms, baseline arm, speculative tokens per arm) of --specperf-arms; None when not given. Engine arms
+    have no URLs yet: their baseline and tokens come from --specperf-engine-arms."""
     raw = _raw(config, "specperf_arms")
     baseline = _raw(config, "specperf_arms_baseline")
     tokens_raw = _raw(config, "specperf_arms_tokens")
+    if engine_arms is not None:
+        names = [arm_name(k) for k in engine_arms]
+        if baseline is not None and baseline not in names:
+            raise ConfigError(f"--specperf-arms-baseline={baseline!r} is not an engine arm; use one of "
+                              f"{', '.join(names)}")
+        return None, baseline or names[0], tuple(zip(names, engine_arms, strict=True))
     if raw is None:
         for given, flag in ((baseline, "--specperf-arms-baseline"), (tokens_raw, "--specperf-arms-tokens")):
             if given is not None:
