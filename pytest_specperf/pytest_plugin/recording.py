@@ -116,6 +116,10 @@ def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[dic
 
 def arms_unjudged(record: dict[str, Any], spec: CaseSpec) -> None:
     """Outside arms mode, note that ``max_loss_vs_best`` was not judged, and why."""
+    if spec.KIND == "load_sweep" and spec.repeat == "auto":
+        record.setdefault("notes", []).append(
+            "repeat='auto' not used: a load sweep adds trials per level only across arms (--specperf-arms); "
+            "it ran once")
     if getattr(spec, "max_loss_vs_best", None) is not None:
         record.setdefault("notes", []).append(
             f"max_loss_vs_best {spec.max_loss_vs_best:g} not judged: it compares arms, which needs "  # type: ignore[attr-defined]
@@ -136,6 +140,9 @@ def measure_marked(item: pytest.Item) -> None:
         auto = spec.repeat == "auto"
         if ARMS in config.stash:
             record, notes = _run_arms(item, spec, gate)
+        elif auto and spec.KIND == "load_sweep" and AB_A in config.stash:
+            raise ConfigError("repeat='auto' on a load sweep adds trials per level across arms; run the A/B pair "
+                              "as --specperf-arms=A=URL_A,B=URL_B, or give the sweep no repeat")
         elif AB_A in config.stash and auto:
             a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
             record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),

@@ -5,6 +5,7 @@ the deployed arm's loss gate, and the users x arms table in the terminal, JSON, 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -24,26 +25,35 @@ SPEED = 4
 LEVELS = (1, 4, 16)
 
 
-def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytester) -> None:
-    truth = {users: {name: SPEED * expected_user_tps(load_profile("batching", {**PROFILE, "num_speculative_tokens": k}),
-                                                     users, 200, 64) for name, k in ARMS.items()}
-             for users in LEVELS}
-    best = {str(u): max(t, key=lambda n: t[n]) for u, t in truth.items()}
-    assert best == {"1": "k4", "4": "k2", "16": "off"}  # the profile's known answer: the best K falls with load
-    pytester.makepyfile(test_arms=CASES)
-    out, md, html = (pytester.path / n for n in ("r.json", "s.md", "r.html"))
+@pytest.fixture(scope="module")
+def arm_urls() -> Iterator[str]:
+    """The three simulator arms, as --specperf-arms gives them."""
     sims = {n: SimServer("batching", speed=SPEED, overrides={**PROFILE, "num_speculative_tokens": k})
             for n, k in ARMS.items()}
     start_all(sims.values())
     try:
-        arms = ",".join(f"{n}={s.url}" for n, s in sims.items())
-        res = pytester.runpytest_subprocess(f"--specperf-arms={arms}", "--specperf-ab-trials=3",
-                                            "--specperf-arms-tokens=off=0,k2=2,k4=4", f"--specperf-json={out}",
-                                            f"--specperf-markdown={md}", f"--specperf-html={html}",
-                                            "-p", "no:cacheprovider")
+        yield ",".join(f"{n}={s.url}" for n, s in sims.items())
     finally:
         for s in sims.values():
             s.stop()
+
+
+def _truth() -> dict[int, dict[str, float]]:
+    return {users: {name: SPEED * expected_user_tps(load_profile("batching", {**PROFILE, "num_speculative_tokens": k}),
+                                                    users, 200, 64) for name, k in ARMS.items()}
+            for users in LEVELS}
+
+
+def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytester, arm_urls: str) -> None:
+    truth = _truth()
+    best = {str(u): max(t, key=lambda n: t[n]) for u, t in truth.items()}
+    assert best == {"1": "k4", "4": "k2", "16": "off"}  # the profile's known answer: the best K falls with load
+    pytester.makepyfile(test_arms=CASES)
+    out, md, html = (pytester.path / n for n in ("r.json", "s.md", "r.html"))
+    res = pytester.runpytest_subprocess(f"--specperf-arms={arm_urls}", "--specperf-ab-trials=3",
+                                        "--specperf-arms-tokens=off=0,k2=2,k4=4", f"--specperf-json={out}",
+                                        f"--specperf-markdown={md}", f"--specperf-html={html}",
+                                        "-p", "no:cacheprovider")
     r = json.loads(out.read_text())["results"][0]
     t = r["arms"]
     assert t["schedule"] == best
@@ -64,3 +74,25 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert "| users | off | k2 | k4 |" in md.read_text()
     page = html.read_text()
     assert "per-user decode against users, one line per arm" in page
+
+
+AUTO = """
+import pytest
+
+@pytest.mark.load_sweep(concurrency=[4, 16], tokens=64, ctx=200, repeat="auto", max_repeat=6)
+def test_auto(specperf):
+    pass
+"""
+
+
+def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester, arm_urls: str) -> None:
+    # The best arm leads by 40 % or more at both levels: decided at the first look, three trials per arm.
+    pytester.makepyfile(test_auto=AUTO)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(f"--specperf-arms={arm_urls}", f"--specperf-json={out}",
+                                        "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    t = json.loads(out.read_text())["results"][0]["arms"]
+    assert t["trials"] == {"off": 3, "k2": 3, "k4": 3}
+    assert t["schedule"] == {"4": "k2", "16": "off"}
+    assert all(row["decided"] for row in t["levels"])
