@@ -18,6 +18,10 @@ import pytest
 @pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=200, max_loss_vs_best=0.05, deployed="k4")
 def test_sweep(specperf):
     pass
+
+@pytest.mark.sustained(concurrency=4, tokens=64, ctx=200, max_loss_vs_best=0.05, deployed="k2")
+def test_four_users(specperf):
+    pass
 """
 ARMS = {"off": 0, "k2": 2, "k4": 4}
 PROFILE = {"accept_dist": "geometric", "max_accept": 7}
@@ -54,7 +58,12 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
                                         "--specperf-arms-tokens=off=0,k2=2,k4=4", f"--specperf-json={out}",
                                         f"--specperf-markdown={md}", f"--specperf-html={html}",
                                         "-p", "no:cacheprovider")
-    r = json.loads(out.read_text())["results"][0]
+    results = {x["nodeid"].split("::")[-1]: x for x in json.loads(out.read_text())["results"]}
+    # sustained(concurrency=4) is one level: k2 is the best there and deployed, so the gate holds
+    four = results["test_four_users"]
+    assert four["verdict"] == "passed" and four["arms"]["schedule"] == {"4": "k2"}
+    assert four["arms"]["gate"]["levels"][0]["verdict"] == "holds"
+    r = results["test_sweep"]
     t = r["arms"]
     assert t["schedule"] == best
     assert t["num_speculative_tokens"] == {"1": 4, "4": 2, "16": 0}
@@ -68,7 +77,7 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert "at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k2" in r["reason"]
     assert "at 16 users k4 loses more than max_loss_vs_best 0.05 against the best arm off" in r["reason"]
     assert "at 1 user" not in r["reason"]
-    res.assert_outcomes(failed=1)
+    res.assert_outcomes(failed=1, passed=1)
     text = res.stdout.str()
     assert "arms of test_arms.py::test_sweep" in text and '{"1": 4, "4": 2, "16": 0}' in text
     assert "| users | off | k2 | k4 |" in md.read_text()

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
@@ -148,3 +149,27 @@ def test_auto_picks_right_on_close_arms_with_fewer_trials_than_a_fixed_design_th
         trials.append(np.mean(list(row["arms"]["trials"].values())))
     assert wrong <= 1, wrong
     assert 3 <= float(np.mean(trials)) < 10, np.mean(trials)
+
+
+def test_ab_is_the_two_arm_case_its_arms_table_agrees_with_the_crossover() -> None:
+    rng = np.random.default_rng(4)
+    truth = {"A": {4: 50.0, 8: 40.0}, "B": {4: 70.0, 8: 33.0}}
+    results = _arms(rng, truth, 5)
+    by_arm = {"A": iter(results["A"]), "B": iter(results["B"])}
+
+    def result(arm: str) -> Any:
+        r = {**next(by_arm[arm]), "endpoint": arm, "decode_tps": 1.0, "verdict": "passed", "nodeid": "t",
+             "min_speedup": None}
+        return SimpleNamespace(as_dict=lambda: r)
+
+    summary, _ = gating.run_ab(lambda: result("A"), lambda: result("B"), 5, gating.Gate())
+    t, cross = summary["arms"], summary["crossover"]
+    assert t["names"] == ["A", "B"] and t["schedule"] == {"4": "B", "8": "A"}
+    for row, lv in zip(t["levels"], cross["levels"], strict=True):
+        other = "A" if row["best"] == "B" else "B"
+        vs = row["vs_best"][other]
+        # one comparison: no Bonferroni share, the same Welch interval as B's speedup over A (or its inverse)
+        expect = lv["speedup"] if other == "B" else 1 / lv["speedup"]
+        assert vs["ratio"] == pytest.approx(expect)
+        lo, hi = lv["interval"] if other == "B" else (1 / lv["interval"][1], 1 / lv["interval"][0])
+        assert vs["interval"] == pytest.approx([lo, hi])
