@@ -235,6 +235,11 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
             if not open_levels:
                 break
     row = aggregate(results[deployed or baseline])
+    if auto and row.get("kind") == "load_sweep":
+        # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
+        row["concurrency"] = arms_table.levels_of(results[deployed or baseline])
+        row["levels"] = sorted(row.get("levels") or [], key=lambda lv: lv.get("concurrency") or 0)
+        row["decode_tps"] = row["levels"][-1].get("decode_tps") if row["levels"] else row.get("decode_tps")
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
     t["endpoints"] = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}
     if row.get("kind") in KIND_METRICS:  # open-loop kinds have no per-user decode per level to rank arms by

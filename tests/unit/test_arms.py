@@ -26,7 +26,7 @@ def _trial(rng: np.random.Generator, rates: dict[int, float], between: float = 0
     for users, rate in rates.items():
         tps = rate * np.exp(rng.normal(0, between) + rng.normal(0, within, users_per_level))
         levels.append({"concurrency": users, "streams": [{"decode_tps": float(v)} for v in tps],
-                       "total_tps": float(rate * users)})
+                       "decode_tps": float(np.median(tps)), "total_tps": float(rate * users)})
     return {"kind": "load_sweep", "concurrency": list(rates), "levels": levels}
 
 
@@ -123,6 +123,9 @@ def test_auto_stops_measuring_a_level_once_its_best_arm_is_decided() -> None:
     assert by_level[8]["off"] > 3 and by_level[8]["off"] == by_level[8]["k2"]
     assert all(levels == [8] for _, levels in calls[9:])  # after the first look only the open level runs
     assert t["schedule"]["1"] == "k4"
+    # the row speaks for every level though later trials swept 8 users only
+    assert row["concurrency"] == [1, 8] and [lv["concurrency"] for lv in row["levels"]] == [1, 8]
+    assert row["decode_tps"] == row["levels"][-1]["decode_tps"]
 
 
 def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
@@ -173,3 +176,18 @@ def test_ab_is_the_two_arm_case_its_arms_table_agrees_with_the_crossover() -> No
         assert vs["ratio"] == pytest.approx(expect)
         lo, hi = lv["interval"] if other == "B" else (1 / lv["interval"][1], 1 / lv["interval"][0])
         assert vs["interval"] == pytest.approx([lo, hi])
+
+
+def test_engine_arm_arguments_come_last_so_they_win_over_the_preset() -> None:
+    import json
+
+    from pytest_specperf.run.target import arm_name, engine_arm_args
+
+    assert [arm_name(k) for k in (0, 2)] == ["none", "k2"]
+    assert engine_arm_args("llamacpp", None, "ngram", ("-t", "1")) == ("ngram", ["-t", "1"])
+    assert engine_arm_args("llamacpp", 0, "ngram", ()) == ("none", [])
+    preset, args = engine_arm_args("llamacpp", 3, "ngram", ("--parallel", "2"))
+    assert preset == "self-draft" and args[:2] == ["--parallel", "2"] and args[2:4] == ["--spec-draft-n-max", "3"]
+    preset, args = engine_arm_args("vllm", 5, "none", ())
+    assert preset == "ngram" and args[0] == "--speculative-config"
+    assert json.loads(args[1])["num_speculative_tokens"] == 5
