@@ -257,7 +257,8 @@ def markdown_lines(result: dict[str, Any]) -> list[str]:
                "**best** in bold, ~ tied with it", "",
            "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
     for row, cells in zip(t["levels"], rows, strict=True):
-        shown = [f"**{c}**" if i > 0 and i <= len(t["names"]) and t["names"][i - 1] == row["best"] else c
-                 for i, c in enumerate(cells)]
+        # the best in bold instead of its " *": "** *" would read as emphasis markers
+        shown = [f"**{c.removesuffix(' *')}**" if 0 < i <= len(t["names"]) and t["names"][i - 1] == row["best"]
+                 else c for i, c in enumerate(cells)]
         out.append("| " + " | ".join(shown) + " |")
     return [*out, "", t["text"]]

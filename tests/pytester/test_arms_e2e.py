@@ -83,6 +83,7 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert "| users | off | k2 | k4 |" in md.read_text()
     page = html.read_text()
     assert "per-user decode against users, one line per arm" in page
+    assert all(f"{n} http://127.0.0.1:" in page for n in ARMS)  # the header names every arm's endpoint
 
 
 AUTO = """
