@@ -54,3 +54,10 @@ def test_sweep(specperf):
     assert res.ret != 0
     assert "load_sweep(): " + ("max_loss_vs_best must be a fraction" if "loss" in bad else "deployed must be") \
         in res.stdout.str()
+
+
+def test_the_ini_twin_is_read_and_checked_alike(pytester: pytest.Pytester) -> None:
+    pytester.makeini(f"[pytest]\nspecperf_arms = solo={A}\n")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--specperf-arms='solo=" in res.stderr.str() and "needs two or more arms" in res.stderr.str()
