@@ -17,7 +17,7 @@ from pytest_specperf.run.target import engine_arm_args
 CASES = """
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[1, 2], tokens=32, ctx=64)
+@pytest.mark.load_sweep(concurrency=[1, 2], tokens=16, ctx=64)
 def test_sweep(specperf):
     pass
 """
@@ -32,7 +32,7 @@ def test_an_engine_arm_drafts_its_number_of_tokens_by_the_servers_own_counters(l
     binary, model = llama_engine
     preset, args = engine_arm_args("llamacpp", k, "ngram", THREAD_ARGS)
     with LlamaServer(model, preset=preset, binary=binary, ctx_size=1024, extra_args=args) as srv:
-        body = {"prompt": "Once upon a time", "max_tokens": 32, "ignore_eos": True, "temperature": 0}
+        body = {"prompt": "Once upon a time", "max_tokens": 24, "ignore_eos": True, "temperature": 0}
         httpx.post(f"{srv.url}/v1/completions", json=body, timeout=300).raise_for_status()
         text = httpx.get(f"{srv.url}/metrics", timeout=30).text
     drafts = _counter(text, "llamacpp:spec_decode_num_drafts_total")

@@ -28,7 +28,7 @@ A, B = "http://127.0.0.1:9", "http://127.0.0.1:10"  # never reached: each run st
     (["--specperf-engine=llamacpp", "--specperf-engine-arms=none,none"], "two or more different arms"),
 ])
 def test_a_bad_arms_option_is_a_one_line_usage_error(pytester: pytest.Pytester, args: list[str], message: str) -> None:
-    res = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    res = pytester.runpytest(*args, "-p", "no:cacheprovider")  # in process: a usage error starts nothing
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in res.stderr.lines if line.startswith("ERROR:")]
     assert len(errors) == 1 and message in errors[0], res.stderr.str()
