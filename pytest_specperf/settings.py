@@ -34,7 +34,11 @@ class Settings:
     max_regression: float = 0.05
     inconclusive: str = "warn"
     ab: tuple[str, str] | None = None
-    ab_trials: int = 5
+    ab_trials: int = 5  # trials per arm, A/B and arms alike
+    arms: tuple[tuple[str, str], ...] | None = None  # --specperf-arms: (name, url) in the order given
+    arms_baseline: str | None = None
+    arms_tokens: tuple[tuple[str, int], ...] | None = None  # speculative tokens per arm, where known
+    engine_arms: tuple[int, ...] | None = None  # --specperf-engine-arms: one local engine per K (0: none)
     markdown: Path | None = None
     bencher: Path | None = None
     compare_strict: bool = False

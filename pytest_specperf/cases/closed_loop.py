@@ -26,11 +26,14 @@ class SustainedSpec(CaseSpec):
     concurrency: int = 1  # streams at once (users); > 1 makes it a load case
     ramp_s: float = 0.0  # starts spread evenly over this many seconds (0: all together)
     min_total_tps: float | None = None  # floor on aggregate output tok/s while all streams decode
+    max_loss_vs_best: float | None = None  # --specperf-arms: the deployed arm at most this much slower than the best
+    deployed: str | None = None  # --specperf-arms: the arm that is deployed (default the baseline arm)
 
     def validate(self) -> None:
         super().validate()
         k = self.KIND
         validate_load(self, k)
+        validate_arms(self, k)
         check(self.concurrency == 1 or (self.repeat == 1 and self.max_burst_gap is None), k,
                f"concurrency={self.concurrency} runs its streams at once: drop repeat and max_burst_gap "
                "(they measure one stream at a time)")
@@ -102,6 +105,8 @@ class LoadSweepSpec(CaseSpec):
     min_tps: Any = None  # type: ignore[assignment]
     min_total_tps: Any = None
     min_speedup: float | None = None  # A/B: B's per-user decode / A's at every level must reach this
+    max_loss_vs_best: float | None = None  # --specperf-arms: the deployed arm at most this much slower than the best
+    deployed: str | None = None  # --specperf-arms: the arm that is deployed (default the baseline arm)
 
     def validate(self) -> None:
         k = self.KIND
@@ -123,8 +128,9 @@ class LoadSweepSpec(CaseSpec):
             check(all(v is None or (is_number(v) and v > 0) for v in values), k,
                    f"{name} must be a positive number of tokens/s or a mapping {{level: tokens/s}}, got {floors!r}")
         CaseSpec.validate(dataclasses.replace(self, min_tps=None))  # the shared keywords; floors checked above
-        check(self.repeat == 1, k, f"repeat={self.repeat}: a load sweep runs each level once; drop repeat "
-               "(in A/B, --specperf-ab-trials sets the trials per arm)")
+        check(self.repeat in (1, "auto"), k, f"repeat={self.repeat}: a load sweep runs each level once; drop "
+               "repeat (in A/B and arms mode, --specperf-ab-trials sets the trials per arm, or repeat='auto')")
+        validate_arms(self, k)
         check(isinstance(self.tokens, int) and self.tokens >= 16, k,
                f"tokens must be an integer >= 16, got {self.tokens!r}")
         check(is_number(self.ramp_s) and self.ramp_s >= 0, k,
@@ -175,3 +181,13 @@ def validate_load(spec: Any, k: str) -> None:
            f"min_total_tps must be a positive number of tokens/s (aggregate over all streams), got {v!r}")
 
 
+
+
+def validate_arms(spec: Any, k: str) -> None:
+    """``max_loss_vs_best`` and ``deployed``: the arms gate's keywords (whether ``deployed`` names an arm is
+    checked when the arms are known)."""
+    loss = spec.max_loss_vs_best
+    check(loss is None or (is_number(loss) and 0 < loss < 1), k,
+          f"max_loss_vs_best must be a fraction in (0, 1), e.g. 0.05, got {loss!r}")
+    check(spec.deployed is None or (isinstance(spec.deployed, str) and spec.deployed.strip() != ""), k,
+          f"deployed must be the name of an arm of --specperf-arms, got {spec.deployed!r}")

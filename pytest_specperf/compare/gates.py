@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from pytest_specperf.cases.results import Result
+from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import CaseComparison, Comparison
@@ -144,9 +145,7 @@ def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparis
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
            max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
     """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
-    arms: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
-    for arm in compare.ab_order(trials):
-        arms[arm].append((measure_a if arm == "A" else measure_b)().as_dict())
+    arms = arms_table.measure({"A": lambda: measure_a().as_dict(), "B": lambda: measure_b().as_dict()}, trials)
     a, b = per_trial(arms["A"]), per_trial(arms["B"])
     ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
@@ -202,8 +201,53 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
             "per-level comparisons are shown, not gated")
     if summary.get("kind") == "load_sweep":
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
+        summary["arms"] = arms_table.table(arms, baseline="A", deployed="B")  # the two-arm case, shown as N arms
     categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
     return summary, warnings
+
+
+#: One trial of one arm: ``(arm name, levels)`` -> its result; ``levels`` None runs the case as written, else
+#: a load sweep over only those levels (repeat="auto" stops measuring a level once its best arm is decided).
+ArmMeasure = Callable[[str, "list[int] | None"], Result]
+
+
+def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, baseline: str,
+             deployed: str | None = None, max_loss: float | None = None, tokens: dict[str, int] | None = None,
+             auto: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """Measure every arm interleaved (``trials`` each; with ``auto`` rounds until every level's best arm is
+    decided, ``trials`` at most) and judge the deployed arm against the best; returns its row and warnings.
+
+    The case's row is the deployed arm's (the baseline's when none is named), every trial combined; the arms
+    comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
+    """
+    if not auto:
+        results = arms_table.measure({n: (lambda n=n: measure(n, None).as_dict()) for n in names}, trials)
+    else:
+        results = {n: [] for n in names}
+        open_levels: list[int] | None = None
+        for round_ in range(trials):
+            for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
+                results[n].append(measure(n, open_levels).as_dict())
+            if round_ + 1 < sequential.MIN_TRIALS:
+                continue
+            t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss)
+            done = set(arms_table.decided(t))
+            open_levels = [row["users"] for row in t["levels"] if row["users"] not in done]
+            if not open_levels:
+                break
+    row = aggregate(results[deployed or baseline])
+    if auto and row.get("kind") == "load_sweep":
+        # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
+        row["concurrency"] = arms_table.levels_of(results[deployed or baseline])
+        row["levels"] = sorted(row.get("levels") or [], key=lambda lv: lv.get("concurrency") or 0)
+        row["decode_tps"] = row["levels"][-1].get("decode_tps") if row["levels"] else row.get("decode_tps")
+    t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
+    t["endpoints"] = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}
+    if row.get("kind") in KIND_METRICS:  # open-loop kinds have no per-user decode per level to rank arms by
+        row["arms"] = {**t, "levels": []}
+        row.setdefault("notes", []).append("arms measured; open-loop cases are not ranked per level")
+        return row, []
+    return row, arms_table.apply(row, t, gate.inconclusive)
 
 
 #: Scalar figures an A/B row shows as the median over an arm's trials.

@@ -545,11 +545,17 @@ def compare_ab(results_a: Iterable[dict[str, Any]], results_b: Iterable[dict[str
                         noise_floor=noise_floor, decide_at=decide_at, against="A")
 
 
-def ab_order(n: int) -> list[str]:
-    """ABBA interleaving with ``n`` trials per arm: pairs AB, BA, AB, ... so drift over the session cancels."""
+def arm_order(names: Sequence[str], n: int) -> list[str]:
+    """Interleaving of any number of arms, ``n`` trials each: rounds forward then backward (ABC CBA ABC ...), so
+    a drift over the session hits every arm alike; with two arms it is ABBA."""
     if n < 0:
         raise ValueError("n must be >= 0")
-    return [x for i in range(n) for x in (("A", "B") if i % 2 == 0 else ("B", "A"))]
+    return [x for i in range(n) for x in (list(names) if i % 2 == 0 else list(reversed(names)))]
+
+
+def ab_order(n: int) -> list[str]:
+    """ABBA interleaving with ``n`` trials per arm: A/B is the two-arm case of ``arm_order``."""
+    return arm_order(("A", "B"), n)
 
 
 def gate(comparisons: Iterable[CaseComparison], inconclusive: str = "warn"

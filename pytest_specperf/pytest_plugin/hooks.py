@@ -22,6 +22,7 @@ from pytest_specperf.pytest_plugin import html_extras, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
 from pytest_specperf.pytest_plugin.keys import (
     AB_A,
+    ARMS,
     BASELINE,
     BASELINE_RUN,
     DIRECT_ERROR,
@@ -40,7 +41,7 @@ from pytest_specperf.pytest_plugin.report_writer import ReportWriter
 from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
-from pytest_specperf.run.target import EndpointSession, SharedStart
+from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,9 +71,20 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.ab:
         config.stash[AB_A] = EndpointSession(settings, url=settings.ab[0], source="--specperf-ab")
         url, source = settings.ab[1], "--specperf-ab"
+    if settings.arms:
+        url, source = dict(settings.arms)[settings.arms_baseline or settings.arms[0][0]], "--specperf-arms"
     if settings.compare is not None:
         config.stash[BASELINE] = _load_baseline(config, settings)
     session = EndpointSession(settings, url=url, model=model, source=source, shared=shared)
+    if settings.arms:  # the baseline arm is the session itself; the others are sessions of their own
+        config.stash[ARMS] = {name: session if u == url else EndpointSession(settings, url=u, source=source)
+                              for name, u in settings.arms}
+    elif settings.engine_arms:  # one local engine per arm, each started when first measured
+        names = [arm_name(k) for k in settings.engine_arms]
+        session = EndpointSession(settings, engine_arm=settings.engine_arms[names.index(settings.arms_baseline)])
+        config.stash[ARMS] = {name: session if name == settings.arms_baseline else
+                              EndpointSession(settings, engine_arm=k) for name, k in zip(names, settings.engine_arms,
+                                                                                         strict=True)}
     session.progress = live_progress.install(config, is_worker(config))
     config.stash[SESSION] = session
     if not is_worker(config):
@@ -106,6 +118,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         session = config.stash.get(key, None)
         if session is not None:
             session.close()
+    for arm in config.stash.get(ARMS, {}).values():
+        if arm is not config.stash.get(SESSION, None):
+            arm.close()
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
@@ -128,6 +143,11 @@ def pytest_report_header(config: pytest.Config) -> str:
     s = config.stash[SETTINGS]
     if s.ab:
         target = f"A/B, A={s.ab[0]} (baseline), B={s.ab[1]} (candidate)"
+    elif s.engine_arms:
+        target = (f"local {s.engine} engine arms " + ", ".join(arm_name(k) for k in s.engine_arms)
+                  + f" (baseline {s.arms_baseline}), started on first use")
+    elif s.arms:
+        target = "arms " + ", ".join(f"{n}={u}" + (" (baseline)" if n == s.arms_baseline else "") for n, u in s.arms)
     elif s.endpoint:
         target = s.endpoint
     elif s.engine:

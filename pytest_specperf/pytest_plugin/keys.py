@@ -15,6 +15,7 @@ from pytest_specperf.settings import Settings
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
 AB_A = pytest.StashKey[EndpointSession]()  # --specperf-ab: SESSION is B (the candidate), this is A
+ARMS = pytest.StashKey[dict[str, EndpointSession]]()  # --specperf-arms: name -> session; SESSION is the baseline's
 BASELINE = pytest.StashKey[list[dict[str, Any]]]()
 BASELINE_RUN = pytest.StashKey[storage.Run]()
 BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run

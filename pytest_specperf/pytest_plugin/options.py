@@ -14,6 +14,7 @@ from pytest_specperf.compare.storage import slug
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import check_writable
 from pytest_specperf.prompts.files import BUILTIN_PREFIX, load_prompts
+from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import STEP_SUMMARY, Settings
 
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
@@ -59,7 +60,18 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
      "what a comparison too noisy to decide does: pass, warn (default) or fail"),
     (("--specperf-ab",), "specperf_ab",
      "A/B in one run: URL_A,URL_B; every case runs on both, interleaved ABBA, and B is judged against A"),
-    (("--specperf-ab-trials",), "specperf_ab_trials", "trials per arm in A/B mode (default 5)"),
+    (("--specperf-ab-trials",), "specperf_ab_trials", "trials per arm in A/B and arms mode (default 5)"),
+    (("--specperf-arms",), "specperf_arms",
+     "N named arms in one run: NAME=URL,NAME=URL,...; every case runs on each, interleaved (ABC CBA ...), and "
+     "load cases get the best arm per level and a schedule"),
+    (("--specperf-arms-baseline",), "specperf_arms_baseline",
+     "the baseline arm of --specperf-arms (default the first); cases without deployed= judge this arm"),
+    (("--specperf-arms-tokens",), "specperf_arms_tokens",
+     "each arm's number of speculative tokens, NAME=K,... (0: no speculation); the schedule then maps batch size "
+     "to num_speculative_tokens"),
+    (("--specperf-engine-arms",), "specperf_engine_arms",
+     "with --specperf-engine: start one engine per arm and run them as --specperf-arms: speculative tokens per "
+     "arm, e.g. none,2,4 (llamacpp: --spec-draft-n-max K with self-draft; vllm: num_speculative_tokens K)"),
     (("--specperf-markdown",), "specperf_markdown",
      "write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when that is set)"),
     (("--specperf-bencher",), "specperf_bencher", "write the results in Bencher Metric Format (JSON) here"),
@@ -112,6 +124,9 @@ def read_settings(config: pytest.Config) -> Settings:
     inconclusive = _choice(config, "specperf_inconclusive", "warn", ("pass", "warn", "fail"))
     ab_pair = _ab(config, other_target=bool(endpoint or engine))
     trials = _ab_trials(config)
+    engine_arms = _engine_arms(config, engine, other=bool(ab_pair or _raw(config, "specperf_arms")))
+    arms, arms_baseline, arms_tokens = _arms(config, other_target=bool(endpoint or engine or ab_pair),
+                                             engine_arms=engine_arms)
     compare_name = _run_name(config, "specperf_compare")
     save_name = _run_name(config, "specperf_save")
     storage = _storage(config, saving=save_name is not None)
@@ -135,6 +150,10 @@ def read_settings(config: pytest.Config) -> Settings:
         inconclusive=inconclusive,
         ab=ab_pair,
         ab_trials=trials,
+        arms=arms,
+        arms_baseline=arms_baseline,
+        arms_tokens=arms_tokens,
+        engine_arms=engine_arms,
         markdown=markdown,
         bencher=bencher,
         compare_strict=_flag(config, "specperf_compare_strict"),
@@ -257,6 +276,82 @@ def _ab(config: pytest.Config, *, other_target: bool) -> tuple[str, str] | None:
         raise ConfigError(f"--specperf-ab names {parts[0]} twice; A and B must be two different servers "
                           "(to judge one server against a saved run, use --specperf-compare)")
     return (parts[0], parts[1])
+
+
+def _pairs(raw: str, flag: str, example: str) -> list[tuple[str, str]]:
+    """``NAME=VALUE,NAME=VALUE`` into pairs; a name given twice or an item without ``=`` is a usage error."""
+    out: list[tuple[str, str]] = []
+    for item in (x.strip() for x in raw.split(",") if x.strip()):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not value.strip():
+            raise ConfigError(f"{flag}: {item!r} is not NAME=VALUE; give e.g. {flag}={example}")
+        if name in (n for n, _ in out):
+            raise ConfigError(f"{flag} names the arm {name!r} twice; give every arm its own name")
+        out.append((name, value.strip()))
+    return out
+
+
+def _engine_arms(config: pytest.Config, engine: str | None, *, other: bool) -> tuple[int, ...] | None:
+    """The speculative tokens of each engine arm (0: none), or None without --specperf-engine-arms."""
+    raw = _raw(config, "specperf_engine_arms")
+    if raw is None:
+        return None
+    if engine is None or other:
+        raise ConfigError("--specperf-engine-arms starts its arms from --specperf-engine=llamacpp|vllm; give that, "
+                          "and drop --specperf-arms/--specperf-ab")
+    items = [x.strip().lower() for x in str(raw).split(",") if x.strip()]
+    if not all(x in ("none", "0") or x.isdigit() for x in items):
+        raise ConfigError(f"--specperf-engine-arms={raw!r}: each arm is none or a number of speculative tokens, "
+                          "e.g. --specperf-engine-arms=none,2,4")
+    ks = [0 if x == "none" else int(x) for x in items]
+    if len(ks) < 2 or len(set(ks)) != len(ks):
+        raise ConfigError(f"--specperf-engine-arms={raw!r} needs two or more different arms, e.g. none,2,4")
+    return tuple(ks)
+
+
+def _arms(config: pytest.Config, *, other_target: bool, engine_arms: tuple[int, ...] | None = None
+          ) -> tuple[tuple[tuple[str, str], ...] | None, str | None, tuple[tuple[str, int], ...] | None]:
+    """(arms, baseline arm, speculative tokens per arm) of --specperf-arms; None when not given. Engine arms
+    have no URLs yet: their baseline and tokens come from --specperf-engine-arms."""
+    raw = _raw(config, "specperf_arms")
+    baseline = _raw(config, "specperf_arms_baseline")
+    tokens_raw = _raw(config, "specperf_arms_tokens")
+    if engine_arms is not None:
+        names = [arm_name(k) for k in engine_arms]
+        if baseline is not None and baseline not in names:
+            raise ConfigError(f"--specperf-arms-baseline={baseline!r} is not an engine arm; use one of "
+                              f"{', '.join(names)}")
+        return None, baseline or names[0], tuple(zip(names, engine_arms, strict=True))
+    if raw is None:
+        for given, flag in ((baseline, "--specperf-arms-baseline"), (tokens_raw, "--specperf-arms-tokens")):
+            if given is not None:
+                raise ConfigError(f"{flag} needs --specperf-arms=NAME=URL,...; add it or drop {flag}")
+        return None, None, None
+    example = "off=http://a:8000,k2=http://b:8000,k4=http://c:8000"
+    arms = [(n, _check_url(u, "--specperf-arms")) for n, u in _pairs(str(raw), "--specperf-arms", example)]
+    if len(arms) < 2:
+        raise ConfigError(f"--specperf-arms={raw!r} needs two or more arms, e.g. --specperf-arms={example}")
+    if other_target:
+        raise ConfigError("--specperf-arms measures its own endpoints; drop --endpoint/--specperf-engine/--specperf-ab")
+    urls = [u for _, u in arms]
+    twice = next((u for u in urls if urls.count(u) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"--specperf-arms names {twice} for two arms; every arm must be its own server")
+    names = [n for n, _ in arms]
+    if baseline is not None and baseline not in names:
+        raise ConfigError(f"--specperf-arms-baseline={baseline!r} is not an arm; use one of {', '.join(names)}")
+    tokens = None
+    if tokens_raw is not None:
+        parsed = _pairs(str(tokens_raw), "--specperf-arms-tokens", "off=0,k2=2,k4=4")
+        bad = next((n for n, _ in parsed if n not in names), None)
+        if bad is not None:
+            raise ConfigError(f"--specperf-arms-tokens names {bad!r}, which is not an arm; use {', '.join(names)}")
+        if not all(v.isdigit() for _, v in parsed):
+            raise ConfigError(f"--specperf-arms-tokens={tokens_raw!r}: each K must be a whole number >= 0 "
+                              "(0: no speculation)")
+        tokens = tuple((n, int(v)) for n, v in parsed)
+    return tuple(arms), baseline or names[0], tokens
 
 
 def _ab_trials(config: pytest.Config) -> int:

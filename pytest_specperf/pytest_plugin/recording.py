@@ -15,6 +15,7 @@ from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import (
     AB_A,
+    ARMS,
     BASELINE,
     BASELINE_DIFFS,
     BASELINE_RUN,
@@ -91,6 +92,40 @@ def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate
     return None
 
 
+def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[dict[str, Any], list[str]]:
+    """Every arm of --specperf-arms, interleaved; the deployed arm judged against the best per level."""
+    config = item.config
+    sessions, settings = config.stash[ARMS], config.stash[SETTINGS]
+    names = list(sessions)
+    deployed = getattr(spec, "deployed", None)
+    if deployed is not None and deployed not in sessions:
+        raise ConfigError(f"deployed={deployed!r} is not an arm of --specperf-arms; name one of {', '.join(names)}")
+    auto = spec.repeat == "auto"
+    one = dataclasses.replace(spec, repeat=1, max_repeat=None) if auto else spec  # a trial per round
+
+    def measure(name: str, levels: list[int] | None) -> Any:
+        case = one if levels is None or not hasattr(one, "level") else dataclasses.replace(
+            one, concurrency=tuple(levels))  # a sweep over the levels still undecided
+        return sessions[name].runner.run(case, item.nodeid)
+
+    trials = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else settings.ab_trials
+    return gating.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
+                           deployed=deployed, max_loss=getattr(spec, "max_loss_vs_best", None),
+                           tokens=dict(settings.arms_tokens or ()) or None, auto=auto)
+
+
+def arms_unjudged(record: dict[str, Any], spec: CaseSpec) -> None:
+    """Outside arms mode, note that ``max_loss_vs_best`` was not judged, and why."""
+    if spec.KIND == "load_sweep" and spec.repeat == "auto":
+        record.setdefault("notes", []).append(
+            "repeat='auto' not used: a load sweep adds trials per level only across arms (--specperf-arms); "
+            "it ran once")
+    if getattr(spec, "max_loss_vs_best", None) is not None:
+        record.setdefault("notes", []).append(
+            f"max_loss_vs_best {spec.max_loss_vs_best:g} not judged: it compares arms, which needs "  # type: ignore[attr-defined]
+            "--specperf-arms=NAME=URL,...")
+
+
 def measure_marked(item: pytest.Item) -> None:
     """Measure the item's marker case once; a run that cannot measure becomes a one-line setup error."""
     spec = item.stash.get(SPEC, None)
@@ -103,7 +138,12 @@ def measure_marked(item: pytest.Item) -> None:
     notes: list[str] = []
     try:
         auto = spec.repeat == "auto"
-        if AB_A in config.stash and auto:
+        if ARMS in config.stash:
+            record, notes = _run_arms(item, spec, gate)
+        elif auto and spec.KIND == "load_sweep" and AB_A in config.stash:
+            raise ConfigError("repeat='auto' on a load sweep adds trials per level across arms; run the A/B pair "
+                              "as --specperf-arms=A=URL_A,B=URL_B, or give the sweep no repeat")
+        elif AB_A in config.stash and auto:
             a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
             record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
                                                lambda: session.runner.run(one, item.nodeid),
@@ -119,6 +159,7 @@ def measure_marked(item: pytest.Item) -> None:
             record = result.as_dict()
             record["nodeid"] = item.nodeid
             crossover.unjudged(record)
+            arms_unjudged(record, spec)
             if auto and BASELINE not in config.stash and settings.save is not None:
                 notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
             if BASELINE in config.stash:

@@ -56,6 +56,10 @@ def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[
     ab = next((r["ab"] for r in results if isinstance(r.get("ab"), dict)), None)
     if ab:  # an A/B run measured two endpoints: name both
         endpoint = f"A {ab.get('a_endpoint', '-')} (baseline), B {ab.get('b_endpoint', '-')} (candidate)"
+    arms = next((r["arms"] for r in results if isinstance(r.get("arms"), dict) and r["arms"].get("endpoints")), None)
+    if arms and not ab:  # an arms run measured one endpoint per arm: name each
+        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")
+                             for n, u in arms["endpoints"].items())
     return [
         ("endpoint", endpoint),
         ("model", str(meta.get("model") or first.get("model") or "-")),

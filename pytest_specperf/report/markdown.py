@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.compare import arms
 from pytest_specperf.compare.trials import CaseComparison, case_key, sub_cases
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
@@ -107,6 +108,7 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
+    lines += [line for r in results for line in arms.markdown_lines(r)]
     return "\n".join(lines + _plot_links(results, plots)) + "\n"
 
 

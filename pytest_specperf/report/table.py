@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pytest_specperf.compare import arms
 from pytest_specperf.run.load import knee_text
 
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
@@ -380,4 +381,5 @@ def summary(results: Iterable[dict[str, Any]]) -> list[str]:
     """The terminal section: failures and errors first with their reasons, then the table."""
     results = list(results)
     first = diagnosis(results)
-    return [*first, *([""] if first else []), *table(results)]
+    grids = [line for r in results for line in ["", *arms.text_lines(r)] if arms.text_lines(r)]
+    return [*first, *([""] if first else []), *table(results), *grids]

@@ -27,8 +27,9 @@ class EndpointSession:
     """Owns what this process started (simulator or engine) and the client and runner over it."""
 
     def __init__(self, settings: Settings, *, url: str | None = None, model: str | None = None,
-                 source: str = "--endpoint", shared: Path | None = None) -> None:
+                 source: str = "--endpoint", shared: Path | None = None, engine_arm: int | None = None) -> None:
         self.settings = settings
+        self._engine_arm = engine_arm  # --specperf-engine-arms: this engine's speculative tokens (0: none)
         self._given_url = url or settings.endpoint
         self._given_model = model or settings.model
         self._source = source  # the option that named the URL, for error hints
@@ -73,27 +74,29 @@ class EndpointSession:
         if s.engine == "llamacpp":
             from pytest_specperf.engines.llamacpp import EngineError, EngineNotFound, LlamaServer
 
-            server: Any = LlamaServer(s.engine_model, preset=s.engine_preset, extra_args=s.engine_args)
+            preset, args = engine_arm_args("llamacpp", self._engine_arm, s.engine_preset, s.engine_args)
+            server: Any = LlamaServer(s.engine_model, preset=preset, extra_args=args)
             try:
                 server.start()
             except EngineNotFound as exc:
                 raise ConfigError(str(exc)) from None
             except EngineError as exc:
                 raise MeasurementError(str(exc)) from None
-            self.started = f"engine:llamacpp ({s.engine_preset})"
+            self.started = f"engine:llamacpp ({arm_name(self._engine_arm) if self._engine_arm is not None else preset})"
         elif s.engine == "vllm":
             from pytest_specperf.engines.vllm import EngineError as VllmError
             from pytest_specperf.engines.vllm import EngineNotFound as VllmNotFound
             from pytest_specperf.engines.vllm import VllmServer
 
-            server = VllmServer(s.engine_model, preset=s.engine_preset, extra_args=s.engine_args)
+            preset, args = engine_arm_args("vllm", self._engine_arm, s.engine_preset, s.engine_args)
+            server = VllmServer(s.engine_model, preset=preset, extra_args=args)
             try:
                 server.start()
             except VllmNotFound as exc:
                 raise ConfigError(str(exc)) from None
             except VllmError as exc:
                 raise MeasurementError(str(exc)) from None
-            self.started = f"engine:vllm ({s.engine_preset})"
+            self.started = f"engine:vllm ({arm_name(self._engine_arm) if self._engine_arm is not None else preset})"
         else:
             from pytest_specperf.sim import SimServer, SimStartError
 
@@ -155,6 +158,29 @@ class EndpointSession:
             finally:
                 self._server = None
 
+
+
+def arm_name(k: int) -> str:
+    """The name of an engine arm with ``k`` speculative tokens: "none" for 0, else "k<K>"."""
+    return "none" if k == 0 else f"k{k}"
+
+
+def engine_arm_args(engine: str, k: int | None, preset: str, extra: tuple[str, ...]) -> tuple[str, list[str]]:
+    """(preset, extra arguments) of one engine arm (``--specperf-engine-arms``); unchanged when ``k`` is None.
+
+    0 is no speculation. Otherwise llama.cpp drafts with the model itself (``self-draft``: the one preset whose
+    draft length is a number) with ``--spec-draft-n-max K`` (the current name of ``--draft-max``); vLLM runs its
+    ngram preset with ``num_speculative_tokens`` K. The arm's arguments come last, so they win over the preset's.
+    """
+    if k is None:
+        return preset, list(extra)
+    if k == 0:
+        return "none", list(extra)
+    if engine == "llamacpp":
+        return "self-draft", [*extra, "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0"]
+    from pytest_specperf.engines.vllm import SPEC_CONFIG
+
+    return "ngram", [*extra, "--speculative-config", json.dumps({**SPEC_CONFIG, "num_speculative_tokens": k})]
 
 
 # -- xdist: one endpoint for all workers, started only when one of them needs it ---------------------------------

@@ -88,7 +88,7 @@ class Engine:
         self.profile = profile
         self.speed = float(speed)
         self.truth = TruthStore()
-        self.metrics = SimMetrics(profile.dialect, profile.model, profile.max_accept if profile.speculation else 1)
+        self.metrics = SimMetrics(profile.dialect, profile.model, profile.drafts_per_step + 1)
         self.status = StatusCounters()
         self.profile_faults = parse_faults(profile.faults)
         self._counter = itertools.count()

@@ -11,9 +11,9 @@ All times here are model times in milliseconds (speed 1); the engine divides the
   ``T`` the tokens verified (drafts + one bonus per sequence). Alone (B = 1) this is the
   single-request step time. The whole step is then scaled by ``1 + jitter * N(0, 1)`` (clamped)
   drawn by its oldest sequence, so a seeded request alone draws exactly as before.
-- acceptance: each step drafts ``max_accept - 1`` tokens (fewer near ``max_tokens``, so no
-  draft is wasted); draft position i is accepted with a constant conditional probability ``p``
-  while every earlier one was, so P(at least i accepted) = p**i. ``p`` solves
+- acceptance: each step drafts ``num_speculative_tokens`` tokens (default ``max_accept - 1``;
+  fewer near ``max_tokens``, so no draft is wasted); draft position i is accepted with a constant
+  conditional probability ``p`` while every earlier one was, so P(at least i accepted) = p**i. ``p`` solves
   ``p + p**2 + ... + p**k = L - 1`` for the mean length L (bonus included) of the content kind,
   the same geometric schedule as llama.cpp's ``--spec-synth-len``. L == max_accept gives p == 1.
   With ``accept_dist: min-variance`` (vLLM's synthetic_acceptance_length schedule) a step
@@ -104,14 +104,12 @@ class RequestModel:
 
     def drafts(self, remaining: int) -> int:
         """Drafts proposed with ``remaining`` tokens still allowed: none past the end, none without speculation."""
-        if not self.profile.speculation:
-            return 0
-        return max(0, min(self.profile.max_accept - 1, remaining - 1))
+        return max(0, min(self.profile.drafts_per_step, remaining - 1))
 
     def base_step_ms(self, generated: int, drafted: int | None = None) -> float:
         """Step time alone, without jitter, after ``generated`` tokens (full drafts unless ``drafted``)."""
         if drafted is None:
-            drafted = self.drafts(self.profile.max_accept)
+            drafted = self.drafts(self.profile.drafts_per_step + 1)
         return decode_step_ms(self.profile, [(self.prompt_tokens + generated, generated, drafted)])
 
     def _accepted(self, generated: int, drafted: int) -> int:
@@ -179,3 +177,30 @@ def expected_sustained(profile: Profile, prompt_tokens: int, kind: str, tokens: 
         pre, steps = plan(profile, prompt_tokens, kind, tokens, seed)
         rates.append(tokens / ((pre + sum(s.step_ms for s in steps)) / 1000.0))
     return sum(rates) / len(rates)
+
+
+def expected_step_tokens(profile: Profile, kind: str = "prose", drafts: int | None = None) -> float:
+    """Mean tokens one decode step emits (bonus included) with ``drafts`` drafts (default the profile's own)."""
+    p = profile
+    k = p.drafts_per_step if drafts is None else drafts
+    if k <= 0:
+        return 1.0
+    mean = p.accept_len[kind]
+    if p.accept_dist == "min-variance":
+        whole = int(mean - 1.0)
+        return 1.0 + (k if k <= whole else whole + (mean - 1.0 - whole))
+    prob = conditional_accept_prob(mean, p.max_accept - 1)
+    return 1.0 + sum(prob ** i for i in range(1, k + 1))
+
+
+def expected_user_tps(profile: Profile, users: int, prompt_tokens: int, tokens: int, kind: str = "prose") -> float:
+    """The per-user decode rate (tok/s at speed 1) the profile implies with ``users`` sequences decoding together.
+
+    Steady state, jitter averaged out: every step holds all ``users`` sequences at the context they reach
+    half-way through ``tokens``, each drafting the profile's ``drafts_per_step`` and emitting
+    ``expected_step_tokens``. The truth against which arms that differ by speculative tokens are checked.
+    """
+    k = profile.drafts_per_step
+    mid = tokens // 2
+    step = decode_step_ms(profile, [(prompt_tokens + mid, mid, k)] * users)
+    return expected_step_tokens(profile, kind) / (step / 1000.0)

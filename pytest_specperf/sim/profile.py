@@ -106,6 +106,10 @@ class Profile:
     # prompt categories recognised from the prompt text, each with its own acceptance (CategoryRule)
     categories: Mapping[str, CategoryRule] = field(default_factory=dict)
     max_accept: int = 8  # most tokens one step emits (drafts + bonus): draft length = max_accept - 1
+    # vLLM's num_speculative_tokens (llama.cpp's --draft-max): drafts per step; None = max_accept - 1. The drafter's
+    # quality stays the profile's (its per-position acceptance p, solved from accept_len over max_accept - 1 drafts),
+    # so a longer draft earns less per token and costs more verified tokens under load.
+    num_speculative_tokens: int | None = None
     accept_dist: str = "geometric"  # or "min-variance": every step accepts floor or ceil of the mean
     jitter: float = 0.02  # relative std of step time
     speculation: bool = True  # False: the same deploy without speculative decoding (one token per step)
@@ -144,6 +148,13 @@ class Profile:
     def to_json(self) -> str:
         """JSON form, used to hand a resolved profile to the simulator subprocess."""
         return json.dumps(self.to_dict())  # unsorted: the first matching category rule wins, so order matters
+
+    @property
+    def drafts_per_step(self) -> int:
+        """Drafts one step proposes: ``num_speculative_tokens``, else ``max_accept - 1``; 0 without speculation."""
+        if not self.speculation:
+            return 0
+        return self.max_accept - 1 if self.num_speculative_tokens is None else self.num_speculative_tokens
 
     def category_of(self, text: str) -> str | None:
         """The first category whose ``match`` is found in the prompt text, or None."""
@@ -274,6 +285,8 @@ def _costs(merged: dict[str, Any]) -> dict[str, Any]:
     kw["max_batch"] = _int("max_batch", merged["max_batch"], lo=1)
     kw["jitter"] = _num("jitter", merged["jitter"], lo=0, hi=0.5)
     kw["max_accept"] = _int("max_accept", merged["max_accept"], lo=1)
+    k = merged["num_speculative_tokens"]
+    kw["num_speculative_tokens"] = None if k is None else _int("num_speculative_tokens", k, lo=0)
     kw["accept_len"] = _accept_map("accept_len", merged["accept_len"], kw["max_accept"], complete=True)
     return kw
 

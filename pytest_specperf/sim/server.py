@@ -195,7 +195,7 @@ async def apply_template(request: web.Request) -> web.StreamResponse:
 async def props(request: web.Request) -> web.StreamResponse:
     """llama.cpp: GET /props (the fields a client probes for)."""
     p = _engine(request).profile
-    n_max = p.max_accept - 1 if p.speculation else 0
+    n_max = p.drafts_per_step
     return web.json_response({"model_alias": p.model, "model_path": f"/models/{p.model}.gguf",
                               "total_slots": p.max_batch, "endpoint_metrics": p.metrics,
                               "build_info": "b0-specperf-sim",
@@ -219,7 +219,7 @@ async def server_info(request: web.Request) -> web.StreamResponse:
     avg = (steps + d["accepted"]) / steps if steps else 0.0
     algorithm = "EAGLE" if engine.profile.speculation else None
     return web.json_response({"served_model_name": engine.profile.model, "speculative_algorithm": algorithm,
-                              "speculative_num_draft_tokens": engine.profile.max_accept,
+                              "speculative_num_draft_tokens": engine.profile.drafts_per_step + 1,
                               "internal_states": [{"avg_spec_accept_length": avg}]})
 
 

@@ -79,7 +79,7 @@ class ResponseSink:
         own verify steps, from the recorded truth; None where the profile does not ask for it."""
         if not (self.p.spec_metrics and self.p.speculation and self.dialect == "vllm"):
             return None
-        k = max(0, self.p.max_accept - 1)
+        k = self.p.drafts_per_step
         steps = [s for s in record["steps"] if s.get("phase") != "prefill" and s["drafted"] > 0]
         hist = [0] * (k + 1)
         for s in steps:
@@ -121,7 +121,7 @@ class ResponseSink:
         verify = len(decode)
         correct = sum(s["accepted"] for s in decode)
         proposed = sum(s["drafted"] for s in decode)
-        hist = [0] * self.p.max_accept
+        hist = [0] * max(self.p.max_accept, self.p.drafts_per_step + 1)
         for s in decode:
             hist[s["accepted"]] += 1
         return {"spec_tokens_details": {

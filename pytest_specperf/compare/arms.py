@@ -1,0 +1,264 @@
+"""N named arms per case (``--specperf-arms=NAME=URL,...``): per load level the best arm, the arms that cannot be
+told from it, a schedule (level -> arm) and the gate on a deployed arm's loss against the best.
+
+A/B is the two-arm case: both measure every arm through ``measure`` in ``trials.arm_order`` (forward, then
+backward: ABC CBA ABC ..., so a drift over the session hits every arm alike).
+
+The samples are trials, as in the crossover: per level one value per trial, that trial's median user
+(``crossover.trial_figures``) and its aggregate. Per arm and level the figure is the geometric mean over trials
+with a t interval on the logs (``1 - 2 ALPHA``: 98 % two-sided), or the assumed per-trial noise
+``trials.NOISE_FLOOR`` where the trials cannot measure it (one trial, no spread). The best arm at a level has
+the highest per-user decode; each other arm's ratio to it gets ``crossover.log_interval`` at ``ALPHA / (N - 1)``
+per side (Bonferroni over the N - 1 comparisons with the best), and an arm whose interval reaches 1 is
+*indistinguishable* from the best. A level is *decided* when every other arm is either shown slower or shown
+within ``tolerance`` of the best (then either may be run).
+
+The schedule names the best arm per level. When every arm's number of speculative tokens is known (engine arms,
+or ``--specperf-arms-tokens``) it is also a mapping from batch size to ``num_speculative_tokens``: the level's
+K from that many concurrent requests up to the next level.
+
+``max_loss_vs_best`` (with ``deployed``, default the baseline arm) gates the deployed arm: at each level the
+interval of deployed / best against ``1 - max_loss_vs_best``: ``below`` (whole interval under it) fails,
+``holds`` passes, ``inconclusive`` follows ``--specperf-inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy
+
+from pytest_specperf.compare import crossover
+from pytest_specperf.compare import trials as compare
+
+#: How far (ratio) from the best an arm still counts as "as good" for repeat="auto" without max_loss_vs_best.
+DEFAULT_TOLERANCE = 0.05
+
+
+def measure(measures: Mapping[str, Callable[[], dict[str, Any]]], trials: int) -> dict[str, list[dict[str, Any]]]:
+    """Every arm's results, ``trials`` each, measured interleaved in ``trials.arm_order``."""
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in measures}
+    for name in compare.arm_order(list(measures), trials):
+        out[name].append(measures[name]())
+    return out
+
+
+def levels_of(results: Sequence[dict[str, Any]]) -> list[int]:
+    """The load levels (users) the results measured: a sweep's levels, else the case's own concurrency (1)."""
+    seen: list[int] = []
+    for r in results:
+        users = r.get("concurrency")
+        found = users if isinstance(users, list) else [users if isinstance(users, int) else 1]
+        seen += [u for u in found if isinstance(u, int) and u not in seen]
+    return sorted(seen)
+
+
+def values(results: Sequence[dict[str, Any]], users: int, metric: str = "decode_tps") -> list[float]:
+    """One value per trial at ``users``: a sweep's level rows, else the case itself (a sustained load case)."""
+    out: list[float] = []
+    for r in results:
+        if r.get("kind") == "load_sweep":
+            rows = [lv for lv in r.get("levels") or [] if isinstance(lv, dict) and lv.get("concurrency") == users]
+        else:
+            rows = [r] if (r.get("concurrency") if isinstance(r.get("concurrency"), int) else 1) == users else []
+        out += [v for row in rows for f in crossover.trial_figures(row) for v in [f.get(metric)] if v is not None]
+    return out
+
+
+def mean_interval(xs: Sequence[float], alpha: float = compare.ALPHA) -> tuple[float, float, float]:
+    """(geometric mean, lo, hi): a t interval on the logs, ``1 - 2 alpha`` two-sided; the noise floor without spread."""
+    logs = np.log(np.asarray(xs, dtype=float))
+    m = float(logs.mean())
+    sd = float(logs.std(ddof=1)) if logs.size >= 2 else 0.0
+    if sd > 1e-9:
+        half = float(scipy.special.stdtrit(logs.size - 1, 1 - alpha)) * sd / math.sqrt(logs.size)
+    else:
+        half = float(scipy.special.ndtri(1 - alpha)) * compare.NOISE_FLOOR / math.sqrt(logs.size)
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def _figures(xs: list[float]) -> dict[str, Any]:
+    if not xs:
+        return {"value": None, "interval": None, "n": 0}
+    g, lo, hi = mean_interval(xs)
+    return {"value": g, "interval": [lo, hi], "n": len(xs)}
+
+
+def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: float = DEFAULT_TOLERANCE
+          ) -> dict[str, Any] | None:
+    """One level: every arm's per-user decode and aggregate with intervals, the best arm, the ones tied with it,
+    and whether the best is decided. None when no arm measured the level."""
+    per_user = {name: values(rs, users) for name, rs in arms.items()}
+    measured = {name: xs for name, xs in per_user.items() if xs}
+    if not measured:
+        return None
+    row: dict[str, Any] = {"users": users, "arms": {}}
+    for name, rs in arms.items():
+        dec = _figures(per_user[name])
+        agg = _figures(values(rs, users, "total_tps"))
+        row["arms"][name] = {"decode_tps": dec["value"], "decode_interval": dec["interval"], "n": dec["n"],
+                             "total_tps": agg["value"], "total_interval": agg["interval"],
+                             "trials": [float(x) for x in per_user[name]]}
+    best = max(measured, key=lambda n: float(np.mean(np.log(measured[n]))))
+    alpha = compare.ALPHA / max(1, len(measured) - 1)
+    vs: dict[str, Any] = {}
+    for name, xs in measured.items():
+        if name == best:
+            continue
+        d, lo, hi, method = crossover.log_interval(np.log(measured[best]), np.log(xs), alpha)
+        lo, hi = min(lo, d), max(hi, d)
+        vs[name] = {"ratio": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "method": method}
+    band = math.log(1 + tolerance)
+    row.update(best=best, vs_best=vs,
+               tied=[n for n, c in vs.items() if math.log(c["interval"][1]) >= 0],
+               decided=all(math.log(c["interval"][1]) < 0 or
+                           (math.log(c["interval"][0]) >= -band) for c in vs.values()))
+    return row
+
+
+def table(arms: Mapping[str, Sequence[dict[str, Any]]], *, baseline: str, deployed: str | None = None,
+          max_loss: float | None = None, tokens: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The arms comparison of one case: every level, the schedule, and (``max_loss``) the deployed arm's verdict."""
+    names = list(arms)
+    tolerance = DEFAULT_TOLERANCE if max_loss is None else max_loss
+    rows = [row for users in levels_of([r for rs in arms.values() for r in rs])
+            for row in [level(users, arms, tolerance)] if row is not None]
+    out: dict[str, Any] = {"names": names, "baseline": baseline, "deployed": deployed or baseline,
+                           "trials": {n: len(rs) for n, rs in arms.items()}, "levels": rows,
+                           "schedule": {str(r["users"]): r["best"] for r in rows},
+                           "max_loss_vs_best": max_loss}
+    if tokens and all(n in tokens for n in names):
+        out["tokens"] = dict(tokens)
+        out["num_speculative_tokens"] = {str(r["users"]): int(tokens[r["best"]]) for r in rows}
+    out["gate"] = gate(out, max_loss) if max_loss is not None else None
+    out["text"] = schedule_text(out)
+    return out
+
+
+def _users(n: Any) -> str:
+    return f"{n} user" + ("" if str(n) == "1" else "s")
+
+
+def gate(t: dict[str, Any], max_loss: float) -> dict[str, Any]:
+    """The deployed arm against the best at every level: per level ``holds``, ``below`` or ``inconclusive``."""
+    deployed = t["deployed"]
+    floor = math.log(1 - max_loss)
+    judged = []
+    for row in t["levels"]:
+        mine = row["arms"].get(deployed) or {}
+        if not mine.get("n"):
+            continue
+        if row["best"] == deployed:
+            judged.append({"users": row["users"], "verdict": "holds", "ratio": 1.0, "interval": [1.0, 1.0]})
+            continue
+        c = row["vs_best"][deployed]
+        lo, hi = (math.log(x) for x in c["interval"])
+        verdict = "below" if hi < floor else "holds" if lo >= floor else "inconclusive"
+        judged.append({"users": row["users"], "verdict": verdict, "ratio": c["ratio"], "interval": c["interval"],
+                       "best": row["best"], "deployed_tps": mine["decode_tps"],
+                       "best_tps": row["arms"][row["best"]]["decode_tps"]})
+    return {"deployed": deployed, "max_loss_vs_best": max_loss, "levels": judged}
+
+
+def loss_text(deployed: str, lv: dict[str, Any], max_loss: float) -> str:
+    """One judged level in words: where, how much slower than the best, and the figures."""
+    lo, hi = lv["interval"]
+    what = "loses more than" if lv["verdict"] == "below" else "is not shown within"
+    return (f"at {_users(lv['users'])} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
+            f"{lv['best']}: {lv['deployed_tps']:.1f} vs {lv['best_tps']:.1f} tok/s per user, ratio "
+            f"{lv['ratio']:.2f} [{lo:.2f}, {hi:.2f}]")
+
+
+def apply(summary: dict[str, Any], t: dict[str, Any], inconclusive: str) -> list[str]:
+    """Attach the arms table to the case's row; with ``max_loss_vs_best`` judge it: a level ``below`` fails the
+    case, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
+    summary["arms"] = t
+    g = t.get("gate")
+    if not g:
+        summary.setdefault("notes", []).append(t["text"])
+        return []
+    below = [lv for lv in g["levels"] if lv["verdict"] == "below"]
+    unsure = [lv for lv in g["levels"] if lv["verdict"] == "inconclusive"]
+    fail = below + (unsure if inconclusive == "fail" else [])
+    if fail and summary.get("verdict") != "error":
+        summary["verdict"] = "failed"
+        reasons = [loss_text(g["deployed"], lv, g["max_loss_vs_best"]) for lv in fail]
+        summary["reason"] = "; ".join(reasons + [x for x in [summary.get("reason", "")] if x])
+    summary.setdefault("notes", []).append(t["text"])
+    if unsure and inconclusive == "warn":
+        return [loss_text(g["deployed"], lv, g["max_loss_vs_best"]) for lv in unsure]
+    return []
+
+
+def schedule_text(t: dict[str, Any]) -> str:
+    """The schedule in one line: the best arm per level, ties named, and the speculative tokens when known."""
+    if not t["levels"]:
+        return "arms not compared: no level measured on any arm"
+    parts = []
+    for row in t["levels"]:
+        tie = f" (tied: {', '.join(row['tied'])})" if row["tied"] else ""
+        parts.append(f"{_users(row['users'])} -> {row['best']}{tie}")
+    text = "best arm per level: " + ", ".join(parts)
+    if t.get("num_speculative_tokens"):
+        pairs = ", ".join(f'"{k}": {v}' for k, v in t["num_speculative_tokens"].items())
+        text += f"; num_speculative_tokens by batch size: {{{pairs}}}"
+    return text
+
+
+def decided(t: dict[str, Any]) -> list[int]:
+    """The levels whose best arm is decided (``level``'s ``decided``)."""
+    return [row["users"] for row in t["levels"] if row["decided"]]
+
+
+def _cell(arm: dict[str, Any], mark: str) -> str:
+    if not arm.get("n"):
+        return "-"
+    lo, hi = arm["decode_interval"]
+    return f"{arm['decode_tps']:.1f} [{lo:.1f}, {hi:.1f}]{mark}"
+
+
+def _mark(row: dict[str, Any], name: str) -> str:
+    return " *" if row["best"] == name else " ~" if name in row["tied"] else ""
+
+
+def grid(t: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The users x arms grid: header and rows of per-user decode [interval], best ``*``, tied with it ``~``."""
+    header = ["users", *t["names"], "aggregate of the best"]
+    rows = []
+    for row in t["levels"]:
+        best = row["arms"][row["best"]]
+        rows.append([str(row["users"]), *(_cell(row["arms"][n], _mark(row, n)) for n in t["names"]),
+                     f"{best['total_tps']:.1f}" if best.get("total_tps") is not None else "-"])
+    return header, rows
+
+
+def text_lines(result: dict[str, Any]) -> list[str]:
+    """The terminal's arms table of one result (none when it has no arms comparison)."""
+    t = result.get("arms")
+    if not isinstance(t, dict) or not t.get("levels"):
+        return []
+    header, rows = grid(t)
+    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
+    lines = [f"arms of {result.get('nodeid', '')}: per-user decode tok/s [98% interval], * best, ~ tied with it"]
+    lines += ["  " + "  ".join(x[i].rjust(widths[i]) for i in range(len(header))) for x in [header, *rows]]
+    return [*lines, "  " + t["text"]]
+
+
+def markdown_lines(result: dict[str, Any]) -> list[str]:
+    """The Markdown arms table of one result (none when it has no arms comparison)."""
+    t = result.get("arms")
+    if not isinstance(t, dict) or not t.get("levels"):
+        return []
+    header, rows = grid(t)
+    out = ["", f"Arms of `{result.get('nodeid', '')}`: per-user decode tok/s [98% interval], "
+               "**best** in bold, ~ tied with it", "",
+           "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
+    for row, cells in zip(t["levels"], rows, strict=True):
+        # the best in bold instead of its " *": "** *" would read as emphasis markers
+        shown = [f"**{c.removesuffix(' *')}**" if 0 < i <= len(t["names"]) and t["names"][i - 1] == row["best"]
+                 else c for i, c in enumerate(cells)]
+        out.append("| " + " | ".join(shown) + " |")
+    return [*out, "", t["text"]]

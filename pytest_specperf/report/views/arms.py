@@ -1,0 +1,35 @@
+"""What a report shows for a case measured on several arms (``--specperf-arms``, and A/B sweeps): the users x
+arms grid as facts and one chart, per-user decode against users with a line per arm (plain data, no drawing).
+
+Every number drawn is in the result's ``arms`` field as written to ``--specperf-json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_specperf.compare import arms
+from pytest_specperf.report.views.base import CaseView, Chart, Series, users_text
+
+
+def arms_view(result: dict[str, Any]) -> CaseView:
+    """The arms grid (one fact per level) and the per-user decode chart; empty without an arms comparison."""
+    t = result.get("arms")
+    if not isinstance(t, dict) or not t.get("levels"):
+        return CaseView()
+    header, rows = arms.grid(t)
+    facts = [("arms", ", ".join(f"{n} ({t['trials'].get(n, 0)} trials)" for n in t["names"])
+              + f"; baseline {t['baseline']}, deployed {t['deployed']}")]
+    facts += [(f"{users_text(row[0])}", "; ".join(f"{name} {cell}" for name, cell in zip(header[1:-1], row[1:-1],
+                                                                                        strict=True)))
+              for row in rows]
+    facts.append(("schedule", str(t.get("text", "-"))))
+    series = []
+    for name in t["names"]:
+        pts = [(float(row["users"]), float(row["arms"][name]["decode_tps"])) for row in t["levels"]
+               if row["arms"].get(name, {}).get("decode_tps") is not None]
+        if pts:
+            series.append(Series(name, [x for x, _ in pts], [y for _, y in pts]))
+    chart = Chart("arms_per_user", "per-user decode against users, one line per arm", "users", "tok/s", series,
+                  xscale="log")
+    return CaseView(facts, [chart] if series else [])

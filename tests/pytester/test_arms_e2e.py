@@ -1,0 +1,133 @@
+"""Three simulator arms that differ only in speculative tokens (0, 1, 4), as a user runs them: the best arm per
+level and the schedule checked against what the profile implies (``expected_user_tps``), every arm's per-trial
+figure against the simulator's recorded steps, the deployed arm's loss gate, and the users x arms table in the
+terminal, JSON, Markdown and HTML."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from support.load_helpers import true_decode
+
+from pytest_specperf.sim import SimServer, load_profile, start_all
+from pytest_specperf.sim.model import expected_user_tps
+
+CASES = """
+import pytest
+
+@pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=200, max_loss_vs_best=0.05, deployed="k4")
+def test_sweep(specperf):
+    pass
+
+@pytest.mark.sustained(concurrency=4, tokens=48, ctx=200, max_loss_vs_best=0.05, deployed="k1")
+def test_four_users(specperf):
+    pass
+"""
+ARMS = {"off": 0, "k1": 1, "k4": 4}  # the best arm leads the next by 26 % or more at every level
+PROFILE = {"accept_dist": "geometric", "max_accept": 7}
+SPEED = 4
+LEVELS = (1, 4, 16)
+
+
+@pytest.fixture(scope="module")
+def arm_sims() -> Iterator[dict[str, SimServer]]:
+    """The three simulator arms."""
+    sims = {n: SimServer("batching", speed=SPEED, overrides={**PROFILE, "num_speculative_tokens": k})
+            for n, k in ARMS.items()}
+    start_all(sims.values())
+    try:
+        yield sims
+    finally:
+        for s in sims.values():
+            s.stop()
+
+
+def _truth() -> dict[int, dict[str, float]]:
+    return {users: {name: SPEED * expected_user_tps(load_profile("batching", {**PROFILE, "num_speculative_tokens": k}),
+                                                    users, 200, 64) for name, k in ARMS.items()}
+            for users in LEVELS}
+
+
+def _urls(sims: dict[str, SimServer]) -> str:
+    return ",".join(f"{n}={s.url}" for n, s in sims.items())
+
+
+def _true_trials(sim: SimServer) -> dict[int, list[float]]:
+    """Per level, each trial's median user as the simulator ran it: the sweep's requests (64 tokens) in
+    arrival order are, trial after trial, 1, 4 and 16 requests started together."""
+    recs = sorted((r for r in sim.requests() if r["max_tokens"] == 64), key=lambda r: r["arrival_monotonic"])
+    assert len(recs) == 3 * sum(LEVELS)
+    out: dict[int, list[float]] = {u: [] for u in LEVELS}
+    i = 0
+    for _ in range(3):
+        for users in LEVELS:
+            chunk = recs[i:i + users]
+            i += users
+            out[users].append(float(np.median([true_decode(sim.truth(r["id"])) for r in chunk])))
+    return out
+
+
+def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytester,
+                                                          arm_sims: dict[str, SimServer]) -> None:
+    truth = _truth()
+    best = {str(u): max(t, key=lambda n: t[n]) for u, t in truth.items()}
+    assert best == {"1": "k4", "4": "k1", "16": "off"}  # the profile's known answer: the best K falls with load
+    pytester.makepyfile(test_arms=CASES)
+    out, md, html = (pytester.path / n for n in ("r.json", "s.md", "r.html"))
+    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}", "--specperf-ab-trials=3",
+                                        "--specperf-arms-tokens=off=0,k1=1,k4=4", f"--specperf-json={out}",
+                                        f"--specperf-markdown={md}", f"--specperf-html={html}",
+                                        "-p", "no:cacheprovider")
+    results = {x["nodeid"].split("::")[-1]: x for x in json.loads(out.read_text())["results"]}
+    # sustained(concurrency=4) is one level: k1 is the best there and deployed, so the gate holds
+    four = results["test_four_users"]
+    assert four["verdict"] == "passed" and four["arms"]["schedule"] == {"4": "k1"}
+    assert four["arms"]["gate"]["levels"][0]["verdict"] == "holds"
+    r = results["test_sweep"]
+    t = r["arms"]
+    assert t["schedule"] == best
+    assert t["num_speculative_tokens"] == {"1": 4, "4": 1, "16": 0}
+    recorded = {name: _true_trials(sim) for name, sim in arm_sims.items()}
+    for row in t["levels"]:
+        for name, fig in row["arms"].items():
+            # every trial's median user as measured against the simulator's recorded steps (5 %: a few ms of
+            # client lateness at a stream's ends on a loaded machine)
+            assert fig["trials"] == pytest.approx(recorded[name][row["users"]], rel=0.05), (row["users"], name)
+    # k4 is deployed: best alone, far behind at 4 and 16 users; the reason names the levels and figures
+    assert r["verdict"] == "failed"
+    assert "at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k1" in r["reason"]
+    assert "at 16 users k4 loses more than max_loss_vs_best 0.05 against the best arm off" in r["reason"]
+    assert "at 1 user" not in r["reason"]
+    res.assert_outcomes(failed=1, passed=1)
+    text = res.stdout.str()
+    assert "arms of test_arms.py::test_sweep" in text and '{"1": 4, "4": 1, "16": 0}' in text
+    assert "| users | off | k1 | k4 |" in md.read_text()
+    page = html.read_text()
+    assert "per-user decode against users, one line per arm" in page
+    assert all(f"{n} http://127.0.0.1:" in page for n in ARMS)  # the header names every arm's endpoint
+
+
+AUTO = """
+import pytest
+
+@pytest.mark.load_sweep(concurrency=[4, 16], tokens=32, ctx=200, repeat="auto", max_repeat=6)
+def test_auto(specperf):
+    pass
+"""
+
+
+def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
+                                                   arm_sims: dict[str, SimServer]) -> None:
+    # The best arm leads by 26 % or more at both levels: decided at the first look, three trials per arm.
+    pytester.makepyfile(test_auto=AUTO)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}", f"--specperf-json={out}",
+                                        "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    t = json.loads(out.read_text())["results"][0]["arms"]
+    assert t["trials"] == {"off": 3, "k1": 3, "k4": 3}
+    assert t["schedule"] == {"4": "k1", "16": "off"}
+    assert all(row["decided"] for row in t["levels"])
