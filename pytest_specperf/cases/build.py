@@ -12,11 +12,12 @@ from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
 from pytest_specperf.cases.prompt_cases import resolve_keywords
+from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.errors import ConfigError
 
 #: Every case kind: its marker name and the spec class its keywords build (one explicit map).
 SPECS: dict[str, type[CaseSpec]] = {s.KIND: s for s in (SustainedSpec, TwoPointSpec, CtxSweepSpec, LoadSweepSpec,
-                                                        RateSpec, CapacitySpec)}
+                                                        RateSpec, CapacitySpec, SessionSpec)}
 
 
 def marker_help() -> dict[str, str]:

@@ -20,6 +20,7 @@ class SustainedSpec(CaseSpec):
     max_drift: float | None = None  # None: the ini default (specperf_max_drift)
     max_burst_gap: float | None = None
     max_ttft_s: float | None = None
+    max_ttft_content_s: float | None = None  # time to the first answer token (after any reasoning)
     min_accept_len: Any = None  # a number, or {category: number} with a prompt file
     max_accept_drop: float | None = None
     require_speculation: bool = False
@@ -45,8 +46,9 @@ class SustainedSpec(CaseSpec):
         check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
                f"max_drift needs tokens >= {MIN_DRIFT_TOKENS} (drift is judged over 8 windows of 32 decode tokens), "
                f"got tokens={self.tokens}; raise tokens or drop max_drift")
-        check(self.max_ttft_s is None or (is_number(self.max_ttft_s) and self.max_ttft_s > 0), k,
-               f"max_ttft_s must be a positive number of seconds, got {self.max_ttft_s!r}")
+        for name in ("max_ttft_s", "max_ttft_content_s"):
+            v = getattr(self, name)
+            check(v is None or (is_number(v) and v > 0), k, f"{name} must be a positive number of seconds, got {v!r}")
         if not (self.prompts is not None and isinstance(self.min_accept_len, Mapping)):  # per category: prompt_cases
             check(self.min_accept_len is None or (is_number(self.min_accept_len) and self.min_accept_len >= 1), k,
                    f"min_accept_len must be a number >= 1 (tokens per step), got {self.min_accept_len!r}")

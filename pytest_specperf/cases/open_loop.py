@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pytest_specperf.cases.base import CaseSpec, check, is_number
 
 #: The bounds an SLO may give, with their units: a request meets the SLO when it meets every bound given.
-SLO_KEYS = {"ttft_s": "s", "tpot_ms": "ms", "e2e_s": "s"}
+SLO_KEYS = {"ttft_s": "s", "tpot_ms": "ms", "e2e_s": "s", "ttft_content_s": "s"}  # ttft_content_s: first answer token
 ARRIVALS = ("poisson", "constant")
 #: A capacity probe is expected to last its arrivals plus this share for the last responses to drain.
 DRAIN = 0.25

@@ -17,6 +17,9 @@ from pytest_specperf.prompts.files import BUILTIN_PREFIX, PromptSet, load_prompt
 
 #: Kinds that run over a prompt file; the others build prompts of an exact length (two_point, ctx_sweep).
 PROMPT_KINDS = ("sustained", "load_sweep", "rate", "capacity")
+#: Kinds a case may give a prompt file (``session`` takes its user turns from one; the run's default is not
+#: applied to it, as a conversation's turns are asked for, not implied).
+FILE_KINDS = (*PROMPT_KINDS, "session")
 #: Keywords that only mean something with ``prompts=``.
 PROMPT_KEYWORDS = ("prompts_format", "sample", "categories")
 #: Floors that take {category: value} with a prompt file.
@@ -40,7 +43,7 @@ def resolve_keywords(kind: str, kwargs: Mapping[str, Any], base: str | Path | No
             {"ctx", "content"} & set(values)):
         values["prompts"] = default  # already absolute, or builtin:
     source = values.get("prompts")
-    if source is None or kind not in PROMPT_KINDS:
+    if source is None or kind not in FILE_KINDS:
         return values  # the spec's validate says the kind takes no prompt file
     given = [k for k in ("ctx", "content") if k in kwargs]
     if given:
@@ -88,9 +91,9 @@ def check_prompts(spec: Any) -> None:
             if getattr(spec, name) is not None:
                 raise ConfigError(f"{k}(): {name} needs prompts= (a prompt file); add prompts or drop {name}")
         return
-    if k not in PROMPT_KINDS:
+    if k not in FILE_KINDS:
         raise ConfigError(f"{k}(): prompts= does not apply to {k}, which builds prompts of exact lengths to time; "
-                          f"use a prompt file with {', '.join(PROMPT_KINDS)}, or drop prompts")
+                          f"use a prompt file with {', '.join(FILE_KINDS)}, or drop prompts")
     if getattr(spec, "max_burst_gap", None) is not None:
         raise ConfigError(f"{k}(): max_burst_gap compares with a two-point burst at a constructed ctx, which a prompt "
                           "file has none of; drop max_burst_gap or prompts")

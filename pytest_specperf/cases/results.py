@@ -65,6 +65,13 @@ class StreamResult:
     text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials
     category: str | None = None  # a prompt file's category of this stream's prompt
     prompt_id: str | None = None  # and the prompt's id in its file
+    # Reasoning phase (None where the stream carried no reasoning): first answer token, tokens and rate per phase.
+    ttft_content_s: float | None = None
+    reasoning_tokens: int | None = None
+    content_tokens: int | None = None
+    reasoning_tps: float | None = None
+    content_tps: float | None = None
+    cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache, where it says
 
 
 @dataclass
@@ -115,6 +122,15 @@ class SustainedResult(Result):
     client_behind: str = ""
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, dict[str, Any]] | None = None  # figures per category (run/categories.py)
+    # Reasoning phase: medians over streams that had one (all None where none did; stream_figures.phases).
+    ttft_content_s: float | None = None  # first answer token
+    reasoning_tokens: int | None = None
+    content_tokens: int | None = None
+    reasoning_tps: float | None = None
+    content_tps: float | None = None
+    reasoning_accept_len: float | None = None  # tokens per step in each phase (servers sending a chunk per step)
+    content_accept_len: float | None = None
+    slower_phase: str | None = None  # "reasoning" or "answer": the phase that decoded slower (None: one phase)
 
 
 @dataclass
@@ -182,6 +198,10 @@ class RateResult(Result):
     e2e_p50_s: float = 0.0
     e2e_p90_s: float = 0.0
     e2e_p99_s: float = 0.0
+    ttft_content_s: float = 0.0  # first answer token (after any reasoning), from the scheduled arrival
+    ttft_content_p50_s: float = 0.0
+    ttft_content_p90_s: float = 0.0
+    ttft_content_p99_s: float = 0.0
     tokens_per_chunk: float = 0.0
     attainment: float | None = None  # share of requests meeting every bound of the slo
     goodput_rps: float | None = None  # requests meeting the slo per second of the case
@@ -224,3 +244,47 @@ class CapacityResult(Result):
     client_behind: str = ""
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, dict[str, Any]] | None = None  # figures per category at max_rps
+
+
+@dataclass
+class SessionResult(Result):
+    """Multi-turn sessions: per-turn figures (``per_turn``, ``per_request``), the cache-hit share, load figures."""
+
+    turns: int = 0
+    users: int = 1
+    tokens: int = 0  # generated per turn
+    think_s: float = 0.0
+    requests: int = 0  # turns answered, over every session
+    ttft_s: float = 0.0  # median turn's
+    ttft_p50_s: float = 0.0
+    ttft_p90_s: float = 0.0
+    ttft_p99_s: float = 0.0
+    ttft_content_s: float | None = None  # p50 turn's first answer token (None: no reasoning phase)
+    ttft_content_p90_s: float | None = None
+    ttft_growth_ms_per_1k: float | None = None  # least-squares slope of TTFT over prompt tokens, per 1000
+    decode_tps: float = 0.0  # median turn's
+    decode_p10_tps: float = 0.0
+    total_tps: float = 0.0  # output tokens of every turn over the case's span (think time included)
+    prompt_tokens_last: int | None = None  # median last turn's prompt: how long the conversation grew
+    cached_tokens: int | None = None  # over later turns; None where the server does not say
+    cache_hit: float | None = None  # cached share of later turns' prompt tokens (the first has nothing to reuse)
+    min_cache_hit: float | None = None
+    reasoning_tokens: int | None = None  # per turn, median (None: no reasoning phase)
+    content_tokens: int | None = None
+    drift: float | None = None  # the drift gate over turns long enough for windows
+    drift_p: float | None = None
+    drift_gate: str = ""
+    drift_failed: bool = False
+    drift_verdict: str = "not judged"
+    early_tps: float | None = None
+    late_tps: float | None = None
+    max_drift: float | None = None
+    acceptance: dict[str, Any] | None = None
+    attribution: dict[str, Any] | None = None
+    late_p50_s: float | None = None  # the client's send lateness (lateness.py)
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""
+    prompts: str | None = None  # the prompt file the user turns came from
+    per_turn: list[dict[str, Any]] = field(default_factory=list)  # turn -> TTFT p50/p90, prompt, cached, decode
+    per_request: list[dict[str, Any]] = field(default_factory=list)  # every turn of every session

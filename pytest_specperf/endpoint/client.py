@@ -9,7 +9,7 @@ text (marked approximate). Chunk counts are reconciled with ``usage.completion_t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -284,14 +284,15 @@ class Client:
     # -- requests -------------------------------------------------------------------------------
 
     def body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
-             temperature: float, messages: list[dict[str, str]] | None = None) -> tuple[str, dict[str, Any]]:
-        """(path, JSON body) of one request; ``messages`` (chat only) replace the one user message of ``prompt``."""
+             temperature: float, messages: Sequence[Mapping[str, str]] | None = None) -> tuple[str, dict[str, Any]]:
+        """The path and JSON body of one request; chat sends ``messages`` (a conversation) when given."""
         caps = self.caps
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
                                 "stream": stream}
         if api == "chat":
             path = "/v1/chat/completions"
-            body["messages"] = list(messages) if messages else [{"role": "user", "content": prompt}]
+            body["messages"] = ([dict(m) for m in messages] if messages is not None
+                                else [{"role": "user", "content": prompt}])
         else:
             path = "/v1/completions"
             body["prompt"] = prompt
@@ -342,8 +343,8 @@ class Client:
 
     def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
                temperature: float = 0.0, headers: dict[str, str] | None = None,
-               on_progress: Progress | None = None, messages: list[dict[str, str]] | None = None) -> Trace:
-        """One streamed completion; timestamps are taken as each SSE event is read (``messages``: see ``body``)."""
+               on_progress: Progress | None = None, messages: Sequence[Mapping[str, str]] | None = None) -> Trace:
+        """One streamed completion; timestamps are taken as each SSE event is read (chat: ``messages`` if given)."""
         path, body = self.body(prompt, max_tokens, api, True, seed, temperature, messages)
         trace = TraceBuilder(self.caps, self.fail)
         last_progress = 0.0

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,7 @@ class StreamRequest:
     seed: int = 0
     temperature: float = 0.0
     at_s: float = 0.0
-    messages: tuple[dict[str, str], ...] | None = None  # chat: a prompt file's messages (Client.body)
+    messages: tuple[Mapping[str, str], ...] | None = None  # chat: the conversation to send (else ``prompt``)
 
 
 @dataclass
@@ -107,6 +108,59 @@ def traces(outcomes: Sequence[StreamOutcome]) -> list[Trace]:
         if o.error is not None:
             raise o.error
     return [o.trace for o in outcomes if o.trace is not None]
+
+
+#: A session's next request: (turn index, the outcomes of its turns so far) -> the request, or None when done.
+NextTurn = Callable[[int, list[StreamOutcome]], StreamRequest | None]
+
+
+def run_sessions(client: Client, sessions: Sequence[NextTurn], *, think_s: float = 0.0) -> list[list[StreamOutcome]]:
+    """Conversations at once: each session sends a turn, waits for its whole answer, thinks ``think_s``, asks again.
+
+    A turn depends on the answers before it, so each session's next request comes from its
+    ``NextTurn`` once the previous trace is parsed; sessions run side by side on one event loop.
+    A session's ``at_s`` of its first request staggers its start; later turns go when they are
+    ready (their ``sent_s`` is still when they reached the network). A failed turn ends its session.
+    """
+    client.info or client.detect()
+
+    def go() -> list[list[StreamOutcome]]:
+        with paused_gc():
+            return asyncio.run(_run_sessions(client, list(sessions), think_s))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return go()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(go).result()
+
+
+async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float) -> list[list[StreamOutcome]]:
+    n = max(len(sessions), 1)
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+    timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
+    async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
+                                 limits=limits) as http:
+        await _warm(client, timeout)
+        start = time.perf_counter()
+
+        async def one(next_turn: NextTurn) -> list[StreamOutcome]:
+            done: list[StreamOutcome] = []
+            while (req := next_turn(len(done), done)) is not None:
+                if done:
+                    await asyncio.sleep(think_s)
+                    # later turns go when ready: their schedule is "now", so lateness stays the client's own
+                    req = dataclasses.replace(req, at_s=time.perf_counter() - start)
+                outcome, raw = await _one(client, http, req, start)
+                # Parsed at once (the next turn needs this answer), in a worker thread: counting text chunks
+                # may ask the server's tokenizer, which must not hold up the other sessions' timestamps.
+                done.append(await asyncio.to_thread(_parsed, client, outcome, raw))
+                if done[-1].error is not None:
+                    break
+            return done
+
+        return list(await asyncio.gather(*(one(s) for s in sessions)))
 
 
 @dataclass
@@ -192,8 +246,7 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
 
 async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
     """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy)."""
-    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature,
-                             list(req.messages) if req.messages else None)
+    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature, req.messages)
 
     async def send() -> tuple[httpx.Response, float]:
         on_wire: list[float] = []

@@ -74,3 +74,7 @@ class SpecperfFixture:
     def capacity(self, **kwargs: Any) -> ResultView:
         """Search the highest rate within the SLO now (same keywords as the marker)."""
         return self._direct("capacity", kwargs)
+
+    def session(self, **kwargs: Any) -> ResultView:
+        """Measure multi-turn sessions now (same keywords as the marker)."""
+        return self._direct("session", kwargs)

@@ -18,7 +18,10 @@ JUNIT_FIELDS = ("verdict", "decode_tps", "ttft_s", "drift", "drift_verdict", "cl
                 "burst_tps", "prompt_tokens", "completion_tokens", "repeat", "concurrency", "decode_p10_tps",
                 "total_tps", "common_window_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "knee",
                 # open-loop cases (rate, capacity)
-                "achieved_rps", "attainment", "goodput_rps", "refused", "tpot_p90_ms", "e2e_p90_s", "max_rps")
+                "achieved_rps", "attainment", "goodput_rps", "refused", "tpot_p90_ms", "e2e_p90_s", "max_rps",
+                # reasoning phases; sessions
+                "ttft_content_s", "reasoning_tokens", "content_tokens", "reasoning_tps", "content_tps",
+                "turns", "users", "cache_hit", "ttft_growth_ms_per_1k")
 #: per level of a load sweep, as specperf_users<N>_<field>
 JUNIT_LEVEL_FIELDS = ("verdict", "decode_tps", "decode_p10_tps", "total_tps", "ttft_p50_s", "ttft_p90_s",
                       "accept_len", "step_ms", "drift")

@@ -46,7 +46,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
               f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
     else:
         ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
-    if r.get("kind") in ("sustained", "load_sweep", "rate", "capacity"):
+    if r.get("kind") in ("sustained", "load_sweep", "rate", "capacity", "session"):
         tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
     elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
         tokens = _f(r["long"] - r["short"], ".0f")
@@ -75,6 +75,25 @@ def once(texts: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(str(t) for t in texts))
 
 
+def phase_notes(r: dict[str, Any]) -> list[str]:
+    """What a reasoning phase and a session add to a row: each phase's tokens and rate, the first answer
+    token; a session's turns and cache-hit share (nothing for a result without them)."""
+    out = []
+    if r.get("reasoning_tokens"):
+        first = finite_number(r.get("ttft_content_s"))
+        out.append(f"reasoning {r['reasoning_tokens']} tokens at {_f(r.get('reasoning_tps'))} tok/s, answer "
+                   f"{r.get('content_tokens')} at {_f(r.get('content_tps'))} tok/s"
+                   + ("" if first is None else f", first answer token {first * 1000:.0f} ms"))
+    if r.get("kind") == "session":
+        hit = finite_number(r.get("cache_hit"))
+        growth = finite_number(r.get("ttft_growth_ms_per_1k"))
+        out.append(f"{r.get('users')} session(s) x {r.get('turns')} turns, ttft p90 "
+                   f"{(finite_number(r.get('ttft_p90_s')) or 0) * 1000:.0f} ms"
+                   + ("" if growth is None else f" ({growth:+.0f} ms per 1k prompt tokens)")
+                   + ("" if hit is None else f", cache hit {hit:.0%} of later turns"))
+    return out
+
+
 def _is_knee(note: str) -> bool:
     return note.startswith(("knee at ", "no knee up to "))
 
@@ -82,7 +101,7 @@ def _is_knee(note: str) -> bool:
 def notes(r: dict[str, Any]) -> list[str]:
     """A row's notes, each once. A load sweep says its knee once, for the levels shown (an A/B case has one knee
     note per trial), and carries the notes every level shares, which its level rows then leave out."""
-    out = once(r.get("notes") or [])
+    out = once(r.get("notes") or []) + phase_notes(r)
     if r.get("kind") != "load_sweep":
         return out
     knees = [n for n in out if _is_knee(n)]

@@ -207,5 +207,12 @@ def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
         return None
     a0, a1, b0, b1 = (float(np.median([p[i] for p in parts])) for i in range(4))
     share_a, share_b = drift.split_log_change(a0, a1, b0, b1)
-    return {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
-            "accept_share": share_a, "step_share": share_b}
+    split: dict[str, Any] = {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
+                             "accept_share": share_a, "step_share": share_b}
+    # With a reasoning phase the early windows are reasoning and the late ones the answer: say each phase's rate.
+    reasoned = [s for s in streams if s.reasoning_tps is not None and s.content_tps is not None]
+    if reasoned:
+        split["reasoning_tps"] = median([float(s.reasoning_tps or 0) for s in reasoned])
+        split["content_tps"] = median([float(s.content_tps or 0) for s in reasoned])
+        split["slower_phase"] = "reasoning" if split["reasoning_tps"] < split["content_tps"] else "answer"
+    return split

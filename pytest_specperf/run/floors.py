@@ -12,6 +12,7 @@ from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.results import Result, SustainedResult
 from pytest_specperf.run import categories, lateness
+from pytest_specperf.run.stream_figures import slower_phase
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,12 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
                        f"{split['accept_early']:.1f} -> {split['accept_late']:.1f} tokens/step {where}")
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
         out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
+    # Without a reasoning phase the first token is the answer's, so the floor reads ttft_s.
+    ttft_content = r.ttft_content_s if r.ttft_content_s is not None else r.ttft_s
+    if spec.max_ttft_content_s is not None and ttft_content > spec.max_ttft_content_s:
+        after = f" (after {r.reasoning_tokens} reasoning tokens)" if r.reasoning_tokens else ""
+        out.append(f"time to first answer token {ttft_content:.3f} s > max_ttft_content_s "
+                   f"{spec.max_ttft_content_s:g}{after} at ctx {r.prompt_tokens}")
     return out
 
 
@@ -128,5 +135,6 @@ def causes(r: SustainedResult) -> str:
 
 
 def _causes(r: SustainedResult) -> str:
-    text = causes(r)
+    parts = [causes(r), slower_phase(r)]
+    text = "; ".join(p for p in parts if p)
     return f"; {text}" if text else ""

@@ -61,6 +61,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
         if d is not None:
             drifts.append(d)
     r = _result(context, spec, nodeid, streams, found)
+    stream_figures.phases(r, streams, found, context.client.caps.step_chunks)
     if recs:
         categories.attach(r, spec, streams, found, context.client.caps.step_chunks)
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),

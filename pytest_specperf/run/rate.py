@@ -89,6 +89,8 @@ def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, 
                tokens_per_chunk=after_first / (len(t.chunks) - 1) if len(t.chunks) > 1 else float(first.tokens),
                step_ms=1000.0 * decode_s / (len(t.chunks) - 1) if len(t.chunks) > 1 else math.nan,
                end_s=o.sent_s + t.total_s)
+    # The first answer token, after any reasoning; without a reasoning phase the first token is the answer's.
+    rec["ttft_content_s"] = o.late_s + (t.ttft_content_s if t.ttft_content_s is not None else first.t)
     rec["met"] = meets(rec, slo) if slo else None
     return rec
 
@@ -144,7 +146,7 @@ def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> di
         **lateness.figures(r["late_s"] for r in records),
         "completion_tokens": ok[0]["tokens"] if ok else 0,
     }
-    for key, unit in (("ttft", "s"), ("tpot", "ms"), ("e2e", "s")):
+    for key, unit in (("ttft", "s"), ("tpot", "ms"), ("e2e", "s"), ("ttft_content", "s")):
         values = [r[f"{key}_{unit}"] for r in ok]
         out[f"{key}_{unit}"] = _pct(values, 50)
         for q in PERCENTILES:

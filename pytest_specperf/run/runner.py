@@ -17,10 +17,12 @@ from pytest_specperf.cases.results import (
     LoadSweepResult,
     RateResult,
     Result,
+    SessionResult,
     SustainedResult,
     SweepResult,
     TwoPointResult,
 )
+from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.locks import endpoint_lock
 from pytest_specperf.errors import MeasurementError
@@ -118,4 +120,9 @@ class Runner:
     def capacity(self, spec: CapacitySpec, nodeid: str = "") -> CapacityResult:
         """Search the highest rate within the SLO."""
         result: CapacityResult = kind_for(spec).measure(self.context, spec, nodeid)
+        return result
+
+    def session(self, spec: SessionSpec, nodeid: str = "") -> SessionResult:
+        """Measure multi-turn sessions (``users`` at once)."""
+        result: SessionResult = kind_for(spec).measure(self.context, spec, nodeid)
         return result

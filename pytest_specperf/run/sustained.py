@@ -47,6 +47,7 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
                                                     axis=0)]
     if context.client.caps.step_chunks:
         _step_windows(r, streams)
+    stream_figures.phases(r, streams, trials.traces, context.client.caps.step_chunks)
     after = context.scrape_metrics()
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after,
                                                     *acceptance.response_fields(trials.traces))

@@ -24,7 +24,8 @@ from pytest_specperf.report.views.base import (
 )
 
 #: The latencies a rate case records per request: field -> (name, unit shown).
-LATENCIES = {"ttft_s": ("TTFT", "s"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("end-to-end", "s")}
+LATENCIES = {"ttft_s": ("TTFT", "s"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("end-to-end", "s"),
+             "ttft_content_s": ("first answer token", "s")}
 
 
 def _num(v: Any) -> float | None:
@@ -201,7 +202,7 @@ def rate(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
              *((f"{name} p50 / p90 / p99", _percentiles(key, r, unit)) for key, (name, unit) in LATENCIES.items()),
              ("output", f"{fmt(r.get('output_tps'))} tok/s, {fmt(r.get('decode_tps'))} tok/s per request"),
              ("client late p99", fmt(_ms(r.get("late_p99_s")), ".1f", " ms"))]
-    charts = [_latency_chart(r, key, reqs) for key in LATENCIES if key in slo or key != "tpot_ms"]
+    charts = [_latency_chart(r, key, reqs) for key in LATENCIES if key in slo or key in ("ttft_s", "e2e_s")]
     charts.append(_outcome_chart(reqs, bool(slo)))
     return CaseView(facts, [c for c in charts if c.series])
 

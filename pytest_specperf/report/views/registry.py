@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_specperf.report.views import categories, load, single
+from pytest_specperf.report.views import categories, load, session, single
 from pytest_specperf.report.views.arms import arms_view
 from pytest_specperf.report.views.base import CaseView, View, comparison_charts, generic
 
@@ -19,6 +19,7 @@ VIEWS: dict[str, View] = {
     "load_sweep": load.load_sweep,
     "rate": load.rate,
     "capacity": load.capacity,
+    "session": session.session,
 }
 
 

@@ -99,15 +99,44 @@ def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     ]
     if r.get("burst_tps") is not None:
         facts.append(("two-point / burst gap", f"{fmt(r.get('burst_tps'))} tok/s / {fmt(r.get('burst_gap'), '.2f')}"))
+    facts += phase_facts(r)
     streams = _streams(r)
     charts = [_cumulative_chart(streams), _window_chart(r, streams)]
     charts += _step_charts(r)
+    mark_phases(r, charts)
     if finite_number(r.get("burst_tps")) is not None and finite_number(r.get("decode_tps")) is not None:
         charts.append(Chart("burst", f"two-point vs sustained decode (burst gap {fmt(r.get('burst_gap'), '.2f')})",
                             "", "tok/s", [Series("decode", [0.0, 1.0], [float(r["burst_tps"]), float(r["decode_tps"])],
                                                  "bars")],
                             categories=["two-point (burst)", "sustained"]))
     return CaseView(facts, [c for c in charts if c.series])
+
+
+def phase_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The reasoning phase's figures, where the streams had one (none otherwise)."""
+    if not r.get("reasoning_tokens"):
+        return []
+    accept = ""
+    if finite_number(r.get("reasoning_accept_len")) is not None:
+        accept = (f"; {fmt(r.get('reasoning_accept_len'), '.2f')} vs {fmt(r.get('content_accept_len'), '.2f')} "
+                  "tokens/step")
+    return [("reasoning / answer", f"{count_text(r.get('reasoning_tokens'))} / {count_text(r.get('content_tokens'))}"
+                                   f" tokens; {fmt(r.get('reasoning_tps'))} / {fmt(r.get('content_tps'))} tok/s"
+                                   + accept),
+            ("first answer token", fmt(finite_number(r.get("ttft_content_s")) and r["ttft_content_s"] * 1000, ".0f",
+                                       " ms"))]
+
+
+def mark_phases(r: dict[str, Any], charts: list[Chart]) -> None:
+    """Where the answer starts, on the charts drawn against decode tokens (the median stream's reasoning count)."""
+    n = finite_number(r.get("reasoning_tokens"))
+    if not n:
+        return
+    for chart in charts:
+        if chart.id == "cumulative":
+            chart.levels.append(Level(n, f"reasoning | answer ({n:.0f} tokens)", "dashed"))
+        elif chart.xlabel == "decode tokens":
+            chart.levels.append(Level(n, f"reasoning | answer ({n:.0f} tokens)", "dashed", axis="x"))
 
 
 def _stream_facts(r: dict[str, Any]) -> list[tuple[str, str]]:

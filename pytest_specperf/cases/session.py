@@ -1,0 +1,54 @@
+"""The ``session`` case spec: multi-turn conversations, each turn sent with the conversation so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pytest_specperf.cases.base import CaseSpec, check, is_number
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSpec(CaseSpec):
+    """Multi-turn conversations: per-turn TTFT and decode, prompt and cached tokens, the cache-hit share.
+
+    ``users`` sessions run at once, each ``turns`` turns long; a turn sends the conversation so far
+    (every earlier user message and the model's own answers) plus a new user message, and waits
+    ``think_s`` after each answer. ``ctx`` is the first user message's length in tokens, ``turn_ctx``
+    each later one's; ``prompts`` takes the user messages from a prompt file instead (a record's own
+    later turns where it has them).
+    """
+
+    KIND: ClassVar[str] = "session"
+    ctx: int = 256  # the first user message, in tokens
+    api: str = "chat"
+    turns: int = 4
+    tokens: int = 64  # generated per turn
+    users: int = 1  # sessions at once
+    think_s: float = 0.0  # pause between an answer and the next turn
+    turn_ctx: int = 32  # each later user message, in tokens (generated text of ``content``)
+    # prompts= (CaseSpec's, with prompts_format, sample, categories): the user turns from a prompt file
+    min_cache_hit: float | None = None  # floor on the cached share of later turns' prompt tokens
+    max_ttft_s: float | None = None  # ceiling on the p90 turn's time to first token
+    max_ttft_content_s: float | None = None  # ceiling on the p90 turn's time to first answer token
+
+    def validate(self) -> None:
+        super().validate()
+        k = self.KIND
+        for name, lo in (("turns", 1), ("tokens", 2), ("users", 1), ("turn_ctx", 1)):
+            v = getattr(self, name)
+            check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, k,
+                  f"{name} must be an integer >= {lo}, got {v!r}")
+        check(self.repeat == 1, k, f"repeat={self.repeat!r}: a session's trials are its turns and users; "
+              "drop repeat and raise users")
+        check(is_number(self.think_s) and self.think_s >= 0, k,
+              f"think_s must be a number of seconds >= 0, got {self.think_s!r}")
+        check(self.min_tps is None or is_number(self.min_tps), k,
+              f"min_tps must be one number of tokens/s (a session has no per-category floors), got {self.min_tps!r}")
+        check(self.min_cache_hit is None or (is_number(self.min_cache_hit) and 0 < self.min_cache_hit <= 1), k,
+              f"min_cache_hit must be a fraction in (0, 1], got {self.min_cache_hit!r}")
+        check(self.min_cache_hit is None or self.turns >= 2, k,
+              "min_cache_hit needs turns >= 2 (the first turn has no conversation to reuse); raise turns")
+        for name in ("max_ttft_s", "max_ttft_content_s"):
+            v = getattr(self, name)
+            check(v is None or (is_number(v) and v > 0), k, f"{name} must be a positive number of seconds, got {v!r}")
