@@ -9,7 +9,7 @@ Syntax: items separated by ``,`` or ``;`` (spaces ignored)::
     retry_after=S    the Retry-After header (seconds) sent with status (default 1)
     retry_date=S     the same wait, sent as an HTTP date S seconds from now (whole seconds, as HTTP dates are)
     first_byte=S     hold the response (headers included) for S seconds before anything else
-                     (first_byte=S*K: only the first K requests of this scope that are answered)
+    first_byte=S*K   the same for the first K requests of this scope that are answered only
     key=NAME         the scope of the status counter (default: the whole header value)
 
 Times (stall, first_byte) are model seconds and are divided by ``--speed`` like every other
