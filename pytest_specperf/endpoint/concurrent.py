@@ -40,15 +40,17 @@ import dataclasses
 import functools
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.sse import Trace, TraceBuilder, paused_gc, split_events
 from pytest_specperf.errors import MeasurementError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,15 @@ def run_streams(client: Client, requests: Sequence[StreamRequest], *, origin: fl
     loop (it then runs in a worker thread).
     """
     client.info or client.detect()
+    return _run_loop(lambda: _run(client, list(requests), origin))
 
-    def go() -> list[StreamOutcome]:
+
+def _run_loop(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``main()`` on an event loop of its own, in a worker thread when the caller is inside a loop already."""
+
+    def go() -> T:
         with paused_gc():  # a full collection mid-run would stamp every stream's events late
-            return asyncio.run(_run(client, list(requests), origin))
+            return asyncio.run(main())
 
     try:
         asyncio.get_running_loop()
@@ -123,17 +130,7 @@ def run_sessions(client: Client, sessions: Sequence[NextTurn], *, think_s: float
     ready (their ``sent_s`` is still when they reached the network). A failed turn ends its session.
     """
     client.info or client.detect()
-
-    def go() -> list[list[StreamOutcome]]:
-        with paused_gc():
-            return asyncio.run(_run_sessions(client, list(sessions), think_s))
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return go()
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(go).result()
+    return _run_loop(lambda: _run_sessions(client, list(sessions), think_s))
 
 
 async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float) -> list[list[StreamOutcome]]:

@@ -151,11 +151,7 @@ class StatusCounters:
         """Count this request in its scope; True when it is one of the first K and must fail."""
         if spec.status is None:
             return False
-        key = f"{scope}:{spec.key or spec.raw}"
-        with self._lock:
-            n = self._counts.get(key, 0) + 1
-            self._counts[key] = n
-        return n <= spec.status_count
+        return self._count(f"{scope}:{spec.key or spec.raw}") <= spec.status_count
 
     def first_byte(self, spec: FaultSpec, scope: str) -> bool:
         """Count this answered request for ``first_byte=S*K``; True when it is held (one of the first K)."""
@@ -163,11 +159,14 @@ class StatusCounters:
             return False
         if spec.first_byte_count is None:
             return True
-        key = f"{scope}:{spec.key or spec.raw}"
+        return self._count(f"{scope}:{spec.key or spec.raw}") <= spec.first_byte_count
+
+    def _count(self, key: str) -> int:
+        """Count one more request under ``key``; its number."""
         with self._lock:
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
-        return n <= spec.first_byte_count
+        return n
 
     def reset(self) -> int:
         """Forget every count; returns how many scopes there were."""

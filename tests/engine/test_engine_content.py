@@ -12,7 +12,7 @@ from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
 from pytest_specperf.run.runner import Runner
 
-PAIRS = 3
+PAIRS = 5
 # SmolLM2-135M at temperature 0 falls into loops on any text, and an n-gram drafter accepts a
 # loop whole, so greedy prose looks as "repetitive" as records. Sampling at 0.7 keeps prose
 # novel while replayed records are still copied: the contrast real deployments see.
