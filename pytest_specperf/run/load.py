@@ -218,7 +218,10 @@ LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps
                 "common_window_s", "ttft_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "drift", "drift_verdict",
                 "drift_gate", "early_tps", "late_tps", "stalls", "stall_s", "tokens_per_chunk", "verdict", "reason",
                 "warnings", "notes", "streams", "late_p50_s", "late_p99_s",
-                "late_bound_s", "client_behind")
+                "late_bound_s", "client_behind",
+                # the reasoning phase at this level (None where no stream reasoned), as a sustained result has it
+                "ttft_content_s", "reasoning_tokens", "content_tokens", "reasoning_tps", "content_tps",
+                "reasoning_accept_len", "content_accept_len", "slower_phase")
 
 
 def level_fields(r: SustainedResult) -> dict[str, Any]:

@@ -55,6 +55,27 @@ def test_sustained_and_load_results_carry_each_phase(users: int) -> None:
     assert r.reasoning_tps is not None and r.content_tps is not None and r.reasoning_tps < r.content_tps
 
 
+def test_every_load_sweep_level_carries_each_phase() -> None:
+    with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
+        r = _run(sim, "load_sweep", "t::sweep_phases", concurrency=[1, 2], tokens=N, ctx=100, api="chat")
+        truths = {lv["concurrency"]: [sim.truth(s["response_id"]) for s in lv["streams"]] for lv in r.levels}
+    assert [lv["concurrency"] for lv in r.levels] == [1, 2]
+    for lv in r.levels:
+        got = truths[lv["concurrency"]]
+        assert (lv["reasoning_tokens"], lv["content_tokens"]) == (R, N - R)
+        assert lv["ttft_content_s"] is not None and lv["ttft_content_s"] > lv["ttft_s"]
+        assert lv["reasoning_accept_len"] == pytest.approx(np_median([_truth_accept(t, "reasoning") for t in got]),
+                                                           rel=0.02)
+        assert lv["content_accept_len"] == pytest.approx(np_median([_truth_accept(t, "content") for t in got]),
+                                                         rel=0.02)
+        assert lv["slower_phase"] == "reasoning" and lv["reasoning_tps"] < lv["content_tps"]
+    v = view_of(r.as_dict())
+    assert dict(v.facts)["reasoning / answer"].startswith(f"1 user: {R} / {N - R} tokens at")
+    ttft = next(c for c in v.charts if c.id == "ttft_users")
+    answer = next(s for s in ttft.series if s.name == "first answer token p50")
+    assert answer.y == [lv["ttft_content_s"] for lv in r.levels]
+
+
 def np_median(values: list[float]) -> float:
     values = sorted(values)
     n = len(values)

@@ -85,7 +85,8 @@ def _sweep_charts(r: dict[str, Any], levels: list[dict[str, Any]]) -> list[Chart
         chart.series += marks
     ttft = Chart("ttft_users", "time to first token against users", "users", "seconds",
                  _series("TTFT p50", levels, "concurrency", "ttft_p50_s")
-                 + _series("TTFT p90", levels, "concurrency", "ttft_p90_s"), xscale="log")
+                 + _series("TTFT p90", levels, "concurrency", "ttft_p90_s")
+                 + _series("first answer token p50", levels, "concurrency", "ttft_content_s"), xscale="log")
     return [total, per_user, ttft, *_speedup_chart(r.get("crossover"))]
 
 
@@ -122,6 +123,11 @@ def load_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
               else f"none up to {users_text(top.get('concurrency', '-'))}"),
              ("floors", f"min_tps {_floor_text(r.get('min_tps'))}, "
                         f"min_total_tps {_floor_text(r.get('min_total_tps'))}")]
+    phased = [lv for lv in levels if lv.get("reasoning_tokens")]
+    if phased:
+        facts.append(("reasoning / answer", "; ".join(
+            f"{users_text(lv['concurrency'])}: {lv['reasoning_tokens']} / {lv.get('content_tokens', '-')} tokens at "
+            f"{fmt(lv.get('reasoning_tps'))} / {fmt(lv.get('content_tps'))} tok/s" for lv in phased)))
     failed = [f"{users_text(lv['concurrency'])}: {lv.get('reason') or lv.get('verdict')}" for lv in levels
               if lv.get("verdict") not in ("passed", None)]
     if failed:
