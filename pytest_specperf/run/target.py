@@ -71,32 +71,19 @@ class EndpointSession:
 
     def _start(self) -> None:
         s = self.settings
-        if s.engine == "llamacpp":
-            from pytest_specperf.engines.llamacpp import EngineError, EngineNotFound, LlamaServer
+        if s.engine in ("llamacpp", "vllm"):
+            from pytest_specperf.engines.process import EngineError, EngineNotFound
 
-            preset, args = engine_arm_args("llamacpp", self._engine_arm, s.engine_preset, s.engine_args)
-            server: Any = LlamaServer(s.engine_model, preset=preset, extra_args=args)
+            preset, args = engine_arm_args(s.engine, self._engine_arm, s.engine_preset, s.engine_args)
+            server: Any = _engine_class(s.engine)(s.engine_model, preset=preset, extra_args=args)
             try:
                 server.start()
             except EngineNotFound as exc:
                 raise ConfigError(str(exc)) from None
             except EngineError as exc:
                 raise MeasurementError(str(exc)) from None
-            self.started = f"engine:llamacpp ({arm_name(self._engine_arm) if self._engine_arm is not None else preset})"
-        elif s.engine == "vllm":
-            from pytest_specperf.engines.vllm import EngineError as VllmError
-            from pytest_specperf.engines.vllm import EngineNotFound as VllmNotFound
-            from pytest_specperf.engines.vllm import VllmServer
-
-            preset, args = engine_arm_args("vllm", self._engine_arm, s.engine_preset, s.engine_args)
-            server = VllmServer(s.engine_model, preset=preset, extra_args=args)
-            try:
-                server.start()
-            except VllmNotFound as exc:
-                raise ConfigError(str(exc)) from None
-            except VllmError as exc:
-                raise MeasurementError(str(exc)) from None
-            self.started = f"engine:vllm ({arm_name(self._engine_arm) if self._engine_arm is not None else preset})"
+            arm = arm_name(self._engine_arm) if self._engine_arm is not None else preset
+            self.started = f"engine:{s.engine} ({arm})"
         else:
             from pytest_specperf.sim import SimServer, SimStartError
 
@@ -163,6 +150,17 @@ class EndpointSession:
 def arm_name(k: int) -> str:
     """The name of an engine arm with ``k`` speculative tokens: "none" for 0, else "k<K>"."""
     return "none" if k == 0 else f"k{k}"
+
+
+def _engine_class(engine: str) -> type[Any]:
+    """The server class of a local engine (imported on first use: a run on an endpoint loads neither)."""
+    if engine == "llamacpp":
+        from pytest_specperf.engines.llamacpp import LlamaServer
+
+        return LlamaServer
+    from pytest_specperf.engines.vllm import VllmServer
+
+    return VllmServer
 
 
 def engine_arm_args(engine: str, k: int | None, preset: str, extra: tuple[str, ...]) -> tuple[str, list[str]]:

@@ -16,7 +16,8 @@ from httpx_sse import EventSource
 from prometheus_client.parser import text_string_to_metric_families
 from support.engine_threads import THREADS
 
-from pytest_specperf.engines.llamacpp import EngineNotFound, LlamaServer, default_model, find_binary
+from pytest_specperf.engines.llamacpp import LlamaServer, default_model, find_binary
+from pytest_specperf.engines.process import EngineNotFound
 from pytest_specperf.engines.vllm import VllmServer, find_build
 
 REQUIRE_ENV = "SPECPERF_REQUIRE_ENGINE"

@@ -14,13 +14,12 @@ from pytest_specperf.engines import llamacpp
 from pytest_specperf.engines.llamacpp import (
     BINARY_ENV,
     PRESETS,
-    EngineError,
-    EngineNotFound,
     LlamaServer,
     default_model,
     find_binary,
     preset_args,
 )
+from pytest_specperf.engines.process import EngineError, EngineNotFound
 
 BUILD_COMMAND = "specperf-build-llama-server"
 

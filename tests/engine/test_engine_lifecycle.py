@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_specperf.engines.llamacpp import EngineStartError, LlamaServer
+from pytest_specperf.engines.llamacpp import LlamaServer
+from pytest_specperf.engines.process import EngineStartError
 
 # A stand-in for llama-server: records its argv and pid, then behaves as MODE says.
 FAKE = textwrap.dedent(

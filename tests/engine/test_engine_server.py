@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_specperf.engines.llamacpp import EngineStartError, LlamaServer
+from pytest_specperf.engines.llamacpp import LlamaServer
+from pytest_specperf.engines.process import EngineStartError
 
 StreamFn = Callable[[httpx.Client, dict[str, Any]], list[dict[str, Any]]]  # conftest's stream_completion
 ScrapeFn = Callable[[httpx.Client], dict[str, float]]  # conftest's scrape_metrics

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from pytest_specperf.engines import vllm_build
-from pytest_specperf.engines.vllm import EngineNotFound, EngineStartError, VllmServer
+from pytest_specperf.engines.process import EngineNotFound, EngineStartError
+from pytest_specperf.engines.vllm import VllmServer
 
 FAKE = textwrap.dedent(
     """\
