@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
-from pytest_specperf.engines import llamacpp_build
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S
 
 # three servers start one after another inside the one pytest run
@@ -27,8 +27,9 @@ def test_sweep(specperf):
 """
 
 
-def test_three_engine_arms_sweep_on_vllm(pytester: pytest.Pytester, vllm_build: object, monkeypatch) -> None:
-    monkeypatch.setenv("SPECPERF_CACHE", str(llamacpp_build.cache_dir()))  # pytester runs with its own HOME
+def test_three_engine_arms_sweep_on_vllm(pytester: pytest.Pytester, vllm_build: tuple[Path, Path], monkeypatch) -> None:
+    # pytester runs with its own HOME: point the run at the build's cache (CACHE/vllm-VERSION/venv/bin/python)
+    monkeypatch.setenv("SPECPERF_CACHE", str(vllm_build[0].parents[3]))
     pytester.makepyfile(test_arms=CASES)
     out = pytester.path / "r.json"
     res = pytester.runpytest_subprocess("--specperf-engine=vllm", "--specperf-engine-arms=none,2,4",
