@@ -51,18 +51,28 @@ def four_slots(llama_engine) -> Iterator[Client]:
 def _decode_checked(trace: Trace, tokens: int) -> float:
     """The plugin's decode of one request, checked against that request's own server timings."""
     s, _ = measure.stream_result(trace, coalesce_s=BURST_S)
-    tm = trace.timings
-    assert tm is not None and trace.completion_tokens == tokens
-    server_tps = (tm["predicted_n"] - 1) / tm["predicted_ms"] * 1000  # the first token is the prefill's
-    assert s.decode_tps == pytest.approx(server_tps, rel=0.03)
+    assert trace.completion_tokens == tokens
+    assert s.decode_tps == pytest.approx(_server_tps(trace), rel=0.03)
     return s.decode_tps
 
 
-def test_more_users_more_aggregate_less_each(four_slots: Client) -> None:
+def _server_tps(trace: Trace) -> float:
+    """One request's decode tok/s by the server's own ``timings`` (the first token is the prefill's)."""
+    tm = trace.timings
+    assert tm is not None, "llama-server sent no timings"
+    return (tm["predicted_n"] - 1) / tm["predicted_ms"] * 1000
+
+
+def test_aggregate_is_the_servers_and_each_user_gets_less(four_slots: Client) -> None:
+    """The plugin's aggregate tok/s equals the sum of the streams' own server rates; each user gets less with more.
+
+    Whether 4 users also gain aggregate throughput over 1 is the host's, not the plugin's: on an idle host here
+    the batched kernels paid (92.5 vs 53.4 tok/s), on a busy CI host they did not (31.3 vs 32.6), so that is
+    not asserted. Batching never makes a step of 4 sequences cheaper than one of 2, so per-user decode falls.
+    """
     tokens = 128  # long enough that a late wake-up of this client on a busy host stays under 3% of a stream
     prompts = [build_prompt("prose", CTX, four_slots.count_tokens, variant=v).text for v in range(12)]
     per_user: dict[int, list[float]] = {1: [], 2: [], 4: []}
-    total: dict[int, list[float]] = {1: [], 2: [], 4: []}
     levels = (1, 2, 4)
     order = [levels[(start + k) % 3] for start in range(3) for k in range(3)]  # a Latin square of positions
     for n, users in enumerate(order):
@@ -72,13 +82,11 @@ def test_more_users_more_aggregate_less_each(four_slots: Client) -> None:
         per_user[users].append(float(np.median([_decode_checked(t, tokens) for t in found])))
         agg, window = loadcase.aggregate_tps(found)
         assert agg is not None, f"{users} streams overlapped for only {window:.2f} s: the server queued them"
-        total[users].append(agg)
+        # The same-length prompts share their prefill step and then every decode step, so over the window in
+        # which all decode, the output rate is the sum of each request's own rate by llama.cpp's clock.
+        server_sum = sum(_server_tps(t) for t in found)
+        assert agg == pytest.approx(server_sum, rel=0.10), f"{users} users: plugin {agg:.1f}, server {server_sum:.1f}"
     d = {c: float(np.median(v)) for c, v in per_user.items()}
-    t = {c: float(np.median(v)) for c, v in total.items()}
-    # On this CPU build a step of 2 sequences costs about as much as 2 steps of one (53.7 vs 53.4 tok/s
-    # aggregate over six passes); from 4 on the batched kernels pay (92.5). So 2 users must not lose
-    # aggregate throughput, and 4 must gain it.
-    assert t[2] > 0.95 * t[1] and t[4] > t[2] and t[4] > 1.2 * t[1], f"aggregate tok/s by users: {t} (passes: {total})"
     assert d[1] > d[2] > d[4], f"per-user decode should fall with users: {d} (passes: {per_user})"
 
 

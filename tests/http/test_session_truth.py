@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -149,6 +150,28 @@ def test_user_turns_come_from_a_prompt_file(sim: SimServer) -> None:
     r = _run(sim, "t::file", turns=2, tokens=16, users=2, prompts="builtin:specbench-mini")
     assert r.verdict == "passed" and r.prompts == "builtin:specbench-mini" and r.cache_hit is not None
 
+
+
+def test_reasoning_is_not_sent_back_in_the_history() -> None:
+    """A later turn repeats the previous answer, not its reasoning: by the server's count, each turn's prompt
+    grows by the previous answer's content tokens plus the new message, the same with or without reasoning."""
+    growth = {}
+    for reasoning in (0, 16):
+        overrides = {**CACHE, "dialect": "vllm", "reasoning_tokens": reasoning}
+        with SimServer("healthy", speed=SPEED, in_process=True, overrides=overrides) as sim:
+            r = _run(sim, f"t::reasoning{reasoning}", turns=3, tokens=24, users=1, ctx=200, turn_ctx=30, api="chat")
+            truths = [sim.truth(row["response_id"]) for row in sorted(r.per_request, key=lambda row: row["turn"])]
+        assert [t["reasoning_tokens"] for t in truths] == [reasoning] * 3
+        growth[reasoning] = [now["prompt_tokens"] - prev["prompt_tokens"] - prev["content_tokens"]
+                             for prev, now in pairwise(truths)]
+    assert growth[16] == growth[0], growth  # 16 more a turn if the reasoning went back
+
+
+def test_a_file_of_single_prompts_makes_conversations_from_later_records(tmp_path: Any) -> None:
+    (tmp_path / "single.jsonl").write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(3)))
+    spec = build_spec("session", {"turns": 3, "users": 2, "prompts": "single.jsonl"}, base=tmp_path)
+    # session u opens with record u, then takes the next records' prompts in file order, wrapping around
+    assert user_turns(None, spec, 0) == [["p0", "p1", "p2"], ["p1", "p2", "p0"]]  # type: ignore[arg-type]
 
 
 def test_a_client_behind_its_schedule_does_not_excuse_a_missed_cache_floor() -> None:

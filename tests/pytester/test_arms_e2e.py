@@ -131,3 +131,25 @@ def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
     assert t["trials"] == {"off": 3, "k1": 3, "k4": 3}
     assert t["schedule"] == {"4": "k1", "16": "off"}
     assert all(row["decided"] for row in t["levels"])
+
+
+BASELINE = """
+import pytest
+
+@pytest.mark.sustained(concurrency=4, tokens=48, ctx=200, max_loss_vs_best=0.05)
+def test_four_users(specperf):
+    pass
+"""
+
+
+def test_without_deployed_the_named_baseline_is_judged(pytester: pytest.Pytester,
+                                                        arm_sims: dict[str, SimServer]) -> None:
+    # k4 is not the first arm: only --specperf-arms-baseline makes it the one the gate judges (k1 is best at 4 users)
+    pytester.makepyfile(test_baseline=BASELINE)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}", "--specperf-arms-baseline=k4",
+                                        f"--specperf-json={out}", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    r = json.loads(out.read_text())["results"][0]
+    assert (r["arms"]["baseline"], r["arms"]["deployed"]) == ("k4", "k4")
+    assert r["reason"].startswith("at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k1")

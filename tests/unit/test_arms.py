@@ -58,21 +58,24 @@ def test_the_best_arm_per_level_and_the_schedule_follow_the_truth() -> None:
     assert '{"1": 4, "4": 2, "16": 0}' in t["text"]
 
 
-def test_identical_arms_are_tied_and_fail_max_loss_at_most_at_the_stated_rate() -> None:
-    # Three identical arms: the deployed one is never truly 5 % slower than the best, so every 'below' is a false
-    # alarm. The best is picked from the data (the luckiest arm); Bonferroni over the two comparisons keeps the
+@pytest.mark.parametrize("names", ["abc", "abcde"])
+def test_identical_arms_are_tied_and_fail_max_loss_at_most_at_the_stated_rate(names: str) -> None:
+    # Identical arms: the deployed one is never truly 5 % slower than the best, so every 'below' is a false
+    # alarm. The best is picked from the data (the luckiest arm); Bonferroni over the N - 1 comparisons keeps the
     # false alarms at or under ALPHA (1 %) per level.
     rng = np.random.default_rng(11)
-    truth = {n: {8: 100.0} for n in ("a", "b", "c")}
+    truth = {n: {8: 100.0} for n in names}
     below = tied_all = 0
     for between in np.linspace(0.02, 0.03, 1000):
         t = arms.table(_arms(rng, truth, 5, between=between), baseline="a", max_loss=0.05)
         lv = t["gate"]["levels"][0]
         below += lv["verdict"] == "below"
-        tied_all += len(t["levels"][0]["tied"]) == 2
+        tied_all += len(t["levels"][0]["tied"]) == len(names) - 1
     # Binomial(1000, 0.01): P(more than 20) = 0.1 %.
     assert below <= 20, below
-    assert tied_all >= 950, tied_all  # identical arms are indistinguishable from the best
+    # Identical arms are indistinguishable from the best. Five arms is where the correction shows: without it,
+    # 89.0 % of these seeded comparisons were all tied (96.5 % with it; three arms: 95.1 % and 97.3 %).
+    assert tied_all >= 950, tied_all
 
 
 def test_max_loss_fails_a_clearly_slower_deployed_arm_naming_level_and_figures() -> None:
