@@ -79,9 +79,12 @@ def test_latency_counts_from_the_scheduled_arrival(runner_for: Any) -> None:
                                    "arrivals": "constant", "slo": {"ttft_s": 1.0}})
         r = runner.run(spec, "rate::queue")
         truths = [sim.truth(p["response_id"]) for p in r.per_request]
-    assert r.late_p99_s < 0.05  # sent on time although earlier responses were still pending
     queued = [t["queue_s"] for t in truths]
     assert queued[-1] > 10 * max(queued[0], 1e-3)  # the last request waited long for its slot
+    # Sent on time although earlier responses were still pending: a client that waited for them would be as
+    # late as the server's queue (0.64 s for the last request here). Its lateness is the host's wake-up
+    # noise: 2 ms on an idle machine, 78 ms seen with two CPU hogs beside the suite.
+    assert r.late_p99_s < 0.2 * queued[-1], (r.late_p99_s, queued[-1])
     for p, t in zip(r.per_request, truths, strict=True):
         assert p["ttft_s"] >= t["ttft_s"] - 0.002  # never less than what the server says it took
         # from the scheduled arrival: the server's time plus how late the client sent (and the wire)
