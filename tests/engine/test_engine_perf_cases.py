@@ -17,15 +17,15 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
     monkeypatch.setenv("SPECPERF_LLAMA_SERVER", str(llama_engine[0]))  # pytester runs with its own HOME
     shutil.copytree(REPO / "perf_cases", pytester.path / "perf_cases")
     out = pytester.path / "r.json"
-    # One engine thread (see engine_threads), passed the way a user passes engine flags. The prompt-file example
-    # (4 x 300 tokens, half a minute here) is left to test_engine_categories, which runs one on this engine.
-    # The engine has one slot, so the load example's eighth user waits for seven whole requests before its
-    # headers come: on a busy CI host that passed the default 60 s (7-10 s a request). Waiting is what this
-    # server does under that load, not a fault, so the timeout is raised rather than the example cut.
+    # One engine thread (see engine_threads), passed the way a user passes engine flags. Two examples run elsewhere
+    # on this engine: the prompt-file one (4 x 300 tokens, half a minute here) in test_engine_categories, and the
+    # load sweep in test_engine_arms and test_engine_load, with several slots. On this one-slot server a sweep
+    # measures only its queue (the plugin says so: no common window), took 45 of this test's 100 s, and on a busy
+    # CI host its eighth user waited past the 60 s timeout.
     res = pytester.runpytest_subprocess("perf_cases", "--specperf-engine=llamacpp", f"--specperf-json={out}",
                                         f"--specperf-engine-args={' '.join(THREAD_ARGS)}", "-p", "no:cacheprovider",
-                                        "--specperf-timeout=300", "-k", "not test_per_category")
-    res.assert_outcomes(passed=7, deselected=1)
+                                        "-k", "not test_per_category and not test_load_curve")
+    res.assert_outcomes(passed=6, deselected=2)
     results = json.loads(out.read_text())["results"]
     assert {r["server"] for r in results} == {"llamacpp"}
     sustained = [r for r in results if r["kind"] == "sustained"]
