@@ -68,9 +68,11 @@ def test_ttft_falls_with_cached_tokens() -> None:
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={**CACHE, "prefix_cache_tokens": 0}) as cold:
         uncached = _run(cold, "t::ttft", **kw)
         truths += [cold.truth(row["response_id"]) for row in uncached.per_request]
-    # each turn's TTFT on the client's clock: after the server wrote its first token, long before its last
+    # Each turn's TTFT on the client's clock: after the server wrote its first token, long before its last. The
+    # in-process server stamps a write after it returns, and the client's thread may read the chunk first (2.7 ms
+    # seen with two CPU hogs); 10 ms of slack is still a quarter of the 40 ms prefill a wrong origin would lose.
     for row, t in zip(cached.per_request + uncached.per_request, truths, strict=True):
-        assert t["ttft_s"] - 0.001 <= row["ttft_s"] < t["total_s"], (row, t["ttft_s"], t["total_s"])
+        assert t["ttft_s"] - 0.01 <= row["ttft_s"] < t["total_s"], (row, t["ttft_s"], t["total_s"])
     assert uncached.cache_hit == 0.0 and cached.cache_hit is not None and cached.cache_hit > 0.9
     for turn in (1, 2):  # later turns: TTFT pays only for the new tokens with the cache, the whole prompt without
         assert cached.per_turn[turn]["ttft_p50_s"] < 0.5 * uncached.per_turn[turn]["ttft_p50_s"]
