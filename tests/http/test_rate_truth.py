@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -184,24 +185,57 @@ def _profile_capacity(profile: Any, speed: float, slo_ms: float, target: float, 
     return lo
 
 
-def test_capacity_lands_within_ten_percent_of_the_profiles_answer(runner_for: Any) -> None:
+def _probe_truths(sim: SimServer, probes: list[dict[str, Any]], tokens: int) -> list[list[dict]]:
+    """Each probe's counted requests as the simulator recorded them: probes run one after another, so the case's
+    requests in arrival order are, probe after probe, ``requests`` each; the warm-up tenth is left out."""
+    recs = sorted((r for r in sim.requests() if r["max_tokens"] == tokens), key=lambda r: r["arrival_monotonic"])
+    assert len(recs) == sum(pr["requests"] for pr in probes)
+    out, i = [], 0
+    for pr in probes:
+        n = pr["requests"]
+        out.append([sim.truth(r["id"]) for r in recs[i:i + n][int(WARMUP * n):]])
+        i += n
+    return out
+
+
+def _pace(recs: list[dict]) -> float:
+    """The median decode step's real time over the time the profile gave it: 1.0 when the server kept its pace."""
+    ratios = [(b["t_s"] - a["t_s"]) / b["step_ms"] * 1000 for t in recs
+              for a, b in itertools.pairwise(t["steps"]) if b["step_ms"] > 0]
+    return float(np.median(ratios))
+
+
+def test_capacity_lands_on_the_servers_own_answer(runner_for: Any) -> None:
     # The batching twin without speculation: per-token time grows smoothly with the batch, so a
     # tpot bound is crossed well below saturation, where the answer does not hinge on one burst.
-    speed, tokens, ctx, probe_s = 3.0, 64, 200, 5.0
+    speed, tokens, ctx, probe_s, slo_ms = 3.0, 64, 200, 5.0, 25.0
     profile = load_profile("batching", {"jitter": 0.0, "speculation": False})
-    truth = _profile_capacity(profile, speed, 25.0, 0.9, tokens, ctx, probe_s, 32)
     with SimServer(profile, speed=speed) as sim:
         runner = runner_for(sim.url)
-        spec = build_spec("capacity", {"slo": {"tpot_ms": 25.0 / speed}, "target": 0.9, "tokens": tokens, "ctx": ctx,
+        spec = build_spec("capacity", {"slo": {"tpot_ms": slo_ms / speed}, "target": 0.9, "tokens": tokens, "ctx": ctx,
                                        "arrivals": "constant", "start_rps": 2 * speed, "probe_s": probe_s,
                                        "budget_s": 240, "min_rps": 1.0})
         r = runner.run(spec, "capacity::truth")
-    found = r.max_rps / speed
-    assert found == pytest.approx(truth, rel=0.10), (found, truth, r.probes)
+        truths = _probe_truths(sim, r.probes, tokens)
+    # Every probe's attainment is the share of its requests whose decode, by the server's own write times, met
+    # the bound. The client reads each chunk a moment after it was written, which moves a request's tpot by a
+    # few per cent on a busy machine, so a request within 5 % of the bound may fall either way.
+    bound = slo_ms / speed
+    for pr, recs in zip(r.probes, truths, strict=True):
+        surely = sum(_tpot(t) <= 0.95 * bound for t in recs) / len(recs)
+        maybe = sum(_tpot(t) <= 1.05 * bound for t in recs) / len(recs)
+        assert surely - 1e-9 <= pr["attainment"] <= maybe + 1e-9, (pr["rps"], surely, pr["attainment"], maybe)
     lo, hi = r.bracket
     assert lo == r.max_rps and hi is not None and hi / lo - 1 <= 0.10 + 1e-9
     assert [p["passed"] for p in r.probes] == [p["attainment"] >= 0.9 for p in r.probes]
     assert r.verdict == "passed" and "precision" in r.stop
+    # Where the server kept its profile's pace, the rate is the profile's own answer. A busy machine slows the
+    # simulator itself (two CPU hogs: 2.6 against 3.9 req/s), and then only the recorded truth above holds.
+    pace = _pace([t for recs in truths for t in recs])
+
+    if pace <= 1.05:
+        truth = _profile_capacity(profile, speed, slo_ms, 0.9, tokens, ctx, probe_s, 32)
+        assert r.max_rps / speed == pytest.approx(truth, rel=0.10), (r.max_rps / speed, truth, r.probes)
 
 
 def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
