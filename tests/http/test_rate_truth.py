@@ -225,14 +225,16 @@ def test_capacity_lands_on_the_servers_own_answer(runner_for: Any) -> None:
         surely = sum(_tpot(t) <= 0.95 * bound for t in recs) / len(recs)
         maybe = sum(_tpot(t) <= 1.05 * bound for t in recs) / len(recs)
         assert surely - 1e-9 <= pr["attainment"] <= maybe + 1e-9, (pr["rps"], surely, pr["attainment"], maybe)
-    lo, hi = r.bracket
-    assert lo == r.max_rps and hi is not None and hi / lo - 1 <= 0.10 + 1e-9
     assert [p["passed"] for p in r.probes] == [p["attainment"] >= 0.9 for p in r.probes]
+    # the answer is the fastest passing probe, under the slowest failing one by at most the precision
+    lo, hi = r.bracket
+    assert lo == r.max_rps == max(p["rps"] for p in r.probes if p["passed"])
+    assert hi == min(p["rps"] for p in r.probes if not p["passed"]) and hi / lo - 1 <= 0.10 + 1e-9
     assert r.verdict == "passed" and "precision" in r.stop
-    # Where the server kept its profile's pace, the rate is the profile's own answer. A busy machine slows the
-    # simulator itself (two CPU hogs: 2.6 against 3.9 req/s), and then only the recorded truth above holds.
+    # Where the server kept its profile's pace, the rate is the profile's own answer. A busy machine can slow the
+    # simulator itself (with two CPU hogs beside the suite, 2.6 against 3.9 req/s), and then only the recorded
+    # truth above holds.
     pace = _pace([t for recs in truths for t in recs])
-
     if pace <= 1.05:
         truth = _profile_capacity(profile, speed, slo_ms, 0.9, tokens, ctx, probe_s, 32)
         assert r.max_rps / speed == pytest.approx(truth, rel=0.10), (r.max_rps / speed, truth, r.probes)
