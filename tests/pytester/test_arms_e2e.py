@@ -55,6 +55,16 @@ def _urls(sims: dict[str, SimServer]) -> str:
     return ",".join(f"{n}={s.url}" for n, s in sims.items())
 
 
+def _run_arms(pytester: pytest.Pytester, sims: dict[str, SimServer], cases: str, *args: str
+              ) -> tuple[pytest.RunResult, dict]:
+    """Run ``cases`` on every simulator arm; the pytest run and the first result's JSON."""
+    pytester.makepyfile(test_arms_cases=cases)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(sims)}", *args, f"--specperf-json={out}",
+                                        "-p", "no:cacheprovider")
+    return res, json.loads(out.read_text())["results"][0]
+
+
 def _true_trials(sim: SimServer) -> dict[int, list[float]]:
     """Per level, each trial's median user as the simulator ran it: the sweep's requests (64 tokens) in
     arrival order are, trial after trial, 1, 4 and 16 requests started together."""
@@ -122,12 +132,9 @@ def test_auto(specperf):
 def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
                                                    arm_sims: dict[str, SimServer]) -> None:
     # The best arm leads by 26 % or more at both levels: decided at the first look, three trials per arm.
-    pytester.makepyfile(test_auto=AUTO)
-    out = pytester.path / "r.json"
-    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}", f"--specperf-json={out}",
-                                        "-p", "no:cacheprovider")
+    res, r = _run_arms(pytester, arm_sims, AUTO)
     res.assert_outcomes(passed=1)
-    t = json.loads(out.read_text())["results"][0]["arms"]
+    t = r["arms"]
     assert t["trials"] == {"off": 3, "k1": 3, "k4": 3}
     assert t["schedule"] == {"4": "k1", "16": "off"}
     assert all(row["decided"] for row in t["levels"])
@@ -145,11 +152,7 @@ def test_four_users(specperf):
 def test_without_deployed_the_named_baseline_is_judged(pytester: pytest.Pytester,
                                                         arm_sims: dict[str, SimServer]) -> None:
     # k4 is not the first arm: only --specperf-arms-baseline makes it the one the gate judges (k1 is best at 4 users)
-    pytester.makepyfile(test_baseline=BASELINE)
-    out = pytester.path / "r.json"
-    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}", "--specperf-arms-baseline=k4",
-                                        f"--specperf-json={out}", "-p", "no:cacheprovider")
+    res, r = _run_arms(pytester, arm_sims, BASELINE, "--specperf-arms-baseline=k4")
     res.assert_outcomes(failed=1)
-    r = json.loads(out.read_text())["results"][0]
     assert (r["arms"]["baseline"], r["arms"]["deployed"]) == ("k4", "k4")
     assert r["reason"].startswith("at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k1")
