@@ -70,7 +70,10 @@ def test_a_repeated_prompt_is_cached_reported_and_its_first_token_comes_sooner(s
     for t in (t_cold, t_warm):
         want = 1000.0 * (1500 - t["cached_tokens"]) / prof.prefill_tokens_per_s / SPEED
         assert t["steps"][0]["step_ms"] == pytest.approx(want, rel=1e-9)
-    assert t_warm["ttft_s"] < 0.5 * t_cold["ttft_s"]
+    # on the server's clock the cold prompt waited its 50 ms prefill and the warm one came sooner (not "in half the
+    # time": beside CPU hogs the warm request's few ms can stretch by a stalled wake-up)
+    assert t_cold["ttft_s"] >= t_cold["steps"][0]["step_ms"] / 1000 > 0.04
+    assert t_warm["ttft_s"] < t_cold["ttft_s"]
 
 
 def test_the_next_turn_of_a_conversation_reuses_the_previous_prompt_and_answer(sims: dict[str, SimServer]) -> None:
