@@ -7,6 +7,7 @@ import itertools
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from pytest_specperf.cases.closed_loop import SustainedSpec
@@ -20,6 +21,17 @@ def _declared_step_ms(profile: Profile, prompt_tokens: int, generated: float, sp
     c = (prompt_tokens + generated) / 1000.0
     return (profile.step_ms + profile.step_ms_per_1k_ctx * c + profile.step_ms_per_1k_ctx_sq * c * c
             + profile.step_ms_per_1k_generated * generated / 1000.0) / speed
+
+
+def _true_step_ms(truth: dict, lo: int, hi: int) -> float:
+    """The median time between the server's writes of the decode steps whose tokens lie in ``[lo, hi)``, in ms."""
+    steps = truth["steps"]
+    out, done = [], 0
+    for prev, st in itertools.pairwise(steps):
+        if lo <= done and done + st["tokens"] <= hi:
+            out.append(1000.0 * (st["t_s"] - prev["t_s"]))
+        done += st["tokens"]
+    return float(np.median(out))
 
 
 def _true_window_lengths(truth: dict, window_tokens: int, n_windows: int) -> list[float]:
@@ -49,14 +61,21 @@ def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServ
     # The YAML: reasoning text accepts 5 tokens per step, 2.9 after 400 generated tokens.
     assert a["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
     assert a["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
-    # Early and late are medians of the first and last quarter of the windows: the middle window of each
-    # group, where step time (rising with context and generated tokens) is the group's median.
+    # Early and late are medians over the first and last quarter of the windows. The truth: the server's own step
+    # times (between its writes) over the steps of those windows; beside CPU hogs they are longer than the YAML
+    # says, and the client sees the same steps.
     s = r.streams[0]
     n, w = len(s.window_tps), s.window_tokens
     m = max(3, -(-n // 4))
+    early, late = _true_step_ms(seed_sim.truth(s.response_id), 0, m * w), _true_step_ms(
+        seed_sim.truth(s.response_id), (n - m) * w, n * w)
+    assert a["step_ms_early"] == pytest.approx(early, rel=0.05)
+    assert a["step_ms_late"] == pytest.approx(late, rel=0.05)
+    # and the step time grows with the context as the YAML declares (in the middle window of each group)
     mid_early, mid_late = (m // 2 + 0.5) * w + 1, (n - m + m // 2 + 0.5) * w + 1
-    assert a["step_ms_early"] == pytest.approx(_declared_step_ms(prof, r.prompt_tokens, mid_early, speed), rel=0.05)
-    assert a["step_ms_late"] == pytest.approx(_declared_step_ms(prof, r.prompt_tokens, mid_late, speed), rel=0.05)
+    declared = _declared_step_ms(prof, r.prompt_tokens, mid_late, speed) / _declared_step_ms(
+        prof, r.prompt_tokens, mid_early, speed)
+    assert late / early == pytest.approx(declared, rel=0.05)
     assert len(r.window_accept_len) == len(r.window_step_ms) == len(r.window_tps)
 
 

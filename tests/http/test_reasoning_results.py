@@ -46,7 +46,9 @@ def test_sustained_and_load_results_carry_each_phase(users: int) -> None:
     assert all((t["reasoning_tokens"], t["content_tokens"]) == (R, N - R) for t in truths)
     gap = sorted(s.ttft_content_s - s.ttft_s for s in r.streams)[0]  # type: ignore[operator]
     want = min(t["ttft_content_s"] - t["ttft_s"] for t in truths)
-    assert gap == pytest.approx(want, abs=0.005) and want > 0.05
+    # within a tenth of the ~150 ms gap: a late wake-up beside CPU hogs is a few ms (which chunk starts the answer
+    # is checked exactly in test_reasoning_trace.py)
+    assert gap == pytest.approx(want, rel=0.1) and want > 0.05
     assert r.ttft_content_s is not None and r.ttft_content_s > r.ttft_s
     # vLLM sends a chunk per step, so tokens per chunk in a phase are that phase's accepted length
     assert r.reasoning_accept_len == pytest.approx(np_median([_truth_accept(t, "reasoning") for t in truths]),
@@ -126,7 +128,7 @@ def test_the_rate_slo_bounds_the_first_answer_token() -> None:
         truths = [sim.truth(rec["response_id"]) for rec in probe.per_request]
         for rec, t in zip(probe.per_request, truths, strict=True):
             # the gap from first token to first answer token, on the client's clock and the server's
-            assert rec["ttft_content_s"] - rec["ttft_s"] == pytest.approx(t["ttft_content_s"] - t["ttft_s"], abs=0.01)
+            assert rec["ttft_content_s"] - rec["ttft_s"] == pytest.approx(t["ttft_content_s"] - t["ttft_s"], rel=0.1)
         bound = max(rec["ttft_s"] for rec in probe.per_request) + 0.5 * min(
             t["ttft_content_s"] - t["ttft_s"] for t in truths)
         first_token = _run(sim, "rate", "t::rate", **kw, slo={"ttft_s": bound})

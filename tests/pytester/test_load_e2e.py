@@ -11,6 +11,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support.load_helpers import true_aggregate
 
@@ -79,10 +80,11 @@ def test_load_cases_from_markers_yaml_and_direct_calls(pytester: pytest.Pytester
         assert len(lv["streams"]) == lv["concurrency"] and lv["accept_len"] == pytest.approx(3.0, abs=0.3)
         assert lv["step_ms"] > 0 and lv["ttft_p90_s"] >= lv["ttft_p50_s"]
     assert "knee at 2 users" in text
-    # ramp_s spreads the starts: the server saw them arrive 0.2/4 s apart.
+    # ramp_s spreads the starts: the server saw them arrive 0.2/4 s apart (in the median gap and over the span: a
+    # send held back on a busy machine makes one gap longer and the next shorter)
     arrivals = sorted(r["arrival_monotonic"] for r in ramped)
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert all(abs(g - 0.05) < 0.015 for g in gaps), gaps
+    assert abs(float(np.median(gaps)) - 0.05) < 0.01 and abs(arrivals[-1] - arrivals[0] - 0.15) < 0.03, gaps
     assert cases["test_ramped"]["total_tps"] is not None
     # The table shows how many users each row is about; a sweep gets a row per level.
     header = next(line for line in res.outlines if line.startswith("case "))
