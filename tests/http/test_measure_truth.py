@@ -7,7 +7,7 @@ import pytest
 
 from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
 from pytest_specperf.run import drift as stats
-from pytest_specperf.sim import SimServer, load_profile
+from pytest_specperf.sim import SimServer
 
 
 def _truth_trace(truth: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -22,24 +22,25 @@ def _truth_decode(truth: dict) -> float:
 
 @pytest.mark.parametrize("profile", ["healthy", "fragmenting"])
 def test_sustained_matches_truth(profile: str, runner_for) -> None:
-    # Mild compression only: client-side read jitter is a fixed ~0.1-1 ms, so faster steps would
-    # measure the machine's load rather than the plugin's maths.
-    with SimServer(profile, speed=2.0) as sim:
+    # Real time: client-side read jitter is a fixed ~0.1-1 ms idle and a few ms beside CPU hogs, so faster steps
+    # would measure the machine's load rather than the plugin's maths.
+    with SimServer(profile, speed=1.0) as sim:
         runner = runner_for(sim.url)
-        r = runner.sustained(SustainedSpec(tokens=800, ctx=1000, content="prose", repeat=3), "truth")
+        r = runner.sustained(SustainedSpec(tokens=400, ctx=1000, content="prose", repeat=3), "truth")
         s = r.streams[0]
         truths = [sim.truth(x.response_id) for x in r.streams]
         truth = truths[0]
-    assert r.completion_tokens == 800
+    assert r.completion_tokens == 400
     assert s.counts_exact and s.count_source == "continuous_usage"
     assert abs(s.decode_tps / _truth_decode(truth) - 1) < 0.01
     t, k = _truth_trace(truth)
     truth_drift = stats.drift(stats.window_rates(t, k)).drift
     assert abs(s.drift - truth_drift) < 0.03
-    # TTFT within 5 ms of the server's own clock in the median stream: one late wake-up on a busy machine
-    # is not the plugin's error, a systematic offset (e.g. timing from the wrong event) still is.
+    # TTFT within 10 ms of the server's own clock in the median stream (about 1 ms idle, 6 ms seen beside two CPU
+    # hogs): a late wake-up on a busy machine is not the plugin's error, a step's worth (20 ms here, e.g. the
+    # first token timed at the wrong event) still is.
     errors = sorted(abs(x.ttft_s - tr["ttft_s"]) for x, tr in zip(r.streams, truths, strict=True))
-    assert errors[1] < 0.005, errors
+    assert errors[1] < 0.01, errors
     assert abs(r.prompt_tokens - 1000) <= 10 and r.prompt_tokens == truth["prompt_tokens"]
 
 
@@ -52,17 +53,17 @@ def test_fragmenting_drifts_and_healthy_does_not(healthy_sim: SimServer, speed: 
     assert frag.drift_failed and frag.drift > 0.15, frag.drift_gate
 
 
-def test_two_point_matches_the_profiles_true_rate(runner_for) -> None:
-    # healthy is stationary with min-variance acceptance: prose steps carry exactly accept_len tokens,
-    # each step takes step_ms + step_ms_per_1k_ctx * ctx/1000, so the true decode rate is known.
-    prof = load_profile("healthy")
+def test_two_point_matches_the_servers_own_clock(runner_for) -> None:
+    # Two-point reads decode off the difference of two request times (264 and 8 tokens, same prompt); the truth is
+    # the same difference on the server's clock, from its records of each request's last write.
     speed = 2.0  # two-point differences two request times: keep ms-level overheads small against them
     with SimServer("healthy", speed=speed) as sim:
-        r = runner_for(sim.url).two_point(TwoPointSpec(ctx=1000, short=8, long=264), "tp")
-    mid_ctx = (1000 + 136) / 1000  # context half-way through the long request's decode
-    step_s = (prof.step_ms + prof.step_ms_per_1k_ctx * mid_ctx) / 1000
-    truth = prof.accept_len["prose"] / step_s * speed
-    assert abs(r.decode_tps / truth - 1) < 0.05, (r.decode_tps, truth)
+        r = runner_for(sim.url).two_point(TwoPointSpec(ctx=1000, short=8, long=264, repeat=3), "tp")
+        ends = {n: [sim.truth(q["id"])["steps"][-1]["t_s"] for q in sim.requests() if q["max_tokens"] == n]
+                for n in (8, 264)}
+    assert len(ends[8]) == len(ends[264]) == r.repeat == 3
+    truth = float(np.median([(264 - 8) / (long - short) for short, long in zip(ends[8], ends[264], strict=True)]))
+    assert abs(r.decode_tps / truth - 1) < 0.02, (r.decode_tps, truth)
     assert r.prompt_tokens is not None and abs(r.prompt_tokens - 1000) <= 10
 
 
