@@ -61,7 +61,9 @@ def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
     # a load where some requests meet the slo and some do not, so the comparison says something
     assert 0.1 < truth_attainment < 0.97, truth_attainment
     assert abs(r.attainment - truth_attainment) <= 0.02 + 1e-9  # two points: two requests of 100
-    assert r.goodput_rps == pytest.approx(truth_goodput, rel=0.02)
+    # goodput is attainment over the span: the two points above move it by up to 3% (beside CPU hogs, 2.6% seen),
+    # so the span itself is what is compared here
+    assert r.goodput_rps / r.attainment == pytest.approx(truth_goodput / truth_attainment, rel=0.02)
     # the server saw the arrivals the schedule asked for (open loop, on time)
     at = np.array([p["at_s"] for p in r.per_request])
     error = np.abs((arrivals - arrivals[0]) - (at - at[0]))
