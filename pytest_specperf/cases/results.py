@@ -161,6 +161,8 @@ class TwoPointResult(Result):
     decode_tps: float = 0.0
     repeat: int = 1
     samples_tps: list[float] = field(default_factory=list)
+    # The same rate per repeat on the server's own clock (llama.cpp ``timings``); empty where the server has none.
+    server_samples_tps: list[float] = field(default_factory=list)
 
 
 @dataclass

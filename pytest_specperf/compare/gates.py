@@ -264,7 +264,7 @@ def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
         values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
         if values:
             out[key] = float(np.median(values))
-    for key in ("streams", "samples_tps", "warnings", "notes"):
+    for key in ("streams", "samples_tps", "server_samples_tps", "warnings", "notes"):
         if any(key in r for r in trials):
             out[key] = [x for r in trials for x in r.get(key) or []]
     if any(r.get("verdict") == "failed" for r in trials):

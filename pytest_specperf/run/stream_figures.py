@@ -166,6 +166,22 @@ def two_point_rate(short: Completion, long: Completion) -> float:
     return (n_long - n_short) / dt
 
 
+def server_two_point_rate(short: Completion, long: Completion) -> float | None:
+    """The same two-point rate on the server's own clock: llama.cpp's ``timings.predicted_ms`` of each request.
+
+    None where either response lacks ``timings`` (only llama.cpp sends them) or the difference is not positive.
+    """
+    ts, tl = short.body.get("timings"), long.body.get("timings")
+    if not (isinstance(ts, dict) and isinstance(tl, dict)):
+        return None
+    try:
+        dn = float(tl["predicted_n"]) - float(ts["predicted_n"])
+        dt_ms = float(tl["predicted_ms"]) - float(ts["predicted_ms"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return 1000.0 * dn / dt_ms if dn > 0 and dt_ms > 0 else None
+
+
 def median(values: list[float]) -> float:
     """Median of a non-empty list."""
     return float(np.median(np.asarray(values, dtype=float)))

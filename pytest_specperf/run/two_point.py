@@ -24,6 +24,7 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
     prompt = context.prompt(spec.content, spec.ctx, seed, spec.api)
     ask = {"api": spec.api, "temperature": spec.temperature, "seed": seed}
     samples: list[float] = []
+    server: list[float | None] = []
     shorts, longs = [], []
     usage: dict[str, Any] = {}
     while more_trials(spec, len(samples), lambda: until is not None and not until({"decode_tps": samples})):
@@ -34,6 +35,7 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
         n_long = int(long.usage.get("completion_tokens", 0))
         stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
         samples.append(stream_figures.two_point_rate(short, long))
+        server.append(stream_figures.server_two_point_rate(short, long))
         shorts.append(short.elapsed_s)
         longs.append(long.elapsed_s)
         usage = long.usage
@@ -41,7 +43,7 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
     r: TwoPointResult = context.new_result(
         TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short, long=spec.long,
         t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples), repeat=len(samples),
-        samples_tps=samples)
+        samples_tps=samples, server_samples_tps=[x for x in server if x is not None] if all(server) else [])
     return r
 
 

@@ -25,8 +25,23 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
     res = pytester.runpytest_subprocess("perf_cases", "--specperf-engine=llamacpp", f"--specperf-json={out}",
                                         f"--specperf-engine-args={' '.join(THREAD_ARGS)}", "-p", "no:cacheprovider",
                                         "-k", "not test_per_category and not test_load_curve")
-    res.assert_outcomes(passed=6, deselected=2)
     results = json.loads(out.read_text())["results"]
+    # The burst example asserts its bursts lie within half again of each other: a statement about the host. On a
+    # busy one the server itself really is that noisy, so the example may fail, but only when the server's own
+    # clock (llama.cpp `timings` of each request) says so, and the plugin's bursts must match that clock.
+    burst = next(r for r in results if r["nodeid"].endswith("test_burst_decode"))
+    ours, server = burst["samples_tps"], burst["server_samples_tps"]
+    assert len(server) == len(ours) == 3
+    assert ours == pytest.approx(server, rel=0.02)
+    spread = max(server) / min(server)
+    failed = {line.split()[1] for line in res.outlines if line.startswith("FAILED ")}
+    if failed:
+        assert failed == {"perf_cases/test_decode.py::test_burst_decode"}, res.stdout.str()
+        assert spread > 1.4, f"the burst example failed while the server's own bursts were {server}"
+        res.assert_outcomes(passed=5, failed=1, deselected=2)
+    else:
+        assert spread < 1.6, f"the burst example passed while the server's own bursts were {server}"
+        res.assert_outcomes(passed=6, deselected=2)
     assert {r["server"] for r in results} == {"llamacpp"}
     sustained = [r for r in results if r["kind"] == "sustained"]
     assert all(r["counts_exact"] and r["completion_tokens"] == r["tokens"] for r in sustained)
