@@ -80,13 +80,19 @@ def test_step_summary_is_written_only_with_markdown(pytester: pytest.Pytester, m
         assert summary.read_text().startswith("## specperf\n\n| case |")
 
 
-def test_readme_first_command_has_no_config_warning(pytester: pytest.Pytester) -> None:
-    # `pip install -e .` has no test extras: pytest-timeout is absent, as -p no:timeout makes it here. Config
-    # warnings come before any test runs, so collecting shows them (measurement notes depend on the data).
+def test_readme_first_command_has_no_config_warning(pytester: pytest.Pytester,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pip install -e .` has no test extras: pytest-timeout and pytest-benchmark are absent, as -p no:... makes
+    # them here, and the child is a plain run, not one of this suite's xdist workers (pytest-benchmark warns on
+    # their variables). Config warnings come before any test runs, so collecting shows them (measurement notes
+    # depend on the data).
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     for name in ("pyproject.toml", "conftest.py"):
         shutil.copy(REPO / name, pytester.path / name)
     shutil.copytree(REPO / "perf_cases", pytester.path / "perf_cases")
-    res = pytester.runpytest_subprocess("perf_cases/", "--collect-only", "-p", "no:timeout", "-p", "no:cacheprovider")
+    res = pytester.runpytest_subprocess("perf_cases/", "--collect-only", "-p", "no:timeout", "-p", "no:benchmark",
+                                        "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.OK
     text = res.stdout.str() + res.stderr.str()
     assert "warnings summary" not in text and "Warning" not in text, text
