@@ -106,7 +106,7 @@ import pytest
 
 from pytest_specperf.sim import SimServer
 
-@pytest.mark.sustained(prompts="builtin:specbench-mini", categories=["qa", "tool_call"], sample=4, tokens=64)
+@pytest.mark.sustained(prompts="builtin:specbench-mini", categories=["qa", "tool_call"], sample=4, tokens=256)
 def test_ab(specperf):
     pass
 """
@@ -133,11 +133,12 @@ def test_ab_gives_the_speedup_per_category_with_its_interval(pytester: pytest.Py
             lo, hi = f["speedup_interval"]
             assert lo <= f["speedup"] <= hi
             # a trial's value is its category's median stream; B's row shows the median trial, the speedup
-            # compares geometric means over trials
+            # compares geometric means over trials. 256 tokens make B's fastest streams last about 200 ms, so a
+            # few ms of a late wake-up on a busy machine (client or server) stay within the bounds.
             tb, ta = truth_b[cat], truth_a[cat]
-            assert abs(f["decode_tps_p50"] / np.median(tb) - 1) < 0.02, (cat, f["decode_tps_p50"], tb)
-            assert abs(f["a_decode_tps"] / _geomean(ta) - 1) < 0.02, (cat, f["a_decode_tps"], ta)
-            assert abs(f["speedup"] / (_geomean(tb) / _geomean(ta)) - 1) < 0.03, (cat, f["speedup"], tb, ta)
+            assert abs(f["decode_tps_p50"] / np.median(tb) - 1) < 0.03, (cat, f["decode_tps_p50"], tb)
+            assert abs(f["a_decode_tps"] / _geomean(ta) - 1) < 0.03, (cat, f["a_decode_tps"], ta)
+            assert abs(f["speedup"] / (_geomean(tb) / _geomean(ta)) - 1) < 0.04, (cat, f["speedup"], tb, ta)
         assert cats["tool_call"]["speedup"] > cats["qa"]["speedup"] > 1.5
     assert "  [tool_call]" in res.stdout.str() and "x [" in res.stdout.str()  # the speedup and its interval
     assert "categories-speedup-s0" in out.with_suffix(".html").read_text()  # drawn with its intervals

@@ -257,9 +257,11 @@ def test_save_name_with_a_slash_round_trips_to_compare(pytester: pytest.Pytester
     saved.stdout.fnmatch_lines(["run saved as *0001_feature-fast-path.json"])
     out = pytester.path / "r.json"
     res = pytester.runpytest_subprocess(FAST, "--specperf-compare=feature/fast-path", f"--specperf-json={out}")
-    res.assert_outcomes(passed=1)
+    # Found the saved run: every figure compared, none "new". The verdict itself is the machine's: two embedded
+    # simulators a few seconds apart on a busy host can really differ, and that is not what this test is about.
     (row,) = _results(out)
-    assert row["comparisons"] and all(c["verdict"] != "new" for c in row["comparisons"])  # found the saved run
+    assert row["comparisons"] and all(c["verdict"] != "new" for c in row["comparisons"])
+    assert res.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and "errors" not in res.parseoutcomes()
     bad = pytester.runpytest_subprocess(FAST, "--specperf-save=//")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--specperf-save='//' has no letter or digit to name a run by" in bad.stderr.str()
