@@ -68,5 +68,16 @@ def test_sustained_reasoning_collapses(seed_sim: SimServer) -> None:
     assert statistics.mean(s["tokens"] for s in burst) == pytest.approx(5.0, abs=0.2)
     assert statistics.mean(s["tokens"] for s in late) == pytest.approx(2.9, abs=0.2)
     assert statistics.mean(s["step_ms"] for s in late) > 3 * statistics.mean(s["step_ms"] for s in burst)
+    # each step's time is the YAML's formula at the step's context, written out here from the YAML's fields (the
+    # median over each group, as the steps carry a 2% jitter): the step grows with the context as declared
+    p = seed_sim.profile
+
+    def declared_ms(st: dict) -> float:
+        c, generated = st["ctx"] / 1000.0, st["ctx"] - 2700
+        return (p.step_ms + p.step_ms_per_1k_ctx * c + p.step_ms_per_1k_ctx_sq * c * c
+                + p.step_ms_per_1k_generated * generated / 1000.0) / SPEED
+
+    for group in (burst, late):
+        assert statistics.median(s["step_ms"] / declared_ms(s) for s in group) == pytest.approx(1.0, abs=0.02)
     # prefill is fast (0.06 s for 2700 tokens): the slowness is all in decode
     assert truth["steps"][0]["step_ms"] * SPEED / 1000 == pytest.approx(2700 / 45000)
