@@ -73,7 +73,10 @@ def main() -> None:
     """Print one block per condition."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comparisons", type=int, default=400)
+    ap.add_argument("--quick", action="store_true", help="20 comparisons per condition: a check that it runs")
     args = ap.parse_args()
+    if args.quick:
+        args.comparisons = 20
     rng = np.random.default_rng(2026)
     t0 = time.monotonic()
     for name, (values, between) in CONDITIONS.items():

@@ -60,7 +60,10 @@ def main() -> None:
     """Print one row per condition."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--comparisons", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="50 comparisons per condition: a check that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.comparisons = 50
     rng = np.random.default_rng(20261203)
     print("trials  between  within  streams  coverage (stated 0.98)  median width")
     for trials, between, within, streams in CONDITIONS:

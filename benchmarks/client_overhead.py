@@ -254,7 +254,7 @@ def _counting(client: Client, calls: list[int], wall: list[float]) -> Callable[[
     return count
 
 
-def section_prompts(speed: float) -> None:
+def section_prompts(speed: float, ctxs: tuple[int, ...] = (32_768, 131_072)) -> None:
     from pytest_specperf.cases.build import build_spec
     from pytest_specperf.prompts.builder import build_prompt
     from pytest_specperf.run.runner import Runner
@@ -264,7 +264,7 @@ def section_prompts(speed: float) -> None:
     with SimServer("healthy", speed=speed, overrides={"max_model_len": 140_000}) as sim:
         client = Client(sim.url, timeout=120)
         client.detect()
-        for ctx in (32_768, 131_072):
+        for ctx in ctxs:
             for kind in ("prose", "code"):
                 calls, wall = [0], [0.0]
                 c0, t0 = time.process_time(), time.perf_counter()
@@ -273,17 +273,17 @@ def section_prompts(speed: float) -> None:
                 print(f"   build_prompt({kind!r}, {ctx}): {p.tokens} tokens, {calls[0]} tokenize round trips, "
                       f"client CPU {cpu:.3f} s (wall {total:.2f} s, {wall[0]:.2f} s of it in tokenize calls)")
         runner = Runner(client)
-        spec = build_spec("ctx_sweep", {"ctxs": [64, 8192, 32768, 131072], "tokens": 64})
+        spec = build_spec("ctx_sweep", {"ctxs": [64, *ctxs], "tokens": 64})
         t0 = time.perf_counter()
         r = runner.run(spec, "bench::sweep")
         pts = ", ".join(f"{p['ctx']}: {p['prompt_tokens']} tokens {p['decode_tps']:.0f} tok/s" for p in r.points)
-        print(f"   ctx_sweep to 131072: {r.verdict}; {pts} ({time.perf_counter() - t0:.1f} s)")
+        print(f"   ctx_sweep to {ctxs[-1]}: {r.verdict}; {pts} ({time.perf_counter() - t0:.1f} s)")
         client.close()
 
 
 _MEM_CHILD = """
 import sys
-from pytest_specperf import measure
+from pytest_specperf.run import stream_figures as measure
 from pytest_specperf.endpoint.client import Client
 def status(key):
     for line in open("/proc/self/status"):
@@ -323,18 +323,19 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller runs")
     ap.add_argument("--only", nargs="*", default=["throughput", "timing", "prompts", "memory"])
     args = ap.parse_args()
-    if args.quick:
-        args.chunks, args.repeats = 5000, 3
+    if args.quick:  # under a minute: every section once, small
+        args.chunks, args.repeats, args.concurrency = 2000, 1, 8
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     with sse_source() as url:
         if "throughput" in args.only:
             section_throughput(url, args.chunks, args.repeats)
         if "timing" in args.only:
-            section_timing(url, 2000, args.interval_us, args.concurrency, 200, args.interval_c_us, args.repeats)
+            section_timing(url, 200 if args.quick else 2000, args.interval_us, args.concurrency,
+                           20 if args.quick else 200, args.interval_c_us, args.repeats)
         if "memory" in args.only:
             section_memory(url)
     if "prompts" in args.only:
-        section_prompts(50.0)
+        section_prompts(50.0, (4096,) if args.quick else (32_768, 131_072))
     print(f"\n(this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
 
 

@@ -61,7 +61,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--comparisons", type=int, default=2000, help="seeded comparisons per condition")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--quick", action="store_true", help="40 comparisons per condition: a check that it runs")
     args = ap.parse_args()
+    if args.quick:
+        args.comparisons = 40
     print(f"{args.comparisons} seeded comparisons per condition, {USERS} users, floor 1.0 (min_speedup=1.0)")
     print("| trials per arm | between-trial sd | within-trial sd | B / A | below, trials (now) | holds, trials "
           "| below, streams (before) |")

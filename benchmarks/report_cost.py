@@ -67,6 +67,18 @@ def test_failing(specperf):
     pass
 """
 
+QUICK_CASES = """
+import pytest
+
+@pytest.mark.sustained(tokens=64, ctx=100)
+def test_sustained(specperf):
+    pass
+
+@pytest.mark.sustained(tokens=64, ctx=100, min_tps=1e6)
+def test_failing(specperf):
+    pass
+"""
+
 # Stamps from a clock outside the plugin: when each case starts and ends, and when the session is done.
 # Time spent saving matplotlib figures, split by whether a case was running (logstart to logfinish).
 CONFTEST = """
@@ -143,11 +155,12 @@ def main() -> None:
     """Run the sessions and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="run in this (new) folder and keep it: the runs, reports, plots")
+    parser.add_argument("--quick", action="store_true", help="two small cases: a check that it runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) if args.keep is None else args.keep
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "test_cases.py").write_text(CASES)
+        (folder / "test_cases.py").write_text(QUICK_CASES if args.quick else CASES)
         (folder / "conftest.py").write_text(CONFTEST)
         (folder / "pytest.ini").write_text("[pytest]\n")
         base = _pytest(folder, "s0.json", "--specperf-save=base")

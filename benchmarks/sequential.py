@@ -294,7 +294,22 @@ def main() -> None:
     ap.add_argument("--synthetic", action="store_true", help="seeded normal noise, no server (false alarms per case)")
     ap.add_argument("--saved-check", action="store_true", help="the saved-baseline check on the simulator's model")
     ap.add_argument("--saved-check-live", action="store_true", help="the saved-baseline check on live simulators")
+    ap.add_argument("--quick", action="store_true", help="a few comparisons of each mode: a check that it runs")
     args = ap.parse_args()
+    if args.quick:  # each mode once, small: the simulator A/B, the synthetic false alarms, the saved check
+        t0 = time.perf_counter()
+        for extra in ({}, {"synthetic": True}, {"saved_check": True}):
+            quick = argparse.Namespace(**{**vars(args), "comparisons": 3, "tokens": 64, "noise": ["low"],
+                                          "changes": [0.0], "quick": False, "synthetic": False,
+                                          "saved_check": False, **extra})
+            if extra:
+                quick.comparisons = 20
+                (synthetic if quick.synthetic else saved_check)(quick)
+            else:
+                for r in run_condition("low", 0.0, quick):
+                    print(f"{r['design']:<11} regressed {r['regressed']:.3f} passed {r['passed']:.3f}")
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return
     t0 = time.perf_counter()
     if args.saved_check_live:
         args.comparisons = 12 if args.comparisons == 200 else args.comparisons

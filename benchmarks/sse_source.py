@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 
-from aiohttp import web
+from aiohttp import ClientSession, web
 
 _TS = "0" * 19  # perf_counter_ns digits, fixed width so events are prerecorded bytes
 
@@ -70,6 +71,8 @@ async def models(request: web.Request) -> web.Response:
 
 
 def main() -> None:
+    """Serve until killed; ``--quick``: serve one stream to itself, print it and exit (a check that it runs)."""
+    quick = "--quick" in sys.argv[1:]
     app = web.Application()
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
@@ -81,7 +84,13 @@ def main() -> None:
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         print(f"listening on http://127.0.0.1:{port}", flush=True)
-        await asyncio.Event().wait()
+        if not quick:
+            await asyncio.Event().wait()
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        async with ClientSession() as session, session.post(url, json={"max_tokens": 3}) as resp:
+            body = await resp.text()
+        print(f"--quick: one stream of 3 events, {body.count('data: ')} data lines")
+        await runner.cleanup()
 
     asyncio.run(serve())
 
