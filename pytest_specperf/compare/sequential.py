@@ -360,17 +360,18 @@ def sprt_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[dic
                  final: bool = False) -> list[CaseComparison]:
     """``compare.compare_runs`` with the sequential verdict on every compared metric, for one case.
 
-    The case's false-alarm rate ``ALPHA`` is split evenly over the metrics it is judged on (Bonferroni), so
-    the case, not each metric, holds it. Against a stored baseline whose trials the candidate's repeat text
-    for text (``pairable``), trial i is compared with trial i, up to the baseline's trial count.
+    The case's false-alarm rate ``ALPHA`` is split evenly over the comparisons it is judged on, every metric of
+    every level (Bonferroni, ``compare.families``), so the case, not each metric, holds it. Against a stored
+    baseline whose trials the candidate's repeat text for text (``pairable``), trial i is compared with trial i,
+    up to the baseline's trial count.
     """
     base, cand = list(base_results), list(cand_results)
-    alpha = ALPHA / max(1, len(gated_metrics(base, cand, metrics)))
     pairs = pairable(base, cand) if against == "baseline" else 0
     n_base_trials, n_cand_trials = len(text_keys(base)), len(text_keys(cand))
 
     def rule(b: Sequence[float], c: Sequence[float], *, direction: str, max_regression: float, metric: str,
-             against: str, **_: Any) -> Comparison:
+             against: str, family: int = 1, **_: Any) -> Comparison:
+        alpha = ALPHA / max(1, family)  # the case's rate split over every level and metric it is judged on
         if pairs and len(b) == n_base_trials and len(c) == n_cand_trials:  # values still trial by trial
             return sprt_case(b, c[:pairs], direction=direction, max_regression=max_regression, metric=metric,
                                 against=against, final=final or pairs >= len(b), alpha=alpha, paired=True)

@@ -43,21 +43,26 @@ The rule (``compare_case``)
 Logs of the values, negated when lower is better, so "worse" is always "lower" and the threshold is symmetric in
 log space (5 % = a factor 0.95 worse, or 1/0.95 better).
 
-* ``effect = exp(median log cand - median log base) - 1`` in that better-is-positive space: **negative = worse**
-  whatever the metric's direction (a TTFT going 0.20 -> 0.25 s is ``effect = -0.20``). ``change`` is the plain
-  relative change of the metric (``+0.25`` there); reasons print ``change``.
-* ``ci``: Welch t CI of the mean log difference at ``1 - 2*alpha`` two-sided (98 %, i.e. 99 % one-sided).
-* ``p``: one-sided Mann-Whitney U in the worse direction, exact for small n. ``None`` when MWU cannot reach alpha
-  at these sizes (its smallest p is ``1/C(n+m, n)``: n = m <= 4 at alpha 0.01).
-* **regressed** iff significant (``p < alpha``; without p: the CI lies wholly below 0, i.e. the Welch t-test at the
-  same one-sided level) **and** ``effect <= -max_regression``.
-* **improved**: the mirror image (significant the other way and better by a factor ``1/(1 - max_regression)``).
+One estimator throughout: the difference of mean logs ``d = mean log cand - mean log base``. The figure, its
+interval, its p-value and every verdict (at any trial count) come from it, so the printed change is always its
+interval's centre and the rule never decides on a statistic the interval does not describe.
+
+* ``effect = exp(d) - 1`` in that better-is-positive space: **negative = worse** whatever the metric's direction
+  (a TTFT going 0.20 -> 0.25 s is ``effect = -0.20``). ``change`` is the plain relative change of the metric's
+  geometric mean (``+0.25`` there); reasons print ``change``.
+* ``ci``: Welch's t interval of ``d`` at ``1 - 2*alpha`` two-sided (98 %, i.e. 99 % one-sided).
+* ``p``: the one-sided p of the same Welch t statistic in the worse direction.
+* **regressed** iff ``p < alpha / family`` **and** ``effect <= -max_regression``. ``family`` is the number of
+  comparisons that can fail the case (levels x metrics, ``compare_runs`` counts them): Bonferroni, so identical
+  sides fail a *case* at most ``alpha`` of the time whatever its size.
+* **improved**: the mirror image (``p(better) < alpha`` and better by a factor ``1/(1 - max_regression)``).
 * **passed** iff the CI's worse bound is above ``-max_regression`` (no regression beyond the threshold, shown).
 * **inconclusive** otherwise; when the noise is too high for the threshold (``mde > max_regression``) the reason
   gives the minimum detectable effect and the trials per side needed. ``noise`` behind ``mde`` combines both
-  sides' spread (robust 1.4826 MAD of the logs from 5 trials, sd below that), so a noisy candidate shows.
-  At ``decide_at`` (20) trials per side an inconclusive case is decided on the point estimate, so the 5 -> 10 -> 20
-  escalation (docs/statistics.md) ends.
+  sides' sd of the logs, so a noisy candidate shows. At ``decide_at`` (20) trials per side an inconclusive case
+  whose estimate is within the threshold passes on it; one whose estimate is worse stays inconclusive (calling it
+  regressed without significance would break the false-alarm rate at high noise).
+* Every trial equal on both sides (attainment 1.00 against 1.00): passed, nothing to judge.
 
 Few trials: with one trial on one side, the CI is the prediction interval from the other side's spread (pooled
 t, ``n - 1`` degrees of freedom). With one trial per side, or no spread at all, nothing measures the noise, so an
@@ -106,6 +111,8 @@ HISTORY_MAX_REGRESSION = 0.10
 NOISE_FLOOR = 0.03
 #: trials per side at which an inconclusive comparison is decided on the point estimate (5 -> 10 -> 20 ends).
 DECIDE_AT = 20
+#: the fewest trials per side the docs recommend for gating: fewer leave Welch's t only a few degrees of freedom.
+MIN_GATING_TRIALS = 5
 _NO_SPREAD = 1e-9
 
 VERDICTS = ("passed", "regressed", "improved", "inconclusive")
@@ -121,9 +128,9 @@ class Comparison:
     verdict: str  # passed | regressed | improved | inconclusive
     effect: float  # relative change, signed so that negative = worse (log-symmetric: see module docstring)
     ci: list[float]  # [low, high] of effect
-    change: float  # plain relative change of the metric's median, cand / base - 1
+    change: float  # plain relative change of the metric's geometric mean, cand / base - 1
     change_ci: list[float]  # [low, high] of change
-    p: float | None  # one-sided MWU in the worse direction; None when MWU cannot reach alpha at these sizes
+    p: float | None  # one-sided Welch t p in the worse direction (of the interval's statistic)
     n_base: int
     n_cand: int
     mde: float  # smallest worsening detected with power 0.8 at this noise and n (as a positive fraction)
@@ -131,7 +138,7 @@ class Comparison:
     noise_source: str  # "measured" | "floor"
     trials_needed: int  # trials per side to detect the threshold at this noise
     threshold: float  # max_regression
-    method: str  # "mwu" | "welch" | "prediction" | "noise-floor", plus "+estimate" when decided at decide_at
+    method: str  # "welch" | "prediction" | "noise-floor" | "identical", plus "+estimate" when decided at decide_at
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
@@ -216,37 +223,21 @@ def _z(q: float) -> float:
     return float(scipy.stats.norm.ppf(q))
 
 
-def mwu_min_p(n: int, m: int) -> float:
-    """The smallest one-sided p an exact Mann-Whitney U can give with n and m trials."""
-    return 1.0 / math.comb(n + m, min(n, m))
-
-
 def min_detectable(noise: float, n_base: int, n_cand: int, *, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Smallest worsening (positive fraction) detected with ``power``: ``(z_a + z_b) sd sqrt(1/n + 1/m) sqrt(pi/3)``.
-
-    The ``pi/3`` is the MWU's efficiency relative to the t-test (its asymptotic relative efficiency is 3/pi).
-    """
-    log_mde = (_z(1 - alpha) + _z(power)) * noise * math.sqrt(1 / n_base + 1 / n_cand) * math.sqrt(math.pi / 3)
+    """Smallest worsening (positive fraction) detected with ``power``: ``(z_a + z_b) sd sqrt(1/n + 1/m)``."""
+    log_mde = (_z(1 - alpha) + _z(power)) * noise * math.sqrt(1 / n_base + 1 / n_cand)
     return -math.expm1(-log_mde)
 
 
 def trials_needed(noise: float, max_regression: float, *, alpha: float = ALPHA, power: float = POWER) -> int:
-    """Trials per side to detect ``max_regression``: ``max(n_min, ceil((pi/3) 2 ((z_a + z_b) sd / delta)^2))``.
-
-    ``n_min`` is the fewest trials per side at which MWU can reach ``alpha`` (5 at 0.01).
-    """
-    n_min = next(n for n in range(1, 100) if mwu_min_p(n, n) < alpha)
+    """Trials per side to detect ``max_regression``: ``max(MIN_GATING_TRIALS, ceil(2 ((z_a + z_b) sd / delta)^2))``."""
     # delta as a plain fraction, as in docs/statistics.md's table (-log(1 - delta) would be ~2.5 % larger: fewer trials)
-    n = (math.pi / 3) * 2 * ((_z(1 - alpha) + _z(power)) * noise / max_regression) ** 2
-    return max(n_min, math.ceil(n))
+    n = 2 * ((_z(1 - alpha) + _z(power)) * noise / max_regression) ** 2
+    return max(MIN_GATING_TRIALS, math.ceil(n))
 
 
 def _side_sd(x: np.ndarray) -> float | None:
-    # Robust CV (1.4826 MAD of the logs) once there are enough trials for a MAD; sd below that.
-    if x.size >= 5:
-        s = float(scipy.stats.median_abs_deviation(x, scale="normal"))
-        if s > _NO_SPREAD:
-            return s
+    # The sd of the logs: the spread the interval rests on, so mde and trials needed speak of the same test.
     if x.size >= 2:
         s = float(x.std(ddof=1))
         if s > _NO_SPREAD:
@@ -283,53 +274,62 @@ def _log_trials(base: Sequence[float], cand: Sequence[float], direction: str) ->
     return sign, sign * np.log(b), sign * np.log(c)
 
 
-def _interval(lb: np.ndarray, lc: np.ndarray, alpha: float, noise_floor: float) -> tuple[float, float, str, str]:
-    """``(lo, hi, method, how)``: the ``1 - 2 alpha`` interval of the log difference, from Welch's t, a prediction
-    interval (one trial on one side) or the assumed noise floor (nothing measures the noise)."""
+def _interval(lb: np.ndarray, lc: np.ndarray, alpha: float, noise_floor: float
+              ) -> tuple[float, float, float, str, str]:
+    """``(se, df, half, method, how)`` of the difference of mean logs ``mean(lc) - mean(lb)``: its standard error,
+    degrees of freedom (inf for the assumed noise) and the half-width of its ``1 - 2 alpha`` interval, from
+    Welch's t, a prediction interval (one trial on one side) or the assumed noise floor (nothing measures it)."""
     nb, nc = lb.size, lc.size
-    conf = 1 - 2 * alpha
-    # Below 1e-9 log-sd (rounding of equal values) there is no spread to measure; scipy would warn of cancellation.
+    # Below 1e-9 log-sd (rounding of equal values) there is no spread to measure.
     sd_b = float(lb.std(ddof=1)) if nb >= 2 else 0.0
     sd_c = float(lc.std(ddof=1)) if nc >= 2 else 0.0
     sd_b, sd_c = (sd_b if sd_b > _NO_SPREAD else 0.0), (sd_c if sd_c > _NO_SPREAD else 0.0)
     if nb >= 2 and nc >= 2 and (sd_b > 0 or sd_c > 0):
-        lo, hi = scipy.stats.ttest_ind(lc, lb, equal_var=False).confidence_interval(conf)
+        # Welch: each side's own variance, so a noisy side with few trials is not hidden behind a quiet one.
+        vb, vc = sd_b**2 / nb, sd_c**2 / nc
+        se = math.sqrt(vb + vc)
+        df = (vb + vc) ** 2 / (vb**2 / (nb - 1) + vc**2 / (nc - 1))
         method, how = "welch", f"{nb} vs {nc} trials"
     elif min(nb, nc) == 1 and max(sd_b, sd_c) > 0:
         # One trial on one side: a prediction interval from the other side's spread (pooled t, n - 1 dof).
-        lo, hi = scipy.stats.ttest_ind(lc, lb, equal_var=True).confidence_interval(conf)
+        df = float(nb + nc - 2)
+        se = math.sqrt(((nb - 1) * sd_b**2 + (nc - 1) * sd_c**2) / df * (1 / nb + 1 / nc))
         method, how = "prediction", f"{nb} vs {nc} trials, noise from the {'baseline' if sd_b > 0 else 'candidate'}"
     else:
-        half = _z(1 - alpha) * noise_floor * math.sqrt(1 / nb + 1 / nc)
-        mid = float(lc.mean() - lb.mean())
-        lo, hi = mid - half, mid + half
+        se, df = noise_floor * math.sqrt(1 / nb + 1 / nc), math.inf
         what = "1 trial per side" if nb == nc == 1 else f"{nb} vs {nc} trials without spread"
         method, how = "noise-floor", f"{what}: no noise estimate, assumed {noise_floor:.0%} per trial"
-    return float(lo), float(hi), method, how
+    return se, df, _t(1 - alpha, df) * se, method, how
 
 
-def _rank_test(lb: np.ndarray, lc: np.ndarray, *, large_gain: bool) -> tuple[float, float | None]:
-    """One-sided MWU p-values ``(worse, better)``; the better tail only for a large gain (it is slow)."""
-    p = float(scipy.stats.mannwhitneyu(lc, lb, alternative="less").pvalue)
-    p_better = float(scipy.stats.mannwhitneyu(lc, lb, alternative="greater").pvalue) if large_gain else None
-    return p, p_better
+def _t(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t on ``df`` degrees of freedom (the normal's for inf)."""
+    return float(scipy.special.ndtri(q) if math.isinf(df) else scipy.special.stdtrit(df, q))
 
 
-def _verdict(d: float, lo: float, *, worse_sig: bool, better_sig: bool, delta: float, max_regression: float,
-             n_min: int, decide_at: int | None, mde: float, need: int) -> tuple[str, str, bool]:
-    """``(verdict, tail of the reason, decided on the point estimate)`` for log difference ``d``, CI low ``lo``
-    and the threshold ``delta`` in log space."""
+def _tail(x: float, df: float) -> float:
+    """P(T <= x) for Student's t on ``df`` degrees of freedom (the normal's for inf)."""
+    return float(scipy.special.ndtr(x) if math.isinf(df) else scipy.special.stdtr(df, x))
+
+
+def _verdict(d: float, lo: float, *, p: float, p_better: float, alpha: float, alpha_fail: float, delta: float,
+             max_regression: float, n_min: int, decide_at: int | None, mde: float, need: int
+             ) -> tuple[str, str, bool]:
+    """``(verdict, tail of the reason, decided on the estimate)`` for the mean log difference ``d``, its interval's
+    low end ``lo``, one-sided p-values of the same t statistic, and the threshold ``delta`` in log space.
+
+    A regression needs ``p < alpha_fail``: the case's alpha split over every comparison that can fail it."""
     thr = f"{max_regression:.0%}"
-    if worse_sig and d <= -delta:
+    if p < alpha_fail and d <= -delta:
         return "regressed", f"regressed beyond {thr}", False
-    if better_sig and d >= delta:
+    if p_better < alpha and d >= delta:
         return "improved", f"improved beyond {thr}", False
     if lo > -delta:
         tail = f"within {thr}" if abs(d) < delta else f"no regression beyond {thr} (better, but not significantly)"
         return "passed", tail, False
-    if decide_at is not None and n_min >= decide_at:
-        verdict = "regressed" if d <= -delta else "passed"
-        return verdict, f"{verdict} on the point estimate after {n_min} trials per side (threshold {thr})", True
+    if decide_at is not None and n_min >= decide_at and d > -delta:
+        # The same estimate every trial count uses; a worse one stays undecided, so the false-alarm rate holds.
+        return "passed", f"passed on the estimate after {n_min} trials per side (threshold {thr})", True
     if d <= -delta:
         tail = f"inconclusive: worse than {thr} but not significant"
     else:
@@ -341,42 +341,43 @@ def _verdict(d: float, lo: float, *, worse_sig: bool, better_sig: bool, delta: f
 
 def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
                  alpha: float = ALPHA, metric: str = "value", noise_floor: float = NOISE_FLOOR,
-                 decide_at: int | None = DECIDE_AT, against: str = "baseline") -> Comparison:
+                 decide_at: int | None = DECIDE_AT, against: str = "baseline", family: int = 1) -> Comparison:
     """Candidate trials vs baseline trials for one metric (the rule is in the module docstring).
 
+    ``family``: how many comparisons of one case can fail it (levels x metrics); a regression needs
+    ``p < alpha / family``, so the case as a whole fails at most ``alpha`` of the time when nothing changed.
     Raises ValueError for an empty side, a non-positive value or an unknown direction (caller errors, not data).
     """
     sign, lb, lc = _log_trials(base, cand, direction)
     nb, nc = lb.size, lc.size
-    d = float(np.median(lc) - np.median(lb))
-    lo, hi, method, how = _interval(lb, lc, alpha, noise_floor)
+    if float(np.ptp(np.concatenate([lb, lc]))) <= _NO_SPREAD:
+        # The same value in every trial on both sides (an attainment of 1.00 against 1.00): no change to judge.
+        return Comparison(metric=metric, direction=direction, verdict="passed", effect=0.0, ci=[0.0, 0.0],
+                          change=0.0, change_ci=[0.0, 0.0], p=None, n_base=nb, n_cand=nc, mde=0.0, noise=0.0,
+                          noise_source="floor", trials_needed=0, threshold=max_regression, method="identical",
+                          reason=f"{metric} the same in all {nb} vs {nc} trials vs {against}: no change")
+    d = float(lc.mean() - lb.mean())
+    se, df, half, method, how = _interval(lb, lc, alpha, noise_floor)
+    lo, hi = d - half, d + half
+    p = _tail(d / se, df)  # one-sided, worse: the t statistic of the same mean difference the interval is on
+    p_better = _tail(-d / se, df)
     delta = -math.log1p(-max_regression)  # threshold in log space
-    p: float | None = None
-    p_better: float | None = None
-    if mwu_min_p(nb, nc) < alpha:
-        p, p_better = _rank_test(lb, lc, large_gain=d >= delta)
-        method, how = "mwu", f"{nb} vs {nc} trials"
-        worse_sig, better_sig = p < alpha, p_better is not None and p_better < alpha
-    else:
-        if method == "welch":
-            how += ": too few for the rank test, t-test"
-        worse_sig, better_sig = hi < 0, lo > 0
-
+    alpha_fail = alpha / max(1, family)
     noise, source = _noise(lb, lc, noise_floor)
-    mde = min_detectable(noise, nb, nc, alpha=alpha)
-    need = trials_needed(noise, max_regression, alpha=alpha)
-    verdict, tail, estimated = _verdict(d, lo, worse_sig=worse_sig, better_sig=better_sig, delta=delta,
-                                        max_regression=max_regression, n_min=min(nb, nc), decide_at=decide_at,
-                                        mde=mde, need=need)
+    mde = min_detectable(noise, nb, nc, alpha=alpha_fail)
+    need = trials_needed(noise, max_regression, alpha=alpha_fail)
+    verdict, tail, estimated = _verdict(d, lo, p=p, p_better=p_better, alpha=alpha, alpha_fail=alpha_fail,
+                                        delta=delta, max_regression=max_regression, n_min=min(nb, nc),
+                                        decide_at=decide_at, mde=mde, need=need)
     if estimated:
         method += "+estimate"
     change = math.expm1(sign * d)
     ch = sorted((math.expm1(sign * lo), math.expm1(sign * hi)))
-    if method.startswith("mwu"):
-        # The p of the tail that decided: worse for a regression or a pass, better for an improvement.
-        shown, side = (p_better, "better") if verdict == "improved" else (p, "worse")
-        how = f"p({side})={shown:.3g}, {how}"
-    reason = f"{metric} {_pct(change)} [{_pct(ch[0])}, {_pct(ch[1])}] vs {against} ({how}): {tail}"
+    # The p of the tail that decided: better for an improvement, worse otherwise.
+    shown, side = (p_better, "better") if verdict == "improved" else (p, "worse")
+    share = f", alpha {alpha_fail:.2g} each of {family} comparisons of the case" if family > 1 else ""
+    reason = (f"{metric} {_pct(change)} [{_pct(ch[0])}, {_pct(ch[1])}] vs {against} "
+              f"(p({side})={shown:.3g}, {how}{share}): {tail}")
     return Comparison(metric=metric, direction=direction, verdict=verdict, effect=math.expm1(d),
                       ci=[math.expm1(lo), math.expm1(hi)], change=change, change_ci=ch, p=p, n_base=nb, n_cand=nc,
                       mde=mde, noise=noise, noise_source=source, trials_needed=need, threshold=max_regression,
@@ -413,9 +414,24 @@ def _measured(entry: _Entry, metric: str) -> list[float]:
     return [x for case in entry.cases for x in trials(case, metric) if x > 0 or (keep_zero and x == 0)]
 
 
+def _compared(base: _Entry, cand: _Entry, metrics: Sequence[str]) -> list[str]:
+    """The metrics of a sub-case with values on both sides: the ones compared (and able to fail the case)."""
+    return [m for m in metrics if _measured(base, m) and _measured(cand, m)]
+
+
+def families(base: dict[_Key, _Entry], cand: dict[_Key, _Entry], metrics: Sequence[str]) -> dict[str, int]:
+    """Per nodeid, how many comparisons can fail it: every metric of every level or sweep point compared."""
+    out: dict[str, int] = {}
+    for key, entry in cand.items():
+        if key in base:
+            out[key[0]] = out.get(key[0], 0) + len(_compared(base[key], entry, metrics))
+    return out
+
+
 def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[str],
-                     compare: Callable[..., Comparison]) -> list[CaseComparison]:
-    """Each metric of a case present on both sides; skipped where only one side has values."""
+                     compare: Callable[..., Comparison], family: int = 1) -> list[CaseComparison]:
+    """Each metric of a case present on both sides; skipped where only one side has values. ``family``: the
+    comparisons of the whole case, which share its false-alarm rate."""
     nodeid, ctx, users = key
     at = "" if users is None else f"at {users} user{'' if users == 1 else 's'}: "
     out: list[CaseComparison] = []
@@ -428,9 +444,9 @@ def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[st
             out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
             continue
         if 0.0 in tb or 0.0 in tc:
-            verdict, reason, c = _with_zeros(tb, tc, m, compare)
+            verdict, reason, c = _with_zeros(tb, tc, m, functools.partial(compare, family=family))
         else:
-            c = compare(tb, tc, direction=DIRECTIONS[m], metric=m)
+            c = compare(tb, tc, direction=DIRECTIONS[m], metric=m, family=family)
             verdict, reason = c.verdict, c.reason
         out.append(CaseComparison(nodeid, ctx, m, verdict, at + reason,
                                   None if c is None else replace(c, reason=at + c.reason), users=users))
@@ -513,10 +529,12 @@ def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
     cand, cand_err = _index(cand_results)
     compare = functools.partial(rule or compare_case, max_regression=max_regression, alpha=alpha,
                                 noise_floor=noise_floor, decide_at=decide_at, against=against)
+    family = families(base, cand, metrics)
     out: list[CaseComparison] = []
     for (nodeid, ctx, users), entry in cand.items():
         if (nodeid, ctx, users) in base:
-            out += _compare_metrics((nodeid, ctx, users), base[(nodeid, ctx, users)], entry, metrics, compare)
+            out += _compare_metrics((nodeid, ctx, users), base[(nodeid, ctx, users)], entry, metrics, compare,
+                                    family.get(nodeid, 1))
         elif nodeid in base_err:
             out.append(CaseComparison(nodeid, ctx, None, "skipped", f"baseline errored: {base_err[nodeid]}",
                                       users=users))
