@@ -87,10 +87,11 @@ def _figures(xs: list[float]) -> dict[str, Any]:
     return {"value": g, "interval": [lo, hi], "n": len(xs)}
 
 
-def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: float = DEFAULT_TOLERANCE
-          ) -> dict[str, Any] | None:
+def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: float = DEFAULT_TOLERANCE,
+          levels: int = 1) -> dict[str, Any] | None:
     """One level: every arm's per-user decode and aggregate with intervals, the best arm, the ones tied with it,
-    and whether the best is decided. None when no arm measured the level."""
+    and whether the best is decided. None when no arm measured the level. ``levels``: how many levels the case
+    judges; the comparisons with the best share ``ALPHA`` over all of them."""
     per_user = {name: values(rs, users) for name, rs in arms.items()}
     measured = {name: xs for name, xs in per_user.items() if xs}
     if not measured:
@@ -103,19 +104,24 @@ def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: f
                              "total_tps": agg["value"], "total_interval": agg["interval"],
                              "trials": [float(x) for x in per_user[name]]}
     best = max(measured, key=lambda n: float(np.mean(np.log(measured[n]))))
+    # Bonferroni over the N - 1 comparisons with the best (the best is the luckiest arm); a level's `below`
+    # also splits ALPHA over the case's levels (``case_high``), so the case, not each level, holds it.
     alpha = compare.ALPHA / max(1, len(measured) - 1)
     vs: dict[str, Any] = {}
     for name, xs in measured.items():
         if name == best:
             continue
-        d, lo, hi, method = crossover.log_interval(np.log(measured[best]), np.log(xs), alpha)
+        lb, lx = np.log(measured[best]), np.log(xs)
+        d, lo, hi, method = crossover.log_interval(lb, lx, alpha)
         lo, hi = min(lo, d), max(hi, d)
-        vs[name] = {"ratio": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "method": method}
-    band = math.log(1 + tolerance)
-    row.update(best=best, vs_best=vs,
+        hi_case = max(d, crossover.log_interval(lb, lx, alpha / levels)[2]) if levels > 1 else hi
+        vs[name] = {"ratio": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "method": method,
+                    "case_high": math.exp(hi_case)}
+    floor = math.log(1 - tolerance)  # the gate's own bound: decided and max_loss_vs_best use one tolerance
+    row.update(best=best, vs_best=vs, alpha=alpha,
                tied=[n for n, c in vs.items() if math.log(c["interval"][1]) >= 0],
                decided=all(math.log(c["interval"][1]) < 0 or
-                           (math.log(c["interval"][0]) >= -band) for c in vs.values()))
+                           (math.log(c["interval"][0]) >= floor) for c in vs.values()))
     return row
 
 
@@ -124,8 +130,8 @@ def table(arms: Mapping[str, Sequence[dict[str, Any]]], *, baseline: str, deploy
     """The arms comparison of one case: every level, the schedule, and (``max_loss``) the deployed arm's verdict."""
     names = list(arms)
     tolerance = DEFAULT_TOLERANCE if max_loss is None else max_loss
-    rows = [row for users in levels_of([r for rs in arms.values() for r in rs])
-            for row in [level(users, arms, tolerance)] if row is not None]
+    users_all = levels_of([r for rs in arms.values() for r in rs])
+    rows = [row for users in users_all for row in [level(users, arms, tolerance, len(users_all))] if row is not None]
     out: dict[str, Any] = {"names": names, "baseline": baseline, "deployed": deployed or baseline,
                            "trials": {n: len(rs) for n, rs in arms.items()}, "levels": rows,
                            "schedule": {str(r["users"]): r["best"] for r in rows},
@@ -142,6 +148,26 @@ def _users(n: Any) -> str:
     return f"{n} user" + ("" if str(n) == "1" else "s")
 
 
+def trials_to_hold(noise: float, max_loss: float, alpha: float = compare.ALPHA, power: float = 0.95,
+                   most: int = 200) -> int | None:
+    """Trials per arm with which an arm as fast as the best is shown within ``max_loss`` of it ``power`` of the
+    time, at per-trial noise ``noise`` (log-sd) and ``alpha`` per side: the smallest n (at least 3) with
+    ``(t_{1-alpha, 2n-2} + z_power) sd sqrt(2/n) <= -log(1 - max_loss)``; None beyond ``most``."""
+    margin = -math.log1p(-max_loss)
+    z = float(scipy.special.ndtri(power))
+    for n in range(3, most + 1):
+        if (float(scipy.special.stdtrit(2 * n - 2, 1 - alpha)) + z) * noise * math.sqrt(2 / n) <= margin:
+            return n
+    return None
+
+
+def _noise(*trials: Sequence[float]) -> float | None:
+    """The pooled per-trial log-sd of the given arms' trials (None without two trials on some arm)."""
+    logs = [np.log(np.asarray(x, dtype=float)) for x in trials if len(x) >= 2]
+    dof = sum(x.size - 1 for x in logs)
+    return math.sqrt(sum(float(((x - x.mean()) ** 2).sum()) for x in logs) / dof) if dof else None
+
+
 def gate(t: dict[str, Any], max_loss: float) -> dict[str, Any]:
     """The deployed arm against the best at every level: per level ``holds``, ``below`` or ``inconclusive``."""
     deployed = t["deployed"]
@@ -155,11 +181,15 @@ def gate(t: dict[str, Any], max_loss: float) -> dict[str, Any]:
             judged.append({"users": row["users"], "verdict": "holds", "ratio": 1.0, "interval": [1.0, 1.0]})
             continue
         c = row["vs_best"][deployed]
-        lo, hi = (math.log(x) for x in c["interval"])
+        lo = math.log(c["interval"][0])
+        hi = math.log(c.get("case_high", c["interval"][1]))  # the case's share of alpha decides a failure
         verdict = "below" if hi < floor else "holds" if lo >= floor else "inconclusive"
+        noise = _noise(mine.get("trials") or [], row["arms"][row["best"]].get("trials") or [])
         judged.append({"users": row["users"], "verdict": verdict, "ratio": c["ratio"], "interval": c["interval"],
                        "best": row["best"], "deployed_tps": mine["decode_tps"],
-                       "best_tps": row["arms"][row["best"]]["decode_tps"]})
+                       "best_tps": row["arms"][row["best"]]["decode_tps"], "noise": noise,
+                       "trials_needed": None if noise is None else trials_to_hold(noise, max_loss,
+                                                                                  row.get("alpha", compare.ALPHA))})
     return {"deployed": deployed, "max_loss_vs_best": max_loss, "levels": judged}
 
 
@@ -167,9 +197,13 @@ def loss_text(deployed: str, lv: dict[str, Any], max_loss: float) -> str:
     """One judged level in words: where, how much slower than the best, and the figures."""
     lo, hi = lv["interval"]
     what = "loses more than" if lv["verdict"] == "below" else "is not shown within"
+    need = ""
+    if lv["verdict"] == "inconclusive" and lv.get("trials_needed"):
+        need = (f"; at {lv['noise']:.1%} noise per trial about {lv['trials_needed']} trials per arm show an equal arm "
+                'within it (repeat="auto" adds trials until decided)')
     return (f"at {_users(lv['users'])} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
             f"{lv['best']}: {lv['deployed_tps']:.1f} vs {lv['best_tps']:.1f} tok/s per user, ratio "
-            f"{lv['ratio']:.2f} [{lo:.2f}, {hi:.2f}]")
+            f"{lv['ratio']:.2f} [{lo:.2f}, {hi:.2f}]{need}")
 
 
 def apply(summary: dict[str, Any], t: dict[str, Any], inconclusive: str) -> list[str]:

@@ -4,15 +4,19 @@ The samples are trials, as for the crossover (``crossover.speedup_level``): a tr
 category, the median decode rate of that category's streams in it, and both arms send the same prompts
 (the draw is seeded by the case). The speedup is B over A, its interval Welch's in log space (or the
 prediction / noise-floor fallbacks with few trials); ``n_a`` and ``n_b`` say how many trials it rests on.
+The intervals are joint over the case's categories (each at ``ALPHA / categories`` per side), so identical
+arms show some category below 1 at most ``ALPHA`` of the time however many categories the file has.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from pytest_specperf.compare.crossover import speedup_level
+from pytest_specperf.compare.crossover import log_interval, speedup_level
+from pytest_specperf.compare.trials import ALPHA
 
 #: Figures a combined row shows per category as the median over an arm's trials.
 MEDIANS = ("decode_tps_p50", "decode_tps_p10", "ttft_p50_s", "accept_len", "accept_rate", "drift",
@@ -50,11 +54,15 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
     combined = combine(arm_b)
     if combined is None:
         return
-    for cat, f in combined.items():
-        a, b = _trial_values(arm_a, cat), _trial_values(arm_b, cat)
-        if not a or not b:
-            continue
+    measured = {cat: (_trial_values(arm_a, cat), _trial_values(arm_b, cat)) for cat in combined}
+    measured = {cat: (a, b) for cat, (a, b) in measured.items() if a and b}
+    for cat, (a, b) in measured.items():
+        f = combined[cat]
+        # joint over the categories (Bonferroni): "some category below" holds the case's rate, not one category's
+        d, lo, hi, method = log_interval(np.log(a), np.log(b), ALPHA / len(measured))
         lv = speedup_level(0, a, b, 1.0)
+        lv.update(interval=[math.exp(min(lo, d)), math.exp(max(hi, d))], method=method, family=len(measured))
         f.update(speedup=lv["speedup"], speedup_interval=lv["interval"], speedup_method=lv["method"],
-                 speedup_n_a=lv["n_a"], speedup_n_b=lv["n_b"], a_decode_tps=lv["a_decode_tps"])
+                 speedup_n_a=lv["n_a"], speedup_n_b=lv["n_b"], a_decode_tps=lv["a_decode_tps"],
+                 speedup_family=lv["family"])
     summary["categories"] = combined

@@ -101,17 +101,23 @@ def log_interval(la: np.ndarray, lb: np.ndarray, alpha: float = compare.ALPHA,
     return d, d - half, d + half, method
 
 
-def speedup_level(users: int, a: list[float], b: list[float], floor: float) -> dict[str, Any]:
-    """B's speedup over A at one level from per-trial values, its interval and verdict against ``floor``."""
+def speedup_level(users: int, a: list[float], b: list[float], floor: float, family: int = 1) -> dict[str, Any]:
+    """B's speedup over A at one level from per-trial values, its interval and verdict against ``floor``.
+
+    ``family``: how many levels can fail the case. The interval is the level's own (98 %); ``below`` needs the
+    upper bound at ``ALPHA / family`` per side under the floor, so identical arms fail the case at most ``ALPHA``
+    of the time however many levels it has (Bonferroni)."""
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
     d, lo, hi, method = log_interval(la, lb)
     # The estimate is the centre of the interval in log space: [lo, hi] holds it whatever the rounding.
     lo, hi = min(lo, d), max(hi, d)
+    hi_case = max(d, log_interval(la, lb, compare.ALPHA / max(1, family))[2]) if family > 1 else hi
     log_floor = math.log(floor)
-    verdict = "below" if hi < log_floor else "holds" if lo >= log_floor else "inconclusive"
+    verdict = "below" if hi_case < log_floor else "holds" if lo >= log_floor else "inconclusive"
     return {"users": users, "speedup": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "verdict": verdict,
             "method": method, "a_decode_tps": math.exp(float(la.mean())), "b_decode_tps": math.exp(float(lb.mean())),
-            "n_a": len(a), "n_b": len(b), "a_trials": [float(x) for x in a], "b_trials": [float(x) for x in b]}
+            "n_a": len(a), "n_b": len(b), "a_trials": [float(x) for x in a], "b_trials": [float(x) for x in b],
+            "family": family, "case_high": math.exp(hi_case)}
 
 
 def crossover(arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], min_speedup: float | None = None
@@ -119,11 +125,11 @@ def crossover(arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], min_spee
     """Per level B's speedup over A for users, and the first level that does not hold the floor (1, or
     ``min_speedup``). ``arm_a``, ``arm_b``: each arm's load-sweep results, one per trial (or combined rows)."""
     floor = 1.0 if min_speedup is None else float(min_speedup)
-    levels = []
-    for users in (arm_b[0].get("concurrency") or []) if arm_b else []:
-        a, b = trial_values(arm_a, users), trial_values(arm_b, users)
-        if a and b:
-            levels.append(speedup_level(users, a, b, floor))
+    pairs = [(users, trial_values(arm_a, users), trial_values(arm_b, users))
+             for users in ((arm_b[0].get("concurrency") or []) if arm_b else [])]
+    pairs = [(users, a, b) for users, a, b in pairs if a and b]
+    # Every level can fail the case: the intervals are joint over them (Bonferroni), so the case holds ALPHA.
+    levels = [speedup_level(users, a, b, floor, family=len(pairs)) for users, a, b in pairs]
     first = next((lv for lv in levels if lv["verdict"] != "holds"), None)
     return {"floor": floor, "gated": min_speedup is not None, "levels": levels,
             "users": first["users"] if first else None, "speedup": first["speedup"] if first else None,
@@ -140,8 +146,12 @@ def level_text(lv: dict[str, Any]) -> str:
     lo, hi = lv["interval"]
     how = {"welch": "", "prediction": "; noise from one arm's spread",
            "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}[lv["method"]]
+    joint = ""
+    if lv.get("family", 1) > 1 and lv.get("verdict") != "holds":
+        # a below needs the case's share of alpha: the bound it was judged on, beside the level's own interval
+        joint = f"; at the case's 1% over {lv['family']} levels up to {lv['case_high']:.2f}"
     return (f"speedup {lv['speedup']:.2f} [{lo:.2f}, {hi:.2f}] ({lv['b_decode_tps']:.1f} vs "
-            f"{lv['a_decode_tps']:.1f} tok/s per user, {lv['n_b']} vs {lv['n_a']} trials{how})")
+            f"{lv['a_decode_tps']:.1f} tok/s per user, {lv['n_b']} vs {lv['n_a']} trials{how}{joint})")
 
 
 def _text(first: dict[str, Any] | None, floor: float, levels: list[dict[str, Any]]) -> str:
