@@ -67,7 +67,8 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
             "achieved_rps": fig["achieved_rps"], "output_tps": fig["output_tps"], "missed": missed,
             "refused": fig["refused"], "failed": fig["failed"],
             **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
-            **lateness.probe_fields([r["late_s"] for r in records], slo, n / rps),
+            **lateness.probe_fields([r["late_s"] for r in records], slo, n / rps, could_change=attainment < spec.target
+                                    <= sum(1 for r in counted if lateness.met_on_time(r, slo)) / len(counted)),
             "decode_tps": fig["decode_tps"], "categories": cats,
             # chunk spacing is a step time only where the server sends one chunk per engine step
             **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}

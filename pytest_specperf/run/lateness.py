@@ -36,7 +36,7 @@ LATE_SHARE = 0.10
 #: Share of the median stream's duration the client's p99 lateness may reach in a concurrency case.
 LOAD_SHARE = 0.25
 #: SLO bounds counted from the scheduled arrival (lateness adds to them one for one), in seconds.
-SCHEDULE_COUNTED = ("ttft_s", "e2e_s")
+SCHEDULE_COUNTED = ("ttft_s", "e2e_s", "ttft_content_s")
 
 
 def figures(late_s: Iterable[float]) -> dict[str, float]:
@@ -106,11 +106,51 @@ def judge(result: Any, problems: list[str], policy: str) -> list[str]:
     return []
 
 
-def probe_fields(late_s: Iterable[float], slo: Mapping[str, float], span_s: float) -> dict[str, Any]:
-    """One capacity probe's lateness figures, bound and ``client_behind`` sentence, as probe fields."""
+def probe_fields(late_s: Iterable[float], slo: Mapping[str, float], span_s: float, *,
+                 could_change: bool = True) -> dict[str, Any]:
+    """One capacity probe's lateness figures, bound and ``client_behind`` sentence, as probe fields.
+
+    ``could_change``: False when the probe reads the same with every request's lateness taken off its
+    latencies (``met_on_time``); then a client behind excuses nothing and the sentence is kept as ``late_note``."""
     late = figures(late_s)
     bound, basis = open_loop_bound(slo, span_s)
-    return {**late, "late_bound_s": bound, "client_behind": behind(late, bound, basis)}
+    text = behind(late, bound, basis)
+    if text and not could_change and counted(slo):
+        return {**late, "late_bound_s": bound, "client_behind": "", "late_note": f"{text}; {SAME}"}
+    return {**late, "late_bound_s": bound, "client_behind": text}
+
+
+#: What a lateness that could not have changed the verdict adds to its sentence.
+SAME = "on time it reads the same (the lateness taken off every request's latencies), so the verdict stands"
+
+
+def counted(slo: Mapping[str, float] | None) -> bool:
+    """True when the slo has a bound lateness adds to (timed from the scheduled arrival)."""
+    return any(k in SCHEDULE_COUNTED for k in (slo or {}))
+
+
+def met_on_time(rec: Mapping[str, Any], slo: Mapping[str, float]) -> bool:
+    """Whether an answered request would meet ``slo`` had it gone out on time: each schedule-counted latency less
+    the request's own lateness (the rest do not move). A refused or failed request meets nothing either way."""
+    if rec.get("status") != 200:
+        return False
+    late = max(0.0, float(rec.get("late_s") or 0.0))
+    for key, bound in slo.items():
+        v = rec.get(key)
+        if v is None or math.isnan(v) or v - (late if key in SCHEDULE_COUNTED else 0.0) > bound:
+            return False
+    return True
+
+
+def weigh(result: Any, fails: bool, fails_on_time: bool) -> None:
+    """Blame the client only where it could explain the verdict: when the verdict is the same with every
+    request's lateness taken off its latencies (``fails_on_time``), the ``client_behind`` sentence becomes a
+    note and the floors judge the server (an impossible SLO fails, a pass stands). Only for a schedule-counted
+    slo; a lateness that reshaped the load offered (tpot only) is left to ``judge``."""
+    text = getattr(result, "client_behind", "")
+    if text and counted(getattr(result, "slo", None)) and fails == fails_on_time:
+        result.notes.append(f"{text.split('; this run does not judge')[0]}; {SAME}")
+        result.client_behind = ""
 
 
 def attach_probes(result: Any) -> None:

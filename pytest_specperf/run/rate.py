@@ -201,6 +201,10 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
         if counted:
             r.ctx = r.prompt_tokens = int(np.median(counted))
     lateness.attach(r, [p["late_s"] for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
+    if slo and r.client_behind:  # blamed only where sending on time could change the verdict
+        met = sum(1 for p in records if lateness.met_on_time(p, slo))
+        on_time = {"attainment": met / len(records), "goodput_rps": met / r.duration_s if r.duration_s > 0 else 0.0}
+        lateness.weigh(r, bool(floor_problems(r, spec)), bool(floor_problems_of(on_time, spec)))
     if not context.client.caps.step_chunks:
         r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
     if floor_problems(r, spec) and context.client.caps.step_chunks:

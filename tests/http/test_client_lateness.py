@@ -158,3 +158,34 @@ def test_with_tpot_only_the_typical_lateness_is_judged_against_the_schedule() ->
     hiccup_ttft = R()
     lateness.attach(hiccup_ttft, [0.002] * 19 + [0.5], lateness.open_loop_bound({"ttft_s": 1.0}, 1.0))
     assert "fell behind" in hiccup_ttft.client_behind
+
+
+def test_an_impossible_slo_fails_however_late_the_client(fast_sim: SimServer, runner_for: Any) -> None:
+    # 1 us to the first token: no request can meet it on time, so the client's lateness explains nothing
+    spec = build_spec("rate", {"rps": 8, "requests": 16, "tokens": 8, "ctx": 60, "arrivals": "constant",
+                               "slo": {"ttft_s": 0.000001}, "min_attainment": 0.9})
+    runner = runner_for(fast_sim.url)
+    runner.warm_up()
+    stall_once(runner.client, 0.3)
+    r = runner.run(spec, "lateness::impossible")
+    assert r.late_p99_s >= 0.25  # the client was behind (the stall), far past 10% of the bound
+    assert r.verdict == "failed" and "SLO attainment 0.00 < min_attainment 0.9" in r.reason
+    assert r.client_behind == "" and not r.warnings
+    assert any("the client fell behind" in n and "on time it reads the same" in n for n in r.notes)
+
+
+def test_ttft_content_is_timed_from_the_schedule_and_counts_lateness(fast_sim: SimServer, runner_for: Any) -> None:
+    assert lateness.open_loop_bound({"ttft_content_s": 0.5, "tpot_ms": 1.0}, 10.0)[0] == pytest.approx(0.05)
+    spec = build_spec("rate", {"rps": 20, "requests": 8, "tokens": 8, "ctx": 60, "arrivals": "constant",
+                               "slo": {"ttft_content_s": 0.4}, "min_attainment": 0.95})
+    runner = runner_for(fast_sim.url)
+    runner.warm_up()
+    stall_once(runner.client, 0.6)
+    r = runner.run(spec, "lateness::content")
+    for p in r.per_request:
+        # the first answer token cannot come before the request went out: its lateness is in the figure
+        assert p["ttft_content_s"] >= p["late_s"] > 0 or p["late_s"] <= 0
+        assert p["ttft_content_s"] == pytest.approx(p["ttft_s"])  # no reasoning phase: the first token answers
+    assert max(p["ttft_content_s"] for p in r.per_request) >= 0.55
+    # the stalled requests missed the bound only through the client: inconclusive, a warning by default
+    assert "client fell behind" in r.client_behind and r.verdict == "passed"
