@@ -333,21 +333,31 @@ def combine_levels(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _median_ttft(results: list[dict[str, Any]]) -> float | None:
-    values = [v for r in results for v in compare.trials(r, "ttft_s")]
-    return float(np.median(values)) if values else None
+def _median_ttft(results: list[dict[str, Any]]) -> dict[tuple[str, int | None, int | None], float]:
+    """The median TTFT of each sub-case (a case, sweep point or load level) over its trials."""
+    values: dict[tuple[str, int | None, int | None], list[float]] = {}
+    for r in results:
+        if not isinstance(r, dict) or r.get("verdict") == "error":
+            continue
+        for nodeid, ctx, case in compare.sub_cases(r):
+            values.setdefault((nodeid, ctx, case.get("users")), []).extend(compare.trials(case, "ttft_s"))
+    return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
 def _ttft_floor(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]]
                 ) -> list[CaseComparison]:
-    """A TTFT 'regression' smaller than TTFT_FLOOR_S in absolute terms passes, saying why."""
+    """A TTFT change smaller than TTFT_FLOOR_S in absolute terms is noise, not news: it passes, saying why, for a
+    case, a sweep point and each load level alike (an 'improved' inside the floor is no more real than a
+    'regressed')."""
     b, c = _median_ttft(base), _median_ttft(cand)
-    if b is None or c is None or abs(c - b) >= TTFT_FLOOR_S:
-        return ccs
     out = []
     for cc in ccs:
-        if cc.metric == "ttft_s" and cc.verdict in ("regressed", "inconclusive", "improved"):
-            why = f"ttft_s {b * 1000:.1f} -> {c * 1000:.1f} ms: within the {TTFT_FLOOR_S * 1000:.0f} ms noise floor"
+        key = (cc.nodeid, cc.ctx, cc.users)
+        if (cc.metric == "ttft_s" and cc.verdict in ("regressed", "inconclusive", "improved") and key in b
+                and key in c and abs(c[key] - b[key]) < TTFT_FLOOR_S):
+            at = "" if cc.users is None else f"at {cc.users} user{'' if cc.users == 1 else 's'}: "
+            why = (f"{at}ttft_s {b[key] * 1000:.1f} -> {c[key] * 1000:.1f} ms: within the "
+                   f"{TTFT_FLOOR_S * 1000:.0f} ms noise floor")
             cc = _with_verdict(cc, "passed", why)
         out.append(cc)
     return out

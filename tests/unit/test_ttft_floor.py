@@ -1,0 +1,51 @@
+"""The TTFT noise floor (compare/gates.py): a change of a few ms is noise on every row, a larger one is judged.
+
+Seeded trials with a known TTFT, through the gate's own path (``per_trial``, ``compare_ab``, ``_ttft_floor``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_specperf.compare import gates
+from pytest_specperf.compare import trials as compare
+
+
+def sweep(rng: np.random.Generator, ttft_s: dict[int, float], trials: int = 5) -> list[dict[str, Any]]:
+    """A/B arm of a load sweep: per trial and level, 4 users around a known TTFT (1% noise) and decode."""
+    out = []
+    for _ in range(trials):
+        levels = []
+        for users, t in ttft_s.items():
+            streams = [{"decode_tps": float(v), "ttft_s": float(x)}
+                       for v, x in zip(100 * np.exp(rng.normal(0, 0.01, 4)), t * np.exp(rng.normal(0, 0.01, 4)),
+                                       strict=True)]
+            levels.append({"concurrency": users, "streams": streams})
+        out.append({"kind": "load_sweep", "nodeid": "t", "concurrency": list(ttft_s), "levels": levels,
+                    "verdict": "passed"})
+    return out
+
+
+def judged(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[int | None, compare.CaseComparison]:
+    pa, pb = gates.per_trial(a), gates.per_trial(b)
+    ccs = gates._ttft_floor(compare.compare_ab(pa, pb, metrics=("ttft_s",)), pa, pb)
+    return {cc.users: cc for cc in ccs if cc.metric == "ttft_s"}
+
+
+def test_a_few_ms_at_a_load_level_is_noise_either_way() -> None:
+    rng = np.random.default_rng(37)
+    # 2.2 -> 6.8 ms at 1 user (+200%) and 4.0 -> 3.5 ms at 4 users (-12%): both inside the 10 ms floor
+    got = judged(sweep(rng, {1: 0.0022, 4: 0.0040}), sweep(rng, {1: 0.0068, 4: 0.0035}))
+    for users in (1, 4):
+        assert got[users].verdict == "passed", got[users].reason
+        assert "within the 10 ms noise floor" in got[users].reason and f"at {users} user" in got[users].reason
+
+
+def test_a_change_past_the_floor_is_judged() -> None:
+    rng = np.random.default_rng(38)
+    # 100 -> 130 ms: 30 ms, past the 10 ms floor (a floor raised to 50 ms would wave it through)
+    got = judged(sweep(rng, {1: 0.100, 4: 0.100}), sweep(rng, {1: 0.130, 4: 0.100}))
+    assert got[1].verdict == "regressed", got[1].reason
+    assert got[4].verdict == "passed"
