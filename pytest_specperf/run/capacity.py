@@ -58,12 +58,10 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     records = [request_record(o, slo, spec.tokens, context.client.kind) for o in outcomes]
     cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     fig = summarize(records, slo)  # a probe the server refused entirely is measured: it met nothing
-    counted = counted_requests(records)
-    met = sum(1 for r in counted if r.get("met"))
-    attainment = met / len(counted)
+    counted, attainment, passed = probe_verdict(records, spec.target)
     missed = {key: sum(1 for r in counted if not _within(r, key, bound)) for key, bound in slo.items()}
     return {"rps": rps, "requests": n, "counted": len(counted), "attainment": attainment,
-            "passed": attainment >= spec.target, "alone": served_alone(records), "goodput_rps": fig["goodput_rps"],
+            "passed": passed, "alone": served_alone(records), "goodput_rps": fig["goodput_rps"],
             "achieved_rps": fig["achieved_rps"], "output_tps": fig["output_tps"], "missed": missed,
             "refused": fig["refused"], "failed": fig["failed"],
             **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
@@ -73,6 +71,13 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
             # chunk spacing is a step time only where the server sends one chunk per engine step
             **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}
                if context.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
+
+
+def probe_verdict(records: list[dict[str, Any]], target: float) -> tuple[list[dict[str, Any]], float, bool]:
+    """(counted requests, their attainment, passed): a probe passes at an attainment equal to the target."""
+    counted = counted_requests(records)
+    attainment = sum(1 for r in counted if r.get("met")) / len(counted)
+    return counted, attainment, attainment >= target
 
 
 def counted_requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
