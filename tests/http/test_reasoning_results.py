@@ -161,3 +161,12 @@ def test_reports_show_the_phases() -> None:
     assert f"reasoning {R} tokens at {r.reasoning_tps:.1f} tok/s, answer {300 - R}" in row
     props = dict(junit_properties(d))
     assert props["specperf_reasoning_tokens"] == str(R) and float(props["specperf_ttft_content_s"]) > 0
+
+
+def test_max_ttft_content_s_without_a_reasoning_phase_judges_the_first_token() -> None:
+    # no reasoning phase: the first token is the answer's, so the floor reads ttft_s (never an always-met 0)
+    with SimServer("healthy", speed=SPEED, in_process=True, overrides={"jitter": 0.0}) as sim:
+        r: SustainedResult = _run(sim, "sustained", "t::plain-floor", tokens=24, ctx=100, api="chat",
+                                  max_ttft_content_s=0.000001)
+    assert r.ttft_content_s is None and r.ttft_s > 0.000001
+    assert r.verdict == "failed" and "time to first answer token" in r.reason
