@@ -232,20 +232,25 @@ def test_a_baseline_measured_differently_is_inconclusive_unless_strict(project: 
 def test_a_partial_run_is_never_the_default_baseline(project: pytest.Pytester) -> None:
     _cases(project)
     project.runpytest_subprocess(FAST, "--specperf-save=whole").assert_outcomes(passed=1)
+    # the partial run measures test_b, then stops at test_a: were it the baseline, test_b would be compared
     project.makepyfile(test_perf="""
         import pytest
+        @pytest.mark.sustained(tokens=300, ctx=200)
+        def test_b(specperf):
+            pass
         @pytest.mark.sustained(tokens=300, ctx=200, min_tps=1e9)
         def test_a(specperf):
             pass
         @pytest.mark.sustained(tokens=300, ctx=200)
-        def test_b(specperf):
+        def test_c(specperf):
             pass
     """)
     stopped = project.runpytest_subprocess(FAST, "--specperf-save=cut", "-x")
-    stopped.assert_outcomes(failed=1)
+    stopped.assert_outcomes(passed=1, failed=1)
     folder = project.path / ".specperf" / "runs"
     cut = json.loads((folder / "0002_cut.json").read_text())
     assert cut["partial"].startswith("stopped early")
+    assert [r["nodeid"].split("::")[-1] for r in cut["results"]][:1] == ["test_b"]
     res = project.runpytest_subprocess(FAST, "--specperf-compare", "-k", "test_b", "--specperf-json=r.json")
     # the latest complete run is the baseline: it has no test_b, so the case is new rather than compared
     assert {c["verdict"] for r in _results(project.path / "r.json") for c in r["comparisons"]} == {"new"}
