@@ -40,3 +40,15 @@ def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float
     assert np.all(seen >= true_ttft), (seen - true_ttft).round(4).tolist()
     assert r.ttft_p50_s is not None and r.ttft_p90_s is not None
     assert float(np.percentile(true_ttft, 50)) <= r.ttft_p50_s <= r.ttft_p90_s <= float(seen.max())
+
+
+def test_min_tps_under_load_reads_the_tenth_percentile_user(runner_for) -> None:
+    # geometric acceptance over short streams spreads the users' rates (p10 and p25 several % apart)
+    with SimServer("healthy", speed=2.0, overrides={"accept_dist": "geometric"}) as sim:
+        r = runner_for(sim.url).run(SustainedSpec(tokens=64, ctx=100, concurrency=20, min_tps=1.0), "p10")
+        truth = np.array([true_decode(sim.truth(s.response_id)) for s in r.streams])
+    p10, p25 = np.percentile(truth, [10, 25])
+    assert p25 / p10 > 1.04, "the users' rates are too alike here to tell the percentiles apart"
+    assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / p10 - 1) < 0.03
+    # short streams are measured within a few % of the truth: the figure is nearer the true p10 than the p25
+    assert abs(r.decode_p10_tps / p10 - 1) < abs(r.decode_p10_tps / p25 - 1)
