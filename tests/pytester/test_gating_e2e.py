@@ -31,11 +31,13 @@ import pytest
 def test_case(specperf):
     pass
 """
+# 260 tokens: under the 264 drift needs, so drift is not judged and only the comparison can fail these cases (a
+# busy machine's drift failed or warned on them now and then, which the tests here do not judge)
 CASES = """
 import pytest
 
 @pytest.mark.parametrize("i", range({n}))
-@pytest.mark.sustained(tokens=300, ctx=200, repeat=5)
+@pytest.mark.sustained(tokens=260, ctx=200, repeat=5)
 def test_case(specperf, i):
     pass
 """

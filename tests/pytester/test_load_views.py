@@ -67,7 +67,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
              "-p", "no:randomly", f"--endpoint={sim.url}", f"--specperf-json={out / 'r.json'}",
              f"--specperf-html={out / 'report.html'}", f"--specperf-plots={out / 'plots'}"],
             cwd=out, capture_output=True, text=True, timeout=300, env=env)
-    assert (out / "report.html").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+        assert (out / "report.html").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+        # which requests the server held before their first byte, by its own record (not the plugin's figures)
+        held = {q["response_id"] for r in json.loads((out / "r.json").read_text())["results"] if r["kind"] == "rate"
+                for q in r["per_request"] if q.get("response_id")
+                and any(f["kind"] == "first_byte" for f in sim.truth(q["response_id"])["faults"])}
     page = (out / "report.html").read_text(encoding="utf-8")
     embedded = re.search(r'<script type="application/json" id="specperf-data">(.*?)</script>', page, re.S)
     assert embedded
@@ -76,7 +80,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data = json.loads(embedded.group(1))["charts"]
     sections = re.findall(r'<section class="case[^"]*" id="[^"]+".*?</section>', page, re.S)
     cases = {r["kind"]: (r, {c["id"]: c for c in data[f"case-{i + 1}"]}, sections[i]) for i, r in enumerate(results)}
-    return {"dir": out, "stdout": done.stdout, "results": results, "cases": cases}
+    return {"dir": out, "stdout": done.stdout, "results": results, "cases": cases, "held": held}
 
 
 def _series(chart: dict[str, Any], name: str) -> dict[str, Any]:
@@ -125,14 +129,21 @@ def test_rate_charts_hold_every_request(run: dict[str, Any]) -> None:
             got = [s for s in chart["series"] if s["name"] == name]
             assert [list(zip(s["x"], s["y"], strict=True)) for s in got] == ([want] if want else [])
         assert _levels(chart) == {"p90": r[key.replace("_", "_p90_")], "SLO": r["slo"][key]}
-    assert sum(q["ttft_s"] > 0.03 for q in answered) >= 2, "the 2 requests held 30 ms miss the 8 ms TTFT bound"
+    # every request the server held 30 ms before its first byte missed the 8 ms TTFT bound, and is drawn as a
+    # miss (judged by the server's record: which requests it held depends on how the machine ordered them)
+    missed = {q["response_id"] for q in answered if q["ttft_s"] > r["slo"]["ttft_s"]}
+    assert run["held"] <= missed
+    assert all(q["ttft_s"] >= 0.03 for q in answered if q["response_id"] in run["held"])
     assert "tpot_ms_per_request" not in charts  # no tpot bound: no tpot chart
     outcomes = charts["outcomes"]
     for name, chosen in (("scheduled", reqs), ("met SLO", [q for q in reqs if q["met"]]),
                          ("refused (429/503)", [q for q in reqs if q["status"] in (429, 503)])):
+        if not chosen:  # a busy machine can miss the 8 ms bound on every request: then no "met" line to draw
+            assert name not in [s["name"] for s in outcomes["series"]]
+            continue
         s = _series(outcomes, name)
         assert s["x"] == sorted(q["at_s"] for q in chosen) and s["y"] == list(range(1, len(chosen) + 1))
-    assert _series(outcomes, "met SLO")["y"][-1] == r["met"]
+    assert r["met"] == sum(1 for q in reqs if q["met"])
     assert not [s for s in outcomes["series"] if s["name"].startswith("failed")]  # none failed
 
 
