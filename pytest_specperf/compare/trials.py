@@ -341,11 +341,14 @@ def _verdict(d: float, lo: float, *, p: float, p_better: float, alpha: float, al
 
 def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str, max_regression: float = 0.05,
                  alpha: float = ALPHA, metric: str = "value", noise_floor: float = NOISE_FLOOR,
-                 decide_at: int | None = DECIDE_AT, against: str = "baseline", family: int = 1) -> Comparison:
+                 decide_at: int | None = DECIDE_AT, against: str = "baseline", family: int = 1,
+                 paired: bool = False) -> Comparison:
     """Candidate trials vs baseline trials for one metric (the rule is in the module docstring).
 
     ``family``: how many comparisons of one case can fail it (levels x metrics); a regression needs
     ``p < alpha / family``, so the case as a whole fails at most ``alpha`` of the time when nothing changed.
+    ``paired``: ``base[i]`` and ``cand[i]`` are one prompt on each side (``prompt_pairs``); the estimate is then the
+    mean of the pairs' log differences with its one-sample t interval, so the prompts' own spread cancels.
     Raises ValueError for an empty side, a non-positive value or an unknown direction (caller errors, not data).
     """
     sign, lb, lc = _log_trials(base, cand, direction)
@@ -357,7 +360,11 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
                           noise_source="floor", trials_needed=0, threshold=max_regression, method="identical",
                           reason=f"{metric} the same in all {nb} vs {nc} trials vs {against}: no change")
     d = float(lc.mean() - lb.mean())
-    se, df, half, method, how = _interval(lb, lc, alpha, noise_floor)
+    if paired and nb == nc and nb >= 2 and float(np.std(lc - lb, ddof=1)) > _NO_SPREAD:
+        se, df = float(np.std(lc - lb, ddof=1)) / math.sqrt(nb), float(nb - 1)
+        half, method, how = _t(1 - alpha, df) * se, "paired", f"{nb} prompts paired"
+    else:
+        se, df, half, method, how = _interval(lb, lc, alpha, noise_floor)
     lo, hi = d - half, d + half
     p = _tail(d / se, df)  # one-sided, worse: the t statistic of the same mean difference the interval is on
     p_better = _tail(-d / se, df)
@@ -414,6 +421,34 @@ def _measured(entry: _Entry, metric: str) -> list[float]:
     return [x for case in entry.cases for x in trials(case, metric) if x > 0 or (keep_zero and x == 0)]
 
 
+def prompt_pairs(base: _Entry, cand: _Entry, metric: str) -> tuple[list[float], list[float]] | None:
+    """Per prompt both sides sent, its value on each side (the geometric mean of its streams), aligned; None unless
+    every stream on both sides carries a ``prompt_id`` and at least two prompts are shared.
+
+    A case over a prompt file sends the same seeded draw on both sides; its prompts differ by far more than the
+    sides do (one category decodes at 3x another), so pooled streams compared unpaired bury the change in the
+    prompts' spread. Paired by prompt, only the change is left."""
+    def by_prompt(entry: _Entry) -> dict[str, list[float]] | None:
+        out: dict[str, list[float]] = {}
+        for case in entry.cases:
+            for st in case.get("streams") or []:
+                if not isinstance(st, dict) or not st.get("prompt_id"):
+                    return None
+                v = _num(st.get(metric))
+                if v is not None and v > 0:
+                    out.setdefault(str(st["prompt_id"]), []).append(v)
+        return out or None
+
+    b, c = by_prompt(base), by_prompt(cand)
+    if b is None or c is None:
+        return None
+    shared = [k for k in b if k in c]
+    if len(shared) < 2:
+        return None
+    geo = lambda xs: float(np.exp(np.mean(np.log(xs))))  # noqa: E731
+    return [geo(b[k]) for k in shared], [geo(c[k]) for k in shared]
+
+
 def _compared(base: _Entry, cand: _Entry, metrics: Sequence[str]) -> list[str]:
     """The metrics of a sub-case with values on both sides: the ones compared (and able to fail the case)."""
     return [m for m in metrics if _measured(base, m) and _measured(cand, m)]
@@ -443,7 +478,11 @@ def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[st
             side = "baseline" if not tb else "candidate"
             out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
             continue
-        if 0.0 in tb or 0.0 in tc:
+        pairs = prompt_pairs(base, cand, m) if compare.func is compare_case else None  # type: ignore[attr-defined]
+        if pairs is not None:
+            c = compare(*pairs, direction=DIRECTIONS[m], metric=m, family=family, paired=True)
+            verdict, reason = c.verdict, c.reason
+        elif 0.0 in tb or 0.0 in tc:
             verdict, reason, c = _with_zeros(tb, tc, m, functools.partial(compare, family=family))
         else:
             c = compare(tb, tc, direction=DIRECTIONS[m], metric=m, family=family)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from support.load_helpers import true_decode
 
+from pytest_specperf.compare import arms
 from pytest_specperf.sim import SimServer, load_profile, start_all
 from pytest_specperf.sim.model import expected_user_tps
 
@@ -131,13 +132,27 @@ def test_auto(specperf):
 
 def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
                                                    arm_sims: dict[str, SimServer]) -> None:
-    # The best arm leads by 26 % or more at both levels: decided at the first look, three trials per arm.
+    # The best arm leads by 26 % or more at both levels: on a quiet machine decided at the first look (three trials
+    # per arm). Beside other jobs a trial can be noisy enough to need more, so what is checked is the rule itself:
+    # every level decided at the end, and, past the first look, some level still open one round before.
     res, r = _run_arms(pytester, arm_sims, AUTO)
     res.assert_outcomes(passed=1)
     t = r["arms"]
-    assert t["trials"] == {"off": 3, "k1": 3, "k4": 3}
+    n = t["trials"]["off"]
+    assert t["trials"] == {"off": n, "k1": n, "k4": n} and 3 <= n <= 6
     assert t["schedule"] == {"4": "k1", "16": "off"}
     assert all(row["decided"] for row in t["levels"])
+    if n > 3:
+        last = [row for row in t["levels"] if len(row["arms"]["off"]["trials"]) == n]
+        assert last, "a round ran with every level already decided"
+
+        def trials_until(row: dict, k: int) -> dict[str, list[dict]]:
+            return {name: [{"kind": "load_sweep", "concurrency": [row["users"]], "levels": [
+                {"concurrency": row["users"], "trials": [{"decode_tps": v}]}]} for v in a["trials"][:k]]
+                for name, a in row["arms"].items()}
+
+        assert any(not arms.level(row["users"], trials_until(row, n - 1), levels=len(t["levels"]))["decided"]
+                   for row in last)
 
 
 BASELINE = """

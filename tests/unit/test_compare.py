@@ -266,3 +266,19 @@ def test_reasons_name_the_tail_that_decided() -> None:
                          decide_at=None)
     assert mixed.verdict == "passed" and mixed.change > 0.05
     assert mixed.reason.endswith("no regression beyond 5% (better, but not significantly)")
+
+
+def test_ab_over_a_prompt_file_pairs_streams_by_prompt() -> None:
+    # 12 prompts whose own rates differ 3x (categories), B a fixed 3.5x faster on each, 2% noise per stream
+    rng = np.random.default_rng(37)
+    own = {f"p{i}": 20.0 * (1 + 2 * (i % 3)) for i in range(12)}
+
+    def arm(factor: float) -> list[dict]:
+        return [{"nodeid": "t", "kind": "sustained", "streams": [
+            {"prompt_id": k, "decode_tps": v * factor * float(np.exp(rng.normal(0, 0.02)))} for k, v in own.items()]}]
+
+    (cc,) = compare_ab(arm(1.0), arm(3.5), metrics=("decode_tps",))
+    c = cc.comparison
+    assert c is not None and c.method == "paired" and c.verdict == "improved"
+    assert c.change_ci[0] <= 2.5 <= c.change_ci[1] and c.change_ci[1] - c.change_ci[0] < 0.25, c.reason
+    assert "12 prompts paired" in c.reason
