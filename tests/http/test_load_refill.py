@@ -1,0 +1,174 @@
+"""Closed-loop load with refill (``requests=K``, a whole prompt file) against the simulator's recorded truth.
+
+What is checked comes from the simulator's own records of every request (arrival, the real write time of each
+step, its category): how many requests were really in flight over time, where the steady window truly starts
+and ends, the aggregate and per-user decode over it, and per-category decode over every prompt. The client's
+perf_counter and the server's monotonic clock are one clock on Linux; the offset between the plugin's origin
+and the server's arrivals is read from the requests themselves (sent -> arrived).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from support.load_helpers import true_decode
+
+from pytest_specperf import build_spec
+from pytest_specperf.cases.results import StreamResult, SustainedResult
+from pytest_specperf.sim import SimServer
+from pytest_specperf.sim.model import decode_step_ms
+
+SPEED = 1.0  # 20 ms steps, 30 ms prefill of a 600-token prompt: a late read beside busy neighbours stays small
+USERS, REQUESTS = 4, 16
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimServer]:
+    """The categories profile without jitter: per-category acceptance has a known answer."""
+    with SimServer("categories", speed=SPEED, overrides={"jitter": 0.0}) as s:
+        yield s
+
+
+def _all_streams(r: SustainedResult) -> list[StreamResult]:
+    return [*r.streams, *r.warmup_drain_streams]
+
+
+def _finish(rec: dict[str, Any]) -> float:
+    """The request's last token written, on the server's clock."""
+    return rec["arrival_monotonic"] + rec["steps"][-1]["t_s"]
+
+
+def _truth_window(recs: list[dict[str, Any]], users: int) -> tuple[float, float]:
+    """The steady window from the records alone: from the first token of the last of the first ``users`` arrivals
+    to the first request finished after the last arrival (from then on a user had nothing left to send)."""
+    by_arrival = sorted(recs, key=lambda rec: rec["arrival_monotonic"])
+    start = max(rec["arrival_monotonic"] + rec["ttft_s"] for rec in by_arrival[:users])
+    last_arrival = by_arrival[-1]["arrival_monotonic"]
+    return start, min(_finish(rec) for rec in recs if _finish(rec) > last_arrival)
+
+
+def _in_flight(recs: list[dict[str, Any]], t: float) -> int:
+    return sum(1 for rec in recs if rec["arrival_monotonic"] <= t < rec["arrival_monotonic"] + rec["total_s"])
+
+
+def _true_tokens(recs: list[dict[str, Any]], start: float, end: float) -> float:
+    """Tokens the server wrote inside [start, end]; a step's tokens spread over the time since the previous one."""
+    tokens = 0.0
+    for rec in recs:
+        steps = [(rec["arrival_monotonic"] + s["t_s"], s["tokens"]) for s in rec["steps"]]
+        for (t_prev, _), (t, k) in itertools.pairwise(steps):
+            overlap = min(t, end) - max(t_prev, start)
+            if overlap > 0:
+                tokens += k * overlap / (t - t_prev)
+    return tokens
+
+
+def _steady_truth(rec: dict[str, Any], window: tuple[float, float]) -> bool:
+    a, b = rec["arrival_monotonic"] + rec["steps"][0]["t_s"], _finish(rec)
+    return min(b, window[1]) - max(a, window[0]) >= 0.5 * (b - a)
+
+
+@pytest.fixture(scope="module")
+def refill(sim: SimServer, runner_for: Any) -> tuple[SustainedResult, list[dict[str, Any]]]:
+    # a ramp staggers the users, so their refills and their last requests fall apart: a warm-up and a drain
+    spec = build_spec("sustained", {"tokens": 96, "ctx": 600, "concurrency": USERS, "requests": REQUESTS,
+                                    "ramp_s": 0.6})
+    r = runner_for(sim.url).run(spec, "refill::load")
+    return r, [sim.truth(s.response_id) for s in _all_streams(r)]
+
+
+def test_refill_keeps_n_in_flight_over_the_steady_window(refill: tuple[SustainedResult, list[dict]]) -> None:
+    r, recs = refill
+    assert r.requests == REQUESTS and len(recs) == REQUESTS == len({rec["id"] for rec in recs})
+    assert all(rec["done"] and rec["completion_tokens"] == 96 for rec in recs)
+    # the plugin's window on the server's clock: its origin is where its streams' first tokens (read) map to
+    # the server's (written)
+    offset = statistics.median(rec["arrival_monotonic"] + rec["ttft_s"] - (s.sent_s or 0.0) - s.ttft_s
+                               for rec, s in zip(recs, _all_streams(r), strict=True))
+    start = offset + (r.warmup_s or 0.0)
+    end = start + (r.common_window_s or 0.0)
+    true_start, true_end = _truth_window(recs, USERS)
+    tol = 0.01 * (true_end - true_start) + 0.010  # a late read beside busy neighbours is some ms
+    assert abs(start - true_start) < tol and abs(end - true_end) < tol, (start - true_start, end - true_end)
+    # never more than N at once; N over the steady window but for the client's turnaround (a stream's last byte
+    # to its user's next arrival: a few ms each, more beside busy neighbours); fewer than N all through the drain
+    times = np.linspace(true_start, true_end, 400, endpoint=False)
+    counts = [_in_flight(recs, float(t)) for t in times]
+    assert max(counts) == USERS and counts.count(USERS) >= 0.8 * len(counts), sorted(counts)[:40]
+    last = max(_finish(rec) for rec in recs)
+    drain = [_in_flight(recs, float(t)) for t in np.linspace(true_end + 0.002, last, 100, endpoint=False)]
+    assert max(drain) < USERS
+    # warm-up and drain are shown: their spans and the requests left out
+    assert r.drain_s == pytest.approx(last - true_end, abs=tol)
+    assert (r.warmup_requests or 0) + (r.drain_requests or 0) == len(r.warmup_drain_streams) > 0
+    assert any("steady window" in n and "drain" in n for n in r.notes)
+
+
+def test_refill_figures_over_the_steady_window_match_truth(refill: tuple[SustainedResult, list[dict]]) -> None:
+    r, recs = refill
+    window = _truth_window(recs, USERS)
+    true_total = _true_tokens(recs, *window) / (window[1] - window[0])
+    assert r.total_tps is not None and r.total_tps == pytest.approx(true_total, rel=0.02)
+    # the judged users are those with half their decode or more inside the window, on the server's record too
+    judged_truth = {rec["id"] for rec in recs if _steady_truth(rec, window)}
+    judged = {s.response_id for s in r.streams}
+    assert len(judged ^ judged_truth) <= 1, (judged - judged_truth, judged_truth - judged)
+    by_id = {rec["id"]: rec for rec in recs}
+    for s in r.streams:
+        assert s.decode_tps == pytest.approx(true_decode(by_id[s.response_id]), rel=0.02)
+    truth_p50 = statistics.median(true_decode(by_id[i]) for i in judged_truth)
+    assert r.decode_tps == pytest.approx(truth_p50, rel=0.02)
+    # the drain's last streams ran with fewer users, so they decoded faster than the judged median: leaving
+    # them out is what keeps the figure the load of N
+    tail = [true_decode(by_id[s.response_id]) for s in r.warmup_drain_streams]
+    assert max(tail) > truth_p50
+
+
+def test_new_arrivals_prefill_holds_up_running_decodes(sim: SimServer,
+                                                       refill: tuple[SustainedResult, list[dict]]) -> None:
+    """As on a real engine, a refill's prefill runs in the step the running streams decode in: that step lasts
+    their decode plus the prefill, and their next token is that much later on the wire."""
+    _, recs = refill
+    members: dict[int, list[tuple[dict, int]]] = {}
+    for rec in recs:
+        for i, st in enumerate(rec["steps"]):
+            members.setdefault(st["step"], []).append((rec, i))
+    mixed = [m for m in members.values() if {r["steps"][i]["phase"] for r, i in m} == {"prefill", "decode"}]
+    assert len(mixed) >= REQUESTS - USERS - 1  # (nearly) every refill arrived while others decoded
+    gaps, plain = [], []
+    for m in members.values():
+        decoders = [(r, i) for r, i in m if r["steps"][i]["phase"] == "decode" and i >= 1]
+        if not decoders:
+            continue
+        shape = [(r["steps"][i]["ctx"], r["steps"][i]["ctx"] - r["prompt_tokens"], r["steps"][i]["drafted"])
+                 for r, i in decoders]
+        prefill = sum(1000 * r["prompt_tokens"] / sim.profile.prefill_tokens_per_s for r, i in m
+                      if r["steps"][i]["phase"] == "prefill")
+        step_ms = decoders[0][0]["steps"][decoders[0][1]]["step_ms"]
+        assert step_ms * SPEED == pytest.approx(decode_step_ms(sim.profile, shape) + prefill)
+        # the running streams' real gap over this step (written to written) is the step's length
+        gap = statistics.median(r["steps"][i]["t_s"] - r["steps"][i - 1]["t_s"] for r, i in decoders)
+        (gaps if prefill else plain).append((gap, step_ms / 1000))
+    assert gaps and plain
+    assert statistics.median(g for g, _ in gaps) == pytest.approx(statistics.median(s for _, s in gaps), rel=0.1)
+    assert statistics.median(g for g, _ in gaps) > 1.5 * statistics.median(g for g, _ in plain)
+
+
+def test_every_prompt_of_the_file_once_with_categories_over_all(sim: SimServer, runner_for: Any) -> None:
+    spec = build_spec("sustained", {"prompts": "builtin:specbench-mini", "sample": 20, "tokens": 128,
+                                    "concurrency": USERS})
+    r = runner_for(sim.url).run(spec, "refill::file")
+    streams = _all_streams(r)
+    assert r.requests == 20 and len(streams) == 20 and len({s.prompt_id for s in streams}) == 20
+    assert len(r.streams) < 20  # the drain's requests are left out of the judged figures...
+    recs = {s.response_id: sim.truth(s.response_id) for s in streams}
+    assert sum(f["n"] for f in r.categories.values()) == 20  # ...but every prompt counts in its category
+    for cat, f in r.categories.items():
+        mine = [recs[s.response_id] for s in streams if s.category == cat]
+        assert {rec["category"] for rec in mine} == {cat} and f["n"] == len(mine)
+        assert f["decode_tps_p50"] == pytest.approx(float(np.median([true_decode(rec) for rec in mine])), rel=0.02)
