@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from support.engine_threads import THREADS
 
+from pytest_specperf import Runner, build_spec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
@@ -101,3 +102,30 @@ def test_speculation_stays_on_with_several_slots(llama_engine) -> None:
     for trace in found:
         _decode_checked(trace, tokens)
         assert trace.timings is not None and trace.timings.get("draft_n", 0) > 0, trace.timings
+
+
+def test_refill_keeps_the_slots_busy_and_each_user_is_the_servers(llama_engine) -> None:
+    """Closed loop on a real engine: ``requests=6`` through 2 slots, each user sending its next prompt as its last
+    ends, so a new prompt's prefill lands between the running request's decode steps, as in production.
+
+    Known answers are the server's own: each request's ``timings`` (its decode by llama.cpp's clock, the
+    interruptions by a newcomer's prefill included) for every judged user, and their sum for the aggregate.
+    """
+    binary, model = llama_engine
+    args = ["--parallel", "2", "--threads", "1", "--threads-batch", "1"]
+    with LlamaServer(model, preset="none", binary=binary, ctx_size=1024, extra_args=args) as server, \
+            _client(server) as client:
+        spec = build_spec("sustained", {"tokens": 96, "ctx": CTX, "concurrency": 2, "requests": 6})
+        r = Runner(client).run(spec, "engine::refill")
+    streams = [*r.streams, *r.warmup_drain_streams]
+    assert r.requests == 6 and len(streams) == 6 and len({s.text_sha or s.response_id for s in streams}) == 6
+    for s in r.streams:  # every judged user's decode is the server's own rate for that request
+        tm = s.server_timings
+        assert tm is not None and s.decode_tps == pytest.approx((tm["predicted_n"] - 1) / tm["predicted_ms"] * 1000,
+                                                                rel=0.03)
+    # two slots decoding through the steady window: its output rate is two users' worth by the server's clock
+    # (less the short prefills between a user's requests)
+    server_rates = [(s.server_timings or {})["predicted_n"] / (s.server_timings or {})["predicted_ms"] * 1000
+                    for s in r.streams]
+    assert r.total_tps is not None and r.total_tps == pytest.approx(2 * float(np.median(server_rates)), rel=0.15)
+    assert r.warmup_s is not None and r.drain_s is not None
