@@ -79,3 +79,8 @@ def test_yaml_cases_validate_like_markers(tmp_path):
     f.write_text("a: [1, 2\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         load_cases(f)
+
+
+def test_a_sweeps_requests_go_to_every_level():
+    spec = build_spec("load_sweep", {"concurrency": [1, 4], "requests": 12})
+    assert [spec.level(c).requests for c in (1, 4)] == [12, 12]
