@@ -70,7 +70,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     if not judged:  # a refill run whose every stream straddles the window's edges: judge them all
         judged = list(range(len(streams)))
     js, jt = [streams[i] for i in judged], [found[i] for i in judged]
-    r = _result(context, spec, nodeid, js, jt, found, steady)
+    r = _result(context, spec, nodeid, js, found, steady, jt)
     r.streams = js
     r.requests = k
     if steady is not None:
@@ -139,8 +139,11 @@ def _edges(r: SustainedResult, streams: list[StreamResult], found: list[Trace], 
 
 
 def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
-            judged: list[Trace], found: list[Trace], steady: tuple[float, float] | None) -> SustainedResult:
-    """Per-user figures over the judged streams (and their traces), the aggregate over every trace."""
+            found: list[Trace], steady: tuple[float, float] | None = None, judged: list[Trace] | None = None
+            ) -> SustainedResult:
+    """Per-user figures over the judged ``streams`` (``judged``: their traces; default every trace), the aggregate
+    over every trace in ``found`` (over the ``steady`` window, with refill)."""
+    judged = found if judged is None else judged
     decode = [s.decode_tps for s in streams]
     ttft = [s.ttft_s for s in streams]
     med = stream_figures.median
