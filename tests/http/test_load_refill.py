@@ -172,3 +172,17 @@ def test_every_prompt_of_the_file_once_with_categories_over_all(sim: SimServer, 
         mine = [recs[s.response_id] for s in streams if s.category == cat]
         assert {rec["category"] for rec in mine} == {cat} and f["n"] == len(mine)
         assert f["decode_tps_p50"] == pytest.approx(float(np.median([true_decode(rec) for rec in mine])), rel=0.02)
+
+
+def test_a_sweep_sends_its_requests_at_every_level(sim: SimServer, runner_for: Any) -> None:
+    spec = build_spec("load_sweep", {"concurrency": [1, 3], "requests": 6, "tokens": 64, "ctx": 300})
+    r = runner_for(sim.url).run(spec, "refill::sweep")
+    for lv in r.levels:
+        streams = [*lv["streams"], *lv["warmup_drain_streams"]]
+        recs = [sim.truth(s["response_id"]) for s in streams]
+        assert lv["requests"] == 6 and len({rec["id"] for rec in recs}) == 6
+        # the server held at most the level's users at once, and that many at some point
+        assert max(_in_flight(recs, rec["arrival_monotonic"]) for rec in recs) == lv["concurrency"]
+        window = _truth_window(recs, lv["concurrency"])
+        true_total = _true_tokens(recs, *window) / (window[1] - window[0])
+        assert lv["total_tps"] == pytest.approx(true_total, rel=0.03), lv["concurrency"]
