@@ -186,3 +186,29 @@ def test_a_sweep_sends_its_requests_at_every_level(sim: SimServer, runner_for: A
         window = _truth_window(recs, lv["concurrency"])
         true_total = _true_tokens(recs, *window) / (window[1] - window[0])
         assert lv["total_tps"] == pytest.approx(true_total, rel=0.03), lv["concurrency"]
+
+
+def test_a_chunked_prefill_interrupts_a_chunk_at_a_time(runner_for: Any) -> None:
+    """With chunked prefill (vLLM, llama.cpp's n_batch) each refill's 1500-token prompt is prefilled 256 tokens a
+    step beside the running decodes: on the server's record no step carried more than one chunk, and the steps
+    carried every prompt's prefill, all told."""
+    overrides = {"jitter": 0.0, "prefill_tokens_per_s": 10000.0, "prefill_chunk_tokens": 256}
+    with SimServer("healthy", speed=SPEED, overrides=overrides) as chunked:
+        spec = build_spec("sustained", {"tokens": 64, "ctx": 1500, "concurrency": 3, "requests": 9, "ramp_s": 0.3})
+        r = runner_for(chunked.url).run(spec, "refill::chunked")
+        recs = [chunked.truth(s.response_id) for s in _all_streams(r)]
+        profile = chunked.profile
+    steps: dict[int, list[tuple[dict, dict]]] = {}
+    for rec in recs:
+        for st in rec["steps"]:
+            steps.setdefault(st["step"], []).append((rec, st))
+    carried = []
+    for m in steps.values():
+        decoders = [(st["ctx"], st["ctx"] - rec["prompt_tokens"], st["drafted"]) for rec, st in m
+                    if st["phase"] == "decode"]
+        carried.append(m[0][1]["step_ms"] * SPEED - (decode_step_ms(profile, decoders) if decoders else 0.0))
+    chunk_ms = 1000 * 256 / profile.prefill_tokens_per_s
+    assert max(carried) == pytest.approx(chunk_ms, abs=1e-6)
+    # each prompt's chunks went into several steps (1500 = 5 * 256 + 220: six each; a step of partial chunks
+    # alone has no member to show it, so only those beside running decodes are counted here)
+    assert sum(1 for x in carried if x > 1e-6) > 2 * len(recs)
