@@ -128,7 +128,8 @@ def _edges(r: SustainedResult, streams: list[StreamResult], found: list[Trace], 
     start, end = steady
     last = max(t.t0 + t.chunks[-1].t for t in found)
     r.warmup_s, r.drain_s = max(0.0, start - origin), max(0.0, last - end)
-    left = [i for i in range(len(streams)) if i not in set(judged)]
+    kept = set(judged)
+    left = [i for i in range(len(streams)) if i not in kept]
     mid = {i: found[i].t0 + (found[i].chunks[0].t + found[i].chunks[-1].t) / 2 for i in left}
     r.warmup_requests = sum(1 for i in left if mid[i] < start)
     r.drain_requests = len(left) - r.warmup_requests
