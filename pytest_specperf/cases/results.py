@@ -62,6 +62,7 @@ class StreamResult:
     window_steps_from: str | None = None
     server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
     sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
+    user: int | None = None  # load cases: the user (0 to N-1) that sent it; with refill, each sends several
     text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials
     category: str | None = None  # a prompt file's category of this stream's prompt
     prompt_id: str | None = None  # and the prompt's id in its file

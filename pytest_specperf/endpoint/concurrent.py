@@ -122,8 +122,8 @@ def run_closed_loop(client: Client, requests: Sequence[StreamRequest], concurren
     """``concurrency`` users work through ``requests`` in order, each sending the next one as soon as its
     previous stream ended, so that many stay in flight until the list runs out (refill).
 
-    The first ``concurrency`` requests go at their own ``at_s`` (a ramp); a refill is scheduled "now", when
-    its user's previous stream ended, so its lateness is the client's turnaround alone. Streams are parsed
+    The first ``concurrency`` requests go at their own ``at_s`` (a ramp); a refill is due when its user's
+    previous stream ended (its last read), so its lateness is the client's turnaround. Streams are parsed
     once every stream has ended, as in ``run_streams``. Outcomes come back in request order, each with its
     ``user``.
     """
@@ -142,15 +142,15 @@ async def _run_closed(client: Client, requests: list[StreamRequest], users: int)
         start = time.perf_counter()
 
         async def user(u: int) -> None:
-            first = True
+            due: float | None = None  # when this user's previous stream ended: its refill was due then
             for i in queue:
                 req = requests[i]
-                if not first:  # a refill: due now, so any delay before it reaches the network is the client's
-                    req = dataclasses.replace(req, at_s=time.perf_counter() - start)
-                first = False
+                if due is not None:  # a refill: any delay past the last stream's end is the client's turnaround
+                    req = dataclasses.replace(req, at_s=due)
                 outcome, raw = await _one(client, http, req, start)
                 outcome.user = u
                 done[i] = (outcome, raw)
+                due = (raw.t0 + raw.total_s if raw is not None else time.perf_counter()) - start
 
         await asyncio.gather(*(user(u) for u in range(users)))
     return [_parsed(client, outcome, raw) for outcome, raw in (d for d in done if d is not None)]

@@ -60,7 +60,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     for i, (o, trace) in enumerate(zip(outcomes, found, strict=True)):
         stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
-        s.sent_s = o.sent_s
+        s.sent_s, s.user = o.sent_s, o.user if k > n else i
         if recs:
             s.category, s.prompt_id = drawn[i].category, drawn[i].id
         streams.append(s)
