@@ -94,8 +94,8 @@ def _users(r: SustainedResult) -> list[int]:
 @pytest.fixture(scope="module")
 def refill(sim: SimServer, runner_for: Any) -> tuple[SustainedResult, list[dict[str, Any]]]:
     # a ramp staggers the users, so their refills and their last requests fall apart: a warm-up and a drain
-    spec = build_spec("sustained", {"tokens": 96, "ctx": 600, "concurrency": USERS, "requests": REQUESTS,
-                                    "ramp_s": 0.6})
+    spec = build_spec("sustained", {"tokens": 160, "ctx": 600, "concurrency": USERS, "requests": REQUESTS,
+                                    "ramp_s": 1.0})
     r = runner_for(sim.url).run(spec, "refill::load")
     return r, [sim.truth(s.response_id) for s in _all_streams(r)]
 
@@ -103,7 +103,7 @@ def refill(sim: SimServer, runner_for: Any) -> tuple[SustainedResult, list[dict[
 def test_refill_keeps_n_in_flight_over_the_steady_window(refill: tuple[SustainedResult, list[dict]]) -> None:
     r, recs = refill
     assert r.requests == REQUESTS and len(recs) == REQUESTS == len({rec["id"] for rec in recs})
-    assert all(rec["done"] and rec["completion_tokens"] == 96 for rec in recs)
+    assert all(rec["done"] and rec["completion_tokens"] == 160 for rec in recs)
     # the plugin's window on the server's clock: its origin is where its streams' first tokens (read) map to
     # the server's (written)
     offset = statistics.median(rec["arrival_monotonic"] + rec["ttft_s"] - (s.sent_s or 0.0) - s.ttft_s
