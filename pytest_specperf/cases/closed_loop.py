@@ -25,6 +25,9 @@ class SustainedSpec(CaseSpec):
     max_accept_drop: float | None = None
     require_speculation: bool = False
     concurrency: int = 1  # streams at once (users); > 1 makes it a load case
+    # Requests in all, kept `concurrency` in flight (closed loop with refill); None: one per user, or with
+    # prompts= every prompt of the file once. Judged over the steady window (run/load.py).
+    requests: int | None = None
     ramp_s: float = 0.0  # starts spread evenly over this many seconds (0: all together)
     min_total_tps: float | None = None  # floor on aggregate output tok/s while all streams decode
     max_loss_vs_best: float | None = None  # --specperf-arms: the deployed arm at most this much slower than the best
@@ -37,7 +40,11 @@ class SustainedSpec(CaseSpec):
         validate_arms(self, k)
         check(self.concurrency == 1 or (self.repeat == 1 and self.max_burst_gap is None), k,
                f"concurrency={self.concurrency} runs its streams at once: drop repeat and max_burst_gap "
-               "(they measure one stream at a time)")
+               "(they measure one stream at a time); requests=K sends K requests with that many in flight")
+        validate_requests(self, self.concurrency, k)
+        check(self.requests is None or (self.repeat == 1 and self.max_burst_gap is None), k,
+               f"requests={self.requests} sends that many requests with concurrency={self.concurrency} in flight: "
+               "drop repeat and max_burst_gap (they measure one stream at a time)")
         check(isinstance(self.tokens, int) and self.tokens >= 16, k,
                f"tokens must be an integer >= 16, got {self.tokens!r}")
         for name in ("max_drift", "max_burst_gap", "max_accept_drop"):
@@ -101,6 +108,7 @@ class LoadSweepSpec(CaseSpec):
     KIND: ClassVar[str] = "load_sweep"
     concurrency: tuple[int, ...] = field(default=(1, 2, 4, 8))
     tokens: int = 300
+    requests: int | None = None  # requests per level, that level's users in flight (None: as sustained's)
     ramp_s: float = 0.0
     max_drift: float | None = None
     # Floors: one number for every level, or {level: floor}.
@@ -118,6 +126,7 @@ class LoadSweepSpec(CaseSpec):
                f"concurrency must be a rising list of positive integers, e.g. [1, 2, 4, 8], got "
                f"{list(self.concurrency)!r}")
         _concurrency_bound(self.concurrency[-1], k)
+        validate_requests(self, self.concurrency[-1], k)
         for name in ("min_tps", "min_total_tps"):
             floors = getattr(self, name)
             if isinstance(floors, Mapping):
@@ -154,7 +163,8 @@ class LoadSweepSpec(CaseSpec):
         return SustainedSpec(ctx=self.ctx, content=self.content, api=self.api, temperature=self.temperature,
                              prompts=self.prompts, prompts_format=self.prompts_format, sample=self.sample,
                              categories=self.categories,
-                             tokens=self.tokens, concurrency=c, ramp_s=self.ramp_s, max_drift=self.max_drift,
+                             tokens=self.tokens, concurrency=c, requests=self.requests, ramp_s=self.ramp_s,
+                             max_drift=self.max_drift,
                              min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
 
 
@@ -183,6 +193,23 @@ def validate_load(spec: Any, k: str) -> None:
            f"min_total_tps must be a positive number of tokens/s (aggregate over all streams), got {v!r}")
 
 
+
+
+#: Most requests one load case sends: each is built (an exact-length prompt) and kept (its stream) before the
+#: figures are computed, so a larger count is a long wait or a memory problem, known before anything is sent.
+MAX_REQUESTS = 10_000
+
+
+def validate_requests(spec: Any, most_users: int, k: str) -> None:
+    """``requests``: an integer, at least one per user of the largest level, at most MAX_REQUESTS."""
+    n = spec.requests
+    if n is None:
+        return
+    check(isinstance(n, int) and not isinstance(n, bool) and n >= 1, k,
+          f"requests must be an integer >= 1 (requests sent in all), got {n!r}")
+    check(n >= most_users, k, f"requests={n} is below concurrency={most_users}: each user needs a request to keep "
+          f"{most_users} in flight; raise requests to {most_users} or more, or lower concurrency")
+    check(n <= MAX_REQUESTS, k, f"requests={n} is above {MAX_REQUESTS}, the most one case sends; lower it")
 
 
 def validate_arms(spec: Any, k: str) -> None:

@@ -64,7 +64,7 @@ def resolve_keywords(kind: str, kwargs: Mapping[str, Any], base: str | Path | No
         values["categories"] = tuple(cats)
     elif isinstance(cats, str):
         values["categories"] = (cats,)
-    if kind == "sustained" and "repeat" not in kwargs and int(values.get("concurrency", 1) or 1) == 1:
+    if kind == "sustained" and not {"repeat", "requests"} & set(kwargs) and int(values.get("concurrency", 1) or 1) == 1:
         values["repeat"] = len(prompt_set_of(values["prompts"], values.get("prompts_format"),
                                              values.get("categories"), values.get("sample")))
     return values

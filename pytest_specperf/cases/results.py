@@ -62,6 +62,7 @@ class StreamResult:
     window_steps_from: str | None = None
     server_timings: dict[str, Any] | None = None  # the server's own per-request accounting (llama.cpp `timings`)
     sent_s: float | None = None  # load cases: when this stream was sent, seconds after the case's first
+    user: int | None = None  # load cases: the user (0 to N-1) that sent it; with refill, each sends several
     text_sha: str | None = None  # hash of prompt and generated text (runner.text_sha): equal ones pair trials
     category: str | None = None  # a prompt file's category of this stream's prompt
     prompt_id: str | None = None  # and the prompt's id in its file
@@ -112,7 +113,14 @@ class SustainedResult(Result):
     decode_p10_tps: float | None = None  # the 10th-percentile user's decode: what min_tps gates under load
     total_tps: float | None = None  # aggregate output tok/s over the window in which every stream decoded
     min_total_tps: float | None = None  # the aggregate floor the case was judged against (reports show it)
-    common_window_s: float | None = None  # that window's length
+    common_window_s: float | None = None  # that window's length (with refill: the steady window's)
+    # Closed loop with refill (requests > concurrency): each user sends its next request when its last ended.
+    requests: int | None = None  # requests sent (load cases)
+    warmup_s: float | None = None  # first send -> the steady window (not every user decoding yet)
+    drain_s: float | None = None  # the steady window's end -> the last token (fewer than N in flight)
+    warmup_requests: int | None = None  # requests left out of the judged figures as warm-up
+    drain_requests: int | None = None  # and as drain
+    warmup_drain_streams: list[StreamResult] = field(default_factory=list)  # those requests' streams
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
     step_ms: float | None = None  # median engine step time (servers that send one chunk per step)

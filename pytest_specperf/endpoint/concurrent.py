@@ -75,6 +75,7 @@ class StreamOutcome:
     error: MeasurementError | None
     sent_s: float  # when it was actually sent, seconds after the origin (>= request.at_s)
     origin: float  # time.perf_counter() of the run's origin, shared by every outcome of a run
+    user: int = 0  # closed loop (``run_closed_loop``): the user that sent it; else its index in the run
 
     @property
     def late_s(self) -> float:
@@ -115,6 +116,44 @@ def traces(outcomes: Sequence[StreamOutcome]) -> list[Trace]:
         if o.error is not None:
             raise o.error
     return [o.trace for o in outcomes if o.trace is not None]
+
+
+def run_closed_loop(client: Client, requests: Sequence[StreamRequest], concurrency: int) -> list[StreamOutcome]:
+    """``concurrency`` users work through ``requests`` in order, each sending the next one as soon as its
+    previous stream ended, so that many stay in flight until the list runs out (refill).
+
+    The first ``concurrency`` requests go at their own ``at_s`` (a ramp); a refill is due when its user's
+    previous stream ended (its last read), so its lateness is the client's turnaround. Streams are parsed
+    once every stream has ended, as in ``run_streams``. Outcomes come back in request order, each with its
+    ``user``.
+    """
+    client.info or client.detect()
+    return _run_loop(lambda: _run_closed(client, list(requests), max(1, min(concurrency, len(requests)))))
+
+
+async def _run_closed(client: Client, requests: list[StreamRequest], users: int) -> list[StreamOutcome]:
+    limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
+    timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
+    done: list[tuple[StreamOutcome, _Raw | None] | None] = [None] * len(requests)
+    queue = iter(range(len(requests)))  # one shared cursor: the next free user takes the next request
+    async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
+                                 limits=limits, verify=_tls()) as http:
+        await _warm(client, timeout)
+        start = time.perf_counter()
+
+        async def user(u: int) -> None:
+            due: float | None = None  # when this user's previous stream ended: its refill was due then
+            for i in queue:
+                req = requests[i]
+                if due is not None:  # a refill: any delay past the last stream's end is the client's turnaround
+                    req = dataclasses.replace(req, at_s=due)
+                outcome, raw = await _one(client, http, req, start)
+                outcome.user = u
+                done[i] = (outcome, raw)
+                due = (raw.t0 + raw.total_s if raw is not None else time.perf_counter()) - start
+
+        await asyncio.gather(*(user(u) for u in range(users)))
+    return [_parsed(client, outcome, raw) for outcome, raw in (d for d in done if d is not None)]
 
 
 #: A session's next request: (turn index, the outcomes of its turns so far) -> the request, or None when done.

@@ -19,7 +19,7 @@ import numpy as np
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.cases.results import LoadSweepResult, StreamResult, SustainedResult
-from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
+from pytest_specperf.endpoint.concurrent import StreamRequest, run_closed_loop, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.run import acceptance, categories, drift, lateness, stream_figures
@@ -31,54 +31,124 @@ KNEE_GAIN = 0.10
 
 
 def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> SustainedResult:
-    """``spec.concurrency`` streams of distinct prompts at once (starts spread over ``ramp_s``), measured per user."""
+    """``spec.concurrency`` streams of distinct prompts at once (starts spread over ``ramp_s``), measured per user.
+
+    With more requests than users (``requests=K``, or every prompt of a prompt file) each user sends its next
+    request as soon as its last one ended (closed loop with refill), and the judged figures come from the
+    steady window (``steady_window``); warm-up and drain are measured and shown, not judged.
+    """
     seed = case_seed(nodeid)
     n = spec.concurrency
     requests = []
     recs = categories.records(spec)
-    if recs:  # a prompt file: each user its own prompt, drawn from the file (categories.draw)
-        users = categories.draw(recs, n, seed)
-        for i, rec in enumerate(users):
+    k = request_count(spec, len(recs) if recs else None)
+    if recs:  # a prompt file: each request its own prompt, drawn from the file (categories.draw)
+        drawn = categories.draw(recs, k, seed)
+        for i, rec in enumerate(drawn):
             requests.append(StreamRequest(prompt=rec.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
-                                          temperature=spec.temperature, at_s=spec.ramp_s * i / n,
+                                          temperature=spec.temperature, at_s=spec.ramp_s * min(i, n) / n,
                                           messages=categories.messages(rec, spec.api)))
-    for i, prompt in enumerate([] if recs else context.prompts(spec.content, spec.ctx, [seed + i for i in range(n)],
+    for i, prompt in enumerate([] if recs else context.prompts(spec.content, spec.ctx, [seed + i for i in range(k)],
                                                                 spec.api)):
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
-                                      temperature=spec.temperature, at_s=spec.ramp_s * i / n))
+                                      temperature=spec.temperature, at_s=spec.ramp_s * min(i, n) / n))
     before = context.scrape_metrics()
-    outcomes = run_streams(context.client, requests)
+    outcomes = run_streams(context.client, requests) if k == n else run_closed_loop(context.client, requests, n)
     after = context.scrape_metrics()
     found = traces(outcomes)
     streams, drifts = [], []
-    for o, trace in zip(outcomes, found, strict=True):
+    for i, (o, trace) in enumerate(zip(outcomes, found, strict=True)):
         stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
-        s.sent_s = o.sent_s
+        s.sent_s, s.user = o.sent_s, o.user if k > n else i
         if recs:
-            s.category, s.prompt_id = users[len(streams)].category, users[len(streams)].id
+            s.category, s.prompt_id = drawn[i].category, drawn[i].id
         streams.append(s)
-        if d is not None:
-            drifts.append(d)
-    r = _result(context, spec, nodeid, streams, found)
-    stream_figures.phases(r, streams, found, context.client.caps.step_chunks)
-    if recs:
+        drifts.append(d)
+    steady = steady_window(found, [o.user for o in outcomes]) if k > n else None
+    judged = [i for i in range(len(streams)) if steady is None or in_window(found[i], steady)]
+    if not judged:  # a refill run whose every stream straddles the window's edges: judge them all
+        judged = list(range(len(streams)))
+    js, jt = [streams[i] for i in judged], [found[i] for i in judged]
+    r = _result(context, spec, nodeid, js, found, steady, jt)
+    r.streams = js
+    r.requests = k
+    if steady is not None:
+        _edges(r, streams, found, judged, steady, outcomes[0].origin)
+    stream_figures.phases(r, js, jt, context.client.caps.step_chunks)
+    if recs:  # per category over every request of the file, warm-up and drain included
         categories.attach(r, spec, streams, found, context.client.caps.step_chunks)
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
                     spread=True)
     _no_common_window(r, spec, [o.late_s for o in outcomes])
-    _drift(r, streams, drifts, spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
+    _drift(r, js, [drifts[i] for i in judged if drifts[i] is not None],
+           spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     context.check_acceptance_gates(spec, r)
     return r
 
 
+def request_count(spec: SustainedSpec, file_prompts: int | None) -> int:
+    """Requests a load case sends: ``requests``; over a prompt file without it, every prompt once (at least one
+    per user); else one per user."""
+    if spec.requests is not None:
+        return int(spec.requests)
+    return max(file_prompts, spec.concurrency) if file_prompts is not None else spec.concurrency
+
+
+#: A stream is judged with the steady window when at least this share of its decode lies inside it.
+STEADY_SHARE = 0.5
+
+
+def steady_window(found: Sequence[Trace], users: Sequence[int]) -> tuple[float, float]:
+    """(start, end) on the client's clock of the span in which every user had a request in flight and had been
+    served: from the last user's first token (warm-up: not every user decoding yet) to the first moment a user
+    found no request left (its last stream's last token; after it, drain: fewer than N in flight).
+
+    Without refill (one request per user) this is the common window of ``aggregate_tps``.
+    """
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for t, u in zip(found, users, strict=True):
+        a, b = t.t0 + t.chunks[0].t, t.t0 + t.chunks[-1].t
+        first[u], last[u] = min(first.get(u, a), a), max(last.get(u, b), b)
+    return max(first.values()), min(last.values())
+
+
+def in_window(trace: Trace, window: tuple[float, float]) -> bool:
+    """Whether at least STEADY_SHARE of the stream's decode (first to last token) lies inside ``window``."""
+    a, b = trace.t0 + trace.chunks[0].t, trace.t0 + trace.chunks[-1].t
+    inside = min(b, window[1]) - max(a, window[0])
+    return b > a and inside >= STEADY_SHARE * (b - a)
+
+
+def _edges(r: SustainedResult, streams: list[StreamResult], found: list[Trace], judged: list[int],
+           steady: tuple[float, float], origin: float) -> None:
+    """Warm-up and drain of a refill run: their spans and the requests left out of the judged figures."""
+    start, end = steady
+    last = max(t.t0 + t.chunks[-1].t for t in found)
+    r.warmup_s, r.drain_s = max(0.0, start - origin), max(0.0, last - end)
+    kept = set(judged)
+    left = [i for i in range(len(streams)) if i not in kept]
+    mid = {i: found[i].t0 + (found[i].chunks[0].t + found[i].chunks[-1].t) / 2 for i in left}
+    r.warmup_requests = sum(1 for i in left if mid[i] < start)
+    r.drain_requests = len(left) - r.warmup_requests
+    r.warmup_drain_streams = [streams[i] for i in left]
+    r.notes.append(f"steady window {end - start:.2f} s with {r.concurrency} in flight: {len(judged)} of "
+                   f"{len(streams)} requests judged; warm-up {r.warmup_s:.2f} s ({r.warmup_requests} left out) "
+                   f"and drain {r.drain_s:.2f} s ({r.drain_requests} left out) shown, not judged")
+
+
 def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: list[StreamResult],
-            found: list[Trace]) -> SustainedResult:
+            found: list[Trace], steady: tuple[float, float] | None = None, judged: list[Trace] | None = None
+            ) -> SustainedResult:
+    """Per-user figures over the judged ``streams`` (``judged``: their traces; default every trace), the aggregate
+    over every trace in ``found`` (over the ``steady`` window, with refill)."""
+    judged = found if judged is None else judged
     decode = [s.decode_tps for s in streams]
     ttft = [s.ttft_s for s in streams]
     med = stream_figures.median
-    total, window = aggregate_tps(found)
+    total, window = aggregate_tps(found, steady)
     r: SustainedResult = context.new_result(
         SustainedResult, spec, spec.ctx, streams[0].prompt_tokens, nodeid,
         tokens=spec.tokens, repeat=1, streams=streams, concurrency=spec.concurrency, ramp_s=spec.ramp_s,
@@ -90,7 +160,7 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
         stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
         counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
     if context.client.caps.step_chunks:
-        r.step_ms = med([step_ms(t) for t in found])
+        r.step_ms = med([step_ms(t) for t in judged])
     return r
 
 
@@ -132,16 +202,17 @@ def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.D
 MIN_OVERLAP = 0.5
 
 
-def aggregate_tps(found: list[Trace]) -> tuple[float | None, float | None]:
-    """(output tok/s summed over streams, window s) over the span in which every stream was decoding.
+def aggregate_tps(found: list[Trace], window: tuple[float, float] | None = None
+                  ) -> tuple[float | None, float | None]:
+    """(output tok/s summed over streams, window s) over the span in which every stream was decoding
+    (with refill, over the given steady ``window``).
 
     Each stream's cumulative token count is a step curve over absolute time; tokens in the window
     are read off it at the window's edges, interpolating linearly inside a step so a chunk that
     straddles an edge is shared in proportion. (None, window) when the streams overlapped for less
     than MIN_OVERLAP of the median stream's decode (a server that queued them, a long ramp).
     """
-    start = max(t.t0 + t.chunks[0].t for t in found)
-    end = min(t.t0 + t.chunks[-1].t for t in found)
+    start, end = window or (max(t.t0 + t.chunks[0].t for t in found), min(t.t0 + t.chunks[-1].t for t in found))
     spans = [t.chunks[-1].t - t.chunks[0].t for t in found]
     if end - start < MIN_OVERLAP * float(np.median(spans)) or end <= start:
         return None, max(end - start, 0.0)
@@ -219,6 +290,8 @@ LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps
                 "drift_gate", "early_tps", "late_tps", "stalls", "stall_s", "tokens_per_chunk", "verdict", "reason",
                 "warnings", "notes", "streams", "late_p50_s", "late_p99_s",
                 "late_bound_s", "client_behind",
+                # closed loop with refill: requests sent, and the warm-up and drain left out of the judged figures
+                "requests", "warmup_s", "drain_s", "warmup_requests", "drain_requests", "warmup_drain_streams",
                 # the reasoning phase at this level (None where no stream reasoned), as a sustained result has it
                 "ttft_content_s", "reasoning_tokens", "content_tokens", "reasoning_tps", "content_tps",
                 "reasoning_accept_len", "content_accept_len", "slower_phase")

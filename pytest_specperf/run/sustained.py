@@ -31,7 +31,7 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     ``repeat="auto"`` streams are added while the drift gate is inconclusive or ``until`` says the
     comparison is undecided, up to ``max_repeat``.
     """
-    if spec.concurrency > 1 or spec.min_total_tps is not None:
+    if spec.concurrency > 1 or spec.min_total_tps is not None or spec.requests is not None:
         return load.sustained_load(context, spec, nodeid)
     seed = case_seed(nodeid)
     progress = context.progress(nodeid)

@@ -10,8 +10,10 @@ Rules of one step (planned by ``Batcher.step(start)``):
   then waiting sequences (arrived, not yet prefilled) ready at ``start`` in arrival order while
   fewer than ``max_batch`` sequences hold a slot; a stalled running sequence keeps its slot;
 - running members decode one speculative step each, waiting members are prefilled and emit
-  their first token;
-- the step lasts ``decode_step_ms(decoders) * jitter + sum of the prefills' prefill_ms`` (model
+  their first token; with ``prefill_chunk_tokens`` a step prefills at most that many prompt tokens
+  (oldest first), and a prompt that does not fit goes on in the next steps, holding its slot,
+  emitting its first token with its last chunk;
+- the step lasts ``decode_step_ms(decoders) * jitter + the prefilled tokens' time`` (model
   ms), divided by ``speed``; ``jitter`` is the oldest decoder's draw;
 - every member's tokens go out at the step's end, when the next step can start.
 """
@@ -37,6 +39,7 @@ class Seq:
     ready_at: float  # earliest start of its next step (arrival, end of its last step, or end of a stall)
     stalls: list[tuple[int, float]] = field(default_factory=list)  # (after token N, pause in real s)
     generated: int = 0  # 0 until prefilled
+    prefilled: int = 0  # prompt tokens prefilled so far by earlier chunks (chunked prefill)
     key: int = -1  # admission order, set by the batcher
     first_start: float | None = None  # start of the step that prefilled it
     owner: Any = None  # the driver's handle (the engine's inbox)
@@ -112,7 +115,8 @@ class Batcher:
     def _members(self, start: float) -> tuple[list[Seq], list[Seq]]:
         running = sorted((s for s in self.seqs if s.running), key=lambda s: s.key)
         decoders = [s for s in running if s.ready_at <= start]
-        room = self.profile.max_batch - len(running)
+        # a prompt part-way through its chunks holds its slot too (it sorts first among the waiting: oldest)
+        room = self.profile.max_batch - len(running) - sum(1 for s in self.seqs if s.generated == 0 and s.prefilled)
         waiting = sorted((s for s in self.seqs if s.generated == 0 and s.ready_at <= start), key=lambda s: s.key)
         return decoders, waiting[:max(0, room)]
 
@@ -125,21 +129,45 @@ class Batcher:
         decode_ms = decode_step_ms(self.profile, shape)
         if self.profile.reasoning_step_ms:  # each sequence still reasoning costs its phase's extra
             decode_ms += self.profile.reasoning_step_ms * sum(s.model.in_reasoning(s.generated) for s in decoders)
-        model_ms = decode_ms * (draws[0].jitter if draws else 1.0) + sum(s.model.prefill_ms() for s in prefills)
+        chunks = self._chunks(prefills)
+        model_ms = decode_ms * (draws[0].jitter if draws else 1.0) + sum(ms for _, ms, _ in chunks)
         end = start + model_ms / self.speed / 1000.0
         for seq, d in zip(decoders, draws, strict=True):
             parts.append(self._advance(seq, "decode", d.tokens, d.accepted, d.drafted, d.ctx, end))
-        for seq in prefills:
-            seq.first_start = start
+        for seq, _, tokens in chunks:
+            if seq.first_start is None:
+                seq.first_start = start
+            if seq.prefilled + tokens < seq.model.prompt_tokens - seq.model.cached_tokens:  # more chunks to come
+                seq.prefilled += tokens
+                seq.ready_at = end
+                continue
             parts.append(self._advance(seq, "prefill", 1, 0, 0, seq.model.prompt_tokens, end))
         self.free_at = end
-        step = BatchStep(index=next(self._index), start=start, end=end, model_ms=model_ms, batch=len(parts),
+        step = BatchStep(index=next(self._index), start=start, end=end, model_ms=model_ms,
+                         batch=len(decoders) + len(chunks),
                          batch_tokens=sum(d.drafted + 1 for d in draws), batch_ctx=sum(p.ctx for p in parts),
                          parts=tuple(parts))
         for part in parts:
             if part.generated >= part.seq.target:
                 self.remove(part.seq)
         return step
+
+    def _chunks(self, prefills: list[Seq]) -> list[tuple[Seq, float, int]]:
+        """(sequence, model ms, prompt tokens) each waiting member prefills in this step: whole prompts, or with
+        ``prefill_chunk_tokens`` as many tokens as the step's budget leaves, oldest first."""
+        budget = self.profile.prefill_chunk_tokens
+        if budget is None:
+            return [(s, s.model.prefill_ms(), s.model.prompt_tokens - s.model.cached_tokens) for s in prefills]
+        out: list[tuple[Seq, float, int]] = []
+        rate = self.profile.prefill_tokens_per_s
+        for s in prefills:
+            left = max(0, s.model.prompt_tokens - s.model.cached_tokens - s.prefilled)
+            take = min(left, budget)
+            if take < left and take <= 0:
+                break  # the budget is spent: later prompts start in a later step
+            budget -= take
+            out.append((s, 1000.0 * take / rate, take))
+        return out
 
     def _advance(self, seq: Seq, phase: str, tokens: int, accepted: int, drafted: int, ctx: int,
                  end: float) -> Part:
@@ -195,7 +223,8 @@ def simulate(profile: Profile, arrivals: Iterable[Arrival]) -> list[dict[str, An
             t = step.end - a.at_s
             rec["steps"].append(step_record(step, part, t, t, 1.0))
             if part.phase == "prefill":
-                rec["queue_s"], rec["ttft_s"] = step.start - a.at_s, t
+                first = step.start if part.seq.first_start is None else part.seq.first_start
+                rec["queue_s"], rec["ttft_s"] = first - a.at_s, t
             rec["total_s"] = t
 
 

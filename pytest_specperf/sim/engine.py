@@ -233,7 +233,8 @@ class Engine:
             step, part = await inbox.get()
             generated = part.generated
             if part.phase == "prefill":
-                rec["queue_s"] = step.start - req.arrival
+                first = part.seq.first_start  # the step of its first chunk (chunked prefill), else this one
+                rec["queue_s"] = (step.start if first is None else first) - req.arrival
                 self.metrics.on_prefill(len(req.prompt_ids))
             else:
                 self.metrics.on_step(part.accepted, part.drafted, part.tokens)

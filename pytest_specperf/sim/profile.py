@@ -118,6 +118,9 @@ class Profile:
     step_ms_per_token: float = 0.0  # compute: each verified token past step_free_tokens adds this
     step_free_tokens: int = 1  # tokens a step verifies for the price of one (memory-bound region)
     max_batch: int = 256  # most sequences in one step; later requests wait for a slot
+    # chunked prefill (vLLM's max_num_batched_tokens, llama.cpp's n_batch): most prompt tokens one step prefills, a
+    # longer prompt going over several steps beside the running decodes; None: a whole prompt in the step admitting it
+    prefill_chunk_tokens: int | None = None
     eos_after_tokens: int | None = None  # natural EOS here unless ignore_eos / min_tokens forbid it
     reasoning_tokens: int = 0  # chat: the first N output tokens go to the dialect's reasoning field
     # reasoning phase (chat, reasoning_tokens > 0): see _reasoning_and_cache
@@ -283,6 +286,8 @@ def _costs(merged: dict[str, Any]) -> dict[str, Any]:
         kw[key] = _num(key, merged[key], lo=0)
     kw["step_free_tokens"] = _int("step_free_tokens", merged["step_free_tokens"], lo=1)
     kw["max_batch"] = _int("max_batch", merged["max_batch"], lo=1)
+    chunk = merged["prefill_chunk_tokens"]
+    kw["prefill_chunk_tokens"] = None if chunk is None else _int("prefill_chunk_tokens", chunk, lo=1)
     kw["jitter"] = _num("jitter", merged["jitter"], lo=0, hi=0.5)
     kw["max_accept"] = _int("max_accept", merged["max_accept"], lo=1)
     k = merged["num_speculative_tokens"]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from support.engine_threads import THREADS
 
+from pytest_specperf import Runner, build_spec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
@@ -101,3 +102,32 @@ def test_speculation_stays_on_with_several_slots(llama_engine) -> None:
     for trace in found:
         _decode_checked(trace, tokens)
         assert trace.timings is not None and trace.timings.get("draft_n", 0) > 0, trace.timings
+
+
+def test_refill_keeps_the_slots_busy_and_each_user_is_the_servers(llama_engine) -> None:
+    """Closed loop on a real engine: ``requests=4`` through 2 slots, each user sending its next prompt as its last
+    ends, so the slots stay busy with a prefill between a user's requests, as in production.
+
+    Known answers are the server's own ``timings``: each judged user's decode is its request's rate by llama.cpp's
+    clock, and the aggregate over the steady window is the tokens the two slots made over the time they were busy
+    (prompt and decode of each refill, decode of each first request: the first prefill is the warm-up). The
+    prompts are of one length, so the two users' requests are prefilled together and the users stay in step.
+    """
+    binary, model = llama_engine
+    args = ["--parallel", "2", "--threads", "1", "--threads-batch", "1"]
+    with LlamaServer(model, preset="none", binary=binary, ctx_size=1024, extra_args=args) as server, \
+            _client(server) as client:
+        spec = build_spec("sustained", {"tokens": 64, "ctx": CTX, "concurrency": 2, "requests": 4})
+        r = Runner(client).run(spec, "engine::refill")
+    streams = sorted([*r.streams, *r.warmup_drain_streams], key=lambda s: s.sent_s or 0.0)
+    assert r.requests == 4 and len(streams) == 4 and r.warmup_s is not None and r.drain_s is not None
+    timings = [s.server_timings or {} for s in streams]
+    assert all(tm.get("predicted_n") == 64 for tm in timings), timings
+    for s in r.streams:  # every judged user's decode is the server's own rate for that request
+        tm = s.server_timings or {}
+        assert s.decode_tps == pytest.approx((tm["predicted_n"] - 1) / tm["predicted_ms"] * 1000, rel=0.03)
+    first = {id(s) for s in streams[:2]}  # each user's first request: its prefill and first token are the warm-up
+    tokens = sum(tm["predicted_n"] - (id(s) in first) for s, tm in zip(streams, timings, strict=True))
+    busy_s = sum(tm["predicted_ms"] + (0.0 if id(s) in first else tm["prompt_ms"])
+                 for s, tm in zip(streams, timings, strict=True)) / 1000
+    assert r.total_tps is not None and r.total_tps == pytest.approx(tokens / (busy_s / 2), rel=0.10)

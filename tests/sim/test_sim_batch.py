@@ -3,6 +3,7 @@ speculation pays alone but loses under load (the ``batching`` profile's known cr
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
@@ -136,3 +137,43 @@ def test_plain_twin_shows_no_speculation_on_the_wire(twins: dict[str, SimServer]
     metrics = httpx.get(twins["plain"].url + "/metrics").text
     assert "vllm:generation_tokens_total" in metrics and "spec_decode" not in metrics
     assert "vllm:spec_decode_num_drafts_total" in httpx.get(twins["spec"].url + "/metrics").text
+
+
+CHUNKED = {"jitter": 0.0, "prefill_tokens_per_s": 10000.0, "prefill_chunk_tokens": 256}
+
+
+def _prefill_ms_per_step(profile: Any, recs: list[dict[str, Any]]) -> dict[int, float]:
+    """Per step (by index): its length less what its decoders cost, i.e. the prefill it carried (jitter off)."""
+    members: dict[int, list[tuple[dict, dict]]] = defaultdict(list)
+    for rec in recs:
+        for st in rec["steps"]:
+            members[st["step"]].append((rec, st))
+    out = {}
+    for index, m in members.items():
+        decoders = [(st["ctx"], st["ctx"] - rec["prompt_tokens"], st["drafted"]) for rec, st in m
+                    if st["phase"] == "decode"]
+        out[index] = m[0][1]["step_ms"] - (decode_step_ms(profile, decoders) if decoders else 0.0)
+    return out
+
+
+def test_a_chunked_prefill_spreads_over_the_running_decodes() -> None:
+    """vLLM's chunked prefill, llama.cpp's n_batch: a long prompt arriving into running decodes is prefilled a chunk
+    per step, each step lengthened by its chunk only, instead of one step held up by the whole prompt."""
+    chunked = load_profile("healthy", CHUNKED)
+    whole = load_profile("healthy", {**CHUNKED, "prefill_chunk_tokens": None})
+    arrivals = [Arrival(0.0, 200, 200, seed=1), Arrival(0.0, 200, 200, seed=2), Arrival(0.5, 2000, 50, seed=3)]
+    for profile, chunks in ((chunked, [25.6] * 7 + [20.8]), (whole, [200.0])):
+        recs = simulate(profile, arrivals)
+        a, c = recs[0], recs[2]
+        extra = _prefill_ms_per_step(profile, recs)
+        # the running request's steps while the newcomer prefilled (its queue's end to its first token): each
+        # lasted its decode plus one chunk (the last the 2000 - 7 * 256 = 208 tokens left), or, unchunked, one
+        # step the whole 200 ms prefill; C's first token came at the end of the step of its last chunk
+        t0, t1 = 0.5 + c["queue_s"], 0.5 + c["ttft_s"]
+        during = [st for st in a["steps"] if t0 < st["t_s"] <= t1 + 1e-9]
+        assert [round(extra[st["step"]], 6) for st in during] == pytest.approx(chunks), [extra[st["step"]]
+                                                                                           for st in during]
+        assert c["steps"][0]["step"] == during[-1]["step"]
+        # and a running stream's longest pause between tokens is one decode plus one chunk, not the whole prompt
+        gaps = [b["t_s"] - p["t_s"] for p, b in itertools.pairwise(a["steps"])]
+        assert max(chunks) < 1000 * max(gaps) < max(chunks) + 3 * profile.step_ms, gaps

@@ -37,6 +37,10 @@ def test_unrelated_keyword_lists_valid_ones():
         ("two_point", {"short": 100, "long": 50}, "long must be an integer > short"),
         ("ctx_sweep", {"ctxs": []}, "ctxs must be a non-empty list"),
         ("sustained", {"ctx": "1000"}, "ctx must be a positive integer"),
+        ("sustained", {"concurrency": 4, "requests": 3}, "requests=3 is below concurrency=4: .* raise requests"),
+        ("load_sweep", {"concurrency": [1, 8], "requests": 4}, "requests=4 is below concurrency=8"),
+        ("sustained", {"requests": 5, "repeat": 2}, "requests=5 sends that many requests .* drop repeat"),
+        ("sustained", {"concurrency": 2, "requests": 2.5}, "requests must be an integer >= 1"),
     ],
 )
 def test_bad_values_are_named(kind, kwargs, needle):
@@ -75,3 +79,8 @@ def test_yaml_cases_validate_like_markers(tmp_path):
     f.write_text("a: [1, 2\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         load_cases(f)
+
+
+def test_a_sweeps_requests_go_to_every_level():
+    spec = build_spec("load_sweep", {"concurrency": [1, 4], "requests": 12})
+    assert [spec.level(c).requests for c in (1, 4)] == [12, 12]
