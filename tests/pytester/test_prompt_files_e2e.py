@@ -78,7 +78,7 @@ def test_prompt_file_cases_report_per_category(pytester: pytest.Pytester) -> Non
     assert props["specperf_cat_qa_n"] == "2" and float(props["specperf_cat_tool_call_accept_len"]) > 4
 
 
-def test_a_bad_prompt_file_is_a_collection_error_naming_file_and_line(pytester: pytest.Pytester) -> None:
+def test_a_bad_prompt_file_fails_each_case_naming_file_and_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad="""
 import numpy as np
 import pytest
@@ -95,9 +95,10 @@ def test_two_point(specperf):
 """)
     (pytester.path / "bad.jsonl").write_text('{"prompt": "fine"}\n{"prompt": "cut\n')
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    res.assert_outcomes(errors=1)
+    res.assert_outcomes(failed=2)  # each bad case fails with its own reason, not only the first; none is measured
     text = res.stdout.str()
     assert "bad.jsonl' line 2: not valid JSON" in text
+    assert "two_point(): prompts= does not apply to two_point" in text
 
 
 AB_CASE = """
