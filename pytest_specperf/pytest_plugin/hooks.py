@@ -20,7 +20,7 @@ from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin import html_extras, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
-from pytest_specperf.pytest_plugin.invalid_cases import check_for_run, invalid_in_place_of
+from pytest_specperf.pytest_plugin.invalid_cases import check_for_run, invalid_in_place_of, warn_before_running
 from pytest_specperf.pytest_plugin.keys import (
     AB_A,
     ARMS,
@@ -187,6 +187,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
                 continue
             if spec is not None:
                 item.stash[SPEC] = spec
+                warn_before_running(item, spec)
         out.append(item)
     return out if isinstance(res, list) else out[0] if out else res
 

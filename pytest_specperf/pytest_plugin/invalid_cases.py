@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.prompt_cases import many_trials
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.pytest_plugin.keys import SpecperfWarning
 from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import Settings
 
@@ -56,3 +58,10 @@ def check_for_run(spec: CaseSpec, settings: Settings) -> None:
     if deployed is not None and names and deployed not in names:
         option = "--specperf-arms" if settings.arms else "--specperf-engine-arms"
         raise ConfigError(f"deployed={deployed!r} is not an arm of {option}; name one of {', '.join(names)}")
+
+
+def warn_before_running(item: pytest.Item, spec: CaseSpec) -> None:
+    """A valid case that will run far longer than its author may think says so at collection."""
+    note = many_trials(spec)
+    if note:
+        item.warn(SpecperfWarning(note))

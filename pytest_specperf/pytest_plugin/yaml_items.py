@@ -10,7 +10,7 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.yaml_cases import load_entries
 from pytest_specperf.errors import ConfigError, MeasurementError
-from pytest_specperf.pytest_plugin.invalid_cases import InvalidCase, check_for_run
+from pytest_specperf.pytest_plugin.invalid_cases import InvalidCase, check_for_run, warn_before_running
 from pytest_specperf.pytest_plugin.keys import SETTINGS, SPEC, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import failed_reason, measure_marked
 
@@ -37,6 +37,7 @@ class YamlCaseFile(pytest.File):
                 yield InvalidCase.from_parent(self, name=name, reason=str(spec))
                 continue
             item = YamlCaseItem.from_parent(self, name=name, spec=spec)
+            warn_before_running(item, spec)
             item.add_marker(getattr(pytest.mark, spec.KIND)(**kwargs))
             for m in marks:
                 _register_yaml_mark(self.config, m, self.path.name)

@@ -101,6 +101,33 @@ def test_two_point(specperf):
     assert "two_point(): prompts= does not apply to two_point" in text
 
 
+def test_a_plain_text_file_runs_and_a_whole_large_file_warns_before_running(pytester: pytest.Pytester) -> None:
+    (pytester.path / "mine.prompts").write_text("Name a planet.\nWrite a haiku about rain.\nCount to five.\n")
+    (pytester.path / "big.txt").write_text("".join(f"Say something about {i}.\n" for i in range(300)))
+    pytester.makepyfile(test_files="""
+import pytest
+
+@pytest.mark.sustained(prompts="mine.prompts", prompts_format="plain", tokens=16)
+def test_plain(specperf):
+    cat = specperf.result.categories["uncategorized"]
+    assert (cat["n"], cat["n_prompts"]) == (3, 3)  # one trial per line of the file
+
+@pytest.mark.sustained(prompts="big.txt", tokens=16)
+def test_whole(specperf):
+    pass
+
+@pytest.mark.sustained(prompts="big.txt", tokens=16, sample=2)
+def test_sampled(specperf):
+    pass
+""")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--specperf-sim-speed=20", "-k", "test_plain")
+    res.assert_outcomes(passed=1, deselected=2)
+    collected = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    text = collected.stdout.str()
+    assert text.count("SpecperfWarning") == 1  # test_whole only: the sampled case and the small file say nothing
+    assert "big.txt has 300 prompts and no sample=, so this case runs 300 trials, one per prompt" in text
+
+
 AB_CASE = """
 import numpy as np
 import pytest

@@ -89,3 +89,19 @@ def test_a_category_floor_fails_its_category_alone_and_star_covers_the_rest() ->
     assert problems[1].startswith("rag: acceptance 3.50 tokens/step < min_accept_len 4")
     assert cats["coding"]["min_tps"] == 50 and "min_accept_len" not in cats["coding"]
     assert floor_problems(cats, spec, per_user=True)[0].startswith("qa: p10 decode 80.0 tok/s")
+
+
+def test_a_whole_large_file_says_how_many_trials_it_runs(tmp_path: Path) -> None:
+    from pytest_specperf.cases.prompt_cases import MANY_TRIALS, many_trials
+
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"prompt {i}\n" for i in range(MANY_TRIALS + 1)), encoding="utf-8")
+    note = many_trials(build_spec("sustained", {"prompts": str(big), "tokens": 16}))
+    assert note is not None and f"has {MANY_TRIALS + 1} prompts and no sample=, so this case runs " \
+        f"{MANY_TRIALS + 1} trials" in note
+    assert "give sample=N" in note and "closed-loop mode, sustained(concurrency=N)" in note
+    assert many_trials(build_spec("sustained", {"prompts": str(big), "tokens": 16, "sample": 5})) is None
+    small = tmp_path / "small.txt"
+    small.write_text("".join(f"prompt {i}\n" for i in range(MANY_TRIALS)), encoding="utf-8")
+    assert many_trials(build_spec("sustained", {"prompts": str(small), "tokens": 16})) is None
+    assert many_trials(build_spec("sustained", {"tokens": 16})) is None
