@@ -131,7 +131,8 @@ def floor_problems(cats: dict[str, dict[str, Any]] | None, spec: Any, *, per_use
             f["min_tps"] = floor_for(tps_floors, cat)  # the floors each category was judged on, for the reports
         if len_floors and floor_for(len_floors, cat) is not None:
             f["min_accept_len"] = floor_for(len_floors, cat)
-        n = f"n={f['n']}"
+        prompts = f.get("n_prompts", f["n"])
+        n = f"n={f['n']} ({prompts} prompt{'' if prompts == 1 else 's'})"  # as the category's row says it
         floor = floor_for(tps_floors, cat) if tps_floors else None
         key, label = ("decode_tps_p10", "p10 decode") if per_user else ("decode_tps_p50", "decode")
         if floor is not None and f[key] is not None and f[key] < floor:

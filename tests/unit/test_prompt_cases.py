@@ -79,13 +79,17 @@ def test_draw_sends_every_prompt_equally_often_in_a_seeded_order() -> None:
 
 def test_a_category_floor_fails_its_category_alone_and_star_covers_the_rest() -> None:
     spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 100, "*": 50}, "min_accept_len": {"rag": 4}})
-    cats = {"qa": {"n": 4, "decode_tps_p50": 90.0, "decode_tps_p10": 80.0, "accept_len": 3.0, "accept_source": "x"},
-            "rag": {"n": 3, "decode_tps_p50": 60.0, "decode_tps_p10": 55.0, "accept_len": 3.5, "accept_source": "x"},
+    cats = {"qa": {"n": 4, "n_prompts": 1, "decode_tps_p50": 90.0, "decode_tps_p10": 80.0, "accept_len": 3.0,
+                   "accept_source": "x"},
+            "rag": {"n": 3, "n_prompts": 3, "decode_tps_p50": 60.0, "decode_tps_p10": 55.0, "accept_len": 3.5,
+                    "accept_source": "x"},
             "coding": {"n": 4, "decode_tps_p50": 40.0, "decode_tps_p10": 30.0, "accept_len": None,
                        "accept_source": None}}
     problems = floor_problems(cats, spec)
     assert [p.split(":")[0] for p in problems] == ["qa", "rag", "coding"]
-    assert problems[0] == "qa: decode 90.0 tok/s < min_tps 100 (n=4, median 90.0)"
+    # the count as the category's row says it: requests, and distinct prompts in the singular where one
+    assert problems[0] == "qa: decode 90.0 tok/s < min_tps 100 (n=4 (1 prompt), median 90.0)"
+    assert "(n=3 (3 prompts)" in problems[1]
     assert problems[1].startswith("rag: acceptance 3.50 tokens/step < min_accept_len 4")
     assert cats["coding"]["min_tps"] == 50 and "min_accept_len" not in cats["coding"]
     assert floor_problems(cats, spec, per_user=True)[0].startswith("qa: p10 decode 80.0 tok/s")

@@ -130,7 +130,9 @@ def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     for key, value in result.items():
         if isinstance(value, bool) or value is None:
             facts.append((key, str(value).lower() if isinstance(value, bool) else "-"))
-        elif isinstance(value, int | float):
+        elif isinstance(value, int):
+            facts.append((key, count_text(value)))  # ctx 300000, never 3e+05
+        elif isinstance(value, float):
             facts.append((key, fmt(value, ".4g")))
         elif isinstance(value, str) and key not in ("nodeid",):
             facts.append((key, value or "-"))
@@ -196,8 +198,10 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
     """Per compared metric: a sweep's change per level (``level_comparison_charts``); for other cases the trials
     of each side and the change with its interval against the threshold."""
     records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict) and cc.get("comparison")]
-    out = level_comparison_charts(r, [cc for cc in records if cc.get("users") is not None])
-    for n, cc in enumerate(cc for cc in records if cc.get("users") is None):
+    # A session's users are its sessions at once, not a level of a sweep: no one-point "users" axis.
+    levels = [cc for cc in records if cc.get("users") is not None and r.get("kind") != "session"]
+    out = level_comparison_charts(r, levels)
+    for n, cc in enumerate(cc for cc in records if cc not in levels):
         c = cc["comparison"]
         metric = str(c.get("metric"))
         where = "" if cc.get("ctx") is None else f" at ctx {count_text(cc['ctx'])}"

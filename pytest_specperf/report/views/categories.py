@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_specperf.report.table import finite_number
-from pytest_specperf.report.views.base import Chart, Level, Series, fmt
+from pytest_specperf.report.table import category_count, category_load, finite_number
+from pytest_specperf.report.views.base import Chart, Level, Series, fmt, users_text
 
 #: (figure key, chart title, y label) of each metric drawn per category, where the server showed it
 METRICS = (("decode_tps_p50", "decode tok/s per category (median; p10 as points)", "tokens/s"),
@@ -59,12 +59,14 @@ def facts(result: dict[str, Any]) -> list[tuple[str, str]]:
     cats = result.get("categories")
     if not isinstance(cats, dict):
         return []
+    _, level = category_load(result)
+    at = f" @ {users_text(level)}" if level is not None else ""
     out = []
     for name, f in cats.items():
         if not isinstance(f, dict):
             continue
-        out.append((f"category {name}",
-                    f"n={f.get('n')} ({f.get('n_prompts')} prompts), decode {fmt(f.get('decode_tps_p50'))} tok/s "
+        out.append((f"category {name}" + at,
+                    f"{category_count(f)}, decode {fmt(f.get('decode_tps_p50'))} tok/s "
                     f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(f.get('ttft_p50_s'), '.3f', ' s')}, "
                     f"accept {fmt(f.get('accept_len'), '.2f')}/step, rate {fmt(f.get('accept_rate'), '.2f')}, "
                     f"drift {fmt(f.get('drift'), '.2f')}"))
