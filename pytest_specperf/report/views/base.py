@@ -47,6 +47,7 @@ class Level:
     label: str
     style: str = "dashed"
     axis: str = "y"
+    span: list[float] | None = None  # [x from, x to]: drawn over that stretch only (one category's bar), not across
 
 
 @dataclass
