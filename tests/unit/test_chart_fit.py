@@ -3,6 +3,7 @@ reading the code that placed them."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -34,7 +35,7 @@ def _streams(n: int) -> figures.Chart:
 
 def test_a_chart_of_many_streams_keeps_its_legend_short_and_below_the_x_label() -> None:
     for n in (3, 24):
-        fig, ax = _drawn(_streams(n))
+        _fig, ax = _drawn(_streams(n))
         legend = ax.get_legend()
         texts = [t.get_text() for t in legend.get_texts()]
         assert len(texts) <= drawing.LEGEND_ENTRIES
@@ -57,12 +58,12 @@ def test_category_names_never_run_together() -> None:
         assert [t.get_text() for t in labels] == shown
         slant = labels[0].get_rotation()
         if slant == 0:
-            for a, b in zip(boxes, boxes[1:], strict=False):
+            for a, b in itertools.pairwise(boxes):
                 assert not _overlap(a, b), shown
         else:  # parallel slanted lines of text: apart by the ticks' spacing across their slant, more than a line
             ticks = [ax.transData.transform((x, 0))[0] for x in range(len(shown))]
             line = labels[0].get_fontsize() * fig.dpi / 72
-            assert min(b - a for a, b in zip(ticks, ticks[1:], strict=False)) * math.sin(math.radians(slant)) > line
+            assert min(b - a for a, b in itertools.pairwise(ticks)) * math.sin(math.radians(slant)) > line
         legend = ax.get_legend()
         label = ax.xaxis.label.get_window_extent()
         assert all(not _overlap(label, b) for b in boxes), shown  # the x label sits below slanted names too
@@ -77,7 +78,7 @@ def test_a_category_floor_is_drawn_over_its_own_bar_and_ttft_in_ms() -> None:
     accept = charts["categories-accept_len"]
     spans = {lv.label: lv.span for lv in accept.levels}
     assert spans == {"math_reasoning min_accept_len 4": [-0.4, 0.4], "summarization min_accept_len 2": [0.6, 1.4]}
-    fig, ax = _drawn(accept)
+    _fig, ax = _drawn(accept)
     bars = sorted(ax.patches, key=lambda p: p.get_x())
     lines = [ln for ln in ax.get_lines() if ln.get_gid() and "-level" in ln.get_gid()]
     for line, bar in zip(lines, bars, strict=False):
