@@ -109,3 +109,16 @@ def test_a_whole_large_file_says_how_many_trials_it_runs(tmp_path: Path) -> None
     small.write_text("".join(f"prompt {i}\n" for i in range(MANY_TRIALS)), encoding="utf-8")
     assert many_trials(build_spec("sustained", {"prompts": str(small), "tokens": 16})) is None
     assert many_trials(build_spec("sustained", {"tokens": 16})) is None
+
+
+def test_a_floor_of_a_category_no_request_drew_is_said_not_judged() -> None:
+    from pytest_specperf.run.categories import unsent_floors
+
+    spec = build_spec("sustained", {"prompts": MINI, "concurrency": 4, "tokens": 64,
+                                    "categories": ["math_reasoning", "summarization", "translation"],
+                                    "min_accept_len": {"math_reasoning": 4, "summarization": 2, "*": 1.5}})
+    sent = {"summarization": {"n": 2}, "translation": {"n": 2}}  # four users drew none of math_reasoning's prompts
+    (note,) = unsent_floors(sent, spec)
+    assert note.startswith("min_accept_len 4 for math_reasoning not judged: none of its prompts was sent "
+                           "(the case sent 4 requests)")
+    assert unsent_floors({**sent, "math_reasoning": {"n": 1}}, spec) == []
