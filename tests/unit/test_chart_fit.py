@@ -102,3 +102,15 @@ def test_bars_start_at_zero() -> None:
                           [figures.Series("d", [0.0, 1.0], [2711.98, 2711.63], "bars")], categories=["a", "b"])
     _fig, ax = _drawn(chart)
     assert ax.get_ylim()[0] == 0  # bars cut at 2550 would read as one twice the other
+
+
+def test_a_sessions_comparison_is_its_own_chart_with_both_sides() -> None:
+    cc = [{"nodeid": "t.py::s", "users": 2, "metric": m, "verdict": "passed",
+           "comparison": {"metric": m, "change": 0.1, "change_ci": [0.05, 0.15], "threshold": 0.05}}
+          for m in ("decode_tps", "total_tps")]
+    session = {"nodeid": "t.py::s", "kind": "session", "users": 2, "comparisons": cc, "total_tps": 80.0,
+               "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50.0, 51.0], "a": {}}}
+    charts = figures.comparison_charts(session, [])
+    assert [c.xlabel for c in charts] == ["", ""]  # never a "users" axis with one point
+    assert [s.name for s in charts[0].series][:2] == ["A", "B"]
+    assert charts[1].series[0].name == "A (no trials kept)"  # A keeps no total_tps trials: said, not recoloured

@@ -212,9 +212,12 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
         # The case's verdict (cc), which may differ from the raw comparison's (e.g. a TTFT noise floor).
         chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')}{_span(c)}", "", metric,
                       categories=[base_name, cand_name])
+        if not base and not cand:
+            continue
         for i, (name, values) in enumerate(((base_name, base), (cand_name, cand))):
-            if values:
-                chart.series.append(Series(name, [float(i)] * len(values), [float(v) for v in values], "points"))
+            # both sides always: each keeps its colour, and a side without kept trials says so in the legend
+            label = name if values else f"{name} (no trials kept)"
+            chart.series.append(Series(label, [float(i)] * len(values), [float(v) for v in values], "points"))
         change = _change(c)
         if base and change is not None:
             # The interval of the change, drawn around the baseline's median on the metric's own scale.
@@ -224,8 +227,7 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
             worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
             chart.levels.append(Level(mid * (1 + worse * c.get("threshold", 0.0)),
                                       f"max regression {c.get('threshold', 0) * 100:.0f}%"))
-        if chart.series:
-            out.append(chart)
+        out.append(chart)
     return out
 
 
