@@ -387,6 +387,7 @@ def test_every_row_reads_right_in_chromium(tmp_path: Path, size: tuple[int, int]
     assert by["t.py::test_sweep"]["notes"].count("no knee up to 8 users: aggregate grows >= 10% per doubling") == 1
     assert "category multi_turn @ 8 users" in by["t.py::test_sweep"]["facts"]
     assert by["t.py::test_categories"]["facts"]["category qa"].startswith("n=3 (1 prompt; 3 trials of n=1)")
+    assert "TTFT p50 5.0 ms" in by["t.py::test_categories"]["facts"]["category qa"]  # as its chart, in ms
     assert by["t.py::test_huge"]["facts"]["ctx"] == "300000"
     assert not any("None" in n for n in by["t.py::test_session_error"]["notes"])
     assert by["t.py::test_session_error"]["facts"]["ctx"] == "500"

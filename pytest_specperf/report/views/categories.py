@@ -82,7 +82,7 @@ def facts(result: dict[str, Any]) -> list[tuple[str, str]]:
             continue
         out.append((f"category {name}" + at,
                     f"{category_count(f)}, decode {fmt(f.get('decode_tps_p50'))} tok/s "
-                    f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(f.get('ttft_p50_s'), '.3f', ' s')}, "
+                    f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(_figure(f, 'ttft_p50_ms'), '.1f', ' ms')}, "
                     f"accept {fmt(f.get('accept_len'), '.2f')}/step, rate {fmt(f.get('accept_rate'), '.2f')}, "
                     f"drift {fmt(f.get('drift'), '.2f')}"))
     return out
