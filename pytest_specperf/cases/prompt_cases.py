@@ -26,6 +26,8 @@ PROMPT_KEYWORDS = ("prompts_format", "sample", "categories")
 CATEGORY_FLOORS = ("min_tps", "min_accept_len")
 #: The key of a per-category floor mapping that stands for every category the mapping does not name.
 ANY = "*"
+#: A case over a prompt file without ``sample=`` that would run more trials than this says so at collection.
+MANY_TRIALS = 200
 #: A prompt file's prompts are sampled with this seed: every run, arm and baseline sends the same ones.
 SAMPLE_SEED = 0
 
@@ -116,6 +118,24 @@ def check_prompts(spec: Any) -> None:
             if not number or (value < 1 if accept else value <= 0):
                 raise ConfigError(f"{k}(): {name}[{cat!r}] must be a number "
                                   f"{'>= 1 (tokens per step)' if accept else '> 0 (tokens/s)'}, got {value!r}")
+
+
+def many_trials(spec: Any) -> str | None:
+    """What a single-user sustained case over a whole large prompt file should hear before it runs, else None.
+
+    Without ``sample=`` such a case sends every prompt once, one trial after another: a 48,215-prompt file is
+    48,215 trials, which nobody means to wait for unwarned.
+    """
+    if spec.KIND != "sustained" or spec.prompts is None or spec.sample is not None:
+        return None
+    found = prompt_set(spec)
+    assert found is not None
+    n = len(found)
+    if n <= MANY_TRIALS or spec.repeat != n:
+        return None
+    return (f"sustained(): prompts file {found.path} has {n} prompts and no sample=, so this case runs {n} trials, "
+            f"one per prompt, one after another; give sample=N to run N prompts (stratified by category), or "
+            f"measure the file under load in the closed-loop mode, sustained(concurrency=N)")
 
 
 def floor_for(floors: Any, category: str) -> float | None:

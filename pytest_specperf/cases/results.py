@@ -157,6 +157,14 @@ class LoadSweepResult(Result):
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, dict[str, Any]] | None = None  # figures per category at the highest level
 
+    def as_dict(self) -> dict[str, Any]:
+        """The fields, and which level the case's ``categories`` are from (``categories_users``): each level
+        has its own in ``levels``, and a reader of the case's must not have to guess which one it repeats."""
+        out = dataclasses.asdict(self)
+        if out["categories"] is not None and out["levels"]:
+            out["categories_users"] = out["levels"][-1].get("concurrency")
+        return out
+
 
 @dataclass
 class TwoPointResult(Result):

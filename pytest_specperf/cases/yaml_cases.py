@@ -28,7 +28,21 @@ def is_case_file(path: Path) -> bool:
 
 
 def load_cases(path: Path, default_prompts: str | None = None) -> list[tuple[str, CaseSpec, dict[str, Any], list[str]]]:
-    """(name, spec, raw keywords, extra marks) per case; a bad file raises ConfigError naming file and case."""
+    """(name, spec, raw keywords, extra marks) per case; a bad file or case raises ConfigError naming file and case."""
+    out = []
+    for name, spec, kwargs, marks in load_entries(path, default_prompts):
+        if isinstance(spec, ConfigError):
+            raise spec
+        out.append((name, spec, kwargs, marks))
+    return out
+
+
+def load_entries(path: Path, default_prompts: str | None = None
+                 ) -> list[tuple[str, CaseSpec | ConfigError, dict[str, Any], list[str]]]:
+    """Every case of the file, a bad one as the ConfigError that says why (so it fails alone, the rest run).
+
+    Only a file that cannot be read as cases at all (not YAML, not a mapping) raises.
+    """
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -40,28 +54,38 @@ def load_cases(path: Path, default_prompts: str | None = None) -> list[tuple[str
     if not isinstance(raw, dict):
         raise ConfigError(f"{path.name}: the top level must map case names to cases, e.g. 'my_case: "
                           "{sustained: {tokens: 500}}'")
-    out = []
+    out: list[tuple[str, CaseSpec | ConfigError, dict[str, Any], list[str]]] = []
     for name, body in raw.items():
-        if not isinstance(body, dict):
-            raise ConfigError(f"{path.name}: case {name!r} must be a mapping with one of {', '.join(SPECS)}")
-        kinds = [k for k in body if k in SPECS]
-        unknown = [k for k in body if k not in SPECS and k != "marks"]
-        if unknown:
-            raise ConfigError(f"{path.name}: case {name!r} has unknown key {unknown[0]!r}; use one of "
-                              f"{', '.join(SPECS)} (and optionally marks)")
-        if len(kinds) != 1:
-            raise ConfigError(f"{path.name}: case {name!r} needs exactly one of {', '.join(SPECS)}, found "
-                              f"{len(kinds)}")
-        kind = kinds[0]
-        kwargs = body[kind] or {}
-        if not isinstance(kwargs, dict):
-            raise ConfigError(f"{path.name}: case {name!r}: {kind} takes a mapping of keywords, got {kwargs!r}")
-        marks = body.get("marks") or []
-        if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
-            raise ConfigError(f"{path.name}: case {name!r}: marks must be a list of marker names")
         try:
-            spec = build_spec(kind, kwargs, base=path.parent, default_prompts=default_prompts)
+            spec, kwargs, marks = _entry(path, name, body, default_prompts)
         except ConfigError as exc:
-            raise ConfigError(f"{path.name}: case {name!r}: {exc}") from None
+            out.append((str(name), exc, {}, []))
+            continue
         out.append((str(name), spec, kwargs, marks))
     return out
+
+
+def _entry(path: Path, name: Any, body: Any, default_prompts: str | None
+           ) -> tuple[CaseSpec, dict[str, Any], list[str]]:
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path.name}: case {name!r} must be a mapping with one of {', '.join(SPECS)}")
+    kinds = [k for k in body if k in SPECS]
+    unknown = [k for k in body if k not in SPECS and k != "marks"]
+    if unknown:
+        raise ConfigError(f"{path.name}: case {name!r} has unknown key {unknown[0]!r}; use one of "
+                          f"{', '.join(SPECS)} (and optionally marks)")
+    if len(kinds) != 1:
+        raise ConfigError(f"{path.name}: case {name!r} needs exactly one of {', '.join(SPECS)}, found "
+                          f"{len(kinds)}")
+    kind = kinds[0]
+    kwargs = body[kind] or {}
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"{path.name}: case {name!r}: {kind} takes a mapping of keywords, got {kwargs!r}")
+    marks = body.get("marks") or []
+    if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
+        raise ConfigError(f"{path.name}: case {name!r}: marks must be a list of marker names")
+    try:
+        spec = build_spec(kind, kwargs, base=path.parent, default_prompts=default_prompts)
+    except ConfigError as exc:
+        raise ConfigError(f"{path.name}: case {name!r}: {exc}") from None
+    return spec, kwargs, marks

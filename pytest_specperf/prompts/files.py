@@ -9,7 +9,9 @@ array of objects. Four formats, detected from each record's fields or named with
 - ``sharegpt``: ``conversations`` of ``{"from": "human"|"gpt"|"system", "value": ...}``, optional
   ``id`` and ``category``;
 - ``openai``: ``messages`` of ``{"role", "content"}``, optional ``id`` and ``category``;
-- ``plain``: ``prompt`` or ``text``, optional ``id`` and ``category``.
+- ``plain``: ``prompt`` or ``text``, optional ``id`` and ``category``; or a plain-text file (named
+  ``*.txt``, or any file with ``prompts_format="plain"`` whose first line is not JSON), one prompt a
+  line, each uncategorized with its line number as id.
 
 What is sent before sessions exist (a request is one turn, and a later user turn only makes
 sense after the model's own answer to the earlier ones): Spec-Bench and ShareGPT records send
@@ -151,6 +153,28 @@ def _objects(name: str, text: str) -> list[tuple[str, Any]]:
     return out
 
 
+def _plain_text(text: str) -> bool:
+    """True for a file of one prompt a line rather than JSON: its first line is not a JSON object or array."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not first.startswith(("{", "[")):
+        return True
+    try:
+        json.loads(first)
+    except json.JSONDecodeError:
+        return not text.lstrip().startswith("[")  # a JSON array spans lines; its first line alone is not JSON
+    return False
+
+
+def _text_lines(name: str, text: str) -> list[PromptRecord]:
+    """A plain-text file's records: each non-blank line one prompt, its id the line number, uncategorized."""
+    records = [PromptRecord(id=str(n), category=UNCATEGORIZED, turns=(Turn("user", line.strip()),), send=1,
+                            where=f"{name!r} line {n}")
+               for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not records:
+        raise ConfigError(f"prompts file {name!r} holds no prompts; write one prompt a line")
+    return records
+
+
 def detect_format(obj: Mapping[str, Any]) -> str | None:
     """The format a record's fields mark, or None when it has none of them."""
     found = [fmt for key, fmt in _MARKERS if key in obj]
@@ -240,7 +264,14 @@ def parse_records(name: str, text: str, fmt: str | None = None) -> tuple[str, li
     """(format, records) of a prompt file's text; ``name`` is used in messages."""
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"prompts_format={fmt!r}: use one of {', '.join(FORMATS)}{_close(str(fmt), FORMATS)}")
-    objects = _objects(name, text)
+    if (fmt == "plain" and _plain_text(text)) or (fmt is None and name.endswith(".txt")):
+        return "plain", _text_lines(name, text)
+    try:
+        objects = _objects(name, text)
+    except ConfigError as exc:
+        if fmt is None and not text.lstrip().startswith(("[", "{")):  # likely a prompt a line, as plain text
+            raise ConfigError(f"{exc}; for a plain-text file, one prompt a line, give prompts_format='plain'") from None
+        raise
     if not objects:
         raise ConfigError(f"prompts file {name!r} holds no prompts; add one JSON object a line")
     records: list[PromptRecord] = []
@@ -294,9 +325,44 @@ def select(records: Sequence[PromptRecord], *, name: str, categories: Sequence[s
         if sample > len(chosen):
             raise ConfigError(f"sample={sample} but prompts file {name!r} has {len(chosen)} prompts"
                               f"{' in those categories' if categories else ''}; lower sample or drop it")
-        keep = sorted(range(len(chosen)), key=lambda i: _sample_key(seed, i, chosen[i]))[:sample]
+        keep = _stratified(chosen, sample, seed)
         chosen = [chosen[i] for i in sorted(keep)]
     return chosen
+
+
+def _stratified(records: Sequence[PromptRecord], sample: int, seed: int) -> list[int]:
+    """Indices of ``sample`` records, every category's share as in the file (largest remainder).
+
+    With at least one pick per category to give, each category gets one first, so ``sample=5`` over five
+    categories runs all five; fewer picks than categories go to the largest ones (ties: the seed's hash).
+    Within a category the seed's hash picks, as for an unstratified draw.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(r.category, []).append(i)
+    cats = list(groups)
+    tie = {c: hashlib.sha256(f"{seed}\0{c}".encode()).hexdigest() for c in cats}
+    quota = dict.fromkeys(cats, 0)
+    if sample >= len(cats):
+        quota = dict.fromkeys(cats, 1)
+    else:
+        for c in sorted(cats, key=lambda c: (-len(groups[c]), tie[c]))[:sample]:
+            quota[c] = 1
+    left = sample - sum(quota.values())
+    spare = {c: len(groups[c]) - quota[c] for c in cats}
+    total = sum(spare.values())
+    if left > 0 and total > 0:
+        share = {c: left * spare[c] / total for c in cats}
+        for c in cats:
+            quota[c] += int(share[c])
+        rest = left - sum(int(share[c]) for c in cats)
+        for c in sorted(cats, key=lambda c: (-(share[c] - int(share[c])), tie[c]))[:rest]:
+            quota[c] += 1
+    keep: list[int] = []
+    for c in cats:
+        ranked = sorted(groups[c], key=lambda i: _sample_key(seed, i, records[i]))
+        keep.extend(ranked[:quota[c]])
+    return keep
 
 
 def load_prompts(source: str | Path, *, base: str | Path | None = None, fmt: str | None = None,

@@ -20,6 +20,7 @@ from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin import html_extras, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
+from pytest_specperf.pytest_plugin.invalid_cases import check_for_run, invalid_in_place_of, warn_before_running
 from pytest_specperf.pytest_plugin.keys import (
     AB_A,
     ARMS,
@@ -171,18 +172,24 @@ def _marker_spec(item: pytest.Item) -> CaseSpec | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
-    """Validate perf markers where tests are made, so a misspelt keyword is a collection error."""
+    """Validate perf markers where tests are made: a misspelt keyword fails that test alone, unmeasured."""
     res = yield
     items = res if isinstance(res, list) else [res] if res is not None else []
+    out: list[Any] = []
     for item in items:
         if isinstance(item, pytest.Function):
             try:
                 spec = _marker_spec(item)
-            except ConfigError as exc:
-                raise collector.CollectError(f"{item.nodeid}: {exc}") from None
+                if spec is not None:
+                    check_for_run(spec, item.config.stash[SETTINGS])
+            except ConfigError as exc:  # this case fails with its reason; the module's other cases still run
+                out.append(invalid_in_place_of(item, str(exc)))
+                continue
             if spec is not None:
                 item.stash[SPEC] = spec
-    return res
+                warn_before_running(item, spec)
+        out.append(item)
+    return out if isinstance(res, list) else out[0] if out else res
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
     if is_case_file(file_path):

@@ -267,7 +267,7 @@ def _ab(config: pytest.Config, *, other_target: bool) -> tuple[str, str] | None:
     ab = _raw(config, "specperf_ab")
     if ab is None:
         return None
-    parts = [_check_url(u.strip(), "--specperf-ab") for u in str(ab).split(",")]
+    parts = [_check_url(u.strip(), "--specperf-ab", "http://a:8000,http://b:8000") for u in str(ab).split(",")]
     if len(parts) != 2:
         raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
     if other_target:
@@ -329,7 +329,7 @@ def _arms(config: pytest.Config, *, other_target: bool, engine_arms: tuple[int, 
                 raise ConfigError(f"{flag} needs --specperf-arms=NAME=URL,...; add it or drop {flag}")
         return None, None, None
     example = "off=http://a:8000,k2=http://b:8000,k4=http://c:8000"
-    arms = [(n, _check_url(u, "--specperf-arms")) for n, u in _pairs(str(raw), "--specperf-arms", example)]
+    arms = [(n, _check_url(u, "--specperf-arms", example, n)) for n, u in _pairs(str(raw), "--specperf-arms", example)]
     if len(arms) < 2:
         raise ConfigError(f"--specperf-arms={raw!r} needs two or more arms, e.g. --specperf-arms={example}")
     if other_target:
@@ -381,10 +381,12 @@ def _flag(config: pytest.Config, name: str) -> bool:
     raise ConfigError(f"{name} = {raw!r} is not a boolean; use true or false")
 
 
-def _check_url(url: str, flag: str) -> str:
+def _check_url(url: str, flag: str, example: str = "http://host:8000", name: str = "") -> str:
+    """An http(s) URL without a trailing /v1; else a usage error whose example has the option's own shape."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"{flag}: {url!r} is not an http(s) URL; give e.g. {flag}=http://host:8000")
+        which = f"arm {name!r}: " if name else ""
+        raise ConfigError(f"{flag}: {which}{url!r} is not an http(s) URL; give e.g. {flag}={example}")
     url = url.rstrip("/")
     return url[: -len("/v1")] if parsed.path.rstrip("/").endswith("/v1") else url
 

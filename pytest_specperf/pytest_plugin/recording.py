@@ -72,11 +72,14 @@ def hooks_verdict(config: pytest.Config, result: dict[str, Any]) -> None:
             result.setdefault("notes", []).append(str(change["note"]))
 
 def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
-    # The ctx a result records: its largest prompt (a sweep's longest ctx), as the kind says.
-    ctx, _ = kind_for(spec).context_needed(spec)
+    # The ctx the case asked for (a session's first message, not its last turn's whole history); a kind
+    # without one records its largest prompt (a sweep's longest ctx), as the kind says.
+    asked = getattr(spec, "ctx", None)
+    ctx = asked if isinstance(asked, int) and not isinstance(asked, bool) else kind_for(spec).context_needed(spec)[0]
     record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": ctx, "content": spec.content,
               "verdict": "error", "reason": reason}
-    for name in ("tokens", "short", "long", "concurrency"):  # concurrency: an errored load case still says it is one
+    # concurrency and users: an errored load case or session still says how many users it was for
+    for name in ("tokens", "short", "long", "concurrency", "users", "turns"):
         if hasattr(spec, name):
             value = getattr(spec, name)
             record[name] = list(value) if isinstance(value, tuple) else value

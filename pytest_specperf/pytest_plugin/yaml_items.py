@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
-from pytest_specperf.cases.yaml_cases import load_cases
+from pytest_specperf.cases.yaml_cases import load_entries
 from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.pytest_plugin.invalid_cases import InvalidCase, check_for_run, warn_before_running
 from pytest_specperf.pytest_plugin.keys import SETTINGS, SPEC, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import failed_reason, measure_marked
 
@@ -18,15 +19,25 @@ class YamlCaseFile(pytest.File):
     """A ``*.specperf.yaml`` file of perf cases."""
 
     def collect(self) -> Any:
+        settings = self.config.stash[SETTINGS]
         try:
-            cases = load_cases(self.path, self.config.stash[SETTINGS].prompts)
-        except ConfigError as exc:
+            cases = load_entries(self.path, settings.prompts)
+        except ConfigError as exc:  # not readable as cases at all: the file is the error
             raise self.CollectError(str(exc)) from None
         if not cases:
             self.warn(SpecperfWarning(f"{self.path.name} holds no perf cases; add one, e.g. "
                                       "'my_case: {sustained: {tokens: 500}}', or delete the file"))
         for name, spec, kwargs, marks in cases:
+            if not isinstance(spec, ConfigError):
+                try:
+                    check_for_run(spec, settings)
+                except ConfigError as exc:
+                    spec = ConfigError(f"{self.path.name}: case {name!r}: {exc}")
+            if isinstance(spec, ConfigError):  # this case fails with its reason; the file's other cases run
+                yield InvalidCase.from_parent(self, name=name, reason=str(spec))
+                continue
             item = YamlCaseItem.from_parent(self, name=name, spec=spec)
+            warn_before_running(item, spec)
             item.add_marker(getattr(pytest.mark, spec.KIND)(**kwargs))
             for m in marks:
                 _register_yaml_mark(self.config, m, self.path.name)

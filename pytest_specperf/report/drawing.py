@@ -14,6 +14,7 @@ from typing import Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import (
     FuncFormatter,
     LogFormatterSciNotation,
@@ -22,6 +23,7 @@ from matplotlib.ticker import (
     NullLocator,
     ScalarFormatter,
 )
+from matplotlib.transforms import offset_copy
 
 from pytest_specperf.report.views.base import CaseView, Chart, Series
 
@@ -34,6 +36,11 @@ VERDICT_COLORS = {"passed": "#1a7f37", "improved": "#1a7f37", "regressed": "#cf2
                   "below": "#cf222e", "inconclusive": "#8250df"}
 #: Characters per title line before it wraps (a chart is about 560 px wide).
 TITLE_CHARS = 66
+#: Characters of category names that fit level under a chart (about 560 px at font size 9) before they slant.
+CATEGORY_CHARS = 40
+#: Legend entries shown below a chart; past this, the rest are counted in one entry (24 streams' names would make
+#: a legend taller than the chart).
+LEGEND_ENTRIES = 8
 #: Point markers by the start of a series' name: misses and errors are red crosses, floors a bar at their level.
 MARKERS = {"stalls": "x", "missed": "x", "failed": "x", "refused": "x", "floor": "_", "knee": "*"}
 _RC = {
@@ -56,9 +63,12 @@ def _draw(ax: Any, chart: Chart) -> None:
         span(band.lo, band.hi, color=color, alpha=0.12, lw=0, label=band.label)
     _draw_series(ax, chart)
     for j, level in enumerate(chart.levels):
-        line = ax.axvline if level.axis == "x" else ax.axhline
-        line(level.y, color=LEVEL_COLORS[j % len(LEVEL_COLORS)], lw=1, ls="--" if level.style == "dashed" else "-",
-             label=level.label)
+        style = {"color": LEVEL_COLORS[j % len(LEVEL_COLORS)], "lw": 1, "ls": "--" if level.style == "dashed" else "-",
+                 "label": level.label}
+        if level.span is not None and level.axis == "y":  # one category's floor: over its own bar only
+            ax.plot(level.span, [level.y, level.y], gid=f"{chart.id}-level{j}", **style)
+        else:
+            (ax.axvline if level.axis == "x" else ax.axhline)(level.y, **style)
     if chart.xscale == "log":
         _log2_axis(ax)
     else:
@@ -69,7 +79,10 @@ def _draw(ax: Any, chart: Chart) -> None:
     else:
         _plain_axis(ax.yaxis)
     if chart.categories:
-        ax.set_xticks(range(len(chart.categories)), chart.categories)
+        # Many or long names would run together ("summarizationtranslation"): slanted, each ending at its tick.
+        slant = sum(len(c) for c in chart.categories) > CATEGORY_CHARS or len(chart.categories) > 4
+        ax.set_xticks(range(len(chart.categories)), chart.categories, rotation=30 if slant else 0,
+                      ha="right" if slant else "center", rotation_mode="anchor" if slant else "default")
         ax.set_xlim(-0.6, len(chart.categories) - 0.4)
     _readable_ylim(ax, chart)
     if chart.yscale == "log":
@@ -80,8 +93,32 @@ def _draw(ax: Any, chart: Chart) -> None:
     ax.set_ylabel(chart.ylabel)
     ax.grid(alpha=0.3, lw=0.5)
     if len(chart.series) + len(chart.levels) + len(chart.bands) > 1 or any(s.low is not None for s in chart.series):
-        # Below the axes, never over the data (error bars, points).
-        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncols=2)
+        _legend(ax, _below_x_label(chart))
+
+
+def _below_x_label(chart: Chart) -> float:
+    """Points from the axes' foot to below its tick labels and x label: where the legend may start.
+
+    In points, not a share of the axes: a tall legend shrinks the axes, and a share would then move it up into
+    the label."""
+    ticks = 9 + 4  # a line of tick labels and its pad
+    if chart.categories and (sum(len(c) for c in chart.categories) > CATEGORY_CHARS or len(chart.categories) > 4):
+        ticks = 4 + 0.5 * 5.5 * max(len(c) for c in chart.categories) + 9  # slanted 30 degrees: half its length
+    return ticks + (9 + 6 if chart.xlabel else 0)
+
+
+def _legend(ax: Any, below: float) -> None:
+    """Below the axes and their x label, never over the data (error bars, points); at most LEGEND_ENTRIES entries,
+    the rest counted in the last, so a chart of many streams keeps a legend shorter than itself."""
+    handles, labels = ax.get_legend_handles_labels()
+    if len(handles) > LEGEND_ENTRIES:
+        keep = LEGEND_ENTRIES - 1
+        rest = len(handles) - keep
+        handles = [*handles[:keep], Line2D([], [], ls="none")]
+        labels = [*labels[:keep], f"... and {rest} more series (each drawn alike)"]
+    anchor = offset_copy(ax.transAxes, fig=ax.figure, y=-below, units="points")
+    ax.legend(handles, labels, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(0.0, 0.0),
+              bbox_transform=anchor, ncols=2 if len(handles) <= 4 else 3)
 
 
 def _draw_series(ax: Any, chart: Chart) -> None:
@@ -177,6 +214,9 @@ def _readable_ylim(ax: Any, chart: Chart) -> None:
     if chart.yscale == "log":
         return
     lo, hi = min(ys), max(ys)
+    if any(s.style == "bars" for s in chart.series) and lo >= 0:
+        ax.set_ylim(0, hi * 1.12 or 1.0)  # a bar's length is its value: cut at 2550 it would read as twice another's
+        return
     span = max(abs(hi), abs(lo), 1e-12) * 0.05
     if hi - lo < span:
         mid = (hi + lo) / 2

@@ -78,10 +78,12 @@ _LEVEL_ORDER = {"regressed": 0, "inconclusive": 1, "improved": 2, "passed": 3}
 def _cmp_summary(r: dict[str, Any]) -> str:
     parts = []
     records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict)]
-    levels = [cc for cc in records if cc.get("users") is not None and cc.get("comparison")]
+    # a session's users are its sessions at once, not a sweep's levels
+    levels = [cc for cc in records
+              if cc.get("users") is not None and cc.get("comparison") and r.get("kind") != "session"]
     for cc in records:
         c = cc.get("comparison") or {}
-        if cc.get("users") is not None and c:
+        if cc in levels:
             continue  # a sweep's levels: one entry per metric below
         if c:
             parts.append(f"{c.get('metric')} {figures.signed_pct(c.get('change'))} {cc.get('verdict')}")
@@ -90,8 +92,21 @@ def _cmp_summary(r: dict[str, Any]) -> str:
     for metric in dict.fromkeys(str(cc.get("metric")) for cc in levels):
         mine = [cc for cc in levels if str(cc.get("metric")) == metric]
         worst = min(mine, key=lambda cc: _LEVEL_ORDER.get(str(cc.get("verdict")), 4))
-        parts.append(f"{metric} {worst.get('verdict')} at {figures.users_text(worst['users'])} "
-                     f"({figures.signed_pct(worst['comparison'].get('change'))}; {len(mine)} levels)")
+        verdict = worst.get("verdict")
+        alike = [cc for cc in mine if cc.get("verdict") == verdict]
+        if len(alike) == len(mine) > 1:  # the same at every level: say so, with the range of the changes
+            found = [report.finite_number((cc.get("comparison") or {}).get("change")) for cc in alike]
+            changes = sorted(x for x in found if x is not None)
+            span = (f"{figures.signed_pct(changes[0])} to {figures.signed_pct(changes[-1])}" if len(changes) > 1
+                    else figures.signed_pct(changes[0]) if changes else "-")
+            parts.append(f"{metric} {verdict} at every level ({span}; {report.plural(len(mine), 'level')})")
+            continue
+        where = figures.users_text(", ".join(str(cc["users"]) for cc in alike)) if len(alike) > 1 else \
+            figures.users_text(worst["users"])
+        parts.append(f"{metric} {verdict} at {where} (worst {figures.signed_pct(worst['comparison'].get('change'))}; "
+                     f"{report.plural(len(alike), 'level')} of {len(mine)})" if len(alike) > 1 else
+                     f"{metric} {verdict} at {where} ({figures.signed_pct(worst['comparison'].get('change'))}; "
+                     f"{report.plural(len(mine), 'level')} compared)")
     return "; ".join(parts)
 
 
@@ -111,7 +126,8 @@ def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
         cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.get("nodeid", "")),
                       "short": _short(str(r.get("nodeid", ""))), "kind": str(r.get("kind") or "-"),
                       "verdict": verdict, "reason": str(r.get("reason") or ""), "facts": v.facts, "charts": charts,
-                      "warnings": [*(r.get("warnings") or []), *(r.get("notes") or [])],
+                      # each once: an A/B case gathers the same note from every trial, a session from every turn
+                      "warnings": report.once([*(r.get("warnings") or []), *report.notes(r)]),
                       "decode": figures.fmt(r.get("decode_tps")), "drift": figures.fmt(r.get("drift"), ".2f"),
                       "headline": report.headline(r),
                       "compared": _cmp_summary(r)})

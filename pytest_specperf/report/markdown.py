@@ -28,6 +28,7 @@ from pytest_specperf.report.table import (
     label,
     level_rows,
     n_users,
+    shown_case,
     signed_pct,
     with_load,
 )
@@ -89,7 +90,8 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
 
     for r in results:
         nodeid = str(r.get("nodeid", ""))
-        add(_row(r, _case(nodeid, f" ({_cell(r.get('kind', ''))})" if r.get("kind") else ""), load=load), nodeid)
+        add(_row(shown_case(r), _case(nodeid, f" ({_cell(r.get('kind', ''))})" if r.get("kind") else ""), load=load),
+            nodeid)
         if r.get("kind") == "ctx_sweep":
             for _, ctx, point in sub_cases(r):
                 add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False, load=load), case_key(nodeid, ctx))

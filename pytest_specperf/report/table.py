@@ -59,7 +59,7 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
         text = open_loop(r) + str(r.get("verdict", ""))
         if r.get("verdict") != "passed" and r.get("reason"):
             text = f"{text}: {r['reason']}"
-        for warning in once(r.get("warnings") or []):
+        for warning in case_warnings(r):
             text += f"; warning: {warning}"
         for note in notes(r):
             text += f"; {note}"
@@ -68,6 +68,27 @@ def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
         decode = f"{decode} (p10 {_f(r['decode_p10_tps'])})"
     return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.get("drift"), ".2f"), text]
+
+
+def case_warnings(r: dict[str, Any]) -> list[str]:
+    """A row's warnings, each once; a load sweep leaves a level's own ("at 2 users: ...") to that level's row."""
+    out = once(r.get("warnings") or [])
+    if r.get("kind") != "load_sweep":
+        return out
+    shown = {f"at {n_users(lv.get('concurrency'))}: " for lv in r.get("levels") or [] if isinstance(lv, dict)}
+    return [w for w in out if not w.startswith(tuple(shown))]
+
+
+def aggregation_note(r: dict[str, Any]) -> str | None:
+    """Where early -> late and drift are separate medians (over an A/B arm's trials, or a case's streams) that do
+    not give each other, say so: else '714.2 -> 668.1' beside drift 0.01 reads as a mistake."""
+    early, late, drift = (finite_number(r.get(k)) for k in ("early_tps", "late_tps", "drift"))
+    if early is None or late is None or drift is None or not early or abs((1 - late / early) - drift) < 0.01:
+        return None
+    trials = finite_number(r.get("repeat")) if r.get("ab") or r.get("arms") else None
+    what = f"{trials:.0f} trials" if trials and trials > 1 else "streams"
+    return (f"early -> late and drift are each the median over {what} (drift is the median of their drifts, "
+            f"not 1 - late/early of the medians)")
 
 
 def once(texts: Iterable[Any]) -> list[str]:
@@ -84,10 +105,10 @@ def phase_notes(r: dict[str, Any]) -> list[str]:
         out.append(f"reasoning {r['reasoning_tokens']} tokens at {_f(r.get('reasoning_tps'))} tok/s, answer "
                    f"{r.get('content_tokens')} at {_f(r.get('content_tps'))} tok/s"
                    + ("" if first is None else f", first answer token {first * 1000:.0f} ms"))
-    if r.get("kind") == "session":
+    if r.get("kind") == "session" and r.get("verdict") != "error":  # an error measured no turn to speak of
         hit = finite_number(r.get("cache_hit"))
         growth = finite_number(r.get("ttft_growth_ms_per_1k"))
-        out.append(f"{r.get('users')} session(s) x {r.get('turns')} turns, ttft p90 "
+        out.append(f"{plural(r.get('users'), 'session')} x {plural(r.get('turns'), 'turn')}, ttft p90 "
                    f"{(finite_number(r.get('ttft_p90_s')) or 0) * 1000:.0f} ms"
                    + ("" if growth is None else f" ({growth:+.0f} ms per 1k prompt tokens)")
                    + ("" if hit is None else f", cache hit {hit:.0%} of later turns"))
@@ -102,8 +123,14 @@ def notes(r: dict[str, Any]) -> list[str]:
     """A row's notes, each once. A load sweep says its knee once, for the levels shown (an A/B case has one knee
     note per trial), and carries the notes every level shares, which its level rows then leave out."""
     out = once(r.get("notes") or []) + phase_notes(r)
+    how = aggregation_note(r)
+    if how:
+        out.append(how)
     if r.get("kind") != "load_sweep":
         return out
+    on_arms = arms_note(r)
+    if on_arms:
+        out.append(on_arms)
     knees = [n for n in out if _is_knee(n)]
     if knees:
         try:
@@ -177,7 +204,7 @@ def comparison_cell(r: dict[str, Any]) -> str:
     """The comparison column: a case's own comparisons; for a sweep, also the worst of its points or levels,
     labelled with where (each level's own are on the level's row)."""
     ccs = [c for c in r.get("comparisons") or [] if isinstance(c, dict)]
-    if r.get("_level") is not None:  # a level row: level_rows gave it its own
+    if r.get("_level") is not None or r.get("kind") == "session":  # a level row's own; a session's users are its own
         return ", ".join(_change(c) for c in ccs) or "-"
     own = [c for c in ccs if c.get("users") is None and c.get("ctx") is None]
     parts = [_change(c) for c in own]
@@ -213,10 +240,12 @@ def with_load(values: Sequence[str], r: dict[str, Any] | None = None) -> list[st
 
 
 def users(r: dict[str, Any]) -> str:
-    """Concurrent streams: a load case's N, a load sweep's levels (1..8), 1 for single-stream cases, "-" for
-    open-loop cases (their load is a request rate, said with their verdict)."""
+    """Concurrent streams: a load case's N, a load sweep's levels (1..8), a session case's sessions at once, 1 for
+    single-stream cases, "-" for open-loop cases (their load is a request rate, said with their verdict)."""
     if r.get("kind") in ("rate", "capacity"):
         return "-"
+    if r.get("kind") == "session" and finite_number(r.get("users")) is not None:
+        return str(r["users"])  # sessions at once
     c = r.get("concurrency")
     if isinstance(c, list):
         return f"{c[0]}..{c[-1]}" if len(c) > 1 else str(c[0]) if c else "-"
@@ -265,8 +294,35 @@ def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ccs = [c for c in r.get("comparisons") or [] if isinstance(c, dict) and c.get("users") == n]
         row = {**lv, "kind": "sustained", "min_total_tps": floor, "comparisons": ccs, "_level": n,
                "notes": [x for x in once(lv.get("notes") or []) if x not in shared]}
+        row.update(_arms_figures(r, n))
         rows.append((f" @ {n_users(n)}", {**row, **_level_verdict(r, row)}))
     return rows
+
+
+def _arms_figures(r: dict[str, Any], n: Any) -> dict[str, Any]:
+    """On arms (and A/B), a level row shows its arm's per-user decode and aggregate as the arms table does (the
+    geometric mean over trials, the centre of its interval), so one arm at one level reads one figure."""
+    t = r.get("arms")
+    if not isinstance(t, dict):
+        return {}
+    mine = next((row["arms"].get(t.get("deployed")) for row in t.get("levels") or []
+                 if isinstance(row, dict) and row.get("users") == n and isinstance(row.get("arms"), dict)), None)
+    if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:
+        return {}
+    # its p10 is a median over trials of another figure: beside a geometric mean it would read as one of its parts
+    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}
+    if finite_number(mine.get("total_tps")) is not None:
+        out["total_tps"] = mine["total_tps"]
+    return out
+
+
+def arms_note(r: dict[str, Any]) -> str | None:
+    """What a load sweep measured on arms (or A/B) shows as per-user decode on its rows, and why."""
+    t = r.get("arms")
+    if r.get("kind") != "load_sweep" or not isinstance(t, dict) or not t.get("levels"):
+        return None
+    return (f"per-user decode on the level rows: arm {t.get('deployed')}'s geometric mean over its trials, as in the "
+            f"arms table")
 
 
 def _level_verdict(r: dict[str, Any], lv: dict[str, Any]) -> dict[str, Any]:
@@ -277,6 +333,12 @@ def _level_verdict(r: dict[str, Any], lv: dict[str, Any]) -> dict[str, Any]:
         return {}
     n = lv["_level"]
     blamed = [str(lv["reason"])] if lv.get("verdict") == "failed" and lv.get("reason") else []
+    gate = (r.get("arms") or {}).get("gate") if isinstance(r.get("arms"), dict) else None
+    for x in (gate or {}).get("levels") or []:  # the arms gate: the deployed arm too slow against the best here
+        if isinstance(x, dict) and x.get("users") == n and x.get("verdict") in ("below", "inconclusive"):
+            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])
+            if text in reason:
+                blamed.append(text.removeprefix(f"at {n_users(n)} "))
     prefix = f"at {n_users(n)}: "
     blamed += [str(c["reason"]).removeprefix(prefix) for c in lv["comparisons"]
                if c.get("verdict") in ("regressed", "inconclusive") and c.get("reason") and c["reason"] in reason]
@@ -300,11 +362,12 @@ def category_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     if not isinstance(cats, dict):
         return []
     failed = [p.strip() for p in str(r.get("reason") or "").split(";")] if r.get("verdict") == "failed" else []
+    load, level = category_load(r)
     rows = []
     for name, f in cats.items():
         if not isinstance(f, dict):
             continue
-        text = f"n={f.get('n')} ({f.get('n_prompts')} prompts)"
+        text = category_count(f)
         if finite_number(f.get("accept_len")) is not None:
             text += f", accept {_f(f['accept_len'], '.2f')}/step"
         if finite_number(f.get("accept_rate")) is not None:
@@ -321,19 +384,68 @@ def category_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         row = {"kind": "sustained", "prompt_tokens": f.get("prompt_tokens_p50"),
                "completion_tokens": r.get("completion_tokens") or r.get("tokens"), "ttft_s": f.get("ttft_p50_s"),
                "decode_tps": f.get("decode_tps_p50"), "decode_p10_tps": f.get("decode_tps_p10"),
-               "drift": f.get("drift"), "verdict": text}
-        rows.append((f" [{name}]", row))
+               "drift": f.get("drift"), "verdict": text, **load}
+        rows.append((f" [{name}]" + (f" @ {n_users(level)}" if level is not None else ""), row))
     return rows
+
+
+def category_load(r: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(the load fields a category row shows, the sweep level its figures come from or None).
+
+    A category's requests ran under its case's load: a 4-user case's categories are at 4 users, a session
+    case's at its sessions at once, a load sweep's at the level the case's ``categories`` are from (the highest,
+    ``categories_users``), which the row names."""
+    kind = r.get("kind")
+    if kind in ("rate", "capacity"):
+        return {"kind": kind}, None  # a request rate: the users cell is "-", as on the case's own row
+    if kind == "session":
+        return {"kind": "session", "users": r.get("users")}, None
+    if kind == "load_sweep":
+        level = r.get("categories_users")
+        if level is None:
+            levels = [lv for lv in r.get("levels") or [] if isinstance(lv, dict)]
+            level = levels[-1].get("concurrency") if levels else None
+        return {"concurrency": level}, level
+    return {"concurrency": r.get("concurrency")}, None
+
+
+def plural(n: Any, noun: str) -> str:
+    """'1 prompt', '3 prompts', '- prompts' when the count is missing."""
+    return f"{'-' if n is None else n} {noun}" + ("" if str(n) in ("1", "1.0") else "s")
+
+
+def category_count(f: dict[str, Any]) -> str:
+    """'n=3 (1 prompt)': a category's requests and how many distinct prompts they sent; over an A/B arm's trials,
+    also each trial's n, which its floors were judged on ('n=3 (1 prompt; 3 trials of n=1)')."""
+    text = f"n={f.get('n')} ({plural(f.get('n_prompts'), 'prompt')}"
+    trials, n = finite_number(f.get("trials")), finite_number(f.get("n"))
+    if trials is not None and trials > 1 and n is not None and n % trials == 0:
+        text += f"; {trials:.0f} trials of n={n / trials:.0f}"
+    elif trials is not None and trials > 1:
+        text += f"; {trials:.0f} trials"
+    return text + ")"
 
 
 def n_users(n: Any) -> str:
     """'1 user', '8 users'."""
-    return f"{n} user" if n == 1 else f"{n} users"
+    return f"{n} user" if str(n) == "1" else f"{n} users"
 
 
 def row(r: dict[str, Any]) -> tuple[str, ...]:
     """One terminal table row from a result dict (the fixed columns)."""
-    return (label(r), *cells(r))
+    return (label(r), *cells(shown_case(r)))
+
+
+def shown_case(r: dict[str, Any]) -> dict[str, Any]:
+    """The case row's figures: a sweep on arms shows its highest level's per-user decode and its best aggregate
+    as those levels' rows do (the arms table's figures)."""
+    levels = [lv for lv in r.get("levels") or [] if isinstance(lv, dict)] if r.get("kind") == "load_sweep" else []
+    shown = dict(r)
+    if levels and _arms_figures(r, levels[-1].get("concurrency")):
+        shown["decode_tps"] = _arms_figures(r, levels[-1].get("concurrency"))["decode_tps"]
+        totals = [finite_number(_arms_figures(r, lv.get("concurrency")).get("total_tps")) for lv in levels]
+        shown["total_tps"] = max((x for x in totals if x is not None), default=r.get("total_tps"))
+    return shown
 
 
 def table(results: Iterable[dict[str, Any]]) -> list[str]:
@@ -350,7 +462,7 @@ def table(results: Iterable[dict[str, Any]]) -> list[str]:
     rows = [line(COLUMNS)]
     for r in results:
         subs = [*level_rows(r), *category_rows(r)]
-        for x, src in [(row(r), r), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in subs)]:
+        for x, src in [(row(r), shown_case(r)), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in subs)]:
             rows.append(line(x, src))
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
     out = []

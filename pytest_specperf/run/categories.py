@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.prompt_cases import floor_for, prompt_set
+from pytest_specperf.cases.prompt_cases import ANY, floor_for, prompt_set
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.prompts.files import BUILTIN_PREFIX, PromptRecord
@@ -131,7 +131,8 @@ def floor_problems(cats: dict[str, dict[str, Any]] | None, spec: Any, *, per_use
             f["min_tps"] = floor_for(tps_floors, cat)  # the floors each category was judged on, for the reports
         if len_floors and floor_for(len_floors, cat) is not None:
             f["min_accept_len"] = floor_for(len_floors, cat)
-        n = f"n={f['n']}"
+        prompts = f.get("n_prompts", f["n"])
+        n = f"n={f['n']} ({prompts} prompt{'' if prompts == 1 else 's'})"  # as the category's row says it
         floor = floor_for(tps_floors, cat) if tps_floors else None
         key, label = ("decode_tps_p10", "p10 decode") if per_user else ("decode_tps_p50", "decode")
         if floor is not None and f[key] is not None and f[key] < floor:
@@ -144,6 +145,24 @@ def floor_problems(cats: dict[str, dict[str, Any]] | None, spec: Any, *, per_use
             elif f["accept_len"] < floor:
                 out.append(f"{cat}: acceptance {f['accept_len']:.2f} tokens/step < min_accept_len {floor:g} "
                            f"({n}, {f['accept_source']})")
+    return out
+
+
+def unsent_floors(cats: dict[str, dict[str, Any]] | None, spec: Any) -> list[str]:
+    """Notes for per-category floors whose category got no request (fewer users than prompts drew none of its
+    prompts): such a floor is not judged, and the case says so rather than pass it in silence."""
+    if not cats:
+        return []
+    out = []
+    for name in ("min_tps", "min_accept_len"):
+        floors = getattr(spec, name, None)
+        if not isinstance(floors, Mapping) or (spec.KIND == "load_sweep" and name == "min_tps"):
+            continue  # a load sweep's min_tps mapping is by level
+        for cat, value in floors.items():
+            if cat != ANY and cat not in cats:
+                out.append(f"{name} {value:g} for {cat} not judged: none of its prompts was sent (the case sent "
+                           f"{sum(int(f.get('n') or 0) for f in cats.values())} requests); raise concurrency or "
+                           f"repeat, or give sample= so every category is drawn")
     return out
 
 

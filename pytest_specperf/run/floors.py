@@ -46,6 +46,7 @@ def judge_sustained(result: SustainedResult, spec: SustainedSpec, settings: Judg
     result.min_total_tps = spec.min_total_tps
     problems = _sustained(result, spec, spec.max_drift if spec.max_drift is not None else settings.max_drift)
     problems += categories.floor_problems(result.categories, spec, per_user=result.decode_p10_tps is not None)
+    result.notes += [n for n in categories.unsent_floors(result.categories, spec) if n not in result.notes]
     _undecided_drift(result, spec, settings.inconclusive, problems)
     settle(result, spec, problems, settings.inconclusive)
 

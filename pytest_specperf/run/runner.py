@@ -67,7 +67,7 @@ class Runner:
         if self.size_cap is not None:
             spec = fit_spec(spec, *self.size_cap)
         kind = kind_for(spec)
-        self._check_context(*kind.context_needed(spec))
+        self._check_context(*kind.context_needed(spec), spec)
         with endpoint_lock(self.client.url):
             self.warm_up()
             started = time.time()
@@ -78,15 +78,19 @@ class Runner:
         kind.judge(result, spec, self.judging)
         return result
 
-    def _check_context(self, ctx: int, out: int) -> None:
+    def _check_context(self, ctx: int, out: int, spec: CaseSpec | None = None) -> None:
         """A case that cannot fit the server's advertised context fails now, before a prompt is built."""
         info = self.client.info or self.client.detect()
         limit = info.max_context
         if limit is None:
             return
         if ctx + out > limit:
+            what = f"ctx {ctx}"
+            if spec is not None and spec.KIND == "session":  # its ctx is the first message; the last turn holds all
+                what = (f"the last turn's prompt of {ctx} tokens (ctx {getattr(spec, 'ctx', '?')} and the "
+                        f"{getattr(spec, 'turns', 1) - 1} turns and answers before it)")
             raise MeasurementError(
-                f"ctx {ctx} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
+                f"{what} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
                 f"serves {self.client.model} with {limit} ({info.context_source}); lower ctx or tokens, or "
                 "start the server with a longer context")
 

@@ -19,6 +19,8 @@ A, B = "http://127.0.0.1:9", "http://127.0.0.1:10"  # never reached: each run st
     ([f"--specperf-arms=a={A},a={B}"], "names the arm 'a' twice"),
     ([f"--specperf-arms=a={A},b={A}"], "for two arms; every arm must be its own server"),
     ([f"--specperf-arms=a={A},b"], "'b' is not NAME=VALUE"),
+    ([f"--specperf-arms=off={A},k2=notaurl"], "arm 'k2': 'notaurl' is not an http(s) URL; give e.g. "
+                                               "--specperf-arms=off=http://a:8000,k2=http://b:8000"),
     ([f"--specperf-arms=a={A},b={B}", "--specperf-arms-baseline=c"], "--specperf-arms-baseline='c' is not an arm"),
     ([f"--specperf-arms=a={A},b={B}", "--specperf-arms-tokens=a=2,c=4"], "names 'c', which is not an arm"),
     ([f"--specperf-arms=a={A},b={B}", "--specperf-arms-tokens=a=two"], "each K must be a whole number"),
@@ -34,15 +36,22 @@ def test_a_bad_arms_option_is_a_one_line_usage_error(pytester: pytest.Pytester, 
     assert len(errors) == 1 and message in errors[0], res.stderr.str()
 
 
-def test_a_deployed_arm_that_is_not_an_arm_names_the_arms(pytester: pytest.Pytester) -> None:
+def test_a_deployed_arm_that_is_not_an_arm_fails_its_case_before_anything_is_measured(
+        pytester: pytest.Pytester) -> None:
+    # The arms' URLs are never reached (nothing listens there): the case fails at collection, unmeasured.
     pytester.makepyfile(test_arms=CASE)
+    pytester.makefile(".specperf.yaml",
+                      arms="yaml_sweep:\n  load_sweep: {concurrency: [1], tokens: 32, deployed: k4}\n")
     res = pytester.runpytest_subprocess(f"--specperf-arms=a={A},b={B}", "-p", "no:cacheprovider")
-    res.assert_outcomes(errors=1)
-    assert "deployed='k9' is not an arm of --specperf-arms; name one of a, b" in res.stdout.str()
+    res.assert_outcomes(failed=2)
+    text = res.stdout.str()
+    assert "deployed='k9' is not an arm of --specperf-arms; name one of a, b" in text
+    assert "case 'yaml_sweep': deployed='k4' is not an arm of --specperf-arms; name one of a, b" in text
+    assert "could not measure" not in text and "is down" not in text
 
 
 @pytest.mark.parametrize("bad", ["max_loss_vs_best=1.5", "max_loss_vs_best=0", "deployed=''"])
-def test_bad_arms_keywords_are_collection_errors(pytester: pytest.Pytester, bad: str) -> None:
+def test_bad_arms_keywords_fail_their_cases(pytester: pytest.Pytester, bad: str) -> None:
     pytester.makepyfile(test_arms=f"""
 import pytest
 

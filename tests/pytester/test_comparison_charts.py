@@ -150,7 +150,7 @@ def _sweep_charts_hold_each_level(r: dict[str, Any], charts: dict[str, Any], oth
         worst = chart["title"].split(": ", 1)[1].split(" at ")[0]
         named = [int(u) for u in re.findall(r"\d+", chart["title"].split(" at ")[1])]
         assert named == [cc["users"] for cc in records if cc["verdict"] == worst]
-        assert {"label": f"{other} (ratio 1)", "y": 1.0, "style": "solid", "axis": "y"} in chart["levels"]
+        assert {"label": f"{other} (ratio 1)", "y": 1.0, "style": "solid", "axis": "y", "span": None} in chart["levels"]
 
 
 def test_baseline_sweep_draws_each_level(compared: dict[str, Any]) -> None:
@@ -172,7 +172,7 @@ def test_ab_sweep_draws_each_level_and_the_crossover(ab: dict[str, Any]) -> None
     for chart_id in ("cmp_decode_tps", "cmp_ttft_s", "cmp_total_tps", "speedup"):
         marks = [lv for lv in charts[chart_id]["levels"] if lv["axis"] == "x"]
         label = f"crossover at {at} user{'' if at == 1 else 's'}"
-        assert marks == [{"y": float(at), "label": label, "style": "dashed", "axis": "x"}]
+        assert marks == [{"y": float(at), "label": label, "style": "dashed", "axis": "x", "span": None}]
 
 
 def _raw(case: dict[str, Any], metric: str) -> list[float]:

@@ -90,7 +90,7 @@ def test_explicit_max_drift_on_a_short_case_is_a_usage_error(pytester: pytest.Py
             pass
     """)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert res.ret == pytest.ExitCode.INTERRUPTED
+    res.assert_outcomes(failed=1)  # the case fails alone at collection, unmeasured
     res.stdout.fnmatch_lines(["*max_drift needs tokens >= 264*got tokens=200; raise tokens or drop max_drift*"])
 
 

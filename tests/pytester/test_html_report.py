@@ -300,3 +300,97 @@ def test_embedded_data_is_strict_json() -> None:
     text = re.search(r'id="specperf-data">(.*?)</script>', page, re.S).group(1)
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the embedded JSON"))
     assert data["results"][0]["window_step_ms"] == [5.0, None] and data["results"][0]["drift"] is None
+
+
+# -- issue 37: a report holding every kind of row, read at 1366 and 1920 px ----------------------------------------
+
+CATS = ["multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag", "coding", "tool_call"]
+
+
+def _stream(i: int) -> dict[str, Any]:
+    rates = [60.0 + i + 3 * j for j in range(9)]
+    return {"prompt_tokens": 100, "completion_tokens": 300, "ttft_s": 0.05 + 0.01 * i, "window_tokens": 32,
+            "window_tps": rates, "early_tps": rates[1], "late_tps": rates[-2], "drift": 0.01, "stalls": []}
+
+
+def _everything() -> list[dict[str, Any]]:
+    """Hand-built results of the kinds issue 37 found unreadable: many streams, a prompt file's categories with
+    per-category floors, a sweep's categories, a session A/B, an errored session and an error at ctx 300000."""
+    knee = "no knee up to 8 users: aggregate grows >= 10% per doubling"
+    cats = {c: {"n": 3, "n_prompts": 1, "trials": 3, "decode_tps_p50": 50.0 + i, "decode_tps_p10": 45.0 + i,
+                "ttft_p50_s": 0.002 + 0.001 * i, "accept_len": 2.5 + 0.1 * i, "drift": 0.01}
+            for i, c in enumerate(CATS)}
+    cats["math_reasoning"]["min_accept_len"] = 4.0
+    cats["summarization"]["min_accept_len"] = 2.0
+    levels = [{"concurrency": n, "decode_tps": 60.0 / n ** 0.2, "decode_p10_tps": 55.0 / n ** 0.2,
+               "total_tps": 60.0 * n ** 0.8, "ttft_p50_s": 0.01 * n, "ttft_p90_s": 0.012 * n, "verdict": "passed",
+               "notes": [knee]} for n in (1, 2, 4, 8)]
+    session_cc = [{"nodeid": "t.py::test_session", "users": 2, "metric": m, "verdict": "passed",
+                   "comparison": {"metric": m, "change": 0.1, "change_ci": [0.05, 0.15], "threshold": 0.05}}
+                  for m in ("decode_tps", "ttft_s")]
+    return [
+        {"nodeid": "t.py::test_many_streams", "kind": "sustained", "verdict": "passed", "ctx": 100, "concurrency": 24,
+         "decode_tps": 70.0, "decode_p10_tps": 62.0, "early_tps": 63.0, "late_tps": 84.0, "drift": 0.01,
+         "streams": [_stream(i) for i in range(24)], "notes": ["drift not judged: too few tokens"] * 3},
+        {"nodeid": "t.py::test_categories", "kind": "sustained", "verdict": "failed", "ctx": 120, "decode_tps": 52.0,
+         "reason": "math_reasoning: acceptance 2.90 tokens/step < min_accept_len 4 (n=1 (1 prompt), chunks)",
+         "prompts": "builtin:specbench-mini", "categories": cats},
+        {"nodeid": "t.py::test_sweep", "kind": "load_sweep", "verdict": "passed", "ctx": 100,
+         "concurrency": [1, 2, 4, 8], "levels": levels, "notes": [knee, knee, knee],
+         "categories": dict(list(cats.items())[:3]), "categories_users": 8, "total_tps": 320.0, "decode_tps": 39.0},
+        {"nodeid": "t.py::test_session", "kind": "session", "verdict": "passed", "ctx": 200, "users": 2, "turns": 3,
+         "decode_tps": 50.0, "comparisons": session_cc, "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50, 51]},
+         "notes": ["drift not judged: 64 tokens per turn are too few for windows"] * 3},
+        {"nodeid": "t.py::test_session_error", "kind": "session", "verdict": "error", "ctx": 500, "users": 2,
+         "turns": 3, "tokens": 64, "reason": "endpoint http://127.0.0.1:9 is down"},
+        {"nodeid": "t.py::test_huge", "kind": "sustained", "verdict": "error", "ctx": 300000, "tokens": 64,
+         "reason": "ctx 300000 + 64 generated tokens need 300064 tokens of context"},
+    ]
+
+
+#: Per section: the notes shown, each chart's texts (rotated ones aside) that overlap, and the figure's overflow.
+FIT_SCRIPT = """JSON.stringify({
+  overflow: document.documentElement.scrollWidth - window.innerWidth,
+  sections: [...document.querySelectorAll('section.case')].map(s => ({
+    nodeid: s.dataset.nodeid,
+    notes: [...s.querySelectorAll('ul.warnings li')].map(li => li.textContent),
+    facts: Object.fromEntries([...s.querySelectorAll('table.facts tr')].map(
+      tr => [tr.querySelector('th').textContent, tr.querySelector('td').textContent])),
+    overlaps: [...s.querySelectorAll('figure.chart svg')].flatMap(svg => {
+      const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim() &&
+        !/rotate\\((-?30|-?90)/.test((t.getAttribute('transform') || '') +
+                                   (t.parentElement.getAttribute('transform') || '')));
+      const boxes = texts.map(t => [t.textContent, t.getBoundingClientRect()]);
+      const out = [];
+      for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+        const [a, ra] = boxes[i], [b, rb] = boxes[j];
+        if (ra.left < rb.right - 1 && rb.left < ra.right - 1 && ra.top < rb.bottom - 1 && rb.top < ra.bottom - 1)
+          out.push(a + ' | ' + b);
+      }
+      return out;
+    })
+  }))
+})"""
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)], ids=["laptop", "wide"])
+def test_every_row_reads_right_in_chromium(tmp_path: Path, size: tuple[int, int]) -> None:
+    chromium = _require_browser()
+    page = tmp_path / "r.html"
+    html_report.write(page, _everything())
+    seen = visit(page, FIT_SCRIPT, chromium, size=size)
+    assert seen.console_errors == [] and seen.values["overflow"] <= 0
+    by = {s["nodeid"]: s for s in seen.values["sections"]}
+    for s in by.values():
+        assert len(s["notes"]) == len(set(s["notes"])), s["nodeid"]  # notes once
+        assert s["overlaps"] == [], (s["nodeid"], s["overlaps"])  # no text drawn over another (legend, labels)
+    assert by["t.py::test_sweep"]["notes"].count("no knee up to 8 users: aggregate grows >= 10% per doubling") == 1
+    assert "category multi_turn @ 8 users" in by["t.py::test_sweep"]["facts"]
+    assert by["t.py::test_categories"]["facts"]["category qa"].startswith("n=3 (1 prompt; 3 trials of n=1)")
+    assert "TTFT p50 5.0 ms" in by["t.py::test_categories"]["facts"]["category qa"]  # as its chart, in ms
+    assert by["t.py::test_huge"]["facts"]["ctx"] == "300000"
+    assert not any("None" in n for n in by["t.py::test_session_error"]["notes"])
+    assert by["t.py::test_session_error"]["facts"]["ctx"] == "500"
+    data = json.loads(re.search(r'id="specperf-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    session_charts = data["charts"][f"case-{list(by).index('t.py::test_session') + 1}"]
+    assert session_charts and all(c["xlabel"] != "users" for c in session_charts)  # no one-point users axis

@@ -72,15 +72,29 @@ def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, option: st
     assert "Traceback" not in res.stderr.str()
 
 
-def test_misspelt_marker_keyword_is_a_collection_error(pytester: pytest.Pytester) -> None:
+def test_each_misspelt_marker_fails_alone_while_the_good_cases_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest
         @pytest.mark.sustained(tokes=100)
         def test_x(specperf): pass
+
+        @pytest.mark.sustained(tokens=16, ctx=64)
+        def test_good(specperf): pass
+
+        @pytest.mark.two_point(ctx=64, shrot=8)
+        def test_y(specperf): pass
+
+        @pytest.mark.sustained(tokens=16, ctx=64)
+        @pytest.mark.parametrize("n", [1, -2])
+        def test_param(specperf, n): pass
     """)
-    res = pytester.runpytest_subprocess()
-    assert res.ret == pytest.ExitCode.INTERRUPTED
-    res.stdout.fnmatch_lines(["*test_x: sustained(): unknown keyword 'tokes'; did you mean 'tokens'?*"])
+    res = pytester.runpytest_subprocess(FAST, "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED  # not INTERRUPTED: collection went on past the first mistake
+    res.assert_outcomes(passed=3, failed=2)
+    res.stdout.fnmatch_lines(["*specperf: test_x (invalid case)*",
+                              "sustained(): unknown keyword 'tokes'; did you mean 'tokens'?",
+                              "*specperf: test_y (invalid case)*", "two_point(): unknown keyword 'shrot'*"])
+    assert "Traceback" not in res.stdout.str() and "during collection" not in res.stdout.str()
 
 
 def test_markers_are_registered_and_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
@@ -111,11 +125,20 @@ def test_yaml_cases_are_selected_with_python_ones(pytester: pytest.Pytester, per
     assert len(ids) == 3
 
 
-def test_bad_yaml_case_is_a_collection_error(pytester: pytest.Pytester) -> None:
-    (pytester.path / "x.specperf.yaml").write_text("a:\n  sustained: {tokns: 10}\n")
-    res = pytester.runpytest_subprocess()
-    assert res.ret == pytest.ExitCode.INTERRUPTED
-    res.stdout.fnmatch_lines(["*x.specperf.yaml: case 'a': sustained(): unknown keyword 'tokns'*"])
+def test_each_bad_yaml_case_fails_alone_while_the_good_cases_run(pytester: pytest.Pytester) -> None:
+    (pytester.path / "x.specperf.yaml").write_text(
+        "a:\n  sustained: {tokns: 10}\nok:\n  sustained: {tokens: 16, ctx: 64}\n"
+        "b:\n  sustaind: {tokens: 10}\n")
+    res = pytester.runpytest_subprocess(FAST, "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.assert_outcomes(passed=1, failed=2)
+    res.stdout.fnmatch_lines(["*specperf: a (invalid case)*",
+                              "x.specperf.yaml: case 'a': sustained(): unknown keyword 'tokns'*",
+                              "*specperf: b (invalid case)*", "x.specperf.yaml: case 'b' has unknown key 'sustaind'*"])
+    (pytester.path / "x.specperf.yaml").write_text("a: [unclosed\n")  # not YAML at all: the file is the error
+    broken = pytester.runpytest_subprocess(FAST, "-p", "no:cacheprovider")
+    assert broken.ret == pytest.ExitCode.INTERRUPTED
+    broken.stdout.fnmatch_lines(["*x.specperf.yaml: line * is not valid YAML*"])
 
 
 def test_endpoint_down_is_an_error_not_a_failure(pytester: pytest.Pytester) -> None:

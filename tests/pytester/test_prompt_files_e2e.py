@@ -78,7 +78,7 @@ def test_prompt_file_cases_report_per_category(pytester: pytest.Pytester) -> Non
     assert props["specperf_cat_qa_n"] == "2" and float(props["specperf_cat_tool_call_accept_len"]) > 4
 
 
-def test_a_bad_prompt_file_is_a_collection_error_naming_file_and_line(pytester: pytest.Pytester) -> None:
+def test_a_bad_prompt_file_fails_each_case_naming_file_and_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad="""
 import numpy as np
 import pytest
@@ -95,9 +95,37 @@ def test_two_point(specperf):
 """)
     (pytester.path / "bad.jsonl").write_text('{"prompt": "fine"}\n{"prompt": "cut\n')
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    res.assert_outcomes(errors=1)
+    res.assert_outcomes(failed=2)  # each bad case fails with its own reason, not only the first; none is measured
     text = res.stdout.str()
     assert "bad.jsonl' line 2: not valid JSON" in text
+    assert "two_point(): prompts= does not apply to two_point" in text
+
+
+def test_a_plain_text_file_runs_and_a_whole_large_file_warns_before_running(pytester: pytest.Pytester) -> None:
+    (pytester.path / "mine.prompts").write_text("Name a planet.\nWrite a haiku about rain.\nCount to five.\n")
+    (pytester.path / "big.txt").write_text("".join(f"Say something about {i}.\n" for i in range(300)))
+    pytester.makepyfile(test_files="""
+import pytest
+
+@pytest.mark.sustained(prompts="mine.prompts", prompts_format="plain", tokens=16)
+def test_plain(specperf):
+    cat = specperf.result.categories["uncategorized"]
+    assert (cat["n"], cat["n_prompts"]) == (3, 3)  # one trial per line of the file
+
+@pytest.mark.sustained(prompts="big.txt", tokens=16)
+def test_whole(specperf):
+    pass
+
+@pytest.mark.sustained(prompts="big.txt", tokens=16, sample=2)
+def test_sampled(specperf):
+    pass
+""")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--specperf-sim-speed=20", "-k", "test_plain")
+    res.assert_outcomes(passed=1, deselected=2)
+    collected = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    text = collected.stdout.str()
+    assert text.count("SpecperfWarning") == 1  # test_whole only: the sampled case and the small file say nothing
+    assert "big.txt has 300 prompts and no sample=, so this case runs 300 trials, one per prompt" in text
 
 
 AB_CASE = """

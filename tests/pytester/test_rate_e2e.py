@@ -93,7 +93,7 @@ def test_bad_input_names_the_keyword(kind: str, kwargs: dict, needle: str) -> No
     assert needle in str(info.value) and str(info.value).startswith(f"{kind}(): ")
 
 
-def test_bad_rate_marker_and_yaml_are_collection_errors(pytester: pytest.Pytester) -> None:
+def test_bad_rate_marker_and_yaml_fail_their_cases(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad="""
 import pytest
 
@@ -103,7 +103,7 @@ def test_negative(specperf):
 """)
     pytester.makefile(".specperf.yaml", bad="typo:\n  rate: {rps: 2, slo: {latency_s: 1}}\n")
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    res.assert_outcomes(errors=2)
+    res.assert_outcomes(failed=2)
     text = res.stdout.str()
     assert "rate(): rps must be a positive number of requests per second, got -1" in text
     assert "slo has unknown bound 'latency_s'" in text

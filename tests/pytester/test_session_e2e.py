@@ -51,8 +51,8 @@ def test_session_from_marker_yaml_and_direct_call_and_its_reports(pytester: pyte
     assert direct["verdict"] == "failed" and "< min_cache_hit 0.99" in direct["reason"]
     assert by[("completions_session", None)]["cache_hit"] > 0.5
     text = res.stdout.str()
-    assert "2 session(s) x 3 turns" in text and "cache hit" in text
-    assert "2 session(s) x 3 turns" in md.read_text()
+    assert "2 sessions x 3 turns" in text and "cache hit" in text
+    assert "2 sessions x 3 turns" in md.read_text()
     case = next(c for c in ET.parse(xml).iter("testcase") if c.get("name") == "test_marked")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert float(props["specperf_cache_hit"]) == pytest.approx(marked["cache_hit"], rel=1e-5)

@@ -208,6 +208,25 @@ def test_ctx_beyond_the_advertised_context_fails_before_any_request(pytester: py
     res.stdout.fnmatch_lines([f"*could not measure: ctx 10000000 + 64 generated tokens need 10000064 tokens of "
                               f"context, but {url} serves specperf-sim with 4096 ({source}); lower ctx*"])
     assert generated == []  # failed before the warm-up, before any prompt was built
+
+
+def test_a_session_too_long_for_the_context_is_an_error_row_that_reads_right(pytester: pytest.Pytester,
+                                                                             speed: float) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.session(users=2, turns=3, tokens=64, ctx=500)
+        def test_chat(specperf): pass
+    """)
+    with SimServer("healthy", speed=speed, overrides={"max_model_len": 700}) as sim:
+        res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", "--specperf-json=r.json")
+    res.assert_outcomes(errors=1)
+    # the last turn holds ctx 500 + 2 x (32 user + 64 answer) tokens: the reason says so, not "ctx 692"
+    res.stdout.fnmatch_lines(["*could not measure: the last turn's prompt of 692 tokens (ctx 500 and the 2 turns "
+                              "and answers before it) + 64 generated tokens need 756 tokens of context*"])
+    (r,) = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert (r["ctx"], r["users"], r["turns"]) == (500, 2, 3)  # the case as asked
+    (row,) = [line for line in res.outlines if line.startswith("[session] test_chat")]
+    assert "None" not in row and "ttft p90" not in row and row.split()[2] == "500"
     _no_traceback(res)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,45 @@ def test_sample_is_reproducible_from_the_seed_and_kept_in_file_order() -> None:
               for s in range(4, 9)}
     assert len(others | {tuple(one)}) > 1  # the seed matters
     # a known pick: a change in how samples are drawn would change every saved run's prompts
-    assert one == ["3", "5", "11", "14", "15", "16", "17", "23", "25", "27"]
+    assert one == ["3", "5", "11", "15", "17", "21", "23", "25", "27", "29"]
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 8, 10, 17, 30])
+def test_sample_is_stratified_by_category(tmp_path: Path, n: int) -> None:
+    # five categories of unequal size (20, 10, 5, 3, 2): every category's share as in the file, one each first
+    sizes = {"big": 20, "mid": 10, "small": 5, "tiny": 3, "two": 2}
+    rows = [{"turns": [f"{c} {i}"], "category": c} for c, k in sizes.items() for i in range(k)]
+    f = _jsonl(tmp_path / "q.jsonl", *rows)
+    got = Counter(r.category for r in load_prompts(f, sample=n, seed=7).records)
+    assert sum(got.values()) == n
+    if n >= len(sizes):
+        assert set(got) == set(sizes)  # sample=5 over five categories runs all five
+        for c, k in sizes.items():  # each within one of its proportional share of what is left after one each
+            share = 1 + (n - len(sizes)) * (k - 1) / (sum(sizes.values()) - len(sizes))
+            assert abs(got[c] - share) < 1, (c, got)
+    else:
+        assert set(got) == set(list(sizes)[:n])  # too few picks for all: the largest categories first
+        assert max(got.values()) == 1
+
+
+def test_a_plain_text_file_is_one_prompt_a_line(tmp_path: Path) -> None:
+    text = 'Write a haiku about rain.\n\n{not json} but a prompt\nTranslate "bonjour".\n'
+    (tmp_path / "prompts.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "prompts.lst").write_text(text, encoding="utf-8")
+    for s in (load_prompts(tmp_path / "prompts.txt"), load_prompts(tmp_path / "prompts.lst", fmt="plain")):
+        assert s.format == "plain" and s.categories() == (UNCATEGORIZED,)
+        assert [(r.id, r.text) for r in s.records] == [("1", "Write a haiku about rain."),
+                                                       ("3", "{not json} but a prompt"),
+                                                       ("4", 'Translate "bonjour".')]
+        assert s.records[1].where.endswith("line 3")
+    with pytest.raises(ConfigError, match=r"line 1: not valid JSON .*; for a plain-text file, one prompt a line, "
+                                          r"give prompts_format='plain'"):
+        load_prompts(tmp_path / "prompts.lst")
+    (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="holds no prompts; write one prompt a line"):
+        load_prompts(tmp_path / "blank.txt")
+    f = _jsonl(tmp_path / "real.jsonl", {"prompt": "a"}, {"prompt": "b"})  # JSON lines stay JSON lines
+    assert [r.text for r in load_prompts(f, fmt="plain").records] == ["a", "b"]
 
 
 def test_sample_after_the_category_filter(tmp_path: Path) -> None:

@@ -173,3 +173,112 @@ def test_slowdown_split_only_for_a_slowdown():
     assert slowdown_split(att(3.0, 3.3, 20.0, 20.0)) == "none to split: late rate +10% vs early"  # faster
     assert slowdown_split(att(5.0, 2.9, 31.0, 39.0)) == "acceptance 70%, step time 30%"
     assert slowdown_split(None) == "-"
+
+
+# -- issue 37: every row says who and which level; counts, notes and error rows read right ------------------------
+
+
+def _cat(n, n_prompts, **kw):
+    return {"n": n, "n_prompts": n_prompts, "decode_tps_p50": 50.0, "decode_tps_p10": 45.0, "ttft_p50_s": 0.02,
+            "accept_len": 2.5, "prompt_tokens_p50": 100, **kw}
+
+
+def _cells(line):
+    return line.split()
+
+
+def test_session_and_category_rows_say_their_users_and_a_sweeps_categories_their_level():
+    from pytest_specperf.report.table import category_rows, users
+
+    session = {"nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "ctx": 200, "verdict": "passed",
+               "decode_tps": 40.0, "total_tps": 80.0}
+    assert users(session) == "2"
+    loaded = {"nodeid": "t.py::test_c", "kind": "sustained", "concurrency": 4, "verdict": "passed",
+              "decode_tps": 50.0, "categories": {"qa": _cat(2, 2), "rag": _cat(1, 1)}}
+    assert [users(row) for _, row in category_rows(loaded)] == ["4", "4"]
+    sweep = {"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 2, 8], "verdict": "passed",
+             "levels": [{"concurrency": n, "decode_tps": 50.0} for n in (1, 2, 8)],
+             "categories": {"qa": _cat(3, 3)}, "categories_users": 8}
+    ((where, row),) = category_rows(sweep)
+    assert where == " [qa] @ 8 users" and users(row) == "8"
+    lines = table([session, loaded, sweep])
+    header = lines[0].split("  ")
+    users_at = [h.strip() for h in header if h.strip()].index("users")
+    assert next(line for line in lines if "[session]" in line).split()[users_at + 1] == "2"  # label has two words
+    assert any(line.strip().startswith("[qa] @ 8 users") for line in lines)
+
+
+def test_counts_read_as_counts():
+    from pytest_specperf.report import html as html_report
+    from pytest_specperf.report.table import category_count, plural
+
+    assert category_count(_cat(1, 1)) == "n=1 (1 prompt)"
+    assert category_count(_cat(3, 1, trials=3)) == "n=3 (1 prompt; 3 trials of n=1)"
+    assert plural(2, "session") == "2 sessions" and plural(1, "turn") == "1 turn"
+    levels = [{"nodeid": "t.py::w", "users": n, "metric": "decode_tps", "verdict": "improved",
+               "comparison": {"metric": "decode_tps", "change": ch}} for n, ch in ((1, 1.96), (2, 1.5), (4, 1.2))]
+    text = html_report._cmp_summary({"kind": "load_sweep", "comparisons": levels})
+    assert text == "decode_tps improved at every level (+120.0% to +196.0%; 3 levels)"
+    one = html_report._cmp_summary({"kind": "load_sweep", "comparisons": levels[:1]})
+    assert one == "decode_tps improved at 1 user (+196.0%; 1 level compared)"
+
+
+def test_a_level_row_on_arms_agrees_with_its_case_and_the_arms_table():
+    from pytest_specperf.compare import arms
+    from pytest_specperf.report.table import level_rows
+
+    gate_levels = [{"users": 4, "verdict": "below", "ratio": 0.5, "interval": [0.4, 0.6], "best": "fast",
+                    "deployed_tps": 550.3, "best_tps": 1100.0}]
+    reason = arms.loss_text("slow", gate_levels[0], 0.05)
+    r = {"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 4], "verdict": "failed", "reason": reason,
+         "levels": [{"concurrency": 1, "decode_tps": 700.0, "verdict": "passed"},
+                    {"concurrency": 4, "decode_tps": 542.5, "decode_p10_tps": 530.0, "total_tps": 2170.0,
+                     "verdict": "passed"}],
+         "arms": {"names": ["slow", "fast"], "deployed": "slow", "baseline": "slow",
+                  "levels": [{"users": 1, "arms": {"slow": {"decode_tps": 701.0, "total_tps": 701.0}}},
+                             {"users": 4, "arms": {"slow": {"decode_tps": 550.3, "total_tps": 2201.2}}}],
+                  "gate": {"deployed": "slow", "max_loss_vs_best": 0.05, "levels": gate_levels}}}
+    rows = dict(level_rows(r))
+    assert rows[" @ 4 users"]["verdict"] == "failed" and "slow loses more than" in rows[" @ 4 users"]["reason"]
+    assert rows[" @ 1 user"]["verdict"] == "passed"
+    assert rows[" @ 4 users"]["decode_tps"] == 550.3  # the arms table's figure, not the median's 542.5
+    lines = table([r])
+    assert "550.3" in lines[1] and "542.5" not in "".join(lines)
+
+
+def test_early_late_beside_drift_says_which_aggregation():
+    from pytest_specperf.report.table import notes
+
+    ab = _sustained(verdict="passed", early_tps=714.2, late_tps=668.1, drift=0.01, repeat=3, ab={"a": {}})
+    (said,) = [n for n in notes(ab) if "median" in n]
+    assert said.startswith("early -> late and drift are each the median over 3 trials")
+    assert not [n for n in notes(_sustained()) if "median over" in n]  # 48.1 -> 28.4 is drift 0.41: nothing to say
+
+
+def test_notes_once_in_the_html():
+    from pytest_specperf.report import html as html_report
+
+    knee = "no knee up to 8 users: aggregate grows >= 10% per doubling"
+    sweep = {"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 8], "verdict": "passed",
+             "notes": [knee, knee, knee], "levels": [{"concurrency": 1}, {"concurrency": 8}]}
+    why = "drift not judged: 64 tokens per turn are too few for windows"
+    session = {"nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "verdict": "passed",
+               "notes": [why, why, why]}
+    import re
+
+    page = html_report.render([sweep, session])
+    shown = re.findall(r'<ul class="warnings">(.*?)</ul>', page, re.S)  # the sections' lists, not the embedded data
+    assert [x.count("<li>") for x in shown] == [1, 2]  # the session adds its "2 sessions x 3 turns" line
+    assert "".join(shown).count("no knee up to 8 users") == 1 and "".join(shown).count(why) == 1
+
+
+def test_an_errored_session_row_says_what_was_asked():
+    from pytest_specperf.report.views.registry import view
+
+    err = {"nodeid": "t.py::test_s", "kind": "session", "ctx": 500, "users": 2, "turns": 3, "tokens": 64,
+           "verdict": "error", "reason": "endpoint down"}
+    (line,) = table([err])[1:]
+    assert "None" not in line and "session(s)" not in line and "ttft p90" not in line
+    assert _cells(line)[2] == "500"  # its ctx as the case asked (a recorded error carries it), not its last turn's
+    huge = {"nodeid": "t.py::test_h", "kind": "sustained", "ctx": 300000, "verdict": "error", "reason": "too long"}
+    assert ("ctx", "300000") in view(huge).facts  # never 3e+05

@@ -47,6 +47,7 @@ class Level:
     label: str
     style: str = "dashed"
     axis: str = "y"
+    span: list[float] | None = None  # [x from, x to]: drawn over that stretch only (one category's bar), not across
 
 
 @dataclass
@@ -130,7 +131,9 @@ def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     for key, value in result.items():
         if isinstance(value, bool) or value is None:
             facts.append((key, str(value).lower() if isinstance(value, bool) else "-"))
-        elif isinstance(value, int | float):
+        elif isinstance(value, int):
+            facts.append((key, count_text(value)))  # ctx 300000, never 3e+05
+        elif isinstance(value, float):
             facts.append((key, fmt(value, ".4g")))
         elif isinstance(value, str) and key not in ("nodeid",):
             facts.append((key, value or "-"))
@@ -196,8 +199,10 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
     """Per compared metric: a sweep's change per level (``level_comparison_charts``); for other cases the trials
     of each side and the change with its interval against the threshold."""
     records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict) and cc.get("comparison")]
-    out = level_comparison_charts(r, [cc for cc in records if cc.get("users") is not None])
-    for n, cc in enumerate(cc for cc in records if cc.get("users") is None):
+    # A session's users are its sessions at once, not a level of a sweep: no one-point "users" axis.
+    levels = [cc for cc in records if cc.get("users") is not None and r.get("kind") != "session"]
+    out = level_comparison_charts(r, levels)
+    for n, cc in enumerate(cc for cc in records if cc not in levels):
         c = cc["comparison"]
         metric = str(c.get("metric"))
         where = "" if cc.get("ctx") is None else f" at ctx {count_text(cc['ctx'])}"
@@ -207,9 +212,12 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
         # The case's verdict (cc), which may differ from the raw comparison's (e.g. a TTFT noise floor).
         chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')}{_span(c)}", "", metric,
                       categories=[base_name, cand_name])
+        if not base and not cand:
+            continue
         for i, (name, values) in enumerate(((base_name, base), (cand_name, cand))):
-            if values:
-                chart.series.append(Series(name, [float(i)] * len(values), [float(v) for v in values], "points"))
+            # both sides always: each keeps its colour, and a side without kept trials says so in the legend
+            label = name if values else f"{name} (no trials kept)"
+            chart.series.append(Series(label, [float(i)] * len(values), [float(v) for v in values], "points"))
         change = _change(c)
         if base and change is not None:
             # The interval of the change, drawn around the baseline's median on the metric's own scale.
@@ -219,8 +227,7 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
             worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
             chart.levels.append(Level(mid * (1 + worse * c.get("threshold", 0.0)),
                                       f"max regression {c.get('threshold', 0) * 100:.0f}%"))
-        if chart.series:
-            out.append(chart)
+        out.append(chart)
     return out
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_specperf.report.table import finite_number
-from pytest_specperf.report.views.base import Chart, Level, Series, fmt
+from pytest_specperf.report.table import category_count, category_load, finite_number
+from pytest_specperf.report.views.base import Chart, Level, Series, fmt, users_text
 
 #: (figure key, chart title, y label) of each metric drawn per category, where the server showed it
 METRICS = (("decode_tps_p50", "decode tok/s per category (median; p10 as points)", "tokens/s"),
            ("accept_len", "mean accepted length per category", "tokens/step"),
-           ("ttft_p50_s", "TTFT p50 per category", "s"),
+           ("ttft_p50_ms", "TTFT p50 per category", "ms"),
            ("drift", "drift per category (median stream's)", "1 - late/early"),
            ("speedup", "speculation's speedup per category (B / A, with interval)", "x"))
 FLOORS = {"decode_tps_p50": "min_tps", "accept_len": "min_accept_len"}
@@ -24,15 +24,18 @@ def charts(result: dict[str, Any]) -> list[Chart]:
         return []
     names = [n for n, f in cats.items() if isinstance(f, dict)]
     labels = list(names)  # each category's n is in the facts above the charts
+    _, level = category_load(result)
+    at = f", at {users_text(level)}" if level is not None else ""  # a sweep's categories are one level's
     out = []
     for key, title, ylabel in METRICS:
-        ys = [finite_number(cats[n].get(key)) for n in names]
+        ys = [_figure(cats[n], key) for n in names]
         if all(y is None for y in ys):
             continue
         xs = [float(i) for i, y in enumerate(ys) if y is not None]
-        chart = Chart(f"categories-{key}", title, "category", ylabel, categories=labels)
+        chart = Chart(f"categories-{key}", title + at, "category", ylabel, categories=labels)
         chart.series.append(Series(key, xs, [y for y in ys if y is not None], style="bars",
-                                   labels=[fmt(y, ".2f") for y in ys if y is not None]))
+                                   labels=[fmt(y, ".1f" if key == "ttft_p50_ms" else ".2f") for y in ys
+                                           if y is not None]))
         if key == "decode_tps_p50":
             p10 = [(float(i), finite_number(cats[n].get("decode_tps_p10"))) for i, n in enumerate(names)]
             p10 = [(x, y) for x, y in p10 if y is not None]
@@ -46,12 +49,24 @@ def charts(result: dict[str, Any]) -> list[Chart]:
             first.high = [finite_number(ivs[int(x)][1]) or y for x, y in zip(first.x, first.y, strict=True)]
             chart.levels.append(Level(1.0, "no speedup"))
         floor = FLOORS.get(key)
-        for n in names:
+        for i, n in enumerate(names):
             v = finite_number(cats[n].get(floor)) if floor else None
-            if v is not None:
-                chart.levels.append(Level(v, f"{n} {floor} {v:g}"))
+            if v is not None:  # over its own bar only: another category's floor is not this one's
+                chart.levels.append(Level(v, f"{n} {floor} {v:g}", span=[i - BAR_REACH, i + BAR_REACH]))
         out.append(chart)
     return out
+
+
+#: How far a category's floor line reaches either side of its bar's centre (bars are 0.6 wide).
+BAR_REACH = 0.4
+
+
+def _figure(f: dict[str, Any], key: str) -> float | None:
+    """A category's figure as drawn: TTFT in ms (a few ms would read 0.00 s), the others as recorded."""
+    if key == "ttft_p50_ms":
+        s = finite_number(f.get("ttft_p50_s"))
+        return None if s is None else s * 1000
+    return finite_number(f.get(key))
 
 
 def facts(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -59,13 +74,15 @@ def facts(result: dict[str, Any]) -> list[tuple[str, str]]:
     cats = result.get("categories")
     if not isinstance(cats, dict):
         return []
+    _, level = category_load(result)
+    at = f" @ {users_text(level)}" if level is not None else ""
     out = []
     for name, f in cats.items():
         if not isinstance(f, dict):
             continue
-        out.append((f"category {name}",
-                    f"n={f.get('n')} ({f.get('n_prompts')} prompts), decode {fmt(f.get('decode_tps_p50'))} tok/s "
-                    f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(f.get('ttft_p50_s'), '.3f', ' s')}, "
+        out.append((f"category {name}" + at,
+                    f"{category_count(f)}, decode {fmt(f.get('decode_tps_p50'))} tok/s "
+                    f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(_figure(f, 'ttft_p50_ms'), '.1f', ' ms')}, "
                     f"accept {fmt(f.get('accept_len'), '.2f')}/step, rate {fmt(f.get('accept_rate'), '.2f')}, "
                     f"drift {fmt(f.get('drift'), '.2f')}"))
     return out

@@ -134,6 +134,11 @@ def load_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
         facts.append(("levels not passed", "; ".join(failed)))
     if r.get("crossover"):
         facts.append(("crossover", str(r["crossover"].get("text", "-"))))
+    arms = r.get("arms") if isinstance(r.get("arms"), dict) else None
+    if arms and arms.get("levels"):  # two aggregations of one arm's trials side by side: say which is which
+        facts.append(("figures", f"per user and aggregate above: medians over arm {arms.get('deployed')}'s trials; "
+                                 "the arms below (and the terminal's level rows): each arm's geometric mean over its "
+                                 "trials, the centre of its interval"))
     return CaseView(facts, [c for c in _sweep_charts(r, levels) if c.series])
 
 
