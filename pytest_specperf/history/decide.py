@@ -8,9 +8,10 @@ values per earlier run (oldest first) and the candidate's trials. Two checks, ei
   (``noise.predict``); ``regressed`` when the candidate lies below the one-sided ``1 - alpha`` prediction bound
   **and** is worse than predicted by ``max_regression`` or more; ``improved`` is the mirror image.
 * **creep** (a change that built up over several runs): change points of the runs and the candidate
-  (``changepoints.change_points``, from ``CHANGE_MIN_RUNS`` earlier runs on); ``regressed`` when one began among the last ``WINDOW`` runs and the level
-  now (the last segment, which holds the candidate) is ``max_regression`` or more below the level before the
-  earliest such change. Older changes are history: the level after them is the new normal.
+  (``changepoints.change_points``, from ``CHANGE_MIN_RUNS`` earlier runs on); ``regressed`` when one began
+  among the last ``WINDOW`` runs and the level now (the last segment, which holds the candidate) is
+  ``max_regression`` or more below the level before the earliest such change. Older changes are history: the
+  level after them is the new normal.
 
 With fewer than ``noise.MIN_RUNS`` earlier runs the verdict is ``short`` and the caller falls back to the
 baseline rule against the latest run.

@@ -133,7 +133,7 @@ def _entry(key: str, metric: str, direction: str, d: decide.Decision,
     }
     if d.began is not None:
         began = _change_entry(d.began, runs, d.offset, direction)
-        series = [float(np.mean(logs)) for _, logs in kept][d.offset:] + [d.value]
+        series = [*[float(np.mean(logs)) for _, logs in kept][d.offset:], d.value]
         starts = [0, *[c.index for c in d.changes]]
         i = starts.index(d.began.index)
         began["level_before"] = _natural(float(np.mean(series[starts[i - 1]:d.began.index])), direction)
@@ -141,6 +141,12 @@ def _entry(key: str, metric: str, direction: str, d: decide.Decision,
         entry["began"] = began
         entry["since"] = len(series) - d.began.index
     entry["reason"] = _reason(key, metric, d, entry)
+    if metric == "ttft_s" and d.verdict != "passed":
+        now, then = ((entry["began"]["level_now"], entry["began"]["level_before"]) if d.by == "change point"
+                     else (entry["value"], entry["predicted"]))
+        if abs(now - then) < gating.TTFT_FLOOR_S:  # as the baseline rule: a few ms are the client's and the OS's
+            entry["verdict"] = "passed"
+            entry["reason"] += f"; within the {gating.TTFT_FLOOR_S * 1000:.0f} ms noise floor"
     return entry
 
 
