@@ -88,10 +88,10 @@ def decide(past: Sequence[np.ndarray], cand: np.ndarray, *, alpha: float, max_re
     if recent:
         before, now = _levels(series, changes, recent[0])
         creep = math.expm1(now - before)
-        if creep <= -max_regression and d.verdict != "regressed":
-            d.verdict, d.by, d.began, d.creep = "regressed", "change point", recent[0], creep
-        elif creep <= -max_regression or (creep >= max_regression and d.verdict == "passed"):
+        if creep <= -max_regression:  # named even when the step check failed it: where the change began
             d.began, d.creep = recent[0], creep
-            if creep >= max_regression:
-                d.verdict, d.by = "improved", "change point"
+            if d.verdict != "regressed":
+                d.verdict, d.by = "regressed", "change point"
+        elif creep >= max_regression and d.verdict == "passed":
+            d.began, d.creep, d.verdict, d.by = recent[0], creep, "improved", "change point"
     return d

@@ -62,16 +62,18 @@ def _change_entry(c: Any, runs: list[records.CaseRun], offset: int, direction: s
 
 
 def _reason(key: str, metric: str, d: decide.Decision, entry: dict[str, Any]) -> str:
-    if d.by == "change point":
-        ch = entry["began"]
-        return (f"{key} {metric}: a change began at run {ch['run'] or 'now'} (commit {ch['commit']}, "
-                f"{ch['created'] or 'this run'}): {_fmt(ch['level_before'], metric)} before, "
-                f"{_fmt(ch['level_now'], metric)} now ({d.creep:+.1%} over {entry['since']} runs)")
     lo, hi = entry["interval"]
-    return (f"{key} {metric} {_fmt(entry['value'], metric)}: {d.effect:+.1%} against its history of {entry['runs']} "
-            f"runs (predicted {_fmt(entry['predicted'], metric)}, interval [{_fmt(lo, metric)}, {_fmt(hi, metric)}]; "
-            f"run-to-run {d.prediction.between if d.prediction else 0:.1%}, within-run "
+    step = (f"{key} {metric} {_fmt(entry['value'], metric)}: {d.effect:+.1%} against its history of "
+            f"{entry['runs']} runs (predicted {_fmt(entry['predicted'], metric)}, interval [{_fmt(lo, metric)}, "
+            f"{_fmt(hi, metric)}]; run-to-run {d.prediction.between if d.prediction else 0:.1%}, within-run "
             f"{d.prediction.within if d.prediction else 0:.1%})")
+    if "began" not in entry:
+        return step
+    ch = entry["began"]
+    began = (f"a change began at run {ch['run'] or 'now'} (commit {ch['commit']}, {ch['created'] or 'this run'}): "
+             f"{_fmt(ch['level_before'], metric)} before, {_fmt(ch['level_now'], metric)} now ({d.creep:+.1%} over "
+             f"{entry['since']} runs)")
+    return f"{key} {metric}: {began}" if d.by == "change point" else f"{step}; {began}"
 
 
 def judge(store: Store, result: dict[str, Any], run_meta: dict[str, Any], *, max_regression: float,
