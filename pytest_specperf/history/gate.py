@@ -13,7 +13,6 @@ change points and the recent runs (what the trend charts draw).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -22,15 +21,10 @@ from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import decide, noise, records
 from pytest_specperf.history.store import Store
+from pytest_specperf.history.trend import SHOWN, change_entry, natural, run_entry
 
 #: a case fails an unchanged deploy at most this often from the step check (split over its metrics and units)
 ALPHA = 0.01
-#: runs a trend shows (the most recent)
-SHOWN = 30
-
-
-def _natural(x: float, direction: str) -> float:
-    return math.exp(-x if direction == "lower" else x)
 
 
 def _fmt(v: float, metric: str) -> str:
@@ -42,23 +36,6 @@ def _fmt(v: float, metric: str) -> str:
 def _setup_diff(now: dict[str, Any], then: dict[str, Any]) -> str:
     keys = sorted(set(now) | set(then))
     return ", ".join(f"{k} {then.get(k)!r} (now {now.get(k)!r})" for k in keys if now.get(k) != then.get(k))
-
-
-def _run_entry(h: records.CaseRun, logs: np.ndarray, direction: str) -> dict[str, Any]:
-    """One earlier run as a trend point: its geometric mean and the 95 % interval of it, in natural units."""
-    mean = float(np.mean(logs))
-    half = 1.96 * float(np.std(logs, ddof=1)) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
-    lo, hi = sorted((_natural(mean - half, direction), _natural(mean + half, direction)))
-    return {"run": h.run_id, "commit": h.commit, "created": h.created, "value": _natural(mean, direction),
-            "lo": lo, "hi": hi}
-
-
-def _change_entry(c: Any, runs: list[records.CaseRun], offset: int, direction: str) -> dict[str, Any]:
-    i = offset + c.index
-    at = runs[i] if i < len(runs) else None
-    return {"index": i, "run": at.run_id if at else None, "commit": at.commit if at else "this run",
-            "created": at.created if at else "", "before": _natural(c.before, direction),
-            "after": _natural(c.after, direction), "effect": c.effect}
 
 
 def _reason(key: str, metric: str, d: decide.Decision, entry: dict[str, Any]) -> str:
@@ -123,23 +100,23 @@ def _entry(key: str, metric: str, direction: str, d: decide.Decision,
     runs = [h for h, _ in kept]
     pred = d.prediction
     assert pred is not None
-    lo, hi = sorted(_natural(b, direction) for b in pred.bounds(alpha))
+    lo, hi = sorted(natural(b, direction) for b in pred.bounds(alpha))
     shown = kept[-SHOWN:]
     entry: dict[str, Any] = {
         "key": key, "metric": metric, "verdict": d.verdict, "by": d.by, "runs": pred.runs,
-        "value": _natural(d.value, direction), "predicted": _natural(pred.center, direction), "interval": [lo, hi],
+        "value": natural(d.value, direction), "predicted": natural(pred.center, direction), "interval": [lo, hi],
         "effect": d.effect, "p": d.p, "between": pred.between, "within": pred.within,
-        "series": [_run_entry(h, logs, direction) for h, logs in shown],
+        "series": [run_entry(h, logs, direction) for h, logs in shown],
         "first_shown": len(kept) - len(shown),
-        "changes": [_change_entry(c, runs, d.offset, direction) for c in d.changes],
+        "changes": [change_entry(c, runs, d.offset, direction) for c in d.changes],
     }
     if d.began is not None:
-        began = _change_entry(d.began, runs, d.offset, direction)
+        began = change_entry(d.began, runs, d.offset, direction)
         series = [*[float(np.mean(logs)) for _, logs in kept][d.offset:], d.value]
         starts = [0, *[c.index for c in d.changes]]
         i = starts.index(d.began.index)
-        began["level_before"] = _natural(float(np.mean(series[starts[i - 1]:d.began.index])), direction)
-        began["level_now"] = _natural(float(np.mean(series[starts[-1]:])), direction)
+        began["level_before"] = natural(float(np.mean(series[starts[i - 1]:d.began.index])), direction)
+        began["level_now"] = natural(float(np.mean(series[starts[-1]:])), direction)
         entry["began"] = began
         entry["since"] = len(series) - d.began.index
     entry["reason"] = _reason(key, metric, d, entry)
