@@ -4,7 +4,7 @@ Each history is a case with two gated metrics (decode_tps and ttft_s, independen
 with a per-trial log-sd of ``--within``, and a random offset per run and metric: normal with log-sd ``between``
 (2, 3.5 and 5 %, the conditions). Every figure is counted per CASE: a case fails when either metric fails.
 
-* false alarms: ``--runs`` earlier runs (5, 10 and 30) of one deploy, then one more of the same deploy judged;
+* false alarms: 5, 10 or 30 earlier runs of one deploy, then one more of the same deploy judged;
 * step: 8 stable runs, then a run 10 % slower (decode_tps down, ttft_s up): caught at that first run?
 * creep: 10 stable runs, then ten runs each 2 % slower than the one before, each judged on arrival with the
   runs before it as history: caught by the sixth?
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise
 from pytest_specperf.history.gate import ALPHA
@@ -57,6 +58,17 @@ def false_alarms(n: int, runs: int, between: float, within: float, trials: int, 
     for _ in range(n):
         h = history(rng, [0.0] * (runs + 1), between, within, trials)
         bad += _fails(h[:-1], h[-1], max_regression)
+    return bad / n
+
+
+def baseline_rule(n: int, between: float, within: float, trials: int, max_regression: float, seed: int) -> float:
+    """Today's rule for comparison: the same identical deploys judged against the previous run alone."""
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for _ in range(n):
+        h = history(rng, [0.0] * 2, between, within, trials)
+        bad += any(compare.compare_case(np.exp(h[0][m]), np.exp(h[1][m]), direction="higher",
+                                        max_regression=max_regression).verdict == "regressed" for m in range(METRICS))
     return bad / n
 
 
@@ -140,9 +152,10 @@ def main() -> None:
     print("\nfalse alarms per case, identical deploy (run-to-run offset sd x earlier runs):")
     for b in BETWEEN:
         cells = [f"{r} runs {false_alarms(n, r, b, w, k, mr, args.seed + r):.2%}" for r in (noise.MIN_RUNS, 10, 30)]
-        print(f"  offset {b:.1%}: " + ", ".join(cells))
+        before = baseline_rule(n, b, w, k, mr, args.seed + 50)
+        print(f"  offset {b:.1%}: " + ", ".join(cells) + f"; the baseline rule against the previous run {before:.1%}")
     print("\ndetections:")
-    for b in BETWEEN:
+    for b in (0.01, *BETWEEN):
         s = step(n, b, w, k, mr, args.seed + 100)
         c, at = creep(n, b, w, k, mr, args.seed + 200)
         q = quiet(n, b, w, k, args.seed + 300)
