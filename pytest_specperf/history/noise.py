@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+import scipy  # scipy.stats loads on first use: a run that never judges a history never pays for it
 
 #: fewest earlier runs that estimate a run-to-run variance (k - 1 = 4 degrees of freedom)
 MIN_RUNS = 5
@@ -47,7 +47,7 @@ class Prediction:
         """One-sided p of a candidate this far below the prediction (small = significantly worse)."""
         if self.sd <= 0:
             return 0.0 if value < self.center else 1.0
-        return float(stats.t.cdf((value - self.center) / self.sd, self.df))
+        return float(scipy.stats.t.cdf((value - self.center) / self.sd, self.df))
 
     def p_better(self, value: float) -> float:
         """One-sided p of a candidate this far above the prediction."""
@@ -55,7 +55,7 @@ class Prediction:
 
     def bounds(self, alpha: float) -> tuple[float, float]:
         """The two-sided ``1 - 2 alpha`` prediction interval of the candidate's mean log value."""
-        half = float(stats.t.ppf(1 - alpha, self.df)) * self.sd
+        half = float(scipy.stats.t.ppf(1 - alpha, self.df)) * self.sd
         return self.center - half, self.center + half
 
 
