@@ -93,3 +93,26 @@ def test_an_unusable_history_is_one_line_and_every_other_output_is_written(pytes
     assert json.loads((pytester.path / "r.json").read_text())["results"][0]["verdict"] == "passed"
     assert (pytester.path / ".specperf" / "runs" / "0001_kept.json").is_file()
     assert (pytester.path / "r.md").is_file()
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("mysql://db/perf", "unknown scheme 'mysql'; give a file path, sqlite:///PATH or postgresql://USER@HOST/DB"),
+    ("hist", "--specperf-history=hist is a folder; give a file, e.g. --specperf-history=hist/history.sqlite"),
+])
+def test_a_bad_history_option_stops_the_run_before_measuring(pytester: pytest.Pytester, value: str,
+                                                             words: str) -> None:
+    pytester.makepyfile(test_perf=CASE)
+    (pytester.path / "hist").mkdir()
+    res = pytester.runpytest_subprocess(FAST, f"--specperf-history={value}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert words in res.stderr.str()
+
+
+def test_the_ini_twin_records_into_its_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_perf=CASE)
+    pytester.makeini("[pytest]\nspecperf_history = perf/history.db\n")
+    res = pytester.runpytest_subprocess(FAST)
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["run recorded as run 1 in history */perf/history.db"])
+    listed = _specperf(pytester.path, "history", "--history", "perf/history.db")
+    assert listed.returncode == 0 and listed.stdout.startswith("run 1 "), listed.stderr
