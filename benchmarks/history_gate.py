@@ -13,7 +13,7 @@ with a per-trial log-sd of ``--within``, and a random offset per run and metric:
 * cost: judging one case against a 100-run history in SQLite (the store read and the rule), and recording it.
 
 Run: ``python benchmarks/history_gate.py`` (4,000 histories per condition, a few minutes on 2 busy cores) or
-``--quick`` (300 per condition, under a minute).
+``--quick`` (200 per condition, under a minute).
 """
 
 from __future__ import annotations
@@ -139,13 +139,13 @@ def gate_cost(runs: int = 100, repeats: int = 20) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--histories", type=int, default=4000, help="histories per condition (default 4,000)")
-    ap.add_argument("--quick", action="store_true", help="300 histories per condition")
+    ap.add_argument("--quick", action="store_true", help="200 histories per condition (under a minute)")
     ap.add_argument("--within", type=float, default=0.02, help="per-trial log-sd (default 0.02)")
     ap.add_argument("--trials", type=int, default=5, help="trials per run (default 5)")
     ap.add_argument("--max-regression", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    n = 300 if args.quick else args.histories
+    n = 200 if args.quick else args.histories
     w, k, mr = args.within, args.trials, args.max_regression
     print(f"{n} histories per condition; {k} trials per run, per-trial noise {w:.1%}; two gated metrics; "
           f"max regression {mr:.0%}; alpha {ALPHA:g} per case; change-point penalty {cp.PENALTY:g}")
