@@ -1,4 +1,5 @@
-"""The ``specperf`` command over saved runs: list, show, compare (same verdicts as ``--specperf-compare``), report.
+"""The ``specperf`` command over saved runs: list, show, compare (same verdicts as ``--specperf-compare``), report;
+and over the history database: history (the recorded runs; ``--import`` adds saved runs), trend (a case's runs).
 
 A bad run name or a corrupt file is one line on stderr and exit status 2; a regression (or a report that
 could not be drawn) is exit status 1.
@@ -19,9 +20,17 @@ from typing import Any
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.history import imports as history_imports
+from pytest_specperf.history import records as history_records
+from pytest_specperf.history import trend as history_trend
+from pytest_specperf.history.schema import open_store
+from pytest_specperf.history.store import DEFAULT_FILE as DEFAULT_HISTORY
+from pytest_specperf.history.store import HistoryError, Store, Target, parse_target
 from pytest_specperf.report.output import Meta
 from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
+from pytest_specperf.report.views import trend as trend_view
+from pytest_specperf.report.views.base import CaseView
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -35,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", type=Path, default=None,
                    help=f"folder of saved runs (default: {DEFAULT_STORAGE} in the current folder or the nearest "
                         "folder above it that has one, as pytest saves them under its rootdir)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{list,show,compare,report}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{list,show,compare,report,history,trend}")
     sub.add_parser("list", help="the saved runs, oldest first")
     show = sub.add_parser("show", help="a run's metadata and result table")
     show.add_argument("run", help="run name, number, file name, or path of a run or --specperf-json file")
@@ -53,7 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run")
     rep.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
     rep.add_argument("--baseline", help="a run to draw the comparisons' baseline trials from")
+    hist = sub.add_parser("history", help="the runs recorded in the history database (docs/history.md)")
+    hist.add_argument("--history", help=HISTORY_HELP)
+    hist.add_argument("--import", dest="import_runs", action="store_true",
+                      help="first import the saved runs of --storage (each file once) into the history")
+    trend = sub.add_parser("trend", help="a case's runs, change points and the next run's predicted interval")
+    trend.add_argument("case", help="the case's node id (a sweep point or load level: NODEID@ctx=N, NODEID@users=N)")
+    trend.add_argument("--history", help=HISTORY_HELP)
+    trend.add_argument("-o", "--output", type=Path, help="also draw the trend charts into this PNG or SVG file")
     return p
+
+
+HISTORY_HELP = ("a SQLite file or postgresql:// URL (default: .specperf/history.sqlite in the current folder or the "
+                "nearest folder above that has one)")
 
 
 def default_storage(start: Path | None = None) -> Path:
@@ -195,6 +216,83 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
     return 0
 
 
+def default_history(start: Path | None = None) -> Path:
+    """``.specperf/history.sqlite`` in ``start`` (the current folder) or the nearest folder above that has one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / DEFAULT_HISTORY).is_file():
+            return folder / DEFAULT_HISTORY
+    return here / DEFAULT_HISTORY
+
+
+def open_history(given: str | None, *, create: bool = False) -> Store:
+    """The history database, its schema current; UsageError naming the fix when there is none or it is unusable."""
+    try:
+        target = parse_target(given, Path.cwd()) if given else Target(path=default_history())
+        if target.path is not None and not create and not target.path.exists():
+            raise UsageError(f"no history at {target.path}; record one with pytest --specperf-history (or "
+                             "--specperf-save), or import saved runs with specperf history --import")
+        return open_store(Store(target))
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_history(store: Store, folder: Path | None) -> int:
+    """One line per recorded run, oldest first (after importing ``folder``'s saved runs, when given)."""
+    try:
+        if folder is not None:
+            done, skipped = history_imports.import_folder(store, folder)
+            print(f"imported {len(done)} run(s) from {folder}" + (f"; skipped {len(skipped)}: {'; '.join(skipped)}"
+                                                                 if skipped else ""))
+        runs = history_records.runs(store)
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
+    if not runs:
+        print(f"no runs in history {store.target.shown()}")
+    for r in runs:
+        commit = str(r["commit_id"] or "-")[:12] + ("-dirty" if r["dirty"] else "")
+        server = " ".join(x for x in (r["server"], r["server_version"]) if x) or "-"
+        partial = f"  partial: {r['partial']}" if r["partial"] else ""
+        print(f"run {r['id']}  {r['created'] or '-'}  {r['name'] or '-'}  commit {commit}  {server} "
+              f"{r['model'] or '-'}  {r['cases']} case(s){partial}")
+    return 0
+
+
+def cmd_trend(store: Store, case: str, output: Path | None) -> int:
+    """A case's trend per gated metric as text (and as charts in ``output``)."""
+    try:
+        entries, notes = history_trend.trend(store, case)
+        known = history_records.case_keys(store)
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
+    if not entries:
+        near = [k for k in known if case in k][:5] or known[:5]
+        raise UsageError(f"no runs of {case!r} in history {store.target.shown()}"
+                         + (f"; known cases include: {', '.join(near)}" if near else ""))
+    for note in notes:
+        print(f"note: {note}")
+    for e in entries:
+        print(f"{e['key']} {e['metric']}: {e['runs']} run(s)")
+        changes = {c["index"]: c for c in e["changes"]}
+        for i, s in enumerate(e["series"], start=e["first_shown"]):
+            mark = f"  <- change {changes[i]['effect']:+.1%}" if i in changes else ""
+            print(f"  run {s['run']:>5}  {s['created'] or '-':20}  {s['commit']:12}  {s['value']:.4g} "
+                  f"[{s['lo']:.4g}, {s['hi']:.4g}]{mark}")
+        if "interval" in e:
+            print(f"  next run predicted {e['predicted']:.4g} in [{e['interval'][0]:.4g}, {e['interval'][1]:.4g}] "
+                  f"(run-to-run {e['between']:.1%}, within-run {e['within']:.1%})")
+    if output is not None:
+        if output.suffix.lower() not in (".png", ".svg"):
+            raise UsageError(f"-o {output}: give a .png or .svg file name")
+        from pytest_specperf.report import drawing
+
+        image = drawing.case_image(CaseView(charts=trend_view.trend_charts(entries)), output.suffix[1:].lower(),
+                                   salt=case, title=f"{case}: trend")
+        output.write_bytes(image)
+        print(f"trend of {case} drawn to {output}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``specperf`` command."""
     args = _parser().parse_args(argv)
@@ -208,6 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "compare":
             return cmd_compare(load(folder, args.base), load(folder, args.new), args.max_regression,
                                args.inconclusive, args.strict)
+        if args.command in ("history", "trend"):
+            with open_history(args.history, create=args.command == "history" and args.import_runs) as store:
+                if args.command == "history":
+                    return cmd_history(store, folder if args.import_runs else None)
+                return cmd_trend(store, args.case, args.output)
         baseline = load(folder, args.baseline) if args.baseline else None
         return cmd_report(load(folder, args.run), args.output, baseline)
     except UsageError as exc:

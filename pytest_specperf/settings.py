@@ -45,6 +45,7 @@ class Settings:
     html: Path | None = None
     plots: Path | None = None
     prompts: str | None = None  # the prompt file of cases that ask for no prompts (absolute, or builtin:NAME)
+    history: str | None = None  # --specperf-history: an absolute SQLite path or a postgresql:// URL; None = off
 
     @property
     def api_key(self) -> str | None:

@@ -18,6 +18,8 @@ from pytest_specperf.cases.build import SPECS, build_spec, marker_help
 from pytest_specperf.cases.yaml_cases import is_case_file
 from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.history.session import HistorySession, target_of
+from pytest_specperf.history.store import DEFAULT_FILE, Target
 from pytest_specperf.pytest_plugin import html_extras, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
 from pytest_specperf.pytest_plugin.invalid_cases import check_for_run, invalid_in_place_of, warn_before_running
@@ -27,6 +29,7 @@ from pytest_specperf.pytest_plugin.keys import (
     BASELINE,
     BASELINE_RUN,
     DIRECT_ERROR,
+    HISTORY,
     PROP,
     RESULTS,
     SENT,
@@ -88,6 +91,10 @@ def pytest_configure(config: pytest.Config) -> None:
                                                                                          strict=True)}
     session.progress = live_progress.install(config, is_worker(config))
     config.stash[SESSION] = session
+    if settings.history is not None:
+        config.stash[HISTORY] = HistorySession(target_of(settings.history))
+    elif settings.save is not None and not is_worker(config):  # a saved run is recorded in the default history
+        config.stash[HISTORY] = HistorySession(Target(path=config.rootpath / DEFAULT_FILE), gating=False)
     if not is_worker(config):
         config.pluginmanager.register(ReportWriter(config, config.stash.get(BASELINE, None)), "specperf-reporter")
         if html_extras.wanted(config):
@@ -115,6 +122,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shared = config.stash.get(SHARED, None)
     if shared is not None:
         shared.close()  # first: a start under way finishes, so the session below stops what it started
+    history = config.stash.get(HISTORY, None)
+    if history is not None:
+        history.close()
     for key in (SESSION, AB_A):
         session = config.stash.get(key, None)
         if session is not None:

@@ -9,6 +9,7 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.compare import storage
+from pytest_specperf.history.session import HistorySession
 from pytest_specperf.run.target import EndpointSession, SharedStart
 from pytest_specperf.settings import Settings
 
@@ -19,6 +20,8 @@ ARMS = pytest.StashKey[dict[str, EndpointSession]]()  # --specperf-arms: name ->
 BASELINE = pytest.StashKey[list[dict[str, Any]]]()
 BASELINE_RUN = pytest.StashKey[storage.Run]()
 BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run
+HISTORY = pytest.StashKey[HistorySession]()  # --specperf-history (gates and records) or --specperf-save (records)
+HISTORY_WARNED = pytest.StashKey[bool]()  # this process has shown its history error once
 SHARED = pytest.StashKey[SharedStart]()  # xdist controller: starts the endpoint when a worker first needs it
 
 

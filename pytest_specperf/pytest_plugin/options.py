@@ -13,6 +13,7 @@ import pytest
 from pytest_specperf.compare.storage import slug
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import check_writable
+from pytest_specperf.history.store import HistoryError, parse_target
 from pytest_specperf.prompts.files import BUILTIN_PREFIX, load_prompts
 from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import STEP_SUMMARY, Settings
@@ -52,6 +53,11 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
      "judge against a baseline measured differently (other model, server version, temperature, plugin version or "
      "machine) as if it were comparable; by default such a would-be regression is inconclusive",
      {"action": "store_const", "const": "true"}),
+    (("--specperf-history",), "specperf_history",
+     "judge every case against its history and record this run in it: a SQLite file (default "
+     ".specperf/history.sqlite under the rootdir; a relative path is read from the rootdir) or a "
+     "postgresql://USER@HOST/DB URL shared by a team's CI runners; false/no/off/0 mean no history",
+     {"nargs": "?", "const": ""}),
     (("--specperf-storage",), "specperf_storage",
      "folder for saved runs, relative to the rootdir (default .specperf/runs)"),
     (("--specperf-max-regression",), "specperf_max_regression",
@@ -160,7 +166,31 @@ def read_settings(config: pytest.Config) -> Settings:
         html=_out_file(config, "specperf_html"),
         plots=_out_dir(config, "specperf_plots"),
         prompts=_prompts(config),
+        history=_history(config),
     )
+
+
+def _history(config: pytest.Config) -> str | None:
+    """--specperf-history: None (off), else the SQLite file (absolute) or the PostgreSQL URL."""
+    raw = config.getoption("specperf_history")
+    if raw is None:
+        raw = config.getini("specperf_history")
+        if raw in ("", None, []):
+            return None
+    text = str(raw).strip()
+    if text.lower() in NO:
+        return None
+    try:
+        target = parse_target("" if text.lower() in YES else text, config.rootpath)
+    except HistoryError as exc:
+        raise ConfigError(f"--specperf-history: {exc}") from None
+    if target.url is not None:
+        return target.url
+    assert target.path is not None
+    if target.path.is_dir():
+        raise ConfigError(f"--specperf-history={text} is a folder; give a file, e.g. "
+                          f"--specperf-history={Path(text) / 'history.sqlite'}")
+    return str(target.path)
 
 
 def _prompts(config: pytest.Config) -> str | None:

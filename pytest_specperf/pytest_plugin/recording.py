@@ -19,6 +19,8 @@ from pytest_specperf.pytest_plugin.keys import (
     BASELINE,
     BASELINE_DIFFS,
     BASELINE_RUN,
+    HISTORY,
+    HISTORY_WARNED,
     RESULT_OBJ,
     RESULTS,
     SESSION,
@@ -169,6 +171,7 @@ def measure_marked(item: pytest.Item) -> None:
                 notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
                                                 baseline_differences(config, session), settings.compare_strict,
                                                 auto=auto)
+            notes = [*notes, *_against_history(config, record, spec.max_regression or settings.max_regression)]
     except (MeasurementError, ConfigError) as exc:
         reason = str(exc)
     else:
@@ -182,6 +185,18 @@ def measure_marked(item: pytest.Item) -> None:
     keep_result(item, record)
     item.stash[RESULT_OBJ] = ResultView(record)
     return None
+
+def _against_history(config: pytest.Config, record: dict[str, Any], max_regression: float) -> list[str]:
+    """--specperf-history: judge the case against its history; an unusable history is one warning per process."""
+    history = config.stash.get(HISTORY, None)
+    if history is None or not history.gating:
+        return []
+    notes = history.judge(record, max_regression=max_regression, inconclusive=config.stash[SETTINGS].inconclusive)
+    if history.error is not None and not config.stash.get(HISTORY_WARNED, False):
+        config.stash[HISTORY_WARNED] = True
+        notes.append(f"--specperf-history: {history.error}; cases are judged without their history")
+    return notes
+
 
 def failed_reason(item: pytest.Item) -> str:
     return "; ".join(r["reason"] for r in item.stash.get(RESULTS, []) if r.get("verdict") == "failed")

@@ -18,7 +18,8 @@ import pytest
 
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
-from pytest_specperf.pytest_plugin.keys import SETTINGS, SpecperfWarning, results_of
+from pytest_specperf.history.store import HistoryError
+from pytest_specperf.pytest_plugin.keys import HISTORY, SETTINGS, SpecperfWarning, results_of
 from pytest_specperf.pytest_plugin.recording import storage_folder
 from pytest_specperf.report.output import Meta, Output, problem
 from pytest_specperf.report.registry import OUTPUTS
@@ -26,6 +27,10 @@ from pytest_specperf.report.table import summary
 
 #: what a warning about one output adds: nothing else was lost with it
 COMPLETE = "the table and the other outputs are complete"
+
+
+class _OneLine(Exception):
+    """A failure whose message is already the whole line to show (a HistoryError names its target)."""
 
 
 class ReportWriter:
@@ -42,6 +47,7 @@ class ReportWriter:
         self._run_meta: dict[str, Any] | None = None
         self.written: dict[str, Path] = {}  # output name -> path, once written
         self.write_errors: dict[str, str] = {}  # option -> what went wrong (first failure only)
+        self.history_run: int | None = None  # the run's id in its history, once recorded
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         results = results_of(report)
@@ -53,6 +59,9 @@ class ReportWriter:
         # Any failure of one output (a full disk, a chart matplotlib refuses) is that output's warning only.
         try:
             write()
+        except _OneLine as exc:
+            self.write_errors.setdefault(option, str(exc))
+            return False
         except Exception as exc:
             self.write_errors.setdefault(option, problem(exc, path))
             return False
@@ -100,7 +109,9 @@ class ReportWriter:
         if self.results:
             # The run is kept first, then the drawings (slow, the likeliest to fail), in the registry's order;
             # pytest-html's images last.
-            self._save(partial_reason(session, exitstatus, self.results))
+            partial = partial_reason(session, exitstatus, self.results)
+            self._save(partial)
+            self._record_history(partial)
             s = self.settings
             if s.compare is not None or s.ab is not None:
                 self.meta.comparisons = gating.comparisons_of(self.results)
@@ -135,6 +146,23 @@ class ReportWriter:
 
         self._write("--specperf-save", folder, save)
 
+    def _record_history(self, partial: str) -> None:
+        """Add the run to its history (--specperf-history, or the default one with --specperf-save)."""
+        history = self.config.stash.get(HISTORY, None)
+        if history is None:
+            return
+        meta = {**storage.run_meta(self.results, root=self.config.rootpath), "partial": partial,
+                "name": self.settings.save or "", "job": storage.job_info()}
+        option = "--specperf-history" if self.settings.history is not None else "--specperf-save (history)"
+
+        def record() -> None:
+            try:
+                self.history_run = history.record(self.results, meta)
+            except HistoryError as exc:
+                raise _OneLine(str(exc)) from None
+
+        self._write(option, history.target.shown(), record)
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
             return
@@ -153,6 +181,10 @@ class ReportWriter:
                     terminalreporter.write_line(output.done.format(path=self.written[output.name]))
             if live and self.saved is not None:
                 terminalreporter.write_line(f"run saved as {self.saved}")
+            if live and self.history_run is not None:
+                history = self.config.stash[HISTORY]
+                terminalreporter.write_line(f"run recorded as run {self.history_run} in history "
+                                            f"{history.target.shown()}")
         for option, why in self.write_errors.items():
             terminalreporter.write_line(f"{option}: {why}", red=True)
 

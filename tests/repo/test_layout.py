@@ -21,6 +21,7 @@ PKG = "pytest_specperf"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_plugin", "cli"),
     ("report",),
+    ("history",),
     ("compare",),
     ("run",),
     ("endpoint", "sim", "engines"),

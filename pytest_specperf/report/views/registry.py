@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_specperf.report.views import categories, load, session, single
+from pytest_specperf.report.views import categories, load, session, single, trend
 from pytest_specperf.report.views.arms import arms_view
 from pytest_specperf.report.views.base import CaseView, View, comparison_charts, generic
 
@@ -32,6 +32,8 @@ def view(result: dict[str, Any], baseline: list[dict[str, Any]] | None = None) -
     v.charts += comparison_charts(result, baseline or [])
     v.facts += categories.facts(result)  # a prompt file's categories, whatever the kind
     v.charts += categories.charts(result)
+    v.facts += trend.facts(result)  # judged against its history (--specperf-history): the trend per metric
+    v.charts += trend.charts(result)
     if render is not generic:  # a case measured on several arms: the users x arms grid and its chart
         extra = arms_view(result)
         v.facts += extra.facts

@@ -1,0 +1,147 @@
+"""Judging one case's result against its history in the store (``--specperf-history``).
+
+Never imports pytest. For every unit of the result (the case, each sweep point, each load level) and every
+metric it is gated on, the earlier runs of the same set-up (``records.fingerprint``; partial runs and errored
+cases left out) are judged by ``decide.decide``, alpha split evenly over the case's metrics and units so the
+case as a whole fails an unchanged deploy at most ``ALPHA`` of the time from the step check. Runs of the case
+under another set-up are kept apart and named in a note. A history shorter than ``noise.MIN_RUNS`` runs falls
+back to the baseline rule (``gates.against_baseline``) against the latest run of the set-up, and says so.
+
+The result gets ``history``: one entry per unit and metric, with the verdict, the prediction interval, the
+change points and the recent runs (what the trend charts draw).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.history import decide, noise, records
+from pytest_specperf.history.store import Store
+from pytest_specperf.history.trend import SHOWN, change_entry, natural, run_entry
+
+#: a case fails an unchanged deploy at most this often from the step check (split over its metrics and units)
+ALPHA = 0.01
+
+
+def _fmt(v: float, metric: str) -> str:
+    if metric.endswith("_s"):
+        return f"{v * 1000:.1f} ms"
+    return f"{v:.4g}"
+
+
+def _setup_diff(now: dict[str, Any], then: dict[str, Any]) -> str:
+    keys = sorted(set(now) | set(then))
+    return ", ".join(f"{k} {then.get(k)!r} (now {now.get(k)!r})" for k in keys if now.get(k) != then.get(k))
+
+
+def _reason(key: str, metric: str, d: decide.Decision, entry: dict[str, Any]) -> str:
+    lo, hi = entry["interval"]
+    step = (f"{key} {metric} {_fmt(entry['value'], metric)}: {d.effect:+.1%} against its history of "
+            f"{entry['runs']} runs (predicted {_fmt(entry['predicted'], metric)}, interval [{_fmt(lo, metric)}, "
+            f"{_fmt(hi, metric)}]; run-to-run {d.prediction.between if d.prediction else 0:.1%}, within-run "
+            f"{d.prediction.within if d.prediction else 0:.1%})")
+    if "began" not in entry:
+        return step
+    ch = entry["began"]
+    began = (f"a change began at run {ch['run'] or 'now'} (commit {ch['commit']}, {ch['created'] or 'this run'}): "
+             f"{_fmt(ch['level_before'], metric)} before, {_fmt(ch['level_now'], metric)} now ({d.creep:+.1%} over "
+             f"{entry['since']} runs)")
+    return f"{key} {metric}: {began}" if d.by == "change point" else f"{step}; {began}"
+
+
+def judge(store: Store, result: dict[str, Any], run_meta: dict[str, Any], *, max_regression: float,
+          inconclusive: str = "warn", alpha: float = ALPHA) -> list[str]:
+    """Judge ``result`` against its history (fails it on a regression); returns notes to show as warnings.
+    Raises ``HistoryError`` when the store cannot be read."""
+    if result.get("verdict") == "error":
+        return []
+    units = records.units([result])
+    tests = sum(len(records.gated_trials(case)) for _, case in units) or 1
+    notes: list[str] = []
+    entries: list[dict[str, Any]] = []
+    short: list[tuple[str, list[records.CaseRun]]] = []
+    for key, case in units:
+        setup = records.setup_of(case, run_meta)
+        fp = records.fingerprint(setup)
+        past = records.case_history(store, key)
+        same = [h for h in past if h.fingerprint == fp and not h.partial and h.verdict != "error"]
+        others = [h for h in past if h.fingerprint != fp]
+        if others:
+            notes.append(f"history: {len(others)} earlier run(s) of {key} under another set-up kept apart "
+                         f"({_setup_diff(setup, others[-1].setup)})")
+        for metric, values in records.gated_trials(case).items():
+            direction = compare.DIRECTIONS[metric]
+            cand = noise.orient(values, direction)
+            kept = [(h, noise.orient(h.trials.get(metric, []), direction)) for h in same]
+            kept = [(h, logs) for h, logs in kept if len(logs)]
+            if len(cand) == 0:
+                continue
+            d = decide.decide([logs for _, logs in kept], cand, alpha=alpha / tests, max_regression=max_regression)
+            if d.verdict == "short":
+                short.append((key, [h for h, _ in kept]))
+                continue
+            entries.append(_entry(key, metric, direction, d, kept, alpha / tests))
+    if short:
+        notes += _fall_back(store, result, short, max_regression, inconclusive)
+    failing = [e for e in entries if e["verdict"] == "regressed"]
+    if failing and result.get("verdict") != "error":
+        result["verdict"] = "failed"
+        result["reason"] = "; ".join([r for r in [result.get("reason", "")] if r] + [e["reason"] for e in failing])
+    result["history"] = entries
+    return notes
+
+
+def _entry(key: str, metric: str, direction: str, d: decide.Decision,
+           kept: list[tuple[records.CaseRun, np.ndarray]], alpha: float) -> dict[str, Any]:
+    runs = [h for h, _ in kept]
+    pred = d.prediction
+    assert pred is not None
+    lo, hi = sorted(natural(b, direction) for b in pred.bounds(alpha))
+    shown = kept[-SHOWN:]
+    entry: dict[str, Any] = {
+        "key": key, "metric": metric, "verdict": d.verdict, "by": d.by, "runs": pred.runs,
+        "value": natural(d.value, direction), "predicted": natural(pred.center, direction), "interval": [lo, hi],
+        "effect": d.effect, "p": d.p, "between": pred.between, "within": pred.within,
+        "series": [run_entry(h, logs, direction) for h, logs in shown],
+        "first_shown": len(kept) - len(shown),
+        "changes": [change_entry(c, runs, d.offset, direction) for c in d.changes],
+    }
+    if d.began is not None:
+        began = change_entry(d.began, runs, d.offset, direction)
+        series = [*[float(np.mean(logs)) for _, logs in kept][d.offset:], d.value]
+        starts = [0, *[c.index for c in d.changes]]
+        i = starts.index(d.began.index)
+        began["level_before"] = natural(float(np.mean(series[starts[i - 1]:d.began.index])), direction)
+        began["level_now"] = natural(float(np.mean(series[starts[-1]:])), direction)
+        entry["began"] = began
+        entry["since"] = len(series) - d.began.index
+    entry["reason"] = _reason(key, metric, d, entry)
+    if metric == "ttft_s" and d.verdict != "passed":
+        now, then = ((entry["began"]["level_now"], entry["began"]["level_before"]) if d.by == "change point"
+                     else (entry["value"], entry["predicted"]))
+        if abs(now - then) < gating.TTFT_FLOOR_S:  # as the baseline rule: a few ms are the client's and the OS's
+            entry["verdict"] = "passed"
+            entry["reason"] += f"; within the {gating.TTFT_FLOOR_S * 1000:.0f} ms noise floor"
+    return entry
+
+
+def _fall_back(store: Store, result: dict[str, Any], short: list[tuple[str, list[records.CaseRun]]],
+               max_regression: float, inconclusive: str) -> list[str]:
+    """Too few runs for the history's noise: the baseline rule against the latest run of the set-up."""
+    nodeid = str(result.get("nodeid"))
+    have = min(len(runs) for _, runs in short)
+    latest = max((runs[-1] for _, runs in short if runs), key=lambda h: h.run_id, default=None)
+    head = (f"history: {short[0][0]} has {have} earlier run(s) of this set-up, fewer than the {noise.MIN_RUNS} "
+            "that estimate its run-to-run noise")
+    if latest is None:
+        return [f"{head}; nothing to judge against yet, this run starts it"]
+    base = records.result_of(store, latest.run_id, nodeid)
+    if base is None:
+        return [f"{head}; the latest run's result is missing, not judged"]
+    notes = gating.against_baseline(gating.Gate(max_regression, inconclusive), result, [base])
+    return [f"{head}; judged against the latest (run {latest.run_id}, commit {latest.commit}) by the baseline "
+            "rule", *notes]

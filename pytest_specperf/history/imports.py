@@ -1,0 +1,49 @@
+"""Saved JSON runs (``--specperf-save`` files, ``compare/storage.py``'s format) into the history.
+
+Never imports pytest. Each file is imported once: its content hash is the run's ``source``, so importing a
+folder again (or a copy of a file) adds nothing. Files that cannot be read are skipped with their reason, the
+way ``storage.load_run`` names them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+from pytest_specperf.compare import storage
+from pytest_specperf.history.records import record_run
+from pytest_specperf.history.store import Store
+
+
+def run_meta(run: storage.Run) -> dict[str, Any]:
+    """A loaded run's metadata in the shape ``record_run`` takes."""
+    return {"created": run.created, "name": run.name or run.label, "commit": run.commit, "model": run.model,
+            "server": run.server, "server_version": run.server_version, "plugin_version": run.plugin_version,
+            "machine": run.machine, "job": run.job, "partial": run.partial}
+
+
+def import_runs(store: Store, paths: list[Path]) -> tuple[list[str], list[str]]:
+    """Import run files in the order given (oldest first); returns (imported labels, 'label: why' skipped)."""
+    done: list[str] = []
+    skipped: list[str] = []
+    for path in paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = storage.load_run(path)
+        if run is None:
+            why = str(caught[0].message).split(": ", 2)[-1] if caught else "unreadable"
+            skipped.append(f"{path.name}: {why}")
+            continue
+        source = "json:" + hashlib.sha256(path.read_bytes()).hexdigest()[:24]
+        if record_run(store, run.results, run_meta(run), source=source) is None:
+            skipped.append(f"{path.name}: already in the history")
+        else:
+            done.append(run.label)
+    return done, skipped
+
+
+def import_folder(store: Store, folder: Path) -> tuple[list[str], list[str]]:
+    """Every saved run of ``folder`` (by counter, oldest first)."""
+    return import_runs(store, storage.list_runs(folder))

@@ -1,0 +1,179 @@
+"""Writing a run into the history and reading a case's past back: the only SQL outside the schema.
+
+Never imports pytest. A run is written in one transaction (its row, one row per case and sub-case, one per
+trial value of each gated metric), so a run is in the history whole or not at all, and concurrent writers
+(parallel CI jobs) each add their own run. Each case row carries its set-up's fingerprint (model, server kind
+and what the case asks: kind, ctx, tokens, concurrency, ...): a case's history is read per fingerprint, so runs
+of another model, server or configuration are kept apart, and named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_specperf.compare import gates as gating
+from pytest_specperf.compare import trials as compare
+from pytest_specperf.history.store import Store
+
+#: what makes two runs of a case measure the same thing: the server and model, and what the case asks.
+#: The server's version is not here on purpose: a new version is the deploy the history gates.
+SETUP_KEYS = ("model", "server", "kind", "ctx", "tokens", "content", "temperature", "concurrency", "users", "short",
+              "long", "rate", "rates", "prompts", "max_tokens")
+
+
+@dataclass
+class CaseRun:
+    """One run of one case (or sub-case) as the history holds it."""
+
+    run_id: int
+    created: str
+    name: str
+    commit_id: str | None
+    commit_time: str | None
+    server_version: str | None
+    fingerprint: str
+    setup: dict[str, Any]
+    verdict: str | None
+    partial: str
+    trials: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def commit(self) -> str:
+        """The short commit id, or '-'."""
+        return (self.commit_id or "-")[:12]
+
+
+def setup_of(case: dict[str, Any], run_meta: dict[str, Any]) -> dict[str, Any]:
+    """The set-up a case's fingerprint is made of (missing keys are left out)."""
+    out = {k: case.get(k) for k in SETUP_KEYS if case.get(k) is not None}
+    for k in ("model", "server"):
+        out.setdefault(k, run_meta.get(k))
+    return out
+
+
+def fingerprint(setup: dict[str, Any]) -> str:
+    """A short stable hash of a set-up."""
+    return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def units(results: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """``(case key, case)`` per comparable unit of the results (a case, a sweep point, a load level); errored
+    cases are left out (they measured nothing)."""
+    out = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("verdict") == "error":
+            continue
+        for nodeid, ctx, case in compare.sub_cases(r):
+            users = case.get("users") if r.get("kind") == "load_sweep" else None
+            out.append((compare.case_key(nodeid, ctx, users), {**case, "model": r.get("model"),
+                                                               "server": r.get("server")}))
+    return out
+
+
+def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
+    """Per-trial values of each metric the gate judges this case on."""
+    out = {}
+    for metric in gating.metrics_for(case):
+        if metric in compare.DIRECTIONS:
+            values = compare.trials(case, metric)
+            if values:
+                out[metric] = values
+    return out
+
+
+def record_run(store: Store, results: list[dict[str, Any]], meta: dict[str, Any], *,
+               source: str | None = None) -> int | None:
+    """Add one run (its ``meta`` as ``storage.run_meta`` builds it); returns its id, or None when ``source``
+    (an imported file) is already in the history."""
+    commit = meta.get("commit") if isinstance(meta.get("commit"), dict) else {}
+    machine = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
+    rows = units(results)
+    try:
+        with store.transaction() as cur:
+            if source is not None and store.execute(cur, "SELECT id FROM runs WHERE source = ?",
+                                                    (source,)).fetchall():
+                return None
+            store.execute(cur, """INSERT INTO runs (created, name, commit_id, branch, commit_time, dirty, model, server,
+                server_version, plugin_version, host_id, machine, job, partial, source)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""", (
+                str(meta.get("created") or ""), str(meta.get("name") or ""), commit.get("id"), commit.get("branch"),
+                commit.get("time"), int(bool(commit.get("dirty"))), meta.get("model"), meta.get("server"),
+                meta.get("server_version"), meta.get("plugin_version"), machine.get("host_id"),
+                json.dumps(machine, default=str), json.dumps(meta.get("job") or {}, default=str),
+                str(meta.get("partial") or ""), source))
+            run_id = int(cur.fetchone()[0])
+            for r in results:
+                if isinstance(r, dict) and r.get("nodeid"):
+                    store.execute(cur, "INSERT INTO results (run_id, nodeid, result) VALUES (?, ?, ?)",
+                                  (run_id, str(r["nodeid"]), json.dumps(r, default=str)))
+            for key, case in rows:
+                setup = setup_of(case, meta)
+                store.execute(cur, """INSERT INTO cases (run_id, case_key, nodeid, fingerprint, setup, verdict)
+                    VALUES (?, ?, ?, ?, ?, ?) RETURNING id""", (
+                    run_id, key, str(case.get("nodeid") or key), fingerprint(setup), json.dumps(setup, default=str),
+                    case.get("verdict")))
+                case_id = int(cur.fetchone()[0])
+                values = [(case_id, metric, i, float(v)) for metric, vs in gated_trials(case).items()
+                          for i, v in enumerate(vs)]
+                if values:
+                    cur.executemany(store.sql("INSERT INTO trials (case_id, metric, trial, value) VALUES (?, ?, ?, ?)"),
+                                    values)
+            return run_id
+    except Exception as exc:
+        raise store.error("cannot record the run", exc) from None
+
+
+def case_history(store: Store, key: str) -> list[CaseRun]:
+    """Every recorded run of case ``key``, any set-up, oldest first."""
+    try:
+        cases = store.query("""SELECT c.id, r.id, r.created, r.name, r.commit_id, r.commit_time, r.server_version,
+            c.fingerprint, c.setup, c.verdict, r.partial
+            FROM cases c JOIN runs r ON r.id = c.run_id WHERE c.case_key = ? ORDER BY r.id, c.id""", (key,))
+        values = store.query("""SELECT t.case_id, t.metric, t.value FROM trials t JOIN cases c ON c.id = t.case_id
+            WHERE c.case_key = ? ORDER BY t.case_id, t.metric, t.trial""", (key,))
+    except Exception as exc:
+        raise store.error(f"cannot read the history of {key}", exc) from None
+    by_case: dict[int, dict[str, list[float]]] = {}
+    for case_id, metric, value in values:
+        by_case.setdefault(int(case_id), {}).setdefault(str(metric), []).append(float(value))
+    out = []
+    for row in cases:
+        out.append(CaseRun(run_id=int(row[1]), created=str(row[2]), name=str(row[3] or ""), commit_id=row[4],
+                           commit_time=row[5], server_version=row[6], fingerprint=str(row[7]),
+                           setup=json.loads(row[8]), verdict=row[9], partial=str(row[10] or ""),
+                           trials=by_case.get(int(row[0]), {})))
+    return out
+
+
+def result_of(store: Store, run_id: int, nodeid: str) -> dict[str, Any] | None:
+    """The whole result of ``nodeid`` in run ``run_id`` (what the baseline rule judges against)."""
+    try:
+        rows = store.query("SELECT result FROM results WHERE run_id = ? AND nodeid = ?", (run_id, nodeid))
+    except Exception as exc:
+        raise store.error(f"cannot read the result of {nodeid}", exc) from None
+    return json.loads(rows[0][0]) if rows else None
+
+
+def runs(store: Store) -> list[dict[str, Any]]:
+    """Every recorded run, oldest first: id, created, name, commit, server, model and its number of cases."""
+    try:
+        rows = store.query("""SELECT r.id, r.created, r.name, r.commit_id, r.dirty, r.server, r.server_version,
+            r.model, r.partial, COUNT(c.id) FROM runs r LEFT JOIN cases c ON c.run_id = r.id
+            GROUP BY r.id, r.created, r.name, r.commit_id, r.dirty, r.server, r.server_version, r.model, r.partial
+            ORDER BY r.id""")
+    except Exception as exc:
+        raise store.error("cannot list its runs", exc) from None
+    keys = ("id", "created", "name", "commit_id", "dirty", "server", "server_version", "model", "partial", "cases")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def case_keys(store: Store) -> list[str]:
+    """Every case key the history holds, sorted."""
+    try:
+        return [str(r[0]) for r in store.query("SELECT DISTINCT case_key FROM cases ORDER BY case_key")]
+    except Exception as exc:
+        raise store.error("cannot list its cases", exc) from None

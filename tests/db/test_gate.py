@@ -1,0 +1,75 @@
+"""The history gate against a real store: the run where a change began, set-ups kept apart, short histories."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_specperf.history import gate, records, schema
+from pytest_specperf.history.store import Store, Target
+
+
+def _result(values: list[float], model: str = "m") -> dict:
+    return {"nodeid": "t::a", "kind": "sustained", "model": model, "server": "sim", "verdict": "passed",
+            "decode_tps": float(np.median(values)), "ctx": 100, "tokens": 200,
+            "streams": [{"decode_tps": v, "ttft_s": 0.5} for v in values]}
+
+
+def _meta(i: int, model: str = "m") -> dict:
+    return {"created": f"2026-01-{i + 1:02d}T00:00:00Z", "model": model, "server": "sim", "commit": {"id": f"c{i:02d}"}}
+
+
+def _trials(rng: np.random.Generator, level: float) -> list[float]:
+    return [float(100 * math.exp(level + rng.normal(0, 0.01))) for _ in range(5)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return schema.open_store(Store(Target(path=tmp_path / "history.sqlite")))
+
+
+def test_a_creep_fails_naming_the_run_where_it_began(store: Store) -> None:
+    rng = np.random.default_rng(3)
+    levels = [0.0] * 12 + [math.log(0.97) * k for k in range(1, 6)]  # 3 % slower per run from run 13
+    for i, lv in enumerate(levels):
+        records.record_run(store, [_result(_trials(rng, lv))], _meta(i))
+    cand = _result(_trials(rng, math.log(0.97) * 6))
+    gate.judge(store, cand, {}, max_regression=0.05)
+    (entry,) = [e for e in cand["history"] if e["metric"] == "decode_tps"]
+    assert cand["verdict"] == "failed" and entry["verdict"] == "regressed"
+    began = entry["began"]
+    # the change began within the creep, at a recorded run, and the reason names its commit and both levels
+    assert began["commit"] in {f"c{i:02d}" for i in range(12, 17)}
+    assert began["level_before"] > began["level_now"] * 1.05
+    assert f"commit {began['commit']}" in cand["reason"] and "before" in cand["reason"]
+    assert [e["metric"] for e in cand["history"]] == ["decode_tps", "ttft_s"]
+    assert len(entry["series"]) == len(levels) and entry["interval"][0] < entry["predicted"] < entry["interval"][1]
+
+
+def test_runs_of_another_model_are_kept_apart_and_named(store: Store) -> None:
+    rng = np.random.default_rng(4)
+    for i in range(8):  # a history of model "big", twice as slow
+        records.record_run(store, [_result(_trials(rng, math.log(0.5)), model="big")], _meta(i, "big"))
+    for i in range(8, 14):
+        records.record_run(store, [_result(_trials(rng, 0.0))], _meta(i))
+    cand = _result(_trials(rng, 0.0))
+    notes = gate.judge(store, cand, {}, max_regression=0.05)
+    assert cand["verdict"] == "passed"
+    assert any("8 earlier run(s) of t::a under another set-up kept apart" in n and "model 'big' (now 'm')" in n
+               for n in notes)
+    assert all(e["runs"] == 6 for e in cand["history"])
+
+
+def test_a_short_history_says_so_and_uses_the_baseline_rule(store: Store) -> None:
+    rng = np.random.default_rng(5)
+    for i in range(3):
+        records.record_run(store, [_result(_trials(rng, 0.0))], _meta(i))
+    cand = _result(_trials(rng, math.log(0.8)))  # 20 % slower: the baseline rule alone catches it
+    notes = gate.judge(store, cand, {}, max_regression=0.05)
+    assert any("3 earlier run(s) of this set-up, fewer than the 5" in n and "judged against the latest (run 3, "
+               "commit c02) by the baseline rule" in n for n in notes)
+    assert cand["verdict"] == "failed" and cand["history"] == []
+    assert [c["verdict"] for c in cand["comparisons"] if c["metric"] == "decode_tps"] == ["regressed"]

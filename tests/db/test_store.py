@@ -1,0 +1,154 @@
+"""The history store on real databases: schema and migrations, round trips, concurrent writers, bad databases."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_specperf.compare import storage
+from pytest_specperf.history import imports, records, schema
+from pytest_specperf.history.store import HistoryError, Store, Target
+
+WRITERS = 4
+RUNS_EACH = 5
+
+
+def _result(nodeid: str, values: list[float], ttft: float = 0.1, **extra: object) -> dict:
+    streams = [{"decode_tps": v, "ttft_s": ttft} for v in values]
+    return {"nodeid": nodeid, "kind": "sustained", "model": "m", "server": "sim", "verdict": "passed",
+            "decode_tps": values[0], "ttft_s": ttft, "ctx": 100, "tokens": 200, "streams": streams, **extra}
+
+
+def _meta(commit: str = "c0", **extra: object) -> dict:
+    return {"created": "2026-01-01T00:00:00Z", "model": "m", "server": "sim", "commit": {"id": commit}, **extra}
+
+
+def test_a_new_database_gets_every_migration_once(target: Target) -> None:
+    with schema.open_store(Store(target)) as store:
+        versions = [r[0] for r in store.query("SELECT version FROM specperf_schema ORDER BY version")]
+    with schema.open_store(Store(target)) as store:  # opening again applies nothing twice
+        again = [r[0] for r in store.query("SELECT version FROM specperf_schema ORDER BY version")]
+    assert versions == again == [m[0] for m in schema.MIGRATIONS]
+
+
+def test_an_older_database_is_migrated_and_keeps_its_runs(target: Target) -> None:
+    with Store(target) as store:
+        assert schema.migrate(store, upto=1) == 1
+        records.record_run(store, [_result("t::a", [100.0, 101.0])], _meta("old"))
+    with schema.open_store(Store(target)) as store:
+        assert store.query("SELECT MAX(version) FROM specperf_schema")[0][0] == schema.VERSION
+        (run,) = records.case_history(store, "t::a")
+    assert run.commit_id == "old" and run.trials["decode_tps"] == [100.0, 101.0]
+
+
+def test_a_newer_database_is_refused_naming_the_upgrade(target: Target) -> None:
+    with schema.open_store(Store(target)) as store, store.transaction() as cur:
+        store.execute(cur, "INSERT INTO specperf_schema (version, what, applied) VALUES (99, 'future', 'now')")
+    with pytest.raises(HistoryError) as err, Store(target) as store:
+        schema.migrate(store)
+    assert "schema version 99" in str(err.value) and "upgrade pytest-specperf" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_run_round_trips_with_its_trials_and_setup(target: Target) -> None:
+    with schema.open_store(Store(target)) as store:
+        sweep = {"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed",
+                 "levels": [{"concurrency": 1, "decode_tps": 50.0, "ttft_s": 0.2, "total_tps": 50.0},
+                            {"concurrency": 4, "decode_tps": 40.0, "ttft_s": 0.3, "total_tps": 160.0}]}
+        run_id = records.record_run(store, [_result("t::a", [100.0, 98.5, 101.25]), sweep,
+                                            {"nodeid": "t::bad", "verdict": "error"}], _meta(partial=""))
+        (a,) = records.case_history(store, "t::a")
+        (level,) = records.case_history(store, "t::sweep@users=4")
+        whole = records.result_of(store, int(run_id or 0), "t::sweep")
+    assert a.trials == {"decode_tps": [100.0, 98.5, 101.25], "ttft_s": [0.1, 0.1, 0.1]}
+    assert a.setup == {"model": "m", "server": "sim", "kind": "sustained", "ctx": 100, "tokens": 200}
+    assert level.trials == {"decode_tps": [40.0], "ttft_s": [0.3], "total_tps": [160.0]}
+    assert whole is not None and [lv["concurrency"] for lv in whole["levels"]] == [1, 4]
+
+
+def _write_runs(target: Target, writer: int, start: multiprocessing.synchronize.Event) -> None:
+    start.wait()
+    for i in range(RUNS_EACH):
+        # each writer opens its own connection per run, as parallel CI jobs do; the first ones race to migrate
+        with schema.open_store(Store(target)) as store:
+            records.record_run(store, [_result("t::a", [100.0 + writer, 100.0 + i]),
+                                       _result("t::b", [50.0, 51.0, 52.0])], _meta(f"w{writer}-{i}"))
+
+
+def test_concurrent_writers_lose_nothing(target: Target) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_write_runs, args=(target, w, start)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    with schema.open_store(Store(target)) as store:
+        commits = sorted(r["commit_id"] for r in records.runs(store))
+        a, b = records.case_history(store, "t::a"), records.case_history(store, "t::b")
+        versions = [r[0] for r in store.query("SELECT version FROM specperf_schema ORDER BY version")]
+    assert commits == sorted(f"w{w}-{i}" for w in range(WRITERS) for i in range(RUNS_EACH))
+    assert len(a) == len(b) == WRITERS * RUNS_EACH
+    assert sorted(tuple(h.trials["decode_tps"]) for h in a) == sorted(
+        (100.0 + w, 100.0 + i) for w in range(WRITERS) for i in range(RUNS_EACH))
+    assert all(h.trials["decode_tps"] == [50.0, 51.0, 52.0] for h in b)
+    assert versions == [m[0] for m in schema.MIGRATIONS]
+
+
+def test_a_corrupt_sqlite_file_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    path.write_bytes(b"this is not a database, it is a text file that happens to be here\n" * 100)
+    with pytest.raises(HistoryError) as err, Store(Target(path=path)) as store:
+        schema.migrate(store)
+    text = str(err.value)
+    assert "\n" not in text and str(path) in text and "move it aside" in text
+
+
+def test_a_locked_sqlite_file_is_one_line_after_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    schema.open_store(Store(Target(path=path))).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another job in the middle of its write
+    try:
+        with pytest.raises(HistoryError) as err, Store(Target(path=path), timeout=0.2) as store:
+            records.record_run(store, [_result("t::a", [1.0])], _meta())
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "\n" not in str(err.value) and "locked" in str(err.value) and "another process" in str(err.value)
+
+
+def test_an_unreachable_server_is_one_line_without_the_password() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once the socket closes
+    with pytest.raises(HistoryError) as err:
+        Store(Target(url=f"postgresql://ci:s3cret@127.0.0.1:{port}/perf"), timeout=2)
+    text = str(err.value)
+    assert "\n" not in text and "s3cret" not in text and f"127.0.0.1:{port}" in text and "server is up" in text
+
+
+def test_saved_json_runs_import_once_and_bad_files_are_named(target: Target, tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    for i in range(3):
+        storage.save_run(folder, [_result("t::a", [100.0 + i, 101.0])], {"model": "m", "server": "sim",
+                                                                         "commit": {"id": f"c{i}"}}, f"r{i}")
+    (folder / "0004_broken.json").write_text("{ not json")
+    with schema.open_store(Store(target)) as store:
+        done, skipped = imports.import_folder(store, folder)
+        again, skipped_again = imports.import_folder(store, folder)
+        history = records.case_history(store, "t::a")
+    assert done == ["0001_r0", "0002_r1", "0003_r2"] and again == []
+    assert len(skipped) == 1 and skipped[0].startswith("0004_broken.json: not valid JSON")
+    assert sum("already in the history" in s for s in skipped_again) == 3
+    assert [h.commit_id for h in history] == ["c0", "c1", "c2"]
+    assert [h.trials["decode_tps"][0] for h in history] == [100.0, 101.0, 102.0]
+    assert json.loads(json.dumps(history[0].setup))["model"] == "m"
