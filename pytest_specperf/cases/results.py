@@ -204,6 +204,8 @@ class RateResult(Result):
     ttft_content_p50_s: float = 0.0
     ttft_content_p90_s: float = 0.0
     ttft_content_p99_s: float = 0.0
+    reasoning_tokens: int | None = None  # per answered request, median (None: no reasoning phase)
+    content_tokens: int | None = None  # answer tokens per answered request, median (None: no reasoning phase)
     tokens_per_chunk: float = 0.0
     attainment: float | None = None  # share of requests meeting every bound of the slo
     goodput_rps: float | None = None  # requests meeting the slo per second of the case

@@ -91,6 +91,7 @@ def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, 
                end_s=o.sent_s + t.total_s)
     # The first answer token, after any reasoning; without a reasoning phase the first token is the answer's.
     rec["ttft_content_s"] = o.late_s + (t.ttft_content_s if t.ttft_content_s is not None else first.t)
+    rec["reasoning_tokens"], rec["content_tokens"] = t.reasoning_tokens, t.content_tokens
     rec["met"] = meets(rec, slo) if slo else None
     return rec
 
@@ -152,6 +153,10 @@ def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> di
         for q in PERCENTILES:
             out[f"{key}_p{q}_{unit}"] = _pct(values, q)
     out["decode_tps"] = _pct([r["decode_tps"] for r in ok], 50)
+    # Reasoning and answer tokens per request (medians), where any answered request reasoned.
+    reasoned = any(r.get("reasoning_tokens") for r in ok)
+    for key in ("reasoning_tokens", "content_tokens"):
+        out[key] = round(float(np.median([r[key] for r in ok]))) if reasoned else None
     out["tokens_per_chunk"] = _pct([r["tokens_per_chunk"] for r in ok], 50)
     out["step_ms"] = _pct([r["step_ms"] for r in ok], 50)
     if slo:

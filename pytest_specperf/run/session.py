@@ -173,8 +173,11 @@ def _result(context: CaseContext, spec: SessionSpec, nodeid: str, rows: list[dic
     if contents:
         r.ttft_content_s = float(np.percentile(contents, 50))
         r.ttft_content_p90_s = float(np.percentile(contents, 90))
+    if any(s.reasoning_tokens for s in streams):  # turns cut off inside their reasoning count too
         r.reasoning_tokens = round(float(np.median([s.reasoning_tokens or 0 for s in streams])))
-        r.content_tokens = round(float(np.median([s.content_tokens or s.completion_tokens for s in streams])))
+        # A turn without reasoning is all answer; one cut off inside its reasoning has no answer tokens.
+        r.content_tokens = round(float(np.median([s.completion_tokens if s.content_tokens is None else s.content_tokens
+                                                  for s in streams])))
     r.per_request = rows
     r.per_turn = per_turn(rows)
     r.prompt_tokens_last = r.per_turn[-1]["prompt_tokens"] if r.per_turn else None

@@ -153,3 +153,12 @@ def test_reasoning_text_in_an_event_without_tokens_is_not_the_next_events() -> N
     tr = _feed([_chunk({"reasoning": "abc"}, 2), _chunk({"reasoning": "</think>"}, 2), _chunk({"content": "hi"}, 4)])
     assert [c.reasoning for c in tr.chunks] == [2, 0]
     assert (tr.reasoning_tokens, tr.content_tokens) == (2, 2)
+
+
+def test_reasoning_sent_under_both_names_is_counted_once() -> None:
+    # some servers send ``reasoning`` as an alias beside ``reasoning_content`` in the same delta
+    both = [_chunk({"reasoning_content": "abc", "reasoning": "abc"}, 3), _chunk({"content": "xy"}, 5)]
+    tr = _feed(both)
+    assert "".join(c.text for c in tr.chunks) == "abcxy"
+    assert [c.reasoning for c in tr.chunks] == [3, 0]
+    assert (tr.reasoning_tokens, tr.content_tokens) == (3, 2)
