@@ -38,7 +38,7 @@ from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts.files import PromptRecord
 from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
-from pytest_specperf.run.floors import JudgeSettings, settle
+from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.stream_figures import check_length
 
 _REFUSED = re.compile(r"HTTP (429|503)\b")
@@ -92,6 +92,7 @@ def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, 
     # The first answer token, after any reasoning; without a reasoning phase the first token is the answer's.
     rec["ttft_content_s"] = o.late_s + (t.ttft_content_s if t.ttft_content_s is not None else first.t)
     rec["reasoning_tokens"], rec["content_tokens"] = t.reasoning_tokens, t.content_tokens
+    rec["prompt_tokens"], rec["cached_tokens"] = t.prompt_tokens, t.cached_tokens
     rec["met"] = meets(rec, slo) if slo else None
     return rec
 
@@ -332,4 +333,7 @@ class Rate:
 
     def judge(self, result: RateResult, spec: RateSpec, settings: JudgeSettings) -> None:
         """Its attainment and goodput floors, with the cause of a miss."""
-        settle(result, spec, rate_problems(result, spec), settings.inconclusive)
+        problems = rate_problems(result, spec)
+        ttft_from_cache(result, bool(set(spec.slo or {}) & {"ttft_s", "ttft_content_s"}), settings.inconclusive,
+                        problems)
+        settle(result, spec, problems, settings.inconclusive)

@@ -22,9 +22,10 @@ from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.endpoint.concurrent import NextTurn, StreamOutcome, StreamRequest, run_sessions
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.prompts import cold
 from pytest_specperf.run import acceptance, drift, lateness, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed
-from pytest_specperf.run.floors import JudgeSettings, settle
+from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 
 #: Completions has no roles: turns are joined as a plain transcript (the same text every later turn repeats).
 _SPEAKERS = {"user": "User", "assistant": "Assistant"}
@@ -79,14 +80,18 @@ def transcript(messages: list[dict[str, str]]) -> str:
 def user_turns(context: CaseContext, spec: SessionSpec, seed: int) -> list[list[str]]:
     """Each session's user messages: generated text of ``ctx`` then ``turn_ctx`` tokens, or a prompt file's."""
     if spec.prompts is not None:
-        return _from_file(spec)
+        turns = _from_file(spec)
+        if context.prefix_cache == "cold":  # each session opens with a tag of its own; later turns reuse it
+            turns = [[cold.head(cold.new_tag()) + own[0], *own[1:]] for own in turns]
+        return turns
+    # The first turn is cold (a fresh tag, unless prefix_cache="warm"); later turns extend its conversation.
     firsts = context.prompts(spec.content, spec.ctx, [seed + u for u in range(spec.users)], spec.api)
     laters: list[str] = []
     if spec.turns > 1:
         # Distinct follow-ups per session and turn, so no two sessions share more than the case's framing.
         variants = [seed + 1000 + u * spec.turns + t for u in range(spec.users) for t in range(spec.turns - 1)]
         # Counted as plain text: a later message joins a conversation, its template is not its own.
-        laters = [p.text for p in context.prompts(spec.content, spec.turn_ctx, variants, "completions")]
+        laters = [p.text for p in context.built_many(spec.content, spec.turn_ctx, variants, "completions")]
     per = spec.turns - 1
     return [[firsts[u].text, *laters[u * per:(u + 1) * per]] for u in range(spec.users)]
 
@@ -274,6 +279,8 @@ def judge_session(r: SessionResult, spec: SessionSpec, settings: JudgeSettings) 
             r.notes.append(text)
     elif r.drift_verdict == "not judged":
         r.notes.append(r.drift_gate)
+    ttft_from_cache(r, spec.max_ttft_s is not None or spec.max_ttft_content_s is not None, settings.inconclusive,
+                    problems)
     settle(r, spec, problems, settings.inconclusive)
     if counted:
         r.verdict = "failed"
