@@ -1,4 +1,9 @@
-"""Cold prompts: each request opens with a tag no earlier request sent, so no prefix cache holds any of it.
+"""Cold prompts: each request's prefill is one no prefix cache holds, with the prompt's length unchanged.
+
+Where the server can keep a request out of its cache with the prompt unchanged, the client does so
+(``Client.body``: vLLM's ``cache_salt``, llama.cpp's ``cache_prompt: false``), which keeps the prompt
+text, and so the generated text, the same in every run (trials of a saved run and of a later one
+pair). Elsewhere each request opens with a tag no earlier request sent, built here.
 
 Servers with automatic prefix caching (vLLM by default, SGLang's radix cache, llama-server's slot
 cache) skip the prefill of any leading tokens they have seen. A perf case's prompts are the same
@@ -22,6 +27,11 @@ from pytest_specperf.prompts.files import PromptRecord, Turn
 TAG_DIGITS = 12
 #: The tag of a prompt built once and reused (``prefix_cache="warm"``, and the shape every tag is counted in).
 FIXED_TAG = "0" * TAG_DIGITS
+
+
+def cold_salt() -> str:
+    """A prefix-cache salt no earlier request sent (vLLM ``cache_salt``; see ``Client.body``)."""
+    return secrets.token_hex(8)
 
 
 def head(tag: str) -> str:

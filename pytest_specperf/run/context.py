@@ -106,10 +106,22 @@ class CaseContext:
             for p in base:
                 self._prime(p.text, api)
             return base
+        if self.client.caps.cold_by:  # the client keeps each request out of the cache with the text unchanged
+            return base
         if len(base) == 1:
             return [self._fresh(base[0], api)]
         with ThreadPoolExecutor(min(COUNT_WORKERS, len(base))) as pool:
             return list(pool.map(lambda p: self._fresh(p, api), base))
+
+    def tags_prompts(self) -> bool:
+        """Whether a cold request's prompt must open with a fresh tag: a cold case on a server the client cannot
+        keep out of its cache otherwise (``Capabilities.cold_by``)."""
+        return self.prefix_cache == "cold" and not self.client.caps.cold_by
+
+    def salt(self) -> str | None:
+        """A prefix-cache namespace for requests meant to share their cache (a session, two-point's pair): fresh
+        for a cold case, None (the shared cache) for a warm one."""
+        return cold.cold_salt() if self.prefix_cache == "cold" else None
 
     def _counter(self, api: str) -> Callable[[str], int]:
         def count(text: str) -> int:

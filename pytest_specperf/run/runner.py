@@ -83,10 +83,11 @@ class Runner:
     def _measure(self, spec: CaseSpec, nodeid: str, until: Until | None = None) -> Any:
         """The kind's measurement under the case's ``prefix_cache``, and the cached share of its requests."""
         self.context.prefix_cache = spec.prefix_cache
+        self.client.cold = spec.prefix_cache == "cold"
         try:
             result = kind_for(spec).measure(self.context, spec, nodeid, until)
         finally:
-            self.context.prefix_cache = "cold"
+            self.context.prefix_cache, self.client.cold = "cold", True
         cached_share.attach(result, self.context.cold_allowance(spec.api), spec.prefix_cache)
         return result
 

@@ -38,6 +38,7 @@ class _Conversation:
     users: list[str]
     seed: int
     spec: SessionSpec
+    salt: str | None = None  # the session's own prefix-cache namespace: its turns reuse each other's, no one else's
     messages: list[dict[str, str]] = field(default_factory=list)
 
     def next_turn(self, turn: int, done: list[StreamOutcome]) -> StreamRequest | None:
@@ -53,9 +54,9 @@ class _Conversation:
         spec = self.spec
         if spec.api == "chat":
             return StreamRequest(prompt="", messages=tuple(dict(m) for m in self.messages), max_tokens=spec.tokens,
-                                 api="chat", seed=self.seed + turn, temperature=spec.temperature)
+                                 api="chat", seed=self.seed + turn, temperature=spec.temperature, salt=self.salt)
         return StreamRequest(prompt=transcript(self.messages), max_tokens=spec.tokens, api="completions",
-                             seed=self.seed + turn, temperature=spec.temperature)
+                             seed=self.seed + turn, temperature=spec.temperature, salt=self.salt)
 
 
 def answer_text(trace: Trace) -> str:
@@ -81,7 +82,7 @@ def user_turns(context: CaseContext, spec: SessionSpec, seed: int) -> list[list[
     """Each session's user messages: generated text of ``ctx`` then ``turn_ctx`` tokens, or a prompt file's."""
     if spec.prompts is not None:
         turns = _from_file(spec)
-        if context.prefix_cache == "cold":  # each session opens with a tag of its own; later turns reuse it
+        if context.tags_prompts():  # each session opens with a tag of its own; later turns reuse it
             turns = [[cold.head(cold.new_tag()) + own[0], *own[1:]] for own in turns]
         return turns
     # The first turn is cold (a fresh tag, unless prefix_cache="warm"); later turns extend its conversation.
@@ -121,7 +122,7 @@ def _from_file(spec: SessionSpec) -> list[list[str]]:
 def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> SessionResult:
     """``users`` conversations of ``turns`` turns at once; per-turn figures, cache-hit share, drift, acceptance."""
     seed = case_seed(nodeid)
-    conversations = [_Conversation(msgs, seed + 100 * u, spec)
+    conversations = [_Conversation(msgs, seed + 100 * u, spec, context.salt())
                      for u, msgs in enumerate(user_turns(context, spec, seed))]
     nexts: list[NextTurn] = [c.next_turn for c in conversations]
     before = context.scrape_metrics()

@@ -91,7 +91,7 @@ def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
     while more_trials(spec, len(trials.streams), undecided):
         rec = recs[len(trials.streams) % len(recs)] if recs else None
         trace = _stream(context, spec, seed + len(trials.streams), progress, trials, scraping,
-                        cold.fresh_record(rec) if rec is not None else None)
+                        cold.fresh_record(rec) if rec is not None and context.tags_prompts() else rec)
         stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         # Trial i of a saved run and of a later one share prompt and seed; equal text pairs them (sequential):
