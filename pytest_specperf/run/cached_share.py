@@ -34,7 +34,7 @@ def verdict(pairs: list[tuple[int | None, int | None]], allowance: int) -> str:
     p, c = max(hot, key=lambda x: x[1] / x[0] if x[0] else 0.0)
     return (f"ttft inconclusive: {len(hot)} of {len(pairs)} requests meant to be cold came back from the server's "
             f"prefix cache (up to {c} of {p} prompt tokens cached), so their TTFT measures the cache; another "
-            "client sent the same prompts, or the server caches past the tag")
+            "client sent the same prompts, or the server ignored the request's cache salt or tag")
 
 
 def _pairs(items: Iterable[Any]) -> list[tuple[int | None, int | None]]:
