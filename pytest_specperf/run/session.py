@@ -78,14 +78,15 @@ def transcript(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(lines) + ("" if messages[-1]["role"] == "assistant" else "\n\nAssistant:")
 
 
-def user_turns(context: CaseContext, spec: SessionSpec, seed: int) -> list[list[str]]:
+def user_turns(context: CaseContext | None, spec: SessionSpec, seed: int) -> list[list[str]]:
     """Each session's user messages: generated text of ``ctx`` then ``turn_ctx`` tokens, or a prompt file's."""
     if spec.prompts is not None:
         turns = _from_file(spec)
-        if context.tags_prompts():  # each session opens with a tag of its own; later turns reuse it
+        if context is not None and context.tags_prompts():  # each session opens with its own tag; later turns reuse it
             turns = [[cold.head(cold.new_tag()) + own[0], *own[1:]] for own in turns]
         return turns
-    # The first turn is cold (a fresh tag, unless prefix_cache="warm"); later turns extend its conversation.
+    assert context is not None, "built prompts need the case's context"
+    # The first turn is cold (salted or tagged, unless prefix_cache="warm"); later turns extend its conversation.
     firsts = context.prompts(spec.content, spec.ctx, [seed + u for u in range(spec.users)], spec.api)
     laters: list[str] = []
     if spec.turns > 1:
