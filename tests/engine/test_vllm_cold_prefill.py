@@ -15,6 +15,8 @@ from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
 from pytest_specperf.run.runner import Runner
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(STARTUP_TIMEOUT_S + 300)]
+#: The largest KV block vLLM uses (16 on GPUs, 128 on the CPU backend): what a prefix hit may leave uncached.
+BLOCK = 128
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +40,13 @@ def test_repeats_runs_and_sessions_prefill_cold(vllm_cached: VllmServer) -> None
         assert [s.cached_tokens for s in r.streams] == [0, 0] and r.cached_share == 0.0 and r.ttft_cache == ""
     # the same prompt text every run: the salt, not the text, kept the cache out
     assert [s.text_sha for s in runs[0].streams] == [s.text_sha for s in runs[1].streams]
-    # asked for warm: vLLM serves every whole block of 16 but the last token from its cache
-    assert all((s.cached_tokens or 0) >= (s.prompt_tokens or 0) - 17 for s in warm.streams), warm.streams
-    assert warm.cached_share is not None and warm.cached_share > 0.9
+    # asked for warm: vLLM serves the whole blocks of the prompt but its last token from its cache (blocks of 128
+    # on this CPU build: 128 of 256 tokens)
+    assert all(0 < (s.cached_tokens or 0) < (s.prompt_tokens or 0) for s in warm.streams), warm.streams
+    assert all((s.prompt_tokens or 0) - (s.cached_tokens or 0) <= BLOCK for s in warm.streams), warm.streams
+    assert warm.cached_share is not None and warm.cached_share >= 0.5 and warm.ttft_cache == ""
     for s in sessions:
         assert isinstance(s, SessionResult) and s.verdict == "passed", s.reason
         first, second = s.per_request
         assert first["cached_tokens"] == 0 and s.cached_share == 0.0
-        assert second["cached_tokens"] >= first["prompt_tokens"] - 16  # the session reuses its own turn
+        assert second["cached_tokens"] >= first["prompt_tokens"] - BLOCK  # the session reuses its own turn
