@@ -78,19 +78,22 @@ class CaseContext:
         return self._progress(nodeid) if self._progress else None
 
     def built(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
-        """A prompt of ``ctx`` server tokens with the fixed tag (cached per kind, ctx, variant and api): the same
-        text in every run, for what identifies a prompt (``text_sha``) and for ``prefix_cache="warm"``."""
+        """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api), the same text in every run:
+        what identifies a prompt (``text_sha``) and what ``prefix_cache="warm"`` sends. On a server that takes no
+        cache salt it opens with the fixed tag, which each cold request swaps for its own."""
         return self.built_many(kind, ctx, [variant], api)[0]
 
     def built_many(self, kind: str, ctx: int, variants: list[int], api: str = "completions") -> list[Prompt]:
         """``built`` for many variants: the missing ones built side by side."""
         missing = [v for v in dict.fromkeys(variants) if (kind, ctx, v, api) not in self._prompts]
+        # Where a cold request needs a tag, the prompt is built with one (counted in ctx) that each request swaps.
+        head = "" if self.client.caps.cold_by else cold.head(cold.FIXED_TAG)
         # Chat prompts are counted with the server's chat template applied, so ctx holds for them too.
         if len(missing) == 1:
             self._prompts[(kind, ctx, missing[0], api)] = build_prompt(
-                kind, ctx, self._counter(api), variant=missing[0], api=api, head=cold.head(cold.FIXED_TAG))
+                kind, ctx, self._counter(api), variant=missing[0], api=api, head=head)
         elif missing:
-            built = build_prompts(kind, ctx, self._counter(api), missing, api=api, head=cold.head(cold.FIXED_TAG))
+            built = build_prompts(kind, ctx, self._counter(api), missing, api=api, head=head)
             self._prompts.update({(kind, ctx, p.variant, api): p for p in built})
         return [self._prompts[(kind, ctx, v, api)] for v in variants]
 

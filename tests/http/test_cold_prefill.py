@@ -126,6 +126,11 @@ def test_a_cold_prompt_keeps_its_length_whatever_its_tag() -> None:
             assert [client.count_tokens(p.text, api=api) for p in sent] == [257, 257, 257]
             assert {p.text[len(p.head):] for p in sent} >= {runner.prompt("code", 257, 3, api).text[
                 len(cold.head(cold.FIXED_TAG)):]}
+    # where the client keeps a request out of the cache (vLLM), the prompt is the corpus text alone
+    with SimServer("healthy", speed=10, in_process=True) as s, Client(s.url, timeout=30) as client:
+        client.detect()
+        p = Runner(client).context.prompt("code", 257, 3)
+        assert p.head == "" and not p.text.startswith(cold.FIXED_TAG) and client.count_tokens(p.text) == 257
 
 
 def test_a_bad_prefix_cache_keyword_is_named() -> None:
