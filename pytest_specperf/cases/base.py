@@ -18,6 +18,8 @@ from pytest_specperf.prompts.kinds import CONTENT_KINDS
 #: first chunk (TTFT's) of up to 8 tokens.
 MIN_DRIFT_TOKENS = 264
 APIS = ("completions", "chat")
+#: ``prefix_cache=``: what a server's prefix cache may serve of a case's prompts.
+PREFIX_CACHE_MODES = ("cold", "warm")
 #: trials repeat="auto" always takes (the sequential test's first look; sequential.MIN_TRIALS).
 AUTO_MIN_TRIALS = 3
 #: trials repeat="auto" takes at most unless max_repeat says otherwise.
@@ -53,6 +55,10 @@ class CaseSpec:
     prompts_format: str | None = None
     sample: int | None = None
     categories: tuple[str, ...] | None = None
+    # "cold" (default): every request opens with a tag no earlier request sent, so no prefix cache serves its
+    # prefill (prompts/cold.py); "warm": the same prompt text every time, sent once untimed before it is
+    # measured, for figures of a cached prefill. A session's later turns reuse their conversation either way.
+    prefix_cache: str = "cold"
 
     def validate(self) -> None:
         """Raise ConfigError naming the keyword when a value is out of range."""
@@ -74,6 +80,9 @@ class CaseSpec:
             check(self.min_tps is None or (is_number(self.min_tps) and self.min_tps > 0), k,
                    f"min_tps must be a positive number of tokens/s, got {self.min_tps!r}")
         check(self.api in APIS, k, f"api must be one of {', '.join(APIS)}, got {self.api!r}")
+        check(self.prefix_cache in PREFIX_CACHE_MODES, k,
+               f"prefix_cache must be 'cold' (every request's prefill uncached) or 'warm' (the same prompt, "
+               f"cached), got {self.prefix_cache!r}")
         check(self.max_regression is None or (is_number(self.max_regression) and 0 < self.max_regression < 1), k,
                f"max_regression must be a fraction in (0, 1), got {self.max_regression!r}")
         check(is_number(self.temperature) and 0 <= self.temperature <= 2, k,

@@ -29,6 +29,10 @@ class Result:
     min_tps: float | None = None  # the case's floor in tok/s, as judged (reports draw it)
     warnings: list[str] = field(default_factory=list)  # gates that could not decide (shown, not failed)
     notes: list[str] = field(default_factory=list)  # gates not judged, and why
+    prefix_cache: str = "cold"  # the case's prefix_cache: "cold" (every request's prefill uncached) or "warm"
+    # cached share of the prompt tokens of requests meant to be cold, where the server says (run/cached_share.py)
+    cached_share: float | None = None
+    ttft_cache: str = ""  # why TTFT is inconclusive: requests meant to be cold came back cached ("" = they did not)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""
@@ -220,6 +224,8 @@ class RateResult(Result):
     ttft_content_p50_s: float = 0.0
     ttft_content_p90_s: float = 0.0
     ttft_content_p99_s: float = 0.0
+    reasoning_tokens: int | None = None  # per answered request, median (None: no reasoning phase)
+    content_tokens: int | None = None  # answer tokens per answered request, median (None: no reasoning phase)
     tokens_per_chunk: float = 0.0
     attainment: float | None = None  # share of requests meeting every bound of the slo
     goodput_rps: float | None = None  # requests meeting the slo per second of the case

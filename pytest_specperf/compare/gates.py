@@ -69,7 +69,7 @@ def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, result)]
-    judged = _unlike(_ttft_floor(ccs, base, cand), unlike, strict)
+    judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
 
@@ -149,14 +149,14 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     a, b = per_trial(arms["A"]), per_trial(arms["B"])
     ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
-    return _ab_summary(arms, _ttft_floor(ccs, a, b), gate)
+    return _ab_summary(arms, _ttft_judged(ccs, a, b, sides=("A", "B")), gate)
 
 
 def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
     return sequential.until_baseline(baseline, nodeid, max_regression=max_regression or gate.max_regression,
-                                     metrics=METRICS, judge=_ttft_floor)
+                                     metrics=METRICS, judge=_ttft_judged)
 
 
 def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None) -> sequential.Until:
@@ -177,7 +177,7 @@ def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result]
     """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
     a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
                                   max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
-                                  metrics=METRICS, judge=_ttft_floor)
+                                  metrics=METRICS, judge=_ab_judged)
     summary, warnings = _ab_summary({"A": a, "B": b}, ccs, gate)
     return summary, warnings + sequential.noise_warnings(ccs)
 
@@ -360,6 +360,49 @@ def _ttft_floor(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: lis
                    f"{TTFT_FLOOR_S * 1000:.0f} ms noise floor")
             cc = _with_verdict(cc, "passed", why)
         out.append(cc)
+    return out
+
+
+#: Sides whose cached shares differ by more than this measured different prefills: their TTFTs do not compare.
+CACHE_SHARE_GAP = 0.10
+
+
+def _median_share(results: list[dict[str, Any]]) -> float | None:
+    values = [float(r["cached_share"]) for r in results if _number(r.get("cached_share")) is not None]
+    return float(np.median(values)) if values else None
+
+
+def _ttft_judged(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]],
+                 sides: tuple[str, str] = ("baseline", "now")) -> list[CaseComparison]:
+    """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``)."""
+    return _cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides)
+
+
+def _ab_judged(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]]
+               ) -> list[CaseComparison]:
+    return _ttft_judged(ccs, base, cand, ("A", "B"))
+
+
+def _cache_differs(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]],
+                   sides: tuple[str, str]) -> list[CaseComparison]:
+    """Sides whose cached shares differ (or whose cold requests came back cached) measured the prefix cache,
+    not the server, in their TTFT: that comparison is inconclusive and every reason names the shares."""
+    b, c = _median_share(base), _median_share(cand)
+    hot = next((r["ttft_cache"] for r in [*base, *cand] if r.get("ttft_cache")), "")
+    differ = b is not None and c is not None and abs(b - c) > CACHE_SHARE_GAP
+    if not differ and not hot:
+        return ccs
+    what = (f"cached share of the prompt {b:.2f} ({sides[0]}) vs {c:.2f} ({sides[1]})" if differ
+            else hot.removeprefix("ttft inconclusive: "))
+    out = []
+    for cc in ccs:
+        if cc.comparison is None:
+            out.append(cc)
+        elif cc.metric in ("ttft_s", "ttft_p90_s") and cc.verdict in ("regressed", "improved"):
+            out.append(_with_verdict(cc, "inconclusive", f"{cc.reason}; {what}: the prefix cache moved TTFT, "
+                                                         "inconclusive"))
+        else:
+            out.append(_with_verdict(cc, cc.verdict, f"{cc.reason}; {what}"))
     return out
 
 

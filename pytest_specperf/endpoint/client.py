@@ -26,6 +26,7 @@ from pytest_specperf.endpoint.server_kinds import (
 )
 from pytest_specperf.endpoint.sse import Chunk, Trace, TraceBuilder, paused_gc, split_events
 from pytest_specperf.errors import MeasurementError, shorten
+from pytest_specperf.prompts.cold import cold_salt
 
 #: Where each server kind tells its version: (route, JSON key).
 VERSION_ROUTES: dict[str, tuple[str, str]] = {
@@ -64,6 +65,9 @@ class Client:
                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
         self.info: ServerInfo | None = None
         self._forced_kind = kind
+        # Every request's prefill uncached unless it names a salt (``body``); False while a case asks for a warm cache.
+        self.cold = True
+        self._salts: set[str] = set()  # salts sent so far (llama.cpp: a salt's later requests may reuse its cache)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -284,8 +288,15 @@ class Client:
     # -- requests -------------------------------------------------------------------------------
 
     def body(self, prompt: str, max_tokens: int, api: str, stream: bool, seed: int,
-             temperature: float, messages: Sequence[Mapping[str, str]] | None = None) -> tuple[str, dict[str, Any]]:
-        """The path and JSON body of one request; chat sends ``messages`` (a conversation) when given."""
+             temperature: float, messages: Sequence[Mapping[str, str]] | None = None, *,
+             salt: str | None = None) -> tuple[str, dict[str, Any]]:
+        """The path and JSON body of one request; chat sends ``messages`` (a conversation) when given.
+
+        ``salt`` is the request's prefix-cache namespace: it may reuse only what earlier requests of the same
+        salt left in the cache (a session's turns, two-point's pair). None: a fresh one while ``cold`` (every
+        request's prefill uncached, the default), none at all otherwise. Sent as ``cache_salt`` (vLLM) or as
+        ``cache_prompt: false`` on a salt's first request (llama.cpp); other servers get the tag in the prompt.
+        """
         caps = self.caps
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "temperature": temperature, "seed": seed,
                                 "stream": stream}
@@ -302,6 +313,13 @@ class Client:
             body["min_tokens"] = max_tokens
         if caps.spec_details:
             body["return_spec_tokens_details"] = True
+        if salt is None and self.cold:
+            salt = cold_salt()
+        if salt and caps.cold_by == "cache_salt":
+            body["cache_salt"] = salt
+        elif salt and caps.cold_by == "cache_prompt":
+            body["cache_prompt"] = salt in self._salts
+            self._salts.add(salt)
         if stream:
             body["stream_options"] = {"include_usage": True}
             if caps.continuous_usage:
@@ -311,9 +329,10 @@ class Client:
         return path, body
 
     def complete(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
-                 temperature: float = 0.0, headers: dict[str, str] | None = None) -> Completion:
+                 temperature: float = 0.0, headers: dict[str, str] | None = None, salt: str | None = None
+                 ) -> Completion:
         """One non-streamed completion, timed from send to full response (retries not timed)."""
-        path, body = self.body(prompt, max_tokens, api, False, seed, temperature)
+        path, body = self.body(prompt, max_tokens, api, False, seed, temperature, salt=salt)
         resp, elapsed = self._timed_request("POST", path, json=body, headers=headers)
         self.check_status(resp, f"POST {path}")
         try:
@@ -343,9 +362,10 @@ class Client:
 
     def stream(self, prompt: str, max_tokens: int, *, api: str = "completions", seed: int = 0,
                temperature: float = 0.0, headers: dict[str, str] | None = None,
-               on_progress: Progress | None = None, messages: Sequence[Mapping[str, str]] | None = None) -> Trace:
+               on_progress: Progress | None = None, messages: Sequence[Mapping[str, str]] | None = None,
+               salt: str | None = None) -> Trace:
         """One streamed completion; timestamps are taken as each SSE event is read (chat: ``messages`` if given)."""
-        path, body = self.body(prompt, max_tokens, api, True, seed, temperature, messages)
+        path, body = self.body(prompt, max_tokens, api, True, seed, temperature, messages, salt=salt)
         trace = TraceBuilder(self.caps, self.fail)
         last_progress = 0.0
         with self._open_stream(path, body, headers) as (resp, t0):

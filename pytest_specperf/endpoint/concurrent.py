@@ -64,6 +64,7 @@ class StreamRequest:
     temperature: float = 0.0
     at_s: float = 0.0
     messages: tuple[Mapping[str, str], ...] | None = None  # chat: the conversation to send (else ``prompt``)
+    salt: str | None = None  # prefix-cache namespace (Client.body); None: the client's default, a fresh one
 
 
 @dataclass
@@ -282,7 +283,8 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
 
 async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
     """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy)."""
-    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature, req.messages)
+    path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature, req.messages,
+                             salt=req.salt)
 
     async def send() -> tuple[httpx.Response, float]:
         on_wire: list[float] = []

@@ -20,14 +20,19 @@ class Capabilities:
     metrics: bool = False  # Prometheus /metrics with spec-decode series
     step_chunks: bool = False  # one SSE chunk per engine step (chunk size = tokens accepted in the step)
     spec_details: bool = False  # SGLang: per-request draft counts on request (return_spec_tokens_details)
+    # How a request keeps its prefill out of the prefix cache with its prompt unchanged (Client.body): "cache_salt"
+    # (vLLM: a salt chained into the block hashes), "cache_prompt" (llama.cpp: cache_prompt false), or None
+    # (the prompt itself then opens with a fresh tag, prompts/cold.py)
+    cold_by: str | None = None
 
 
 CAPABILITIES: dict[str, Capabilities] = {
     "vllm": Capabilities(ignore_eos=True, min_tokens=True, continuous_usage=True, tokenize="vllm", metrics=True,
-                         step_chunks=True),
+                         step_chunks=True, cold_by="cache_salt"),
     "sglang": Capabilities(ignore_eos=True, min_tokens=True, continuous_usage=True, tokenize="sglang", metrics=True,
                            step_chunks=True, spec_details=True),
-    "llamacpp": Capabilities(ignore_eos=True, timings_per_token=True, tokenize="llamacpp", metrics=True),
+    "llamacpp": Capabilities(ignore_eos=True, timings_per_token=True, tokenize="llamacpp", metrics=True,
+                             cold_by="cache_prompt"),
     "tgi": Capabilities(tokenize="tgi", metrics=True),
     "ollama": Capabilities(),
     "openai": Capabilities(),

@@ -324,11 +324,13 @@ def choice_parts(ch: dict[str, Any]) -> tuple[str, int]:
     parts = [text]
     rchars = 0
     if isinstance(delta, dict):
+        # Some servers send ``reasoning`` as an alias beside ``reasoning_content``: the first one that has text counts.
         for key in ("reasoning_content", "reasoning"):
             v = delta.get(key)
-            if isinstance(v, str):
+            if isinstance(v, str) and v:
                 parts.append(v)
                 rchars += len(v)
+                break
         v = delta.get("content")
         if isinstance(v, str):
             parts.append(v)

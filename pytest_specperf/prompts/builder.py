@@ -82,6 +82,7 @@ class Prompt:
     ctx: int
     tokens: int
     variant: int
+    head: str = ""  # the text's leading tag, counted in ``tokens`` ("" = none; prompts/cold.py)
 
 
 class _Corpus:
@@ -218,8 +219,10 @@ class _OutOfCalls(Exception):
 class _Counter:
     """Counts ``body[:length] + tail`` with the server's tokenizer within a call budget, keeping the closest text."""
 
-    def __init__(self, body: _Body, ctx: int, count_tokens: Callable[[str], int], max_calls: int) -> None:
+    def __init__(self, body: _Body, ctx: int, count_tokens: Callable[[str], int], max_calls: int,
+                 head: str = "") -> None:
         self.body = body
+        self.head = head
         self.ctx = ctx
         self.count_tokens = count_tokens
         self.max_calls = max_calls
@@ -247,7 +250,7 @@ class _Counter:
             if self.calls >= self.max_calls or (self.calls >= EXACT_CALLS and self.close_enough()):
                 raise _OutOfCalls
             self.calls += 1
-            text = self.body.text[:length] + self.tail
+            text = self.head + self.body.text[:length] + self.tail
             n = self.count_tokens(text)
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 raise TypeError(f"count_tokens must return a non-negative int, got {n!r}")
@@ -290,6 +293,7 @@ def build_prompt(
     api: str = "completions",
     max_calls: int = MAX_CALLS,
     tokens_per_piece: float | None = None,
+    head: str = "",
 ) -> Prompt:
     """A ``kind`` prompt of ``ctx`` tokens as ``count_tokens`` (the server's tokenizer) counts them.
 
@@ -298,23 +302,25 @@ def build_prompt(
     one or none; ``instruction=""`` means none (the default on ``api="completions"`` for the kinds in
     ``RAW_ON_COMPLETIONS``). Distinct ``variant`` values start at distinct points
     of the corpus, so their texts differ from the first characters on. ``tokens_per_piece``: the
-    first guess of the search, measured on another prompt of the kind (``build_prompts``). Raises
+    first guess of the search, measured on another prompt of the kind (``build_prompts``). ``head``: text
+    before the corpus text, counted in ``ctx`` (a cold prompt's tag, ``prompts/cold.py``). Raises
     ValueError for an unknown kind or a bad argument, or when no text within max(1, 1% of ctx)
     tokens was found in ``max_calls`` calls of ``count_tokens``.
     """
     _check_args(kind, ctx, variant, max_calls, api)
     instructions = _instructions(kind, instruction, api)
     body = _Body(_corpus(kind), variant, int(ctx * _CHARS_PER_TOKEN[kind] * 1.5) + 512)
-    counter = _Counter(body, ctx, count_tokens, max_calls)
+    counter = _Counter(body, ctx, count_tokens, max_calls, head)
     shortest = 0
     for instr in instructions:
         tail = _JOIN + instr if instr else ""
         counter.start(tail)
         with contextlib.suppress(_OutOfCalls):
-            _search(body, ctx, counter.count, overhead=len(_PIECE.findall(tail)) + 1,
+            _search(body, ctx, counter.count, overhead=len(_PIECE.findall(head + tail)) + 1,
                     first_ratio=tokens_per_piece or _TOKENS_PER_PIECE)
         if counter.best is not None and counter.close_enough():
-            return Prompt(text=counter.best[1], kind=kind, ctx=ctx, tokens=counter.best[0], variant=variant)
+            return Prompt(text=counter.best[1], kind=kind, ctx=ctx, tokens=counter.best[0], variant=variant,
+                          head=head)
         shortest = counter.counted.get(body.cuts[0], 0)
         if counter.calls >= max_calls or shortest <= ctx:
             break  # out of calls, or the instruction fits and the search failed: a shorter one won't help
@@ -339,6 +345,7 @@ def build_prompts(
     instruction: str | None = None,
     api: str = "completions",
     workers: int = COUNT_WORKERS,
+    head: str = "",
 ) -> list[Prompt]:
     """:func:`build_prompt` for each of ``variants``, in order: the first alone, then the rest side by side.
 
@@ -349,12 +356,12 @@ def build_prompts(
     todo = list(variants)
     if not todo:
         return []
-    first = build_prompt(kind, ctx, count_tokens, variant=todo[0], instruction=instruction, api=api)
+    first = build_prompt(kind, ctx, count_tokens, variant=todo[0], instruction=instruction, api=api, head=head)
     ratio = first.tokens / max(1, len(_PIECE.findall(first.text)))
 
     def one(variant: int) -> Prompt:
         return build_prompt(kind, ctx, count_tokens, variant=variant, instruction=instruction, api=api,
-                            tokens_per_piece=ratio)
+                            tokens_per_piece=ratio, head=head)
 
     if len(todo) == 1:
         return [first]

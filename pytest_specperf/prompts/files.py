@@ -63,6 +63,7 @@ class PromptRecord:
     turns: tuple[Turn, ...]  # everything the record holds, for sessions later
     send: int  # how many of ``turns`` one request sends (see the module docstring)
     where: str  # "FILE line N" (or "item N" in a JSON array), for messages
+    cold: bool = False  # each request sends it under a fresh tag (``cold.fresh_record``; prefix_cache="cold")
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages one ``/v1/chat/completions`` request sends."""

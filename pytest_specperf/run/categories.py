@@ -9,6 +9,7 @@ sizes where each chunk is one engine step; never from counters other categories 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,14 +21,19 @@ import numpy as np
 from pytest_specperf.cases.prompt_cases import ANY, floor_for, prompt_set
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.sse import Trace
+from pytest_specperf.prompts import cold
 from pytest_specperf.prompts.files import BUILTIN_PREFIX, PromptRecord
 from pytest_specperf.run import acceptance
 
 
 def records(spec: Any) -> list[PromptRecord] | None:
-    """The prompts a case over a prompt file sends, in file order (None: a case of built prompts)."""
+    """The prompts a case over a prompt file sends, in file order (None: a case of built prompts); marked to be
+    sent under a fresh tag each (``draw``) unless the case asks for ``prefix_cache="warm"``."""
     found = prompt_set(spec)
-    return list(found.records) if found is not None else None
+    if found is None:
+        return None
+    cold = getattr(spec, "prefix_cache", "cold") == "cold"
+    return [dataclasses.replace(r, cold=True) if cold else r for r in found.records]
 
 
 def ctx_needed(spec: Any) -> int:
@@ -47,11 +53,13 @@ def messages(record: PromptRecord, api: str) -> tuple[dict[str, str], ...] | Non
     return tuple(record.messages()) if api == "chat" else None
 
 
-def draw(recs: list[PromptRecord], n: int, seed: int) -> list[PromptRecord]:
+def draw(recs: list[PromptRecord], n: int, seed: int, *, tag: bool = True) -> list[PromptRecord]:
     """The prompts of ``n`` arrivals drawn from a prompt file: a seeded shuffle of the file, cycled, so every
-    prompt (and category) arrives as often as the others, in an order no category can lean on."""
+    prompt (and category) arrives as often as the others, in an order no category can lean on. With ``tag``
+    each arrival of a record marked cold opens with its own tag (``cold.fresh_record``)."""
     order = np.random.default_rng(seed).permutation(len(recs))
-    return [recs[int(order[i % len(recs)])] for i in range(n)]
+    picked = [recs[int(order[i % len(recs)])] for i in range(n)]
+    return [cold.fresh_record(r) for r in picked] if tag else picked
 
 
 @dataclass

@@ -6,9 +6,11 @@ A kind measures through a ``CaseContext`` and never sees the runner that dispatc
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,8 @@ from pytest_specperf.cases.results import Result, StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.prompts.builder import Prompt, build_prompt, build_prompts
+from pytest_specperf.prompts import cold
+from pytest_specperf.prompts.builder import COUNT_WORKERS, Prompt, build_prompt, build_prompts
 from pytest_specperf.run import acceptance, drift
 from pytest_specperf.run.floors import JudgeSettings
 from pytest_specperf.run.stream_figures import median
@@ -64,28 +67,92 @@ class CaseContext:
         self._progress = progress
         self._prompts: dict[tuple[str, int, int, str], Prompt] = {}
         self._warm = False
+        # The running case's ``prefix_cache`` (the runner sets it per case): "cold" gives every request a
+        # fresh tag; "warm" sends the built prompts as they are, each sent once untimed before its first use.
+        self.prefix_cache = "cold"
+        self._primed: set[tuple[str, str]] = set()
+        self._allowance: dict[str, int] = {}
 
     def progress(self, nodeid: str) -> Progress | None:
         """The live-progress callback for a case's streams, or None."""
         return self._progress(nodeid) if self._progress else None
 
-    def prompt(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
-        """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api)."""
-        key = (kind, ctx, variant, api)
-        if key not in self._prompts:
-            # Chat prompts are counted with the server's chat template applied, so ctx holds for them too.
-            def count(text: str) -> int:
-                return self.client.count_tokens(text, api=api)
+    def built(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
+        """A prompt of ``ctx`` server tokens (cached per kind, ctx, variant and api), the same text in every run:
+        what identifies a prompt (``text_sha``) and what ``prefix_cache="warm"`` sends. On a server that takes no
+        cache salt it opens with the fixed tag, which each cold request swaps for its own."""
+        return self.built_many(kind, ctx, [variant], api)[0]
 
-            self._prompts[key] = build_prompt(kind, ctx, count, variant=variant, api=api)
-        return self._prompts[key]
+    def built_many(self, kind: str, ctx: int, variants: list[int], api: str = "completions") -> list[Prompt]:
+        """``built`` for many variants: the missing ones built side by side."""
+        missing = [v for v in dict.fromkeys(variants) if (kind, ctx, v, api) not in self._prompts]
+        # Where a cold request needs a tag, the prompt is built with one (counted in ctx) that each request swaps.
+        head = "" if self.client.caps.cold_by else cold.head(cold.FIXED_TAG)
+        # Chat prompts are counted with the server's chat template applied, so ctx holds for them too.
+        if len(missing) == 1:
+            self._prompts[(kind, ctx, missing[0], api)] = build_prompt(
+                kind, ctx, self._counter(api), variant=missing[0], api=api, head=head)
+        elif missing:
+            built = build_prompts(kind, ctx, self._counter(api), missing, api=api, head=head)
+            self._prompts.update({(kind, ctx, p.variant, api): p for p in built})
+        return [self._prompts[(kind, ctx, v, api)] for v in variants]
+
+    def prompt(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
+        """The prompt one request sends, of ``ctx`` server tokens: with the case's ``prefix_cache="cold"`` (the
+        default) the built text under a tag no earlier request sent, else the built text, sent once before."""
+        return self.prompts(kind, ctx, [variant], api)[0]
 
     def prompts(self, kind: str, ctx: int, variants: list[int], api: str = "completions") -> list[Prompt]:
-        """``prompt`` for many variants (a load case's users): the missing ones built side by side."""
-        missing = [v for v in dict.fromkeys(variants) if (kind, ctx, v, api) not in self._prompts]
-        built = build_prompts(kind, ctx, lambda text: self.client.count_tokens(text, api=api), missing, api=api)
-        self._prompts.update({(kind, ctx, p.variant, api): p for p in built})
-        return [self._prompts[(kind, ctx, v, api)] for v in variants]
+        """``prompt`` for many requests (a load case's users): built, then each tagged, side by side."""
+        base = self.built_many(kind, ctx, variants, api)
+        if self.prefix_cache == "warm":
+            for p in base:
+                self._prime(p.text, api)
+            return base
+        if self.client.caps.cold_by:  # the client keeps each request out of the cache with the text unchanged
+            return base
+        if len(base) == 1:
+            return [self._fresh(base[0], api)]
+        with ThreadPoolExecutor(min(COUNT_WORKERS, len(base))) as pool:
+            return list(pool.map(lambda p: self._fresh(p, api), base))
+
+    def tags_prompts(self) -> bool:
+        """Whether a cold request's prompt must open with a fresh tag: a cold case on a server the client cannot
+        keep out of its cache otherwise (``Capabilities.cold_by``)."""
+        return self.prefix_cache == "cold" and not self.client.caps.cold_by
+
+    def salt(self) -> str | None:
+        """A prefix-cache namespace for requests meant to share their cache (a session, two-point's pair): fresh
+        for a cold case, None (the shared cache) for a warm one."""
+        return cold.cold_salt() if self.prefix_cache == "cold" else None
+
+    def _counter(self, api: str) -> Callable[[str], int]:
+        def count(text: str) -> int:
+            return self.client.count_tokens(text, api=api)
+        return count
+
+    def _fresh(self, base: Prompt, api: str) -> Prompt:
+        """``base`` under a new tag, at its server-counted length (one count; rebuilt where the tag counts
+        otherwise)."""
+        new = cold.head(cold.new_tag())
+        text = cold.retag(base.text, base.head, new)
+        if self.client.count_tokens(text, api=api) == base.tokens:
+            return dataclasses.replace(base, text=text, head=new)
+        return build_prompt(base.kind, base.ctx, self._counter(api), variant=base.variant, api=api, head=new)
+
+    def _prime(self, text: str, api: str) -> None:
+        """``prefix_cache="warm"``: one untimed 1-token request puts the prompt in the server's cache before the
+        first measured one."""
+        if (text, api) not in self._primed:
+            self.client.complete(text, 1, api=api)
+            self._primed.add((text, api))
+
+    def cold_allowance(self, api: str) -> int:
+        """Cached tokens a cold request may still come back with: the tokens of a tag alone as the server counts
+        it (the chat template's fixed head included), since a cache can hold only what precedes the tag's digits."""
+        if api not in self._allowance:
+            self._allowance[api] = self.client.count_tokens(cold.head(cold.FIXED_TAG), api=api)
+        return self._allowance[api]
 
     def new_result(self, cls: type[Result], spec: CaseSpec, ctx: int, prompt_tokens: int | None, nodeid: str,
                    **fields: Any) -> Any:
@@ -99,7 +166,7 @@ class CaseContext:
         """One short request before the first measured one (once per context)."""
         # The first request on a cold server pays for graph capture, allocator growth, and so on.
         if not self._warm:
-            self.client.complete(self.prompt("prose", 32, 99_999).text, 8)
+            self.client.complete(self.built("prose", 32, 99_999).text, 8)
             self._warm = True
 
     def coalesce_s(self) -> float:

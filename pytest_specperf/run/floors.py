@@ -48,7 +48,22 @@ def judge_sustained(result: SustainedResult, spec: SustainedSpec, settings: Judg
     problems += categories.floor_problems(result.categories, spec, per_user=result.decode_p10_tps is not None)
     result.notes += [n for n in categories.unsent_floors(result.categories, spec) if n not in result.notes]
     _undecided_drift(result, spec, settings.inconclusive, problems)
+    ttft_from_cache(result, spec.max_ttft_s is not None or spec.max_ttft_content_s is not None,
+                    settings.inconclusive, problems)
     settle(result, spec, problems, settings.inconclusive)
+
+
+def ttft_from_cache(r: Result, gated: bool, policy: str, problems: list[str]) -> None:
+    """Requests meant to be cold came back cached (``r.ttft_cache``): a TTFT floor asked for is inconclusive and
+    follows the policy (pass | warn | fail); without one the result still says so in its notes."""
+    if not r.ttft_cache:
+        return
+    if gated and policy == "fail":
+        problems.append(r.ttft_cache)
+    elif gated and policy == "warn":
+        r.warnings.append(r.ttft_cache)
+    else:
+        r.notes.append(r.ttft_cache)
 
 
 def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> list[str]:
@@ -74,6 +89,8 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
         if drop > spec.max_accept_drop:
             out.append(f"acceptance drop {drop:.2f} > max_accept_drop {spec.max_accept_drop:g}: "
                        f"{split['accept_early']:.1f} -> {split['accept_late']:.1f} tokens/step {where}")
+    if r.ttft_cache:  # a cached prefill: the TTFT floors are inconclusive (judge_sustained, by the policy)
+        return out
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
         out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
     # Without a reasoning phase the first token is the answer's, so the floor reads ttft_s.

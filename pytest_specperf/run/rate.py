@@ -38,7 +38,7 @@ from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts.files import PromptRecord
 from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
-from pytest_specperf.run.floors import JudgeSettings, settle
+from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.stream_figures import check_length
 
 _REFUSED = re.compile(r"HTTP (429|503)\b")
@@ -91,6 +91,8 @@ def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, 
                end_s=o.sent_s + t.total_s)
     # The first answer token, after any reasoning; without a reasoning phase the first token is the answer's.
     rec["ttft_content_s"] = o.late_s + (t.ttft_content_s if t.ttft_content_s is not None else first.t)
+    rec["reasoning_tokens"], rec["content_tokens"] = t.reasoning_tokens, t.content_tokens
+    rec["prompt_tokens"], rec["cached_tokens"] = t.prompt_tokens, t.cached_tokens
     rec["met"] = meets(rec, slo) if slo else None
     return rec
 
@@ -152,6 +154,10 @@ def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> di
         for q in PERCENTILES:
             out[f"{key}_p{q}_{unit}"] = _pct(values, q)
     out["decode_tps"] = _pct([r["decode_tps"] for r in ok], 50)
+    # Reasoning and answer tokens per request (medians), where any answered request reasoned.
+    reasoned = any(r.get("reasoning_tokens") for r in ok)
+    for key in ("reasoning_tokens", "content_tokens"):
+        out[key] = round(float(np.median([r[key] for r in ok]))) if reasoned else None
     out["tokens_per_chunk"] = _pct([r["tokens_per_chunk"] for r in ok], 50)
     out["step_ms"] = _pct([r["step_ms"] for r in ok], 50)
     if slo:
@@ -331,4 +337,7 @@ class Rate:
 
     def judge(self, result: RateResult, spec: RateSpec, settings: JudgeSettings) -> None:
         """Its attainment and goodput floors, with the cause of a miss."""
-        settle(result, spec, rate_problems(result, spec), settings.inconclusive)
+        problems = rate_problems(result, spec)
+        ttft_from_cache(result, bool(set(spec.slo or {}) & {"ttft_s", "ttft_content_s"}), settings.inconclusive,
+                        problems)
+        settle(result, spec, problems, settings.inconclusive)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.build import fit_spec
@@ -27,6 +28,7 @@ from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.locks import endpoint_lock
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts.builder import Prompt
+from pytest_specperf.run import cached_share
 from pytest_specperf.run.context import CaseContext, Until
 from pytest_specperf.run.floors import JudgeSettings
 from pytest_specperf.run.registry import kind_for
@@ -53,8 +55,8 @@ class Runner:
         return self.context.judging
 
     def prompt(self, kind: str, ctx: int, variant: int, api: str = "completions") -> Prompt:
-        """A prompt of ``ctx`` server tokens (the context's cache)."""
-        return self.context.prompt(kind, ctx, variant, api)
+        """A prompt of ``ctx`` server tokens, the same text every call (the context's cache; its fixed tag)."""
+        return self.context.built(kind, ctx, variant, api)
 
     def warm_up(self) -> None:
         """One short request before the first measured one (once per runner)."""
@@ -71,11 +73,22 @@ class Runner:
         with endpoint_lock(self.client.url):
             self.warm_up()
             started = time.time()
-            result: Result = kind.measure(self.context, spec, nodeid, until)
+            result: Result = self._measure(spec, nodeid, until)
             result.started_at, result.finished_at = started, time.time()
         if spec is not asked:
             result.sized_down = {k: v for k, v in spec.as_dict().items() if v != asked.as_dict()[k]}
         kind.judge(result, spec, self.judging)
+        return result
+
+    def _measure(self, spec: CaseSpec, nodeid: str, until: Until | None = None) -> Any:
+        """The kind's measurement under the case's ``prefix_cache``, and the cached share of its requests."""
+        self.context.prefix_cache = spec.prefix_cache
+        self.client.cold = spec.prefix_cache == "cold"
+        try:
+            result = kind_for(spec).measure(self.context, spec, nodeid, until)
+        finally:
+            self.context.prefix_cache, self.client.cold = "cold", True
+        cached_share.attach(result, self.context.cold_allowance(spec.api), spec.prefix_cache)
         return result
 
     def _check_context(self, ctx: int, out: int, spec: CaseSpec | None = None) -> None:
@@ -98,35 +111,35 @@ class Runner:
 
     def sustained(self, spec: SustainedSpec, nodeid: str = "", *, until: Until | None = None) -> SustainedResult:
         """Measure a sustained case (``concurrency`` > 1: its streams at once)."""
-        result: SustainedResult = kind_for(spec).measure(self.context, spec, nodeid, until)
+        result: SustainedResult = self._measure(spec, nodeid, until)
         return result
 
     def two_point(self, spec: TwoPointSpec, nodeid: str = "", *, until: Until | None = None) -> TwoPointResult:
         """Measure a two-point case."""
-        result: TwoPointResult = kind_for(spec).measure(self.context, spec, nodeid, until)
+        result: TwoPointResult = self._measure(spec, nodeid, until)
         return result
 
     def ctx_sweep(self, spec: CtxSweepSpec, nodeid: str = "") -> SweepResult:
         """Measure a context sweep."""
-        result: SweepResult = kind_for(spec).measure(self.context, spec, nodeid)
+        result: SweepResult = self._measure(spec, nodeid)
         return result
 
     def load_sweep(self, spec: LoadSweepSpec, nodeid: str = "") -> LoadSweepResult:
         """Measure a concurrency sweep (each level judged on its own floors)."""
-        result: LoadSweepResult = kind_for(spec).measure(self.context, spec, nodeid)
+        result: LoadSweepResult = self._measure(spec, nodeid)
         return result
 
     def rate(self, spec: RateSpec, nodeid: str = "") -> RateResult:
         """Measure an open-loop rate case."""
-        result: RateResult = kind_for(spec).measure(self.context, spec, nodeid)
+        result: RateResult = self._measure(spec, nodeid)
         return result
 
     def capacity(self, spec: CapacitySpec, nodeid: str = "") -> CapacityResult:
         """Search the highest rate within the SLO."""
-        result: CapacityResult = kind_for(spec).measure(self.context, spec, nodeid)
+        result: CapacityResult = self._measure(spec, nodeid)
         return result
 
     def session(self, spec: SessionSpec, nodeid: str = "") -> SessionResult:
         """Measure multi-turn sessions (``users`` at once)."""
-        result: SessionResult = kind_for(spec).measure(self.context, spec, nodeid)
+        result: SessionResult = self._measure(spec, nodeid)
         return result

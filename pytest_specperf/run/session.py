@@ -22,9 +22,10 @@ from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.endpoint.concurrent import NextTurn, StreamOutcome, StreamRequest, run_sessions
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.prompts import cold
 from pytest_specperf.run import acceptance, drift, lateness, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed
-from pytest_specperf.run.floors import JudgeSettings, settle
+from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 
 #: Completions has no roles: turns are joined as a plain transcript (the same text every later turn repeats).
 _SPEAKERS = {"user": "User", "assistant": "Assistant"}
@@ -37,6 +38,7 @@ class _Conversation:
     users: list[str]
     seed: int
     spec: SessionSpec
+    salt: str | None = None  # the session's own prefix-cache namespace: its turns reuse each other's, no one else's
     messages: list[dict[str, str]] = field(default_factory=list)
 
     def next_turn(self, turn: int, done: list[StreamOutcome]) -> StreamRequest | None:
@@ -52,9 +54,9 @@ class _Conversation:
         spec = self.spec
         if spec.api == "chat":
             return StreamRequest(prompt="", messages=tuple(dict(m) for m in self.messages), max_tokens=spec.tokens,
-                                 api="chat", seed=self.seed + turn, temperature=spec.temperature)
+                                 api="chat", seed=self.seed + turn, temperature=spec.temperature, salt=self.salt)
         return StreamRequest(prompt=transcript(self.messages), max_tokens=spec.tokens, api="completions",
-                             seed=self.seed + turn, temperature=spec.temperature)
+                             seed=self.seed + turn, temperature=spec.temperature, salt=self.salt)
 
 
 def answer_text(trace: Trace) -> str:
@@ -76,17 +78,22 @@ def transcript(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(lines) + ("" if messages[-1]["role"] == "assistant" else "\n\nAssistant:")
 
 
-def user_turns(context: CaseContext, spec: SessionSpec, seed: int) -> list[list[str]]:
+def user_turns(context: CaseContext | None, spec: SessionSpec, seed: int) -> list[list[str]]:
     """Each session's user messages: generated text of ``ctx`` then ``turn_ctx`` tokens, or a prompt file's."""
     if spec.prompts is not None:
-        return _from_file(spec)
+        turns = _from_file(spec)
+        if context is not None and context.tags_prompts():  # each session opens with its own tag; later turns reuse it
+            turns = [[cold.head(cold.new_tag()) + own[0], *own[1:]] for own in turns]
+        return turns
+    assert context is not None, "built prompts need the case's context"
+    # The first turn is cold (salted or tagged, unless prefix_cache="warm"); later turns extend its conversation.
     firsts = context.prompts(spec.content, spec.ctx, [seed + u for u in range(spec.users)], spec.api)
     laters: list[str] = []
     if spec.turns > 1:
         # Distinct follow-ups per session and turn, so no two sessions share more than the case's framing.
         variants = [seed + 1000 + u * spec.turns + t for u in range(spec.users) for t in range(spec.turns - 1)]
         # Counted as plain text: a later message joins a conversation, its template is not its own.
-        laters = [p.text for p in context.prompts(spec.content, spec.turn_ctx, variants, "completions")]
+        laters = [p.text for p in context.built_many(spec.content, spec.turn_ctx, variants, "completions")]
     per = spec.turns - 1
     return [[firsts[u].text, *laters[u * per:(u + 1) * per]] for u in range(spec.users)]
 
@@ -116,7 +123,7 @@ def _from_file(spec: SessionSpec) -> list[list[str]]:
 def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> SessionResult:
     """``users`` conversations of ``turns`` turns at once; per-turn figures, cache-hit share, drift, acceptance."""
     seed = case_seed(nodeid)
-    conversations = [_Conversation(msgs, seed + 100 * u, spec)
+    conversations = [_Conversation(msgs, seed + 100 * u, spec, context.salt())
                      for u, msgs in enumerate(user_turns(context, spec, seed))]
     nexts: list[NextTurn] = [c.next_turn for c in conversations]
     before = context.scrape_metrics()
@@ -173,8 +180,11 @@ def _result(context: CaseContext, spec: SessionSpec, nodeid: str, rows: list[dic
     if contents:
         r.ttft_content_s = float(np.percentile(contents, 50))
         r.ttft_content_p90_s = float(np.percentile(contents, 90))
+    if any(s.reasoning_tokens for s in streams):  # turns cut off inside their reasoning count too
         r.reasoning_tokens = round(float(np.median([s.reasoning_tokens or 0 for s in streams])))
-        r.content_tokens = round(float(np.median([s.content_tokens or s.completion_tokens for s in streams])))
+        # A turn without reasoning is all answer; one cut off inside its reasoning has no answer tokens.
+        r.content_tokens = round(float(np.median([s.completion_tokens if s.content_tokens is None else s.content_tokens
+                                                  for s in streams])))
     r.per_request = rows
     r.per_turn = per_turn(rows)
     r.prompt_tokens_last = r.per_turn[-1]["prompt_tokens"] if r.per_turn else None
@@ -271,6 +281,8 @@ def judge_session(r: SessionResult, spec: SessionSpec, settings: JudgeSettings) 
             r.notes.append(text)
     elif r.drift_verdict == "not judged":
         r.notes.append(r.drift_gate)
+    ttft_from_cache(r, spec.max_ttft_s is not None or spec.max_ttft_content_s is not None, settings.inconclusive,
+                    problems)
     settle(r, spec, problems, settings.inconclusive)
     if counted:
         r.verdict = "failed"

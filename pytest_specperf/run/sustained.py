@@ -16,6 +16,7 @@ from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Progress
 from pytest_specperf.endpoint.sse import Trace
+from pytest_specperf.prompts import cold
 from pytest_specperf.prompts.files import PromptRecord
 from pytest_specperf.run import acceptance, categories, drift, load, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed, more_trials, text_sha
@@ -86,14 +87,16 @@ def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
 
     recs = categories.records(spec)
     if recs:  # one prompt a trial, cycling through the file in a seeded order (categories.draw)
-        recs = categories.draw(recs, len(recs), seed)
+        recs = categories.draw(recs, len(recs), seed, tag=False)
     while more_trials(spec, len(trials.streams), undecided):
         rec = recs[len(trials.streams) % len(recs)] if recs else None
-        trace = _stream(context, spec, seed + len(trials.streams), progress, trials, scraping, rec)
+        trace = _stream(context, spec, seed + len(trials.streams), progress, trials, scraping,
+                        cold.fresh_record(rec) if rec is not None and context.tags_prompts() else rec)
         stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
-        # Trial i of a saved run and of a later one share prompt and seed; equal text pairs them (sequential).
-        text = rec.text if rec else context.prompt(spec.content, spec.ctx, seed + len(trials.streams), spec.api).text
+        # Trial i of a saved run and of a later one share prompt and seed; equal text pairs them (sequential):
+        # the prompt as built, without the trial's own tag.
+        text = rec.text if rec else context.built(spec.content, spec.ctx, seed + len(trials.streams), spec.api).text
         s.text_sha = text_sha(text, trace)
         if rec is not None:
             s.category, s.prompt_id = rec.category, rec.id

@@ -22,7 +22,8 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
     seed = case_seed(nodeid) if seed is None else seed
     client = context.client
     prompt = context.prompt(spec.content, spec.ctx, seed, spec.api)
-    ask = {"api": spec.api, "temperature": spec.temperature, "seed": seed}
+    # One prompt (cold: its own tag or salt) that the pair shares on purpose: both requests prefill alike.
+    ask = {"api": spec.api, "temperature": spec.temperature, "seed": seed, "salt": context.salt()}
     samples: list[float] = []
     server: list[float | None] = []
     shorts, longs = [], []

@@ -76,7 +76,8 @@ already holds the BOS; ``/tokenize`` with ``messages`` (vLLM/SGLang) or llama.cp
 Reasoning and prefix cache (``profile.py``, ``prefix_cache.py``): ``reasoning_tokens`` sends a
 chat's first N tokens as reasoning (``reasoning_kind`` and ``reasoning_step_ms`` give the phase its
 own acceptance and step cost); ``prefix_cache_tokens`` keeps prompts and outputs (LRU blocks of
-``prefix_cache_block``) so cached prompt tokens skip their prefill, reported as each dialect does
+``prefix_cache_block``; on by default, as vLLM's automatic prefix caching: 262144 tokens, blocks of
+16) so cached prompt tokens skip their prefill, reported as each dialect does
 (``cache_report`` for vLLM/SGLang, always for llama.cpp). See docs/simulator.md.
 
 Content kind (``content.py``): ``classify(prompt text)`` picks prose / code / reasoning /

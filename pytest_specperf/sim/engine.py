@@ -71,6 +71,8 @@ class GenRequest:
     faults: FaultSpec = field(default_factory=FaultSpec)
     body: dict[str, Any] = field(default_factory=dict)  # sampling fields as sent, for wire checks
     arrival: float = field(default_factory=time.monotonic)
+    cache_salt: str = ""  # vLLM cache_salt: the prefix cache's namespace ("" = the shared one)
+    cache_prompt: bool = True  # llama.cpp cache_prompt: false reuses nothing of the cache
 
 
 async def _sleep_until(deadline: float) -> None:
@@ -127,7 +129,7 @@ class Engine:
     def _phase_fields(self, req: GenRequest) -> dict[str, Any]:
         """Truth of the reasoning phase and the prefix cache (filled as the request runs)."""
         return {"reasoning_tokens": 0, "content_tokens": 0, "ttft_content_s": None,
-                "cached_tokens": self.prefix_cache.admit(req.prompt_ids)}
+                "cached_tokens": self.prefix_cache.admit(req.prompt_ids, req.cache_salt, reuse=req.cache_prompt)}
 
     def _join(self, seq: Seq) -> None:
         """Put a request into the batch and make sure a stepper runs."""
@@ -178,7 +180,7 @@ class Engine:
             out: list[int] = []
             await self._relay(req, rec, sink, inbox, text, target, reason, out)
             rec["finish_reason"] = reason
-            self.prefix_cache.store(req.prompt_ids + out)
+            self.prefix_cache.store(req.prompt_ids + out, req.cache_salt)
             await sink.finish(rec)
         except FaultDisconnect:
             rec["finish_reason"] = "fault_disconnect"

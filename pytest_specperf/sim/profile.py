@@ -44,6 +44,8 @@ from pytest_specperf.prompts.kinds import CONTENT_KINDS
 KINDS = CONTENT_KINDS
 DIALECTS = ("vllm", "sglang", "llamacpp")
 ACCEPT_DISTS = ("geometric", "min-variance")
+#: Dialects whose servers' prefix caches match token by token (vLLM's, the default, matches blocks of 16).
+TOKEN_CACHES = ("sglang", "llamacpp")
 
 
 class ProfileError(ValueError):
@@ -127,9 +129,9 @@ class Profile:
     reasoning_kind: str = ""  # content kind whose acceptance the reasoning phase has; "" = the prompt's
     reasoning_step_ms: float = 0.0  # each sequence in its reasoning phase adds this to a decode step
     reasoning_key: str = ""  # delta/message field of reasoning text; "" = the dialect's
-    # prefix cache (off by default): LRU over blocks of prompt and output tokens
-    prefix_cache_tokens: int = 0  # capacity in tokens; 0 = no prefix caching
-    prefix_cache_block: int = 1  # cache granularity in tokens (vLLM 16; SGLang, llama.cpp 1)
+    # prefix cache: LRU over blocks of prompt and output tokens, on by default as vLLM's automatic prefix caching
+    prefix_cache_tokens: int = 262144  # capacity in tokens (a KV cache's worth); 0 = no prefix caching
+    prefix_cache_block: int = 16  # cache granularity in tokens (vLLM 16; SGLang, llama.cpp 1: their dialects' default)
     cache_report: bool = False  # vllm/sglang: usage.prompt_tokens_details (--enable-prompt-tokens-details,
     #                             --enable-cache-report); llama.cpp always reports cache_n
     faults: str = ""  # fault spec applied to every request, same syntax as the X-Specperf-Fault header
@@ -258,6 +260,8 @@ def _over_defaults(data: Mapping[str, Any], name: str) -> dict[str, Any]:
     merged = {**defaults, **{k: v for k, v in data.items() if k != "accept_shift"}}
     merged["accept_shift"] = data.get("accept_shift", defaults["accept_shift"])
     merged["name"] = data.get("name", name)
+    if "prefix_cache_block" not in data and merged["dialect"] in TOKEN_CACHES:
+        merged["prefix_cache_block"] = 1  # as those servers ship: SGLang's radix cache, llama.cpp's slot match by token
     return merged
 
 

@@ -226,13 +226,25 @@ def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.R
                      category=p.category_of(prompt_text),
                      seed=seed, temperature=float(body.get("temperature") or 0.0),
                      faults=combine(engine.profile_faults, header), arrival=arrival,
-                     body={k: body[k] for k in WIRE_FIELDS if k in body})
+                     body={k: body[k] for k in WIRE_FIELDS if k in body}, **_cache_options(p.dialect, body))
     return req, opts
+
+
+def _cache_options(dialect: str, body: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's ``cache_salt`` (a string) and llama.cpp's ``cache_prompt`` (a bool), where the dialect has them."""
+    if dialect == "vllm" and body.get("cache_salt") is not None:
+        salt = body["cache_salt"]
+        if not isinstance(salt, str) or not salt:
+            raise BadRequest(f"'cache_salt' must be a non-empty string, got {salt!r}", param="cache_salt")
+        return {"cache_salt": salt}
+    if dialect == "llamacpp" and "cache_prompt" in body:
+        return {"cache_prompt": opt_bool(body, "cache_prompt", True)}
+    return {}
 
 
 # Request fields a truth record keeps as sent, so tests can check what reached the server.
 WIRE_FIELDS = ("temperature", "seed", "max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "n_predict",
-               "stream", "cache_prompt")
+               "stream", "cache_prompt", "cache_salt")
 
 
 def prompt_tokens_for(engine: Engine, body: dict[str, Any], text_key: str, special_key: str,

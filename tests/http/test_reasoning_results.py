@@ -170,3 +170,21 @@ def test_max_ttft_content_s_without_a_reasoning_phase_judges_the_first_token() -
                                   max_ttft_content_s=0.000001)
     assert r.ttft_content_s is None and r.ttft_s > 0.000001
     assert r.verdict == "failed" and "time to first answer token" in r.reason
+
+
+def test_a_session_turn_cut_off_inside_its_reasoning_has_no_answer_tokens() -> None:
+    with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
+        s: SessionResult = _run(sim, "session", "t::cut", turns=2, tokens=R - 20, ctx=100, turn_ctx=20, api="chat")
+        truths = [sim.truth(row["response_id"]) for row in s.per_request]
+    assert all((t["reasoning_tokens"], t["content_tokens"]) == (R - 20, 0) for t in truths)
+    assert (s.reasoning_tokens, s.content_tokens) == (R - 20, 0)
+    assert s.ttft_content_s is None  # no turn reached its answer
+
+
+def test_a_rate_result_carries_reasoning_and_answer_tokens() -> None:
+    with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
+        r = _run(sim, "rate", "t::rate_phases", rps=8, requests=4, tokens=N, ctx=100, api="chat")
+        truths = [sim.truth(rec["response_id"]) for rec in r.per_request]
+    assert all((t["reasoning_tokens"], t["content_tokens"]) == (R, N - R) for t in truths)
+    assert [(rec["reasoning_tokens"], rec["content_tokens"]) for rec in r.per_request] == [(R, N - R)] * 4
+    assert (r.reasoning_tokens, r.content_tokens) == (R, N - R)

@@ -23,7 +23,7 @@ SPEED = 2.0  # steps of 5-10 ms: a client's read jitter (~1 ms) stays small agai
 # the reasoning phase accepts 6 tokens a step (the answer, prose, about 3) and each of its steps costs 4x an
 # answer step, so the reasoning decodes at about half the answer's rate and a mix-up shows
 PHASED = {"reasoning_tokens": R, "reasoning_kind": "repetitive", "reasoning_step_ms": 30.0, "step_ms": 10.0,
-          "prefix_cache_tokens": 20000, "cache_report": True}
+          "prefix_cache_tokens": 20000, "prefix_cache_block": 1, "cache_report": True}
 CASES = {"vllm": {"dialect": "vllm"}, "vllm-old": {"dialect": "vllm", "reasoning_key": "reasoning_content"},
          "sglang": {"dialect": "sglang"}, "llamacpp": {"dialect": "llamacpp"}}
 PROMPT = prompt_text("prose", 150, seed=21)
@@ -87,6 +87,7 @@ def test_cached_tokens_match_truth(sims: dict[str, SimServer], case: str) -> Non
     prompt = prompt_text("prose", 400, seed=33)
     with Client(sim.url, timeout=30) as client:
         client.detect()
+        client.cold = False  # the same prompt twice may reuse the cache: no cache salt, cache_prompt as default
         cold, warm = (client.stream(prompt, 16, api="chat") for _ in range(2))
     t_cold, t_warm = sim.truth(cold.response_id), sim.truth(warm.response_id)
     # a cold prompt shares only the chat template's head with earlier requests; the same prompt again, all of it
@@ -153,3 +154,12 @@ def test_reasoning_text_in_an_event_without_tokens_is_not_the_next_events() -> N
     tr = _feed([_chunk({"reasoning": "abc"}, 2), _chunk({"reasoning": "</think>"}, 2), _chunk({"content": "hi"}, 4)])
     assert [c.reasoning for c in tr.chunks] == [2, 0]
     assert (tr.reasoning_tokens, tr.content_tokens) == (2, 2)
+
+
+def test_reasoning_sent_under_both_names_is_counted_once() -> None:
+    # some servers send ``reasoning`` as an alias beside ``reasoning_content`` in the same delta
+    both = [_chunk({"reasoning_content": "abc", "reasoning": "abc"}, 3), _chunk({"content": "xy"}, 5)]
+    tr = _feed(both)
+    assert "".join(c.text for c in tr.chunks) == "abcxy"
+    assert [c.reasoning for c in tr.chunks] == [3, 0]
+    assert (tr.reasoning_tokens, tr.content_tokens) == (3, 2)

@@ -108,17 +108,41 @@ def test_least_recently_used_prompts_are_evicted() -> None:
     assert seen == [0, 0, full, 0, 0, 0]
 
 
-def test_default_is_off_and_vllm_reports_nothing_without_its_flag() -> None:
+def test_default_caches_as_vllm_and_reports_nothing_without_its_flag() -> None:
     prompt = prompt_text("prose", 400, seed=9)
-    with SimServer("healthy", speed=50, in_process=True) as off, httpx.Client(base_url=off.url, timeout=30) as c:
+    with SimServer("healthy", speed=50, in_process=True, overrides={"prefix_cache_tokens": 0}) as off, \
+            httpx.Client(base_url=off.url, timeout=30) as c:
         ids = [stream(c, "/v1/completions", _body(prompt)).id for _ in range(2)]
         assert [off.truth(i)["cached_tokens"] for i in ids] == [0, 0]
-    with SimServer("healthy", speed=50, in_process=True, overrides={"prefix_cache_tokens": 4000}) as quiet, \
-            httpx.Client(base_url=quiet.url, timeout=30) as c:
+    # the default: vLLM's automatic prefix caching, whole blocks of 16 of all but the last prompt token
+    with SimServer("healthy", speed=50, in_process=True) as quiet, httpx.Client(base_url=quiet.url, timeout=30) as c:
         runs = [stream(c, "/v1/completions", _body(prompt)) for _ in range(2)]
-        assert quiet.truth(runs[1].id)["cached_tokens"] == 399
+        assert [quiet.truth(r.id)["cached_tokens"] for r in runs] == [0, 399 // 16 * 16]
+        assert quiet.profile.prefix_cache_block == 16 and quiet.profile.prefix_cache_tokens == 262144
     usage = runs[1].usage()
     assert usage is not None and usage.get("prompt_tokens_details") is None  # vLLM, no flag
+    # llama.cpp and SGLang match token by token, as they ship
+    for dialect in ("llamacpp", "sglang"):
+        assert load_profile("healthy", {"dialect": dialect}).prefix_cache_block == 1
+    assert load_profile("healthy", {"dialect": "llamacpp", "prefix_cache_block": 16}).prefix_cache_block == 16
+
+
+@pytest.mark.parametrize(("dialect", "field", "value"), [("vllm", "cache_salt", "s1"),
+                                                        ("llamacpp", "cache_prompt", False)])
+def test_a_request_keeps_its_prefill_out_of_the_cache_as_each_server_allows(dialect: str, field: str,
+                                                                            value: Any) -> None:
+    prompt = prompt_text("prose", 400, seed=10)
+    with SimServer("healthy", speed=50, in_process=True, overrides={"dialect": dialect}) as sim, \
+            httpx.Client(base_url=sim.url, timeout=30) as c:
+        plain = stream(c, "/v1/completions", _body(prompt)).id
+        kept_out = stream(c, "/v1/completions", {**_body(prompt), field: value}).id
+        cached = [sim.truth(i)["cached_tokens"] for i in (plain, kept_out)]
+        if dialect == "vllm":  # a salt shares blocks only with its own salt
+            again = stream(c, "/v1/completions", {**_body(prompt), field: value}).id
+            cached.append(sim.truth(again)["cached_tokens"])
+            assert cached == [0, 0, 399 // 16 * 16]
+        else:
+            assert cached == [0, 0]
 
 
 @pytest.mark.parametrize(("key", "value"), [("prefix_cache_tokens", -1), ("prefix_cache_block", 0),

@@ -1,0 +1,71 @@
+"""How much of a case's prompts the server's prefix cache served, and whether that decided its TTFT.
+
+Where the server reports cached prompt tokens (``usage.prompt_tokens_details.cached_tokens`` from
+vLLM with ``--enable-prompt-tokens-details`` or SGLang with ``--enable-cache-report``; llama.cpp's
+``timings.cache_n``), a result carries ``cached_share``: the cached share of the prompt tokens of
+the requests the case meant to be cold (every stream, user or arrival; a session's first turns;
+not two-point's documented warm pair). With ``prefix_cache="cold"`` a request that came back with
+more cached tokens than a tag alone takes (``CaseContext.cold_allowance``) had its prefill served
+by the cache, so its TTFT measures the cache: the result's ``ttft_cache`` says so, and the floors
+and comparisons that read TTFT call it inconclusive instead of judging it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pytest_specperf.cases.results import LoadSweepResult, RateResult, Result, SessionResult, SustainedResult
+
+
+def share(pairs: list[tuple[int | None, int | None]]) -> float | None:
+    """Cached over prompt tokens of ``(prompt_tokens, cached_tokens)`` pairs; None unless every one is reported."""
+    if not pairs or any(p is None or c is None for p, c in pairs):
+        return None
+    prompt = sum(int(p or 0) for p, _ in pairs)
+    return sum(int(c or 0) for _, c in pairs) / prompt if prompt else None
+
+
+def verdict(pairs: list[tuple[int | None, int | None]], allowance: int) -> str:
+    """'' when no request meant to be cold came back cached, else the reason its TTFT is inconclusive."""
+    hot = [(int(p or 0), int(c)) for p, c in pairs if c is not None and c > allowance]
+    if not hot:
+        return ""
+    p, c = max(hot, key=lambda x: x[1] / x[0] if x[0] else 0.0)
+    return (f"ttft inconclusive: {len(hot)} of {len(pairs)} requests meant to be cold came back from the server's "
+            f"prefix cache (up to {c} of {p} prompt tokens cached), so their TTFT measures the cache; another "
+            "client sent the same prompts, or the server ignored the request's cache salt or tag")
+
+
+def _pairs(items: Iterable[Any]) -> list[tuple[int | None, int | None]]:
+    out = []
+    for s in items:
+        get = s.get if isinstance(s, Mapping) else (lambda k, s=s: getattr(s, k, None))
+        out.append((get("prompt_tokens"), get("cached_tokens")))
+    return out
+
+
+def cold_pairs(result: Result) -> list[tuple[int | None, int | None]]:
+    """``(prompt_tokens, cached_tokens)`` of each request of ``result`` meant to be cold."""
+    if isinstance(result, SustainedResult):
+        return _pairs(result.streams)
+    if isinstance(result, LoadSweepResult):
+        return [p for lv in result.levels for p in _pairs(lv.get("streams") or [])]
+    if isinstance(result, RateResult):
+        return _pairs(r for r in result.per_request if r.get("status") == 200)
+    if isinstance(result, SessionResult):
+        return _pairs(r for r in result.per_request if r.get("turn") == 1)
+    return []  # two-point warms its prompt on purpose; sweeps of it likewise
+
+
+def attach(result: Result, allowance: int, mode: str) -> None:
+    """Set ``cached_share`` (and each load level's) and, for a cold case, ``ttft_cache`` where it came back cached."""
+    pairs = cold_pairs(result)
+    result.prefix_cache = mode
+    result.cached_share = share(pairs)
+    if isinstance(result, LoadSweepResult):
+        for lv in result.levels:
+            lv_pairs = _pairs(lv.get("streams") or [])
+            lv["cached_share"] = share(lv_pairs)
+            lv["ttft_cache"] = verdict(lv_pairs, allowance) if mode == "cold" else ""
+    result.ttft_cache = verdict(pairs, allowance) if mode == "cold" else ""
