@@ -67,7 +67,7 @@ class Runner:
         if self.size_cap is not None:
             spec = fit_spec(spec, *self.size_cap)
         kind = kind_for(spec)
-        self._check_context(*kind.context_needed(spec))
+        self._check_context(*kind.context_needed(spec), spec)
         with endpoint_lock(self.client.url):
             self.warm_up()
             started = time.time()
@@ -78,16 +78,20 @@ class Runner:
         kind.judge(result, spec, self.judging)
         return result
 
-    def _check_context(self, ctx: int, out: int) -> None:
+    def _check_context(self, ctx: int, out: int, spec: CaseSpec | None = None) -> None:
         """A case that cannot fit the server's advertised context fails now, before a prompt is built."""
         info = self.client.info or self.client.detect()
         limit = info.max_context
         if limit is None:
             return
         if ctx + out > limit:
+            # A session's last prompt is the whole conversation: its turns, not its first message, fill it.
+            turns = getattr(spec, "turns", None)
+            what, lower = ((f"a {turns}-turn conversation's last prompt of {ctx}", "turns, turn_ctx, ctx or tokens")
+                           if isinstance(turns, int) and turns > 1 else (f"ctx {ctx}", "ctx or tokens"))
             raise MeasurementError(
-                f"ctx {ctx} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
-                f"serves {self.client.model} with {limit} ({info.context_source}); lower ctx or tokens, or "
+                f"{what} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
+                f"serves {self.client.model} with {limit} ({info.context_source}); lower {lower}, or "
                 "start the server with a longer context")
 
     # -- one kind, measured without lock or verdict (the registry's kind, as ``run`` calls it) ------------
