@@ -217,8 +217,9 @@ def drift(windows: Windows, q: float = 0.25, trace: tuple[ArrayLike, ArrayLike] 
 #: A gap is a stall above STALL_FACTOR times the stream's pace (its step gap, or its per-token pace times the
 #: chunk's tokens); chunks within 1 / STALL_FACTOR of the step gap of each other are one delivery.
 STALL_FACTOR = 8.0
-#: A burst is one delivery of at least this many median deliveries' tokens ("many steps at once").
-BURST_CHUNKS = 3
+#: A burst is one delivery of at least this many median deliveries' tokens ("many steps at once"): as many as
+#: a stall's gap holds steps. Two or three steps together are a busy client's (or server's) late read.
+BURST_CHUNKS = 8
 #: Chunks on each side of a stall whose pace says how long its delivery's tokens should have taken.
 NEAR = 32
 

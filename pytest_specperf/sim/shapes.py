@@ -228,7 +228,8 @@ class ResponseSink:
         if rec is None:
             return
         for entry in rec["steps"][len(rec["steps"]) - recorded:] if recorded else []:
-            entry["t_s"] = now - self.req.arrival  # the truth's t_s is when a step's events were written
+            # the truth's t_s is when a step's events were written; server_t_s when the server handed them over
+            entry["server_t_s"], entry["t_s"] = entry["t_s"], now - self.req.arrival
         rec["faults"].append({"kind": "hold", "at_token": self.req.faults.hold_at, "events": len(events),
                               "held_s": now - self.held_since, "t_s": now - self.req.arrival})
 
