@@ -46,16 +46,17 @@ class Completion:
     body: dict[str, Any]
 
 
-#: httpcore's trace event once a request's headers are on the socket (``http11.`` and ``http2.`` alike).
-HEADERS_SENT = "send_request_headers.complete"
+#: httpcore's trace event as a request's headers go to the socket, its connection open (``http11.``, ``http2.``).
+HEADERS_SENT = "send_request_headers.started"
 
 
 class SentClock:
-    """When a request's headers reached the socket, from httpcore's trace events (``extensions={"trace": ...}``).
+    """When a request's headers went to the socket, from httpcore's trace events (``extensions={"trace": ...}``).
 
     A timed request's clock starts there, not when the client set out to send it: building and encoding the body
     (a long conversation's history), waiting for or opening a connection and, at many streams, the event loop's
-    turn all come before, and the server's clock sees none of them. ``at`` stays None if no event came.
+    turn all come before, and the server's clock sees none of them. Taken just before the write, never after the
+    server could have read them, so a TTFT is never shorter than the server's. ``at`` stays None if no event came.
     """
 
     def __init__(self) -> None:

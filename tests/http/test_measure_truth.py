@@ -91,8 +91,10 @@ def test_a_buffering_proxy_is_named_a_burst_and_moves_no_drift(runner_for) -> No
         q = 3 * s.window_tokens  # the plugin's edge groups: 3 of 12 windows
         e, l_ = int(np.searchsorted(c, q)), int(np.searchsorted(c, 12 * s.window_tokens - q))
         early, late = c[e] / (t[e] - t[0]), (c[-1] - c[l_]) / (t[-1] - t[l_])
-        assert s.early_tps == pytest.approx(early, rel=0.06) and s.late_tps == pytest.approx(late, rel=0.06)
-        assert abs(s.drift - (1 - late / early)) < 0.06
+        # 10 %: the simulator's own first write may come up to 20 ms late and be caught up (CATCH_UP_S), which
+        # shortens a 250 ms early group as the client sees it by as much; per-window medians were off by x100
+        assert s.early_tps == pytest.approx(early, rel=0.1) and s.late_tps == pytest.approx(late, rel=0.1)
+        assert abs(s.drift - (1 - late / early)) < 0.1
         assert [f["kind"] for f in truth["faults"]] == ["hold"]
         held = sum(st["tokens"] for st in steps if "server_t_s" in st)  # all but the step that released them
         bursts = [b for b in s.bursts if b["tokens"] >= held]
