@@ -211,11 +211,11 @@ def test_a_late_wake_up_delays_what_follows_instead_of_bursting() -> None:
         truth = sim.truth(rid)
     steps = truth["steps"]
     step = steps[-1]["step_ms"] / 1000
-    # Writes within a quarter step of the last one, in a row: the schedule catches up at most CATCH_UP_S (10 steps
+    # Writes within a quarter step of the last one, in a row: the schedule catches up at most CATCH_UP_S (20 steps
     # here) of a busy machine's jitter; the 50 held steps were one run of 50
     run, longest = 0, 0
     for a, b in itertools.pairwise(steps):
         run = run + 1 if b["t_s"] - a["t_s"] < step / 4 else 0
         longest = max(longest, run)
-    assert longest < 20, longest
+    assert longest < 30, longest
     assert any(s["due_t_s"] - s["intended_t_s"] > 20 * step for s in steps), "the blocked wake-up was caught up"
