@@ -77,6 +77,8 @@ class StreamResult:
     reasoning_tps: float | None = None
     content_tps: float | None = None
     cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache, where it says
+    # many steps' tokens delivered at once (a catch-up after a late wake-up, a buffering proxy): named, never a speed
+    bursts: list[dict[str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +102,7 @@ class SustainedResult(Result):
     max_drift: float | None = None
     stalls: int = 0
     stall_s: float = 0.0
+    bursts: int = 0  # deliveries of many steps' tokens at once, over every stream (stream_figures)
     tokens_per_chunk: float = 0.0
     counts_exact: bool = True
     count_source: str = ""

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pytest_specperf.cases.base import CaseSpec, check, is_number
+from pytest_specperf.cases.closed_loop import MAX_CONCURRENCY
+
+#: Most turns one conversation has. Every turn resends the whole conversation, so the work grows with the
+#: square of the turns, and a conversation longer than this outgrows any server's context long before.
+MAX_TURNS = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +44,11 @@ class SessionSpec(CaseSpec):
             v = getattr(self, name)
             check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, k,
                   f"{name} must be an integer >= {lo}, got {v!r}")
+        # Bounds known before anything is sent: each session holds its conversation and its streams at once.
+        check(self.users <= MAX_CONCURRENCY, k, f"users={self.users} is above {MAX_CONCURRENCY}, the most sessions "
+              f"one case runs at once (one client process reads them all); lower it to {MAX_CONCURRENCY} or less")
+        check(self.turns <= MAX_TURNS, k, f"turns={self.turns} is above {MAX_TURNS}, the most turns one conversation "
+              f"has (each turn resends all earlier ones); lower it to {MAX_TURNS} or less")
         check(self.repeat == 1, k, f"repeat={self.repeat!r}: a session's trials are its turns and users; "
               "drop repeat and raise users")
         check(is_number(self.think_s) and self.think_s >= 0, k,

@@ -185,8 +185,8 @@ def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result]
 def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate
                 ) -> tuple[dict[str, Any], list[str]]:
     trials = len(arms["B"])
-    summary = aggregate(arms["B"])
-    a_row = aggregate(arms["A"])
+    summary = aggregate(arms["B"], arm="B")
+    a_row = aggregate(arms["A"], arm="A")
     summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
                      "a": {k: v for k, v in a_row.items() if k in AGGREGATED},
                      "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
@@ -235,7 +235,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
             open_levels = [row["users"] for row in t["levels"] if row["users"] not in done]
             if not open_levels:
                 break
-    row = aggregate(results[deployed or baseline])
+    row = aggregate(results[deployed or baseline], arm=deployed or baseline)
     if auto and row.get("kind") == "load_sweep":
         # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
         row["concurrency"] = arms_table.levels_of(results[deployed or baseline])
@@ -255,10 +255,11 @@ AGGREGATED = ("decode_tps", "client_tps", "ttft_s", "total_s", "early_tps", "lat
               "burst_tps", "burst_gap", "t_short_s", "t_long_s", "prompt_tokens", "completion_tokens")
 
 
-def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(trials: list[dict[str, Any]], arm: str | None = None) -> dict[str, Any]:
     """One row for several trials of a case: medians of the figures, every stream and sample kept, the worst
     verdict with every distinct reason. A load sweep's level rows combine every trial the same way
-    (``combine_levels``); a load case keeps each trial's figures in ``trials``, its streams say their trial."""
+    (``combine_levels``); a load case keeps each trial's figures in ``trials``, its streams say their trial.
+    ``arm`` names the arm the trials measured in the reasons that say which trial gave them."""
     out = dict(trials[-1])
     for key in AGGREGATED:
         values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
@@ -274,11 +275,11 @@ def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
     out["started_at"] = min(r.get("started_at", 0.0) for r in trials)
     if len(trials) > 1 and _is_load(out):
         if out.get("kind") == "load_sweep":
-            out["levels"] = combine_levels(trials)
+            out["levels"] = combine_levels(trials, arm)
             totals = [lv["total_tps"] for lv in out["levels"] if _number(lv.get("total_tps")) is not None]
             out["total_tps"] = max(totals) if totals else None  # the best level, as for one trial
         else:
-            out.update(_combined_load(list(enumerate(trials))))
+            out.update(_combined_load(list(enumerate(trials)), arm))
     return out
 
 
@@ -295,10 +296,15 @@ def _number(v: Any) -> float | None:
     return float(v)
 
 
-def _combined_load(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+#: The drift figures a row shows from the trial whose drift verdict decided it, so the row and its reason agree.
+DRIFT_FIELDS = ("drift", "early_tps", "late_tps", "drift_gate", "drift_verdict")
+
+
+def _combined_load(entries: list[tuple[int, dict[str, Any]]], arm: str | None = None) -> dict[str, Any]:
     """The fields of one load row (a level, or a sustained load case) over trials ``(index, row)``: medians,
     summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and which
-    trial gave it), and each trial's own figures in ``trials``."""
+    arm and trial gave it), and each trial's own figures in ``trials``. Where a trial's drift failed or was
+    inconclusive the row shows that trial's drift (the worst), not the median of all: one level, one drift."""
     n = len(entries)
     worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
     out: dict[str, Any] = {"verdict": worst.get("verdict")}
@@ -306,19 +312,25 @@ def _combined_load(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
         values = [x for _, row in entries for x in [_number(row.get(key))] if x is not None]
         if any(key in row for _, row in entries):
             out[key] = float(np.median(values)) if values else None
+    drifted = [row for _, row in entries if row.get("drift_verdict") in ("failed", "inconclusive")]
+    if drifted:
+        decided = max(drifted, key=lambda r: (_SEVERITY.get(str(r.get("drift_verdict")), 0), _number(r.get("drift"))
+                                              or 0.0))
+        out.update({key: decided.get(key) for key in DRIFT_FIELDS if key in decided})
     for key in ("stalls", "stall_s"):
         if any(key in row for _, row in entries):
             out[key] = sum(_number(row.get(key)) or 0 for _, row in entries)
     out["streams"] = [{**s, "trial": i} for i, row in entries for s in row.get("streams") or [] if isinstance(s, dict)]
     for key in ("warnings", "notes"):
         out[key] = list(dict.fromkeys(x for _, row in entries for x in row.get(key) or []))
-    out["reason"] = "; ".join(dict.fromkeys(f"trial {i + 1} of {n}: {row['reason']}" for i, row in entries
+    who = f"arm {arm}, " if arm else ""
+    out["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row['reason']}" for i, row in entries
                                             if row.get("reason")))
     out["trials"] = [crossover.trial_figures(row)[0] for _, row in entries]
     return out
 
 
-def combine_levels(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def combine_levels(trials: list[dict[str, Any]], arm: str | None = None) -> list[dict[str, Any]]:
     """A load sweep's level rows over every trial, in the sweep's order: each shows what all trials measured
     (medians), under the worst of their verdicts, never one trial's figures under another's verdict."""
     by_users: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
@@ -329,7 +341,7 @@ def combine_levels(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for entries in by_users.values():
         worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
-        rows.append({**worst, **_combined_load(entries)})
+        rows.append({**worst, **_combined_load(entries, arm)})
     return rows
 
 

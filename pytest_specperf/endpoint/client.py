@@ -47,6 +47,31 @@ class Completion:
     body: dict[str, Any]
 
 
+#: httpcore's trace event as a request's headers go to the socket, its connection open (``http11.``, ``http2.``).
+HEADERS_SENT = "send_request_headers.started"
+
+
+class SentClock:
+    """When a request's headers went to the socket, from httpcore's trace events (``extensions={"trace": ...}``).
+
+    A timed request's clock starts there, not when the client set out to send it: building and encoding the body
+    (a long conversation's history), waiting for or opening a connection and, at many streams, the event loop's
+    turn all come before, and the server's clock sees none of them. Taken just before the write, never after the
+    server could have read them, so a TTFT is never shorter than the server's. ``at`` stays None if no event came.
+    """
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def __call__(self, name: str, info: dict[str, Any]) -> None:
+        if self.at is None and name.endswith(HEADERS_SENT):
+            self.at = time.perf_counter()
+
+    async def atrace(self, name: str, info: dict[str, Any]) -> None:
+        """The same, for the async client."""
+        self(name, info)
+
+
 class Client:
     """One endpoint. Errors are MeasurementError with a one-line reason; the API key never appears in them."""
 
@@ -348,11 +373,14 @@ class Client:
         """The accepted stream's response and its send time (refusals retried, other statuses named)."""
         def send() -> tuple[httpx.Response, float]:
             with self.named_errors("POST", path) as t0:
-                resp = self.http.send(self.http.build_request("POST", path, json=body, headers=headers), stream=True)
+                sent = SentClock()
+                request = self.http.build_request("POST", path, json=body, headers=headers,
+                                                  extensions={"trace": sent})
+                resp = self.http.send(request, stream=True)
                 if resp.status_code != 200:
                     resp.read()
                     resp.close()
-                return resp, t0
+                return resp, t0 if sent.at is None else sent.at
         resp, t0 = self.retry_policy.call(send)
         self.check_status(resp, f"POST {path}")
         try:

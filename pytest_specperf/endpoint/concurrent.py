@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from pytest_specperf.endpoint.client import Client
+from pytest_specperf.endpoint.client import Client, SentClock
 from pytest_specperf.endpoint.sse import Trace, TraceBuilder, paused_gc, split_events
 from pytest_specperf.errors import MeasurementError
 
@@ -287,20 +287,16 @@ async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -
                              salt=req.salt)
 
     async def send() -> tuple[httpx.Response, float]:
-        on_wire: list[float] = []
-
-        async def trace(name: str, info: dict[str, Any]) -> None:
-            if not on_wire and name.endswith(".started"):
-                on_wire.append(time.perf_counter())
-
         with client.named_errors("POST", path) as t0:
-            request = http.build_request("POST", path, json=body, extensions={"trace": trace})
+            sent = SentClock()
+            request = http.build_request("POST", path, json=body, extensions={"trace": sent.atrace})
             resp = await http.send(request, stream=True)
             if resp.status_code != 200:
                 await resp.aread()
                 await resp.aclose()
-            # The send time is when the request reached the network, not when the client set out to send it.
-            return resp, on_wire[0] if on_wire else t0
+            # The send time is when the headers reached the socket (the server's clock starts on them), not when
+            # the client set out to send, nor when it began to open the connection they went on.
+            return resp, t0 if sent.at is None else sent.at
 
     resp, t0 = await client.retry_policy.acall(send)
     try:

@@ -44,8 +44,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """Child pre-exec: SIGKILL the server if the Python process dies without cleaning up (Linux only)."""
+def die_with_parent() -> None:
+    """Child pre-exec: SIGKILL the child if the Python process dies without cleaning up (Linux only).
+
+    The kernel sends it when the thread that started the child ends, so call it only from the main thread."""
     with contextlib.suppress(Exception):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -172,7 +174,7 @@ class EngineProcess:
             pdeath = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
             self._proc = subprocess.Popen(
                 self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
-                preexec_fn=_die_with_parent if pdeath else None,
+                preexec_fn=die_with_parent if pdeath else None,
             )
         self._started_at = time.monotonic()
         # Runs on garbage collection or interpreter exit if stop() was never called.

@@ -65,6 +65,23 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class Burst:
+    """Many steps' tokens delivered at once (a late wake-up catching up, a buffering proxy): never a speed."""
+
+    at_token: int  # decode tokens received before the burst's first chunk
+    tokens: int  # tokens the burst delivered
+    span_s: float  # seconds from its first chunk to its last (~0)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Time a stall cost the stream net of any catch-up right after it: what the group rates leave out."""
+
+    at_token: int  # decode tokens received before the stall
+    lost_s: float
+
+
+@dataclass(frozen=True)
 class DriftVerdict:
     """Verdict of the drift gate over one or more streams."""
 
@@ -138,8 +155,11 @@ def window_rates(t: ArrayLike, k: ArrayLike, window: int | None = None) -> Windo
     edges = np.arange(j + 1, dtype=float) * w
     tb = np.interp(edges, c, ta)
     d = np.diff(tb)
-    if np.any(d <= 0):
-        raise ValueError("a window has zero duration: the timestamps do not advance")
+    if not np.any(d > 0):
+        raise ValueError("every window has zero duration: the timestamps do not advance")
+    # A window that a burst delivered in one read (one timestamp) took no measurable time: it gets a rate far
+    # above the rest (a burst, named by find_bursts) rather than making the whole stream n/a.
+    d = np.maximum(d, 1e-6 * float(np.median(d[d > 0])))
     rates = w / d
     centers = (np.arange(j) + 0.5) * w
     return Windows(
@@ -151,10 +171,12 @@ def window_rates(t: ArrayLike, k: ArrayLike, window: int | None = None) -> Windo
     )
 
 
-def drift(windows: Windows, q: float = 0.25) -> Drift:
-    """Early/late medians, their ratio, a Theil-Sen trend (90 % CI) and a one-sided Mann-Kendall p.
+def drift(windows: Windows, q: float = 0.25, trace: tuple[ArrayLike, ArrayLike] | None = None) -> Drift:
+    """Early/late rates, their ratio, a Theil-Sen trend (90 % CI) and a one-sided Mann-Kendall p.
 
-    Early = the first ceil(q * J) windows (at least 3), late = as many from the end.
+    Early = the first ceil(q * J) windows (at least 3), late = as many from the end. Given the stream's
+    ``trace`` (t, k), each group's rate is its tokens over its whole time span (``group_rates``), else the
+    windows' tokens over their summed durations.
     """
     if not 0 < q <= 0.5:
         raise ValueError(f"q must be in (0, 0.5], got {q}")
@@ -164,9 +186,14 @@ def drift(windows: Windows, q: float = 0.25) -> Drift:
     m = max(3, math.ceil(q * nwin))
     if 2 * m > nwin:
         raise ValueError(f"{nwin} windows cannot hold {m} early and {m} late windows")
-    # Medians, not pooled rates: one 0.3-1 s stall moves a pooled late rate by 6-20 %.
-    early = float(np.median(r[:m]))
-    late = float(np.median(r[-m:]))
+    # Tokens over the group's span, not a median of window rates: a stall followed by a catch-up (a late
+    # wake-up, a buffering proxy) makes one slow and one fast window, which move a median of 3-5 windows by
+    # tens of percent but leave the span unchanged.
+    w = windows.window_tokens
+    if trace is not None:
+        early, late = group_rates(*trace, m * w, (nwin - m) * w)
+    else:
+        early, late = m * w / float((w / r[:m]).sum()), m * w / float((w / r[-m:]).sum())
     ratio = late / early
     span = float(x[-1] - x[0])
     ts = scipy.stats.theilslopes(np.log(r), x, alpha=0.90)
@@ -187,20 +214,130 @@ def drift(windows: Windows, q: float = 0.25) -> Drift:
     )
 
 
-def find_stalls(t: ArrayLike, k: ArrayLike, min_gap_s: float = 0.25, factor: float = 8.0) -> list[Stall]:
-    """Gaps before a chunk longer than max(min_gap_s, factor * median per-token gap * tokens in it).
+#: A gap is a stall above STALL_FACTOR times the stream's pace (its step gap, or its per-token pace times the
+#: chunk's tokens); chunks within 1 / STALL_FACTOR of the step gap of each other are one delivery.
+STALL_FACTOR = 8.0
+#: A burst is one delivery of at least this many median deliveries' tokens ("many steps at once"): as many as
+#: a stall's gap holds steps. Two or three steps together are a busy client's (or server's) late read.
+BURST_CHUNKS = 8
+#: Chunks on each side of a stall whose pace says how long its delivery's tokens should have taken.
+NEAR = 32
 
-    Stalls are reported, never gated on as drift: the window medians absorb them.
+
+def _pace(ta: np.ndarray, ka: np.ndarray, factor: float) -> tuple[np.ndarray, float, float]:
+    """(gaps before each chunk after the first, the step gap, seconds per decode token).
+
+    The step gap is the median of the gaps that are not near-simultaneous (above 1 / ``factor`` of the mean
+    gap): a server that sends each token of a step as its own event still paces its steps by it."""
+    gaps = np.diff(ta)
+    span = float(ta[-1] - ta[0])
+    mean = span / gaps.size
+    steps = gaps[gaps > mean / factor]
+    step_gap = float(np.median(steps)) if steps.size else mean
+    return gaps, step_gap, span / float(ka[1:].sum())
+
+
+def _deliveries(gaps: np.ndarray, step_gap: float, factor: float) -> list[tuple[int, int]]:
+    """Chunk index ranges [a, b] (>= 1) that arrived together: each chunk after a within ``step_gap / factor``
+    of the one before. The first decode chunk starts a delivery of its own (TTFT's chunk is not merged)."""
+    out: list[tuple[int, int]] = []
+    for i in range(1, gaps.size + 1):  # chunk i arrived gaps[i - 1] after chunk i - 1
+        if out and i > 1 and gaps[i - 1] < step_gap / factor:
+            out[-1] = (out[-1][0], i)
+        else:
+            out.append((i, i))
+    return out
+
+
+def find_stalls(t: ArrayLike, k: ArrayLike, min_gap_s: float = 0.0, factor: float = STALL_FACTOR) -> list[Stall]:
+    """Gaps before a chunk longer than ``factor`` times the stream's pace: its step gap, or its per-token pace
+    times the chunk's tokens (a k-token chunk legitimately waits ~k token times).
+
+    The limit scales with the step time (and so with a simulator's speed); ``min_gap_s`` adds an absolute
+    floor where one is wanted. Stalls are reported, never gated on as drift (``find_pauses``).
     """
     ta, ka = _trace(t, k)
-    if ka.size < 2:
+    if ka.size < 3 or ta[-1] <= ta[0]:
         return []
-    gaps = np.diff(ta)
-    per_token = gaps / ka[1:]  # a k-token chunk legitimately waits ~k token times
-    limit = np.maximum(min_gap_s, factor * float(np.median(per_token)) * ka[1:])
+    gaps, step_gap, per_token = _pace(ta, ka, factor)
+    limit = np.maximum(min_gap_s, factor * np.maximum(step_gap, per_token * ka[1:]))
     c = _cumulative(ka)
     idx = np.flatnonzero(gaps > limit)
     return [Stall(at_token=int(c[i]), gap_s=float(gaps[i])) for i in idx]
+
+
+def find_bursts(t: ArrayLike, k: ArrayLike, factor: float = STALL_FACTOR) -> list[Burst]:
+    """Deliveries of many steps' tokens at once: chunks arriving together (within 1 / ``factor`` of the step
+    gap) that hold >= BURST_CHUNKS median deliveries' tokens.
+
+    A burst is what a late wake-up's catch-up or a buffering proxy delivers; its tokens are shown as a
+    burst, never as a speed (the group rates take them over the time they belong to).
+    """
+    ta, ka = _trace(t, k)
+    if ka.size < 3 or ta[-1] <= ta[0]:
+        return []
+    gaps, step_gap, _ = _pace(ta, ka, factor)
+    runs = _deliveries(gaps, step_gap, factor)
+    sizes = np.array([ka[a:b + 1].sum() for a, b in runs])
+    least = BURST_CHUNKS * float(np.median(sizes))
+    c = _cumulative(ka)
+    return [Burst(at_token=int(c[a - 1]), tokens=int(n), span_s=float(ta[b] - ta[a]))
+            for (a, b), n in zip(runs, sizes, strict=True) if n >= least]
+
+
+def find_pauses(t: ArrayLike, k: ArrayLike, factor: float = STALL_FACTOR) -> list[Pause]:
+    """Time each stall cost: from the chunk before it to the end of the delivery it starts, less the time that
+    delivery's tokens take at the stream's pace; none where a burst caught up."""
+    ta, ka = _trace(t, k)
+    if ka.size < 3 or ta[-1] <= ta[0]:
+        return []
+    gaps, step_gap, per_token = _pace(ta, ka, factor)
+    ends = dict(_deliveries(gaps, step_gap, factor))
+    c = _cumulative(ka)
+    out = []
+    for s in find_stalls(ta, ka, factor=factor):
+        i = int(np.searchsorted(c, s.at_token, side="right"))  # the delayed chunk
+        j = ends.get(i, i)
+        # The span runs to the chunk after the delivery, the first to arrive on time again: the step it ends
+        # began inside the hold. What its tokens should have taken is the pace of NEAR chunks each side.
+        j = min(j + 1, ka.size - 1)
+        lo, hi = max(0, i - 1 - NEAR), min(ka.size - 1, j + NEAR)
+        around = float(ta[i - 1] - ta[lo] + ta[hi] - ta[j]) / max(1, int(c[i - 1] - c[lo] + c[hi] - c[j]))
+        due = (around if around > 0 else per_token) * float(ka[i:j + 1].sum())
+        lost = float(ta[j] - ta[i - 1]) - due
+        # Over n steps acceptance alone moves their time by about a third of a step times sqrt(n): within six
+        # of those (and two steps), the burst caught up and what is left is that noise, not lost time.
+        if lost > step_gap * max(2.0, 2.0 * math.sqrt(due / step_gap)):
+            out.append(Pause(at_token=s.at_token, lost_s=lost))
+    return out
+
+
+def group_rates(t: ArrayLike, k: ArrayLike, early_tokens: int, late_from: int,
+                factor: float = STALL_FACTOR) -> tuple[float, float]:
+    """(early, late) rates: the decode tokens up to ``early_tokens`` and after ``late_from``, each over its time span
+    less the time stalls lost in it (``find_pauses``).
+
+    A group's edge never cuts a delivery: the early group runs to the end of the delivery that holds its last token,
+    the late group from the chunk before the delivery that holds its first, so a stall and the burst that caught it
+    up always fall in the same group and cancel.
+    """
+    ta, ka = _trace(t, k)
+    gaps, step_gap, _ = _pace(ta, ka, factor)
+    c = _cumulative(ka)
+    start_of, end_of = {}, {}
+    for a, b in _deliveries(gaps, step_gap, factor):
+        for i in range(a, b + 1):
+            start_of[i], end_of[i] = a, b
+    e = end_of[int(np.searchsorted(c, early_tokens, side="left"))]  # first chunk with c >= early_tokens
+    s = start_of[int(np.searchsorted(c, late_from, side="right"))] - 1  # the chunk before the first past it
+    pauses = find_pauses(ta, ka, factor)
+    lost_early = sum(p.lost_s for p in pauses if p.at_token < c[e])
+    lost_late = sum(p.lost_s for p in pauses if p.at_token >= c[s])
+    early_span, late_span = float(ta[e] - ta[0]), float(ta[-1] - ta[s])
+    # a pause can shorten its group only so far: never to nothing
+    early = float(c[e]) / max(early_span - lost_early, 1e-3 * early_span)
+    late = float(c[-1] - c[s]) / max(late_span - lost_late, 1e-3 * late_span)
+    return early, late
 
 
 def _fmt_p(p: float) -> str:

@@ -158,6 +158,7 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
         ttft_p50_s=float(np.percentile(ttft, 50)), ttft_p90_s=float(np.percentile(ttft, 90)),
         tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
         stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
+        bursts=sum(len(s.bursts) for s in streams),
         counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
     if context.client.caps.step_chunks:
         r.step_ms = med([step_ms(t) for t in judged])

@@ -98,13 +98,15 @@ class Runner:
         if limit is None:
             return
         if ctx + out > limit:
-            what = f"ctx {ctx}"
-            if spec is not None and spec.KIND == "session":  # its ctx is the first message; the last turn holds all
-                what = (f"the last turn's prompt of {ctx} tokens (ctx {getattr(spec, 'ctx', '?')} and the "
-                        f"{getattr(spec, 'turns', 1) - 1} turns and answers before it)")
+            # A session's last prompt is the whole conversation: its turns, not its first message, fill it.
+            turns = getattr(spec, "turns", None)
+            what, lower = (
+                (f"a {turns}-turn conversation's last prompt of {ctx} tokens (ctx {getattr(spec, 'ctx', '?')} and "
+                 f"the {turns - 1} turns and answers before it)", "turns, turn_ctx, ctx or tokens")
+                if isinstance(turns, int) and turns > 1 else (f"ctx {ctx}", "ctx or tokens"))
             raise MeasurementError(
                 f"{what} + {out} generated tokens need {ctx + out} tokens of context, but {self.client.url} "
-                f"serves {self.client.model} with {limit} ({info.context_source}); lower ctx or tokens, or "
+                f"serves {self.client.model} with {limit} ({info.context_source}); lower {lower}, or "
                 "start the server with a longer context")
 
     # -- one kind, measured without lock or verdict (the registry's kind, as ``run`` calls it) ------------

@@ -70,6 +70,7 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
         result.reasoning_tps, result.content_tps = rates["reasoning"], rates["content"]
     d = _add_windows(result, t, k, server_step_tokens(trace))
     result.stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
+    result.bursts = [{"at_token": b.at_token, "tokens": b.tokens, "span_s": b.span_s} for b in stats.find_bursts(t, k)]
     return result, d
 
 
@@ -105,7 +106,7 @@ def _add_windows(result: StreamResult, t: np.ndarray, k: np.ndarray, server_step
         windows = stats.window_rates(t, k)
     except ValueError:
         return None  # too short for windows: rates and drift stay n/a
-    d = stats.drift(windows)
+    d = stats.drift(windows, trace=(t, k))
     result.window_tokens, result.window_tps = windows.window_tokens, list(windows.rates)
     result.early_tps, result.late_tps, result.drift, result.trend_p = d.early_tps, d.late_tps, d.drift, d.mk_p
     if server_steps is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 
@@ -53,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a profile key (VALUE is YAML; dotted keys nest: accept_len.prose=3.5); repeatable")
     ap.add_argument("--dialect", choices=("vllm", "sglang", "llamacpp"), help="shortcut for --set dialect=...")
     ap.add_argument("--profile-json", help=argparse.SUPPRESS)  # a resolved profile, from SimServer
+    # from SimServer: stop when the parent's end of the stdin pipe closes (the parent died, by any signal)
+    ap.add_argument("--exit-on-stdin-eof", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=_port, default=0, help="0 (default) picks a free port")
     ap.add_argument("--speed", type=float, default=1.0, help="divide every time by this (default 1)")
@@ -90,6 +93,15 @@ def main(argv: list[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if args.exit_on_stdin_eof:
+            fd = sys.stdin.fileno()
+
+            def stdin_readable() -> None:
+                if not os.read(fd, 4096):  # EOF: the parent closed it or died
+                    loop.remove_reader(fd)
+                    stop.set()
+
+            loop.add_reader(fd, stdin_readable)
 
         def ready(url: str, engine: Engine) -> None:
             # The --set overrides too: two twins of one profile are told apart by them (A/B pairs).

@@ -231,5 +231,6 @@ def simulate(profile: Profile, arrivals: Iterable[Arrival]) -> list[dict[str, An
 def step_record(step: BatchStep, part: Part, t_s: float, intended_t_s: float, speed: float) -> dict[str, Any]:
     """A truth record's step entry (times relative to the request's arrival, real seconds)."""
     return {"t_s": t_s, "tokens": part.tokens, "intended_t_s": intended_t_s, "step_ms": step.model_ms / speed,
+            "start_t_s": intended_t_s - step.model_ms / speed / 1000.0,
             "accepted": part.accepted, "drafted": part.drafted, "ctx": part.ctx, "phase": part.phase,
             "batch": step.batch, "batch_tokens": step.batch_tokens, "batch_ctx": step.batch_ctx, "step": step.index}

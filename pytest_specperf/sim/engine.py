@@ -1,9 +1,11 @@
 """The request engine: runs generations on the clock as one continuous batch, feeding sinks and recording truth.
 
 One stepper task per server plays the ``Batcher`` (``batch.py``) on the event loop's monotonic
-clock: each step starts at the previous step's planned end (or at the arrival that wakes an
-idle server) and is due at its start plus its duration, so lateness of one wake-up never
-accumulates and a request's total time is exact up to the last wake-up. At a step's end every
+clock: each step starts at the previous step's end (or at the arrival that wakes an idle
+server) and is due at its start plus its duration. A wake-up late by more than ``CATCH_UP_S``
+(40 ms, or one step) delays every later step, as on a real engine, instead of being caught up by
+sending the held steps at once; smaller jitter is absorbed, so rates stay exact. The truth
+records each step's end on the model's schedule (``intended_t_s``) and its real write (``t_s``). At a step's end every
 member's tokens are handed to its request's task, which writes them (a slow client never holds
 up the batch) and records the real write time next to the planned one. Alone, a request runs
 exactly the single-request timeline: prefill, then one step after another.
@@ -73,6 +75,11 @@ class GenRequest:
     arrival: float = field(default_factory=time.monotonic)
     cache_salt: str = ""  # vLLM cache_salt: the prefix cache's namespace ("" = the shared one)
     cache_prompt: bool = True  # llama.cpp cache_prompt: false reuses nothing of the cache
+    model_arrival: float = 0.0  # the arrival on the model's schedule (``Engine.late_s`` earlier), set by the engine
+
+
+#: Real seconds a step may start late and still keep the schedule (see ``Engine._run_steps``).
+CATCH_UP_S = 0.04
 
 
 async def _sleep_until(deadline: float) -> None:
@@ -98,6 +105,8 @@ class Engine:
         self.prefix_cache = PrefixCache(profile.prefix_cache_tokens, profile.prefix_cache_block)
         self._stepper: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        #: seconds the real schedule runs behind the model's: late wake-ups that were not caught up
+        self.late_s = 0.0
 
     def request_seed(self, seed: int | None, prompt_ids: list[int]) -> int:
         """A request's RNG seed: fixed by (seed, prompt) when the client gives a seed, else fresh."""
@@ -143,17 +152,33 @@ class Engine:
     async def _run_steps(self) -> None:
         """Plan and time steps while any request is in the batch, then end (a new arrival restarts it)."""
         assert self._wake is not None
+        last_s = 0.0
         while (start := self.batcher.next_start()) is not None:
-            delay = start - time.monotonic()
+            delay = start + self.late_s - time.monotonic()
             if delay > 0:  # idle until a stall ends, unless a new arrival comes first
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
                 continue
+            self._fall_behind(start, last_s)
             step = self.batcher.step(start)
-            await _sleep_until(step.end)
+            last_s = step.end - step.start
+            await _sleep_until(step.end + self.late_s)
+            self._fall_behind(step.end, last_s)
             for part in step.parts:
                 part.seq.owner.put_nowait((step, part))
+
+    def _fall_behind(self, due: float, step_s: float) -> None:
+        """After a wake-up for the model time ``due``: one later than CATCH_UP_S (or one step) moves every later step
+        by as much, as on an engine whose next step starts when the last is done.
+
+        The batcher keeps the model's schedule (the truth's ``intended_t_s``); the real one runs ``late_s`` behind
+        it. Catching up instead would send the held steps at once, a burst no engine makes. Smaller lateness is
+        caught up: a busy machine's wake-ups come a few ms late (tens beside CPU hogs at 16 streams), several
+        steps at speed 10-50, and falling behind by each would change every rate the tests hold to the model."""
+        late = time.monotonic() - (due + self.late_s)
+        if late > max(CATCH_UP_S, step_s):
+            self.late_s += late
 
     async def close(self) -> None:
         """Stop the stepper (server shutdown)."""
@@ -169,7 +194,9 @@ class Engine:
         self.metrics.running += 1
         seq: Seq | None = None
         try:
-            start = await self._first_byte(req, rec)
+            start = await self._first_byte(req, rec) - self.late_s  # on the model's schedule
+            req.model_arrival = req.arrival - self.late_s
+            rec["behind_s"] = self.late_s
             await sink.start()
             seed = self.request_seed(req.seed, req.prompt_ids)
             text = token_stream(req.kind, seed + 1)
@@ -236,7 +263,7 @@ class Engine:
             generated = part.generated
             if part.phase == "prefill":
                 first = part.seq.first_start  # the step of its first chunk (chunked prefill), else this one
-                rec["queue_s"] = (step.start if first is None else first) - req.arrival
+                rec["queue_s"] = (step.start if first is None else first) - req.model_arrival
                 self.metrics.on_prefill(len(req.prompt_ids))
             else:
                 self.metrics.on_step(part.accepted, part.drafted, part.tokens)
@@ -248,7 +275,8 @@ class Engine:
 
     def _record_step(self, rec: dict[str, Any], req: GenRequest, step: BatchStep, part: Part) -> None:
         """Append the step to the truth record: real write time next to the planned one."""
-        entry = step_record(step, part, time.monotonic() - req.arrival, step.end - req.arrival, self.speed)
+        entry = step_record(step, part, time.monotonic() - req.arrival, step.end - req.model_arrival, self.speed)
+        entry["due_t_s"] = step.end + self.late_s - req.arrival  # the real schedule: the model's, plus its delays
         rec["steps"].append(entry)
         rec["completion_tokens"] = part.generated
         if rec["ttft_s"] is None:

@@ -5,6 +5,7 @@ Syntax: items separated by ``,`` or ``;`` (spaces ignored)::
     stall=S@N        pause S seconds once N tokens have been sent (N=0: before the first token)
     disconnect@N     drop the connection once N tokens have been sent (no [DONE], no final chunk)
     malformed@N      send one SSE line that is not valid JSON once N tokens have been sent
+    hold=E@N         a buffering proxy: once N tokens have been sent, hold the next E events, then send them at once
     status=CODE*K    answer HTTP CODE (e.g. 503, 429) to the first K requests of this scope (K=1 if left out)
     retry_after=S    the Retry-After header (seconds) sent with status (default 1)
     retry_date=S     the same wait, sent as an HTTP date S seconds from now (whole seconds, as HTTP dates are)
@@ -47,6 +48,8 @@ class FaultSpec:
     retry_as_date: bool = False
     first_byte_s: float = 0.0
     first_byte_count: int | None = None  # None: every request
+    hold_events: int = 0  # a buffering proxy: events held once hold_at tokens were sent, then sent at once
+    hold_at: int = 0
     key: str = ""
     raw: str = field(default="", compare=False)
 
@@ -61,10 +64,11 @@ class FaultSpec:
     def empty(self) -> bool:
         """True when this spec injects nothing."""
         return not (self.stalls or self.disconnect_at is not None or self.malformed_at is not None
-                    or self.status is not None or self.first_byte_s > 0)
+                    or self.status is not None or self.first_byte_s > 0 or self.hold_events > 0)
 
 
 _AT = re.compile(r"^(stall)=([^@]+)@(\d+)$|^(disconnect|malformed)@(\d+)$")
+_HOLD = re.compile(r"^hold=(\d+)@(\d+)$")
 
 
 def _seconds(item: str, text: str) -> float:
@@ -91,6 +95,13 @@ def parse_faults(text: str) -> FaultSpec:
         item = "".join(raw_item.split())
         if not item:
             continue
+        if item.startswith("hold="):
+            h = _HOLD.match(item)
+            if not h or int(h.group(1)) < 2:
+                raise FaultError(f"fault {item!r}: hold takes E@N, at least 2 events held once N tokens were sent, "
+                                 "e.g. hold=20@100")
+            kw["hold_events"], kw["hold_at"] = int(h.group(1)), int(h.group(2))
+            continue
         m = _AT.match(item)
         if m and m.group(1):
             stalls.append((int(m.group(3)), _seconds(item, m.group(2))))
@@ -100,7 +111,7 @@ def parse_faults(text: str) -> FaultSpec:
             continue
         name, sep, value = item.partition("=")
         if not sep or not value:
-            raise FaultError(f"fault {item!r}: unknown item; use stall=S@N, disconnect@N, malformed@N, "
+            raise FaultError(f"fault {item!r}: unknown item; use stall=S@N, disconnect@N, malformed@N, hold=E@N, "
                              f"status=CODE*K, retry_after=S, retry_date=S, first_byte=S[*K] or key=NAME")
         if name == "status":
             code_text, _, count_text = value.partition("*")
@@ -119,7 +130,7 @@ def parse_faults(text: str) -> FaultSpec:
         elif name == "key":
             kw["key"] = value
         else:
-            raise FaultError(f"fault {item!r}: unknown item {name!r}; use stall, disconnect, malformed, status, "
+            raise FaultError(f"fault {item!r}: unknown item {name!r}; use stall, disconnect, malformed, hold, status, "
                              f"retry_after, retry_date, first_byte or key")
     return FaultSpec(stalls=tuple(sorted(stalls)), raw=text, **kw)  # type: ignore[arg-type]
 
@@ -136,6 +147,8 @@ def combine(base: FaultSpec, over: FaultSpec) -> FaultSpec:
         malformed_at=over.malformed_at if over.malformed_at is not None else base.malformed_at,
         first_byte_s=over.first_byte_s or base.first_byte_s,
         first_byte_count=over.first_byte_count if over.first_byte_s else base.first_byte_count,
+        hold_events=over.hold_events or base.hold_events,
+        hold_at=over.hold_at if over.hold_events else base.hold_at,
         raw=f"{base.raw}, {over.raw}",
     )  # status is decided per scope before combining, see StatusCounters
 

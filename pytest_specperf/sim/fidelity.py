@@ -5,7 +5,7 @@ simulator subprocess, streams ``--tokens`` tokens on N concurrent requests with 
 plugin's client does) and compares, chunk by chunk, three clocks on the host's shared
 monotonic clock:
 
-- lateness: the truth's real write time ``t_s`` minus the schedule's ``intended_t_s``;
+- lateness: the truth's real write time ``t_s`` minus the real schedule's ``due_t_s``;
 - receive: the client's receive time minus the truth's write time (transport + client);
 - total: the client's receive time minus the intended time (what a measurement sees).
 
@@ -70,9 +70,9 @@ async def _run(sim: SimServer, streams: int, tokens: int) -> dict[str, Any]:
             raise RuntimeError(f"{rid}: {len(recv)} chunks received but truth has {len(steps)} steps")
         base = truth["arrival_monotonic"]
         for step, t in zip(steps, recv, strict=True):
-            late.append(1000.0 * (step["t_s"] - step["intended_t_s"]))
+            late.append(1000.0 * (step["t_s"] - step["due_t_s"]))
             receive.append(1000.0 * (t - (base + step["t_s"])))
-            total.append(1000.0 * (t - (base + step["intended_t_s"])))
+            total.append(1000.0 * (t - (base + step["due_t_s"])))
     return {"streams": streams, "chunks": len(late),
             **{f"{name}_median_ms": statistics.median(v) for name, v in
                (("lateness", late), ("receive", receive), ("total", total))},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx  # the parent side only: the simulator child (__main__) does not import this module
 
+from pytest_specperf.engines.process import die_with_parent
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile, load_profile
 from pytest_specperf.sim.server import run_server
@@ -40,6 +42,9 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 def _terminate(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int | None:
     """Ask a child to stop (SIGTERM), then kill it if it does not; returns its exit code."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -149,14 +154,19 @@ class SimServer:
         self._tmp = tempfile.TemporaryDirectory(prefix="specperf-sim-")
         out_path, err_path = Path(self._tmp.name, "stdout"), Path(self._tmp.name, "stderr")
         cmd = [sys.executable, "-m", "pytest_specperf.sim", "--profile-json", self.profile.to_json(),
-               "--host", self.host, "--port", str(self.port), "--speed", repr(self.speed)]
+               "--host", self.host, "--port", str(self.port), "--speed", repr(self.speed), "--exit-on-stdin-eof"]
         env = dict(os.environ)
         # the child must import this very package even when it is not installed
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
+        # The child must end with this process whatever kills it (SIGKILL runs no finalizer): it stops when
+        # its stdin pipe reads EOF, which the kernel delivers when the only write end (ours) closes; on
+        # Linux the main thread's children also get SIGKILL from the kernel when this process dies.
+        pdeath = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
+                                          preexec_fn=die_with_parent if pdeath else None)
         self._finalizer = weakref.finalize(self, _terminate, self._proc)
         self._paths = (out_path, err_path)
 

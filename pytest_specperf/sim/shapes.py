@@ -38,6 +38,8 @@ class ResponseSink:
         self.reasoning_sent = 0  # reasoning tokens written so far
         self.cached = 0  # prompt tokens the prefix cache held (set from the truth record at the first step)
         self.pending: list[int] = []  # decode tokens held back by stream_interval, not yet written
+        self.held: list[bytes] | None = []  # a hold=E@N fault's events, not yet written (None once released)
+        self.held_since = 0.0
 
     # common pieces --------------------------------------------------------------------------
 
@@ -199,8 +201,37 @@ class ResponseSink:
                 self.content_parts.append(content)
                 return
             data = self._step_chunk(ids, reasoning, content, generated, first, finish_reason)
+        await self._write_step(data, generated - len(ids), finish_reason is not None)
+
+    async def _write_step(self, data: bytes, sent: int, last: bool) -> None:
+        """Write one step's events. A ``hold=E@N`` fault is a buffering proxy in front of the server: once N tokens
+        were sent it keeps the next E steps' events and writes them at once (the engine steps on undisturbed)."""
         assert self.response is not None
+        f = self.req.faults
+        if f.hold_events and self.held is not None and sent >= f.hold_at:
+            if not self.held:
+                self.held_since = time.monotonic()
+            self.held.append(data)
+            if len(self.held) < f.hold_events and not last:
+                return
+            await self._release(len(self.held) - 1)  # the engine records this step once it is handed over
+            return
         await self.response.write(data)
+
+    async def _release(self, recorded: int) -> None:
+        """Write the held events at once; the truth's held steps get their real write time and the fault its record."""
+        assert self.response is not None and self.held
+        events, self.held = self.held, None
+        await self.response.write(b"".join(events))
+        now = time.monotonic()
+        rec = self.engine.truth.live(self.req.id)
+        if rec is None:
+            return
+        for entry in rec["steps"][len(rec["steps"]) - recorded:] if recorded else []:
+            # the truth's t_s is when a step's events were written; server_t_s when the server handed them over
+            entry["server_t_s"], entry["t_s"] = entry["t_s"], now - self.req.arrival
+        rec["faults"].append({"kind": "hold", "at_token": self.req.faults.hold_at, "events": len(events),
+                              "held_s": now - self.held_since, "t_s": now - self.req.arrival})
 
     def _step_chunk(self, ids: list[int], reasoning: str, content: str, generated: int, first: bool,
                     finish_reason: str | None) -> bytes:
@@ -269,6 +300,8 @@ class ResponseSink:
             transport.abort()
 
     async def finish(self, record: dict[str, Any]) -> None:
+        if self.held and self.response is not None:  # the request ended before the proxy held all it would
+            await self._release(len(self.held))
         if self.pending and self.response is not None:  # steps held back when the request ended early
             ids, self.pending = self.pending, []
             reasoning, content = self._split(ids)

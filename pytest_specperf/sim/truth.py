@@ -12,8 +12,9 @@ A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
      "reasoning_tokens", "content_tokens",  # sent as reasoning (chat with reasoning_tokens) / as the answer
      "ttft_content_s",              # the first answer token's chunk written (= ttft_s without reasoning)
      "cached_tokens",               # prompt tokens the prefix cache held (0 with the cache off)
-     "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "accepted", "drafted", "ctx", "phase",
-                "step", "batch", "batch_tokens", "batch_ctx", "reasoning_tokens"}],
+     "behind_s",                    # how far the real schedule ran behind the model's when it arrived
+     "steps": [{"t_s", "tokens", "step_ms", "intended_t_s", "start_t_s", "due_t_s", "accepted", "drafted", "ctx",
+                "phase", "step", "batch", "batch_tokens", "batch_ctx", "reasoning_tokens"}],
      "faults": [{"kind", "at_token", "t_s", ...}]}
 
 ``category`` is the profile's category of the prompt text (``categories`` rules, matched on the
@@ -21,9 +22,11 @@ text alone), null when no rule matches; ``content_kind`` is the classifier's kin
 
 Per step: ``t_s`` is the real time, relative to arrival, right after the step's chunk was
 written to the socket (non-streamed: when the step finished; the body goes out at the end);
-``intended_t_s`` is when the schedule wanted it; ``step_ms`` is the model's real-time duration
-of that step (model ms divided by speed; for the first, ``phase: "prefill"``, step the prefill
-time); ``tokens = accepted + 1`` for decode steps; ``drafted`` draft tokens were proposed.
+``intended_t_s`` is when the model's schedule wanted it, ``due_t_s`` when the real one did (the
+model's plus the late wake-ups the server did not catch up, ``engine.CATCH_UP_S``); ``step_ms`` is
+the model's real-time duration of that step (model ms divided by speed; for the first,
+``phase: "prefill"``, step the prefill time); ``tokens = accepted + 1`` for decode steps;
+``drafted`` draft tokens were proposed.
 Sum of ``tokens`` == ``completion_tokens``. Steps are shared (continuous batching): ``step`` is
 the server-wide step number (requests in one step share it, its end and its ``step_ms``),
 ``batch`` the sequences in it, ``batch_tokens`` the tokens it verified for its decoding
@@ -53,6 +56,11 @@ class TruthStore:
             self._records[record["id"]] = record
             while len(self._records) > self._limit:
                 self._records.popitem(last=False)
+
+    def live(self, response_id: str) -> dict[str, Any] | None:
+        """The record itself, not a copy: for the server's own code on its event loop (a proxy fault setting the
+        write times of the steps it held)."""
+        return self._records.get(response_id)
 
     def get(self, response_id: str) -> dict[str, Any] | None:
         """A snapshot copy of a record (steps list copied), or None when unknown."""

@@ -33,8 +33,8 @@ def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float
         true_total = true_aggregate(recs)
         assert r.total_tps is not None and abs(r.total_tps / true_total - 1) < tol, (r.total_tps, true_total)
     assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / float(np.percentile(truth, 10)) - 1) < tol
-    # A user's TTFT runs from sending, the server's from reading the request: between them lies
-    # connecting (milliseconds to tens of them on a loaded machine), so the user's is never shorter.
+    # A user's TTFT runs from writing the request's headers, the server's from reading them: the user's is
+    # never shorter.
     true_ttft = np.array([rec["ttft_s"] for rec in recs])
     seen = np.array([s.ttft_s for s in r.streams])
     assert np.all(seen >= true_ttft), (seen - true_ttft).round(4).tolist()

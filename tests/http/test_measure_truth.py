@@ -72,3 +72,32 @@ def test_temperature_reaches_the_server(healthy_sim, runner_for) -> None:
     r = runner.sustained(SustainedSpec(tokens=64, ctx=100, repeat=2, temperature=0.6), "sampled")
     # Every request carried it: the server's own record says so.
     assert [healthy_sim.truth(s.response_id)["temperature"] for s in r.streams] == [0.6, 0.6]
+
+
+def test_a_buffering_proxy_is_named_a_burst_and_moves_no_drift(runner_for) -> None:
+    # A proxy holds 25 steps' events once 20 tokens were sent, then sends them at once (hold=25@20): one window
+    # with the wait and two with the burst among the 3 early windows of a 400-token stream. The server's truth
+    # has no drift: early and late from its own schedule (intended_t_s: the engine's pace, free of the proxy and
+    # of the simulator's own late wake-ups), over the plugin's early and late token ranges.
+    with SimServer("healthy", speed=10, overrides={"faults": "hold=25@20", "jitter": 0.0}) as sim:
+        r = runner_for(sim.url).sustained(SustainedSpec(tokens=400, ctx=500, repeat=3), "proxy")
+        truths = [sim.truth(s.response_id) for s in r.streams]
+    assert r.drift_verdict == "passed", r.drift_gate
+    for s, truth in zip(r.streams, truths, strict=True):
+        steps = truth["steps"]
+        t = np.array([st["intended_t_s"] for st in steps])
+        k = np.array([st["tokens"] for st in steps])
+        c = np.cumsum(k) - k[0]  # decode tokens after each step
+        q = 3 * s.window_tokens  # the plugin's edge groups: 3 of 12 windows
+        e, l_ = int(np.searchsorted(c, q)), int(np.searchsorted(c, 12 * s.window_tokens - q))
+        early, late = c[e] / (t[e] - t[0]), (c[-1] - c[l_]) / (t[-1] - t[l_])
+        # 10 %: the simulator's own first write may come up to 40 ms late and be caught up (CATCH_UP_S), which
+        # shortens a 250 ms early group as the client sees it by as much; per-window medians were off by x100
+        assert s.early_tps == pytest.approx(early, rel=0.1) and s.late_tps == pytest.approx(late, rel=0.1)
+        assert abs(s.drift - (1 - late / early)) < 0.1
+        assert [f["kind"] for f in truth["faults"]] == ["hold"]
+        held = sum(st["tokens"] for st in steps if "server_t_s" in st)  # all but the step that released them
+        bursts = [b for b in s.bursts if b["tokens"] >= held]
+        assert len(bursts) == 1 and bursts[0]["tokens"] <= held + 2 * max(k)
+        assert any(abs(x["at_token"] - bursts[0]["at_token"]) <= max(k) for x in s.stalls)
+    assert r.bursts >= 3

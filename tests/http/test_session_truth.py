@@ -198,3 +198,12 @@ def test_a_prompt_file_path_is_read_from_the_case_files_folder_and_sampled(tmp_p
     assert turns == [["first 0", "second 0"], ["first 2", "second 2"]]
     with pytest.raises(ConfigError, match="ctx= with prompts="):
         build_spec("session", {"prompts": "chats.jsonl", "ctx": 100}, base=tmp_path)
+
+
+def test_a_conversation_too_long_for_the_context_blames_its_turns(sim: SimServer) -> None:
+    # 256 + 999 * (200 + 64) = 263992 prompt tokens: the turns fill the 262144-token context, not ctx=256
+    with pytest.raises(MeasurementError, match=r"^a 1000-turn conversation's last prompt of 263992 tokens "
+                       r"\(ctx 256 and the 999 turns and answers before it\) \+ 64 generated "
+                       r"tokens need 264056 tokens of context, .* with 262144 .*; lower turns, turn_ctx, ctx or "
+                       r"tokens, or start the server with a longer context$"):
+        _run(sim, "turns", turns=1000, turn_ctx=200)

@@ -221,8 +221,9 @@ def test_a_session_too_long_for_the_context_is_an_error_row_that_reads_right(pyt
         res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", "--specperf-json=r.json")
     res.assert_outcomes(errors=1)
     # the last turn holds ctx 500 + 2 x (32 user + 64 answer) tokens: the reason says so, not "ctx 692"
-    res.stdout.fnmatch_lines(["*could not measure: the last turn's prompt of 692 tokens (ctx 500 and the 2 turns "
-                              "and answers before it) + 64 generated tokens need 756 tokens of context*"])
+    res.stdout.fnmatch_lines(["*could not measure: a 3-turn conversation's last prompt of 692 tokens "
+                              "(ctx 500 and the 2 turns and answers before it) + 64 generated tokens need 756 tokens "
+                              "of context*"])
     (r,) = json.loads((pytester.path / "r.json").read_text())["results"]
     assert (r["ctx"], r["users"], r["turns"]) == (500, 2, 3)  # the case as asked
     (row,) = [line for line in res.outlines if line.startswith("[session] test_chat")]

@@ -55,7 +55,8 @@ def test_concurrent_requests_share_steps(twins: dict[str, SimServer]) -> None:
             groups[st["step"]].append((truth, st))
     assert max(len(g) for g in groups.values()) == 6  # all six decoded together at some point
     for members in groups.values():
-        ends = {round(t["arrival_monotonic"] + st["intended_t_s"], 6) for t, st in members}
+        # the step's end on the model's clock: each request's arrival on it is behind_s before its real one
+        ends = {round(t["arrival_monotonic"] - t["behind_s"] + st["intended_t_s"], 6) for t, st in members}
         assert len(ends) == 1  # one step, one end for everyone in it
         assert {st["batch"] for _, st in members} == {len(members)}
         # its length is the batch cost of exactly these members: decoders plus prefills

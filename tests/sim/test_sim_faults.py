@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import time
 import uuid
 
@@ -155,3 +157,65 @@ def test_client_going_away_mid_stream_is_recorded_and_harmless(sim: SimServer, c
     assert truth["done"] and truth["finish_reason"] == "client_disconnected"
     assert truth["completion_tokens"] < 2000
     assert client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 3}).status_code == 200
+
+
+def test_parse_hold() -> None:
+    f = parse_faults("hold=12@40")
+    assert (f.hold_events, f.hold_at) == (12, 40) and not f.empty
+    for bad in ("hold=1@40", "hold=x@40", "hold=12", "hold=@3"):
+        with pytest.raises(FaultError, match="hold"):
+            parse_faults(bad)
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "llamacpp"])
+def test_hold_is_a_buffering_proxy(dialect: str) -> None:
+    # 4 ms steps: twelve of them held are far above a busy machine's wake-up noise
+    with SimServer("healthy", speed=5, overrides={"dialect": dialect, "jitter": 0.0}) as sim, \
+            httpx.Client(base_url=sim.url, timeout=60) as client:
+        body = stream_body(sim.dialect, prompt=PROMPT, max_tokens=120)
+        s = stream(client, "/v1/completions", body, fault("hold=12@30"))
+        truth = sim.truth(s.id)
+    assert s.done and tokens_seen(sim.dialect, s.events) == 120
+    [hold] = truth["faults"]
+    assert hold["kind"] == "hold" and hold["events"] == 12
+    steps = truth["steps"]
+    i = next(k for k, st in enumerate(steps) if sum(x["tokens"] for x in steps[:k]) >= 30)
+    held = steps[i:i + 12]
+    # the engine stepped on undisturbed; the proxy wrote the twelve steps' events at once when it let go
+    step = steps[-1]["step_ms"] / 1000  # a decode step
+    writes = [st["t_s"] for st in held]
+    assert max(writes) - min(writes) < step / 4 and writes[0] == pytest.approx(hold["t_s"])
+    assert hold["held_s"] > 10 * step
+    assert steps[i + 12]["t_s"] > max(writes) and steps[i - 1]["t_s"] < min(writes)
+    # and the client got them together: its longest silence ended with the burst, the burst took no step time
+    gaps = [b - a for a, b in zip(s.times, s.times[1:], strict=False)]
+    assert max(gaps) >= hold["held_s"] - 2 * step
+    assert sum(g < step / 4 for g in gaps) >= 11
+
+
+def test_a_late_wake_up_delays_what_follows_instead_of_bursting() -> None:
+    # The server's own loop is blocked for 50 steps (a late wake-up); an engine then goes on a step at a time
+    # from where it is (absolute deadlines sent the 50 held steps at once).
+    with SimServer("healthy", speed=10, in_process=True, overrides={"jitter": 0.0}) as sim, \
+            httpx.Client(base_url=sim.url, timeout=60) as c:
+        body = stream_body(sim.dialect, prompt=PROMPT, max_tokens=400)
+        times: list[float] = []
+        with c.stream("POST", "/v1/completions", json={**body, "stream": True}) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {"):
+                    times.append(time.monotonic())
+                    rid = json.loads(line[6:])["id"]
+                    if len(times) == 20:
+                        assert sim._loop is not None
+                        sim._loop.call_soon_threadsafe(time.sleep, 50 * sim.profile.step_ms / 1000 / sim.speed)
+        truth = sim.truth(rid)
+    steps = truth["steps"]
+    step = steps[-1]["step_ms"] / 1000
+    # Writes within a quarter step of the last one, in a row: the schedule catches up at most CATCH_UP_S (20 steps
+    # here) of a busy machine's jitter; the 50 held steps were one run of 50
+    run, longest = 0, 0
+    for a, b in itertools.pairwise(steps):
+        run = run + 1 if b["t_s"] - a["t_s"] < step / 4 else 0
+        longest = max(longest, run)
+    assert longest < 30, longest
+    assert any(s["due_t_s"] - s["intended_t_s"] > 20 * step for s in steps), "the blocked wake-up was caught up"

@@ -61,7 +61,8 @@ def test_sustained_reasoning_collapses(seed_sim: SimServer) -> None:
     truth = seed_sim.truth(rid)
     assert usage["prompt_tokens"] == 2700 and usage["completion_tokens"] == 1500
     assert truth["content_kind"] == "reasoning"
-    assert 1500 / truth["total_s"] / SPEED == pytest.approx(33, rel=0.10)
+    # on the model's schedule: the real one falls behind it by every wake-up a loaded machine made too late
+    assert 1500 / truth["steps"][-1]["intended_t_s"] / SPEED == pytest.approx(33, rel=0.10)
     decode = [s for s in truth["steps"] if s["phase"] == "decode"]
     burst = [s for s in decode if s["ctx"] - 2700 < 264]  # what a two-point run sees
     late = [s for s in decode if s["ctx"] - 2700 >= 1000]

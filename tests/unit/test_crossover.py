@@ -197,6 +197,29 @@ def test_ab_sweep_level_rows_combine_every_trial() -> None:
     assert all("streams" not in lv for r in expanded for lv in r["levels"])
 
 
+def test_a_level_shows_the_drift_its_reason_names_and_the_arm() -> None:
+    # The row said "1089.9 -> 1068.5  drift 0.02 ... failed" (medians over trials) beside the reason
+    # "trial 3 of 3: drift 0.35 > 0.15: early 1660.1 tok/s -> late 1068.5 tok/s", which did not name arm B.
+    why = "drift 0.35 > 0.15: early 1660.1 tok/s -> late 1068.5 tok/s"
+
+    def level(drift: float, early: float, late: float, verdict: str, reason: str) -> dict[str, Any]:
+        return {**_level(8, 1000.0, 900.0, verdict, reason), "drift": drift, "early_tps": early, "late_tps": late,
+                "drift_verdict": verdict, "drift_gate": reason or f"drift {drift:.2f} <= 0.15"}
+
+    trials = [{"nodeid": "t::sweep", "kind": "load_sweep", "concurrency": [8], "verdict": lv["verdict"],
+               "reason": lv["reason"], "levels": [lv], "decode_tps": 1000.0, "total_tps": 8000.0, "warnings": [],
+               "notes": []}
+              for lv in (level(0.02, 1089.9, 1068.2, "passed", ""), level(0.01, 1090.3, 1079.4, "passed", ""),
+                         level(0.35, 1660.1, 1068.5, "failed", why))]
+    (eight,) = gating.aggregate(trials, arm="B")["levels"]
+    assert eight["verdict"] == "failed" and eight["reason"] == f"arm B, trial 3 of 3: {why}"
+    assert (eight["drift"], eight["early_tps"], eight["late_tps"]) == (0.35, 1660.1, 1068.5)
+    assert eight["drift_gate"] == why and eight["decode_tps"] == 1000.0  # the rest stays the median of all trials
+    # no trial drifted: the medians, as before
+    calm = gating.aggregate(trials[:2], arm="B")["levels"][0]
+    assert (calm["drift"], calm["early_tps"]) == (0.015, 1090.1)
+
+
 class _Measured:
     """A measured trial as the runner hands it over (gating calls ``as_dict``)."""
 

@@ -48,6 +48,19 @@ def test_bad_values_are_named(kind, kwargs, needle):
         build_spec(kind, kwargs)
 
 
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"users": 10**6}, r"session\(\): users=1000000 is above 512, the most sessions one case runs at once .*; "
+                       r"lower it to 512 or less"),
+    ({"turns": 10**6}, r"session\(\): turns=1000000 is above 1000, the most turns one conversation has .*; "
+                       r"lower it to 1000 or less"),
+])
+def test_sessions_are_bounded_before_anything_is_sent(kwargs, needle):
+    # users had no bound (10**6 sessions grew to 2 GB before the first request); turns=10**6 blamed ctx
+    with pytest.raises(ConfigError, match=needle) as exc:
+        build_spec("session", kwargs)
+    assert "\n" not in str(exc.value) and "ctx" not in str(exc.value)
+
+
 def test_positional_arguments_are_refused():
     with pytest.raises(ConfigError, match="keyword arguments only"):
         build_spec("sustained", {}, (1500,))

@@ -30,13 +30,16 @@ def make_trace(
     slow_kind: str = "step",
     slow_at: float = 0.6,
     ttft: float = 0.3,
+    hiccup_s: float = 0.0,
+    hiccup_at: float = 0.1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (t, k): a 1-token first chunk at ``ttft``, then ``tokens`` decode tokens.
 
     Each step takes ``step_s`` with lognormal ``jitter`` and emits 1 + Binomial(max_tok - 1, accept)
     tokens (the last step is cut to hit the forced length, as a server does). ``slow`` is the rate
     drop: a step at ``slow_at`` (fraction of the decode) or a linear ramp from ``slow_at`` to the end.
-    ``stall_s`` is added to the step that starts at ``stall_at``.
+    ``stall_s`` is added to the step that starts at ``stall_at``; ``hiccup_s`` holds the deliveries after the
+    step at ``hiccup_at`` for that long and releases them at once (a stall followed by a catch-up).
     """
     per = 1 + rng.binomial(max_tok - 1, accept, size=tokens)
     cum = np.cumsum(per)
@@ -55,6 +58,11 @@ def make_trace(
         steps[min(int(np.searchsorted(start, stall_at)), n - 1)] += stall_s
     t = ttft + np.concatenate([[0.0], np.cumsum(steps)])
     k = np.concatenate([[1], per])
+    if hiccup_s:
+        # a buffering proxy (or a server that wakes late and sends what it held): the steps that end within
+        # hiccup_s of the step at hiccup_at are all delivered at once when it lets go; nothing is lost
+        t0 = t[1 + min(int(np.searchsorted(start, hiccup_at)), n - 1)]
+        t = np.where((t > t0) & (t < t0 + hiccup_s), t0 + hiccup_s, t)
     return t, k
 
 
@@ -67,7 +75,7 @@ def random_stream(rng: np.random.Generator, stall: bool = True, **kw: object) ->
         kw["stall_s"] = rng.uniform(0.3, 1.0)
         kw["stall_at"] = rng.uniform(0.75, 1.0) if rng.random() < 0.5 else rng.random()
     t, k = make_trace(rng, **kw)  # type: ignore[arg-type]
-    return S.drift(S.window_rates(t, k))
+    return S.drift(S.window_rates(t, k), trace=(t, k))
 
 
 def fake_drift(drift: float, mk_p: float) -> S.Drift:
@@ -235,6 +243,54 @@ def test_one_injected_one_second_gap_is_the_only_stall() -> None:
     assert S.find_stalls(*make_trace(np.random.default_rng(3), accept=0.6)) == []
 
 
+@pytest.mark.parametrize("hiccup_at", [0.05, 0.75])
+@pytest.mark.parametrize(("tokens", "hold_s"), [(256, 0.02), (1500, 0.05)])
+def test_a_stall_with_its_catch_up_moves_neither_group_and_is_named(tokens: int, hold_s: float,
+                                                                     hiccup_at: float) -> None:
+    # 2 ms steps (a simulator at speed 10), held 10-25 steps and sent at once, in the early or the late group:
+    # the medians of 3-5 window rates moved by tens of percent (drift 0.35 on a stream with none)
+    rng = np.random.default_rng(11)
+    plain = make_trace(rng, tokens=tokens, step_s=0.002, accept=0.5, jitter=0.02)
+    k = plain[1]
+    t = hiccup(plain[0], hiccup_at, hold_s)
+    t0 = t[1 + int(hiccup_at * (len(t) - 2))]
+    true = S.drift(S.window_rates(*plain), trace=plain)
+    got = S.drift(S.window_rates(t, k), trace=(t, k))
+    # the group's edge moves to the end of the burst: a few more tokens at the stream's own pace
+    tol = 0.03 if tokens == 256 else 0.01
+    assert got.early_tps == pytest.approx(true.early_tps, rel=tol)
+    assert got.late_tps == pytest.approx(true.late_tps, rel=tol)
+    assert abs(got.drift - true.drift) < tol
+    # named: one stall (10-25 steps; no absolute 0.25 s floor hides it) and one burst of the held steps
+    (stall,) = S.find_stalls(t, k)
+    (burst,) = S.find_bursts(t, k)
+    assert stall.at_token == burst.at_token and burst.span_s < 0.001
+    held = int(k[(t == t0 + hold_s)].sum())
+    assert held > 20 and held <= burst.tokens <= held + 6  # and at most the step right behind it
+    assert S.find_bursts(*plain) == [] and S.find_stalls(*plain) == []
+
+
+def test_a_stall_without_catch_up_is_left_out_of_its_group() -> None:
+    rng = np.random.default_rng(12)
+    plain = make_trace(rng, tokens=1500, step_s=0.002, accept=0.5, jitter=0.02)
+    t, k = plain[0].copy(), plain[1]
+    i = int(0.9 * len(t))
+    t[i:] += 0.3  # a 0.3 s pause in the late group, the stream then goes on at its pace
+    (pause,) = S.find_pauses(t, k)
+    assert pause.lost_s == pytest.approx(0.3, abs=0.01)
+    got = S.drift(S.window_rates(t, k), trace=(t, k))
+    assert got.late_tps == pytest.approx(S.drift(S.window_rates(*plain), trace=plain).late_tps, rel=0.02)
+
+
+def test_tokens_sent_as_separate_events_of_one_step_are_no_burst_and_no_stall() -> None:
+    # a server that writes each token of a step as its own event: the step gap, not ~0, is the pace
+    rng = np.random.default_rng(13)
+    t, k = make_trace(rng, tokens=600, step_s=0.01, accept=0.6)
+    t_ev = np.concatenate([[t[0]], *[t[i] + 1e-5 * np.arange(k[i]) for i in range(1, len(t))]])
+    k_ev = np.ones(t_ev.size, dtype=int)
+    assert S.find_stalls(t_ev, k_ev) == [] and S.find_bursts(t_ev, k_ev) == []
+
+
 def test_stall_limit_scales_with_pace_and_chunk_size() -> None:
     # 10 tok/s: a 0.3 s gap before a 1-token chunk is only 3 token times, not a stall ...
     t = list(0.1 * np.arange(100))
@@ -325,6 +381,39 @@ def test_false_alarm_rate_on_stationary_streams_is_below_one_percent() -> None:
     assert fa5 <= 0.01, fa5
     # The stalls are real (so the test exercises them) and do not move the median drift.
     assert abs(np.median([d.drift for d in drifts])) < 0.02
+
+
+def hiccup(t: np.ndarray, at: float, hold_s: float) -> np.ndarray:
+    """The trace as a buffering proxy delivers it: what arrives within ``hold_s`` after the chunk at fraction ``at``
+    of the stream is held and sent at once when it lets go (a stall, then a catch-up: no token is late overall)."""
+    t0 = t[1 + int(at * (len(t) - 2))]
+    return np.where((t > t0) & (t < t0 + hold_s), t0 + hold_s, t)
+
+
+@pytest.mark.parametrize("tokens", [256, 1500])
+def test_false_alarm_rate_with_a_hiccup_in_every_stream_is_below_one_percent(tokens: int) -> None:
+    # every stream holds its deliveries for a while in its first or last fifth and sends them at once: with
+    # per-window medians such streams failed or warned (a 3-window median moved by tens of percent)
+    rng = np.random.default_rng(20261205 + tokens)
+    drifts, plain, moved = [], [], []
+    for _ in range(300):
+        t, k = make_trace(rng, tokens=tokens, jitter=rng.uniform(0.02, 0.05), accept=rng.uniform(0.3, 0.7))
+        # held for 4-10 % of the stream, released before its end (else the proxy made the stream late)
+        th = hiccup(t, rng.choice([rng.uniform(0, 0.15), rng.uniform(0.8, 0.88)]), rng.uniform(0.04, 0.1) * t[-1])
+        d = S.drift(S.window_rates(th, k), trace=(th, k))
+        drifts.append(d)
+        plain.append(S.drift(S.window_rates(t, k), trace=(t, k)))
+        moved.append(abs(d.drift - plain[-1].drift))
+    assert np.mean([S.drift_gate([d]).failed for d in drifts]) <= 0.01
+    # 256 tokens are few: the streams warn as often without their hiccups (sampling noise), never more
+    # (per-window medians: 27 of 300 warned against 7 without the hiccups, at 256 tokens)
+    warned = [sum(S.drift_gate([d]).warn for d in ds) for ds in (drifts, plain)]
+    assert warned[0] <= warned[1] + 4, warned
+    assert np.mean([S.drift_gate(drifts[i : i + 3]).failed for i in range(0, 300, 3)]) <= 0.01
+    assert np.mean([S.drift_gate(drifts[i : i + 5]).failed for i in range(0, 300, 5)]) <= 0.01
+    # against the same stream without its hiccup: the early or late group's edge may move by one delivery
+    # (per-window medians: median 0.05 / 0.03, largest 0.29 / 0.22 at 256 / 1500 tokens)
+    assert np.median(moved) < 0.005 and max(moved) < (0.1 if tokens == 256 else 0.06)
 
 
 def test_detects_30_percent_late_ramp_in_a_single_stream() -> None:

@@ -1,0 +1,91 @@
+"""TTFT on the server's clock: the plugin's time to first token against the simulator's recorded first write.
+
+Run: ``python benchmarks/ttft_clock.py`` (about a minute). For each situation the issue names (sustained chat at
+1 and 4 users, session turns 2-4, rate, the first answer token) it runs the case through the runner against a
+simulator child and prints the median and p90 of (plugin TTFT - the truth's ``ttft_s``) in ms over every stream.
+The truth's clock starts when the server has parsed the request's headers and stops at its first write; the
+plugin's starts when it sent the request and stops when it read the first token, so the difference is what the
+client adds: its own start (request building, connecting) and the network on the way back.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from pytest_specperf.cases.build import build_spec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.run.runner import Runner
+from pytest_specperf.sim import SimServer
+
+#: 32 reasoning tokens before the answer: the first answer token is its own figure.
+PROFILE = {"reasoning_tokens": 32, "jitter": 0.0}
+
+
+@contextmanager
+def _runner(speed: float) -> Iterator[tuple[Runner, SimServer]]:
+    with SimServer("healthy", speed=speed, overrides=PROFILE) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        yield Runner(client), sim
+
+
+def _errors(sim: SimServer, pairs: list[tuple[str | None, float | None]], field: str) -> list[float]:
+    out = []
+    for rid, got in pairs:
+        if rid is None or got is None:
+            continue
+        truth = sim.truth(rid).get(field)
+        if truth is not None:
+            out.append(1000.0 * (got - truth))
+    return out
+
+
+def _streams(r: Any) -> list[Any]:
+    return list(r.streams)
+
+
+SITUATIONS: dict[str, tuple[dict[str, Any], Callable[[Any], list[tuple[str | None, float | None]]], str]] = {
+    "sustained chat, 1 user": (
+        {"kind": "sustained", "api": "chat", "ctx": 500, "tokens": 64, "repeat": 8},
+        lambda r: [(s.response_id, s.ttft_s) for s in _streams(r)], "ttft_s"),
+    "sustained chat, 4 users": (
+        {"kind": "sustained", "api": "chat", "ctx": 500, "tokens": 64, "concurrency": 4},
+        lambda r: [(s.response_id, s.ttft_s) for s in _streams(r)], "ttft_s"),
+    "session turns 2-4": (
+        {"kind": "session", "turns": 4, "users": 2, "ctx": 500, "tokens": 64},
+        lambda r: [(row["response_id"], row["ttft_s"]) for row in r.per_request if row["turn"] >= 2], "ttft_s"),
+    "rate": (
+        {"kind": "rate", "rps": 4.0, "requests": 16, "tokens": 64, "ctx": 500},
+        # the rate case's ttft_s counts from the scheduled send (late_s included, by design): the time on the wire
+        lambda r: [(row.get("response_id"), row["ttft_s"] - row["late_s"]) for row in r.per_request
+                   if row.get("ttft_s") is not None], "ttft_s"),
+    "first answer token (chat)": (
+        {"kind": "sustained", "api": "chat", "ctx": 500, "tokens": 64, "repeat": 8},
+        lambda r: [(s.response_id, s.ttft_content_s) for s in _streams(r)], "ttft_content_s"),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--speed", type=float, default=1.0, help="simulator speed (default 1: real time)")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each situation (default 3)")
+    args = ap.parse_args()
+    print(f"{'situation':28} {'streams':>7} {'median ms':>10} {'p90 ms':>8}")
+    for name, (kw, pick, field) in SITUATIONS.items():
+        errors: list[float] = []
+        with _runner(args.speed) as (runner, sim):
+            for i in range(args.rounds):
+                kw2 = {k: v for k, v in kw.items() if k != "kind"}
+                result = runner.run(build_spec(kw["kind"], kw2), f"ttft::{name}::{i}")
+                errors += _errors(sim, pick(result), field)
+        e = np.asarray(errors)
+        print(f"{name:28} {e.size:7d} {np.median(e):10.2f} {np.percentile(e, 90):8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
