@@ -73,7 +73,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--speed", type=float, default=1.0, help="simulator speed (default 1: real time)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each situation (default 3)")
+    ap.add_argument("--quick", action="store_true", help="one run of each situation at speed 4: a check that it runs")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.speed = 1, max(args.speed, 4.0)
     print(f"{'situation':28} {'streams':>7} {'median ms':>10} {'p90 ms':>8}")
     for name, (kw, pick, field) in SITUATIONS.items():
         errors: list[float] = []

@@ -75,6 +75,6 @@ def test_fewer_requests_than_users_is_one_line_at_collection(pytester: pytest.Py
             pass
     """)
     res = pytester.runpytest_subprocess("--endpoint=http://127.0.0.1:9")  # nothing is sent: the mistake comes first
-    res.assert_outcomes(errors=1)
+    res.assert_outcomes(failed=1)  # the bad case fails alone, before anything is measured
     res.stdout.fnmatch_lines(["*sustained(): requests=2 is below concurrency=4: each user needs a request to keep 4 "
                               "in flight; raise requests to 4 or more, or lower concurrency"])
