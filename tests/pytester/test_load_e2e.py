@@ -126,7 +126,11 @@ def test_compare_judges_each_level_against_a_saved_run(pytester: pytest.Pytester
     [r] = _json(out)["results"]
     cmp = {(c["users"], c["metric"]): c for c in r["comparisons"]}
     assert cmp[(1, "decode_tps")]["verdict"] == "improved"
-    assert cmp[(8, "decode_tps")]["verdict"] == "regressed"
+    # Speculation costs the batch at 8 users: the aggregate regresses beyond doubt; one trial a side of the
+    # per-user decode (about -11%) is worse but may be short of the case's share of alpha (6 comparisons).
+    assert cmp[(8, "total_tps")]["verdict"] == "regressed"
+    assert "at 8 users: total_tps" in cmp[(8, "total_tps")]["reason"]
+    assert cmp[(8, "decode_tps")]["verdict"] in {"regressed", "inconclusive"}
     assert "at 8 users: decode_tps" in cmp[(8, "decode_tps")]["reason"]
     # One trial a side: the 8 streams of a level share the engine's steps, so they are one sample, not 8.
     assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in cmp.values()} == {(1, 1)}
