@@ -19,7 +19,8 @@ levels at 3 % noise between trials, counted per case (every level must hold): ho
 (pass), how often they are ``below`` (a false alarm), and how often a deployed arm truly 10 % slower at every
 level is ``below`` (detection), with the mean level-trials per arm and level.
 
-Run: ``python benchmarks/arms.py`` (about a minute on 2 busy cores; ``--comparisons 100`` for a quick look).
+Run: ``python benchmarks/arms.py`` (about 5 minutes on 2 busy cores; ``--comparisons 100 --gate-runs 100`` for a
+quick look, ``--only-gate`` for the gate block alone).
 """
 
 from __future__ import annotations
