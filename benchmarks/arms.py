@@ -14,7 +14,13 @@ level's best arm is decided, 20 at most) and for fixed designs of n trials per a
 ``saved`` compares auto with the smallest fixed n whose undecided and wrong-pick rates are both no higher
 than auto's (a fixed design must take, at every level, the trials its hardest level needs).
 
-Run: ``python benchmarks/arms.py`` (about a minute on 2 busy cores; ``--comparisons 100`` for a quick look).
+Then the ``max_loss_vs_best`` gate (0.05) under repeat="auto" (``max_repeat`` 20) over load sweeps of 4 and 6
+levels at 3 % noise between trials, counted per case (every level must hold): how often identical arms hold
+(pass), how often they are ``below`` (a false alarm), and how often a deployed arm truly 10 % slower at every
+level is ``below`` (detection), with the mean level-trials per arm and level.
+
+Run: ``python benchmarks/arms.py`` (about 5 minutes on 2 busy cores; ``--comparisons 100 --gate-runs 100`` for a
+quick look, ``--only-gate`` for the gate block alone).
 """
 
 from __future__ import annotations
@@ -69,14 +75,69 @@ def run_fixed(rng: np.random.Generator, rates: dict[str, float], between: float,
     return not lv["decided"], wrong(lv["best"], rates)
 
 
+GATE_CONDITIONS = {  # name: (arms, levels, the deployed arm's true ratio to the others)
+    "3 identical arms x 4 levels": (3, 4, 1.0),
+    "3 identical arms x 6 levels": (3, 6, 1.0),
+    "3 arms x 4 levels, deployed 10% slower": (3, 4, 0.9),
+}
+
+
+def sweep_trial(rng: np.random.Generator, rate: float, levels: list[int], between: float = 0.03) -> dict[str, Any]:
+    """One load-sweep trial of one arm over ``levels``, each level with its own offset."""
+    rows = []
+    for users in levels:
+        tps = rate * np.exp(rng.normal(0, between) + rng.normal(0, 0.01, USERS))
+        rows.append({"concurrency": users, "streams": [{"decode_tps": float(v)} for v in tps]})
+    return {"kind": "load_sweep", "concurrency": levels, "endpoint": "", "decode_tps": 1.0, "verdict": "passed",
+            "levels": rows}
+
+
+def run_gate(rng: np.random.Generator, n_arms: int, n_levels: int, ratio: float) -> tuple[str, float]:
+    """(the case's gate verdict, mean trials per arm and level) of one repeat="auto" run, deployed arm "a"."""
+    every = list(range(1, n_levels + 1))
+
+    def measure(name: str, levels: list[int] | None) -> Any:
+        r = sweep_trial(rng, 100.0 * (ratio if name == "a" else 1.0), levels or every)
+        return SimpleNamespace(as_dict=lambda: r)
+    row, _ = gating.run_arms(measure, list("abcd"[:n_arms]), 20, gating.Gate(), baseline="a", max_loss=TOLERANCE,
+                             auto=True)
+    vs = [x["verdict"] for x in row["arms"]["gate"]["levels"]]
+    n = float(np.mean([a["n"] for lv in row["arms"]["levels"] for a in lv["arms"].values()]))
+    return ("below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds"), n
+
+
+def share(hits: int, n: int) -> str:
+    """A share with its binomial standard error."""
+    p = hits / n
+    return f"{p:.1%} (+-{np.sqrt(max(p * (1 - p), 1 / n) / n):.1%})"
+
+
+def gates(runs: int, seed: int) -> None:
+    """The max_loss_vs_best block: per condition the case's verdicts over ``runs`` seeded runs."""
+    for i, (name, (n_arms, n_levels, ratio)) in enumerate(GATE_CONDITIONS.items()):
+        rng = np.random.default_rng([seed, i])
+        out = [run_gate(rng, n_arms, n_levels, ratio) for _ in range(runs)]
+        vs = [v for v, _ in out]
+        print(f"max_loss_vs_best 0.05, auto, {name}: holds {share(vs.count('holds'), runs)}, "
+              f"below {share(vs.count('below'), runs)}, inconclusive {share(vs.count('inconclusive'), runs)}, "
+              f"{np.mean([n for _, n in out]):.1f} trials per arm and level ({runs} runs)", flush=True)
+
+
 def main() -> None:
     """Print one block per condition."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comparisons", type=int, default=400)
     ap.add_argument("--quick", action="store_true", help="20 comparisons per condition: a check that it runs")
+    ap.add_argument("--gate-runs", type=int, default=400, help="runs per max_loss_vs_best condition")
+    ap.add_argument("--only-gate", action="store_true", help="only the max_loss_vs_best block")
     args = ap.parse_args()
     if args.quick:
-        args.comparisons = 20
+        args.comparisons, args.gate_runs = 20, 10
+    if args.only_gate:
+        t0 = time.monotonic()
+        gates(args.gate_runs, 2026)
+        print(f"({time.monotonic() - t0:.0f} s)")
+        return
     rng = np.random.default_rng(2026)
     t0 = time.monotonic()
     for name, (values, between) in CONDITIONS.items():
@@ -98,6 +159,7 @@ def main() -> None:
         else:
             print(f"  saved: no fixed design up to {FIXED[-1]} trials per arm decides as often; auto uses "
                   f"{auto_trials:.1f} ({1 - auto_trials / FIXED[-1]:+.0%} against {FIXED[-1]})")
+    gates(args.gate_runs, 2026)
     print(f"({time.monotonic() - t0:.0f} s)")
 
 

@@ -247,6 +247,15 @@ def decided(t: dict[str, Any]) -> list[int]:
     return [row["users"] for row in t["levels"] if row["decided"]]
 
 
+def settled(t: dict[str, Any]) -> list[int]:
+    """The levels repeat="auto" may stop measuring: the best arm decided and, with ``max_loss_vs_best``, the gate
+    too (``holds`` or ``below``). A deployed arm shown slower than the best but not shown within the loss is
+    decided for the schedule yet inconclusive for the gate; with identical arms that is the luckiest arm ahead
+    by chance, and more trials settle it."""
+    open_gate = {lv["users"] for lv in (t.get("gate") or {}).get("levels") or [] if lv["verdict"] == "inconclusive"}
+    return [u for u in decided(t) if u not in open_gate]
+
+
 def _cell(arm: dict[str, Any], mark: str) -> str:
     if not arm.get("n"):
         return "-"

@@ -215,7 +215,8 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
              deployed: str | None = None, max_loss: float | None = None, tokens: dict[str, int] | None = None,
              auto: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Measure every arm interleaved (``trials`` each; with ``auto`` rounds until every level's best arm is
-    decided, ``trials`` at most) and judge the deployed arm against the best; returns its row and warnings.
+    decided, at most ``trials`` full sweeps' worth of level-trials per arm, spent on the open levels) and judge
+    the deployed arm against the best; returns its row and warnings.
 
     The case's row is the deployed arm's (the baseline's when none is named), every trial combined; the arms
     comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
@@ -225,16 +226,24 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
     else:
         results = {n: [] for n in names}
         open_levels: list[int] | None = None
-        for round_ in range(trials):
+        # The budget is ``trials`` full sweeps per arm, counted in level-trials: what a decided level no longer
+        # takes goes to the open ones, so a case holds as a whole (every level must decide), not level by level.
+        budget, spent, round_, cost = trials, 0, 0, 1  # per arm; a round costs its open levels (all at first)
+        while spent + cost <= budget:
             for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
                 results[n].append(measure(n, open_levels).as_dict())
-            if round_ + 1 < sequential.MIN_TRIALS:
+            if round_ == 0:
+                cost = max(1, len(arms_table.levels_of(results[names[0]])))
+                budget = trials * cost
+            round_, spent = round_ + 1, spent + cost
+            if round_ < sequential.MIN_TRIALS:
                 continue
             t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss)
-            done = set(arms_table.decided(t))
+            done = set(arms_table.settled(t))
             open_levels = [row["users"] for row in t["levels"] if row["users"] not in done]
             if not open_levels:
                 break
+            cost = len(open_levels)
     row = aggregate(results[deployed or baseline], arm=deployed or baseline)
     if auto and row.get("kind") == "load_sweep":
         # later trials swept only the open levels: the row speaks for every level, its top one as for one trial

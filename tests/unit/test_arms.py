@@ -194,3 +194,47 @@ def test_engine_arm_arguments_come_last_so_they_win_over_the_preset() -> None:
     preset, args = engine_arm_args("vllm", 5, "none", ())
     assert preset == "ngram" and args[0] == "--speculative-config"
     assert json.loads(args[1])["num_speculative_tokens"] == 5
+
+
+def test_auto_spends_a_decided_levels_budget_on_the_open_ones() -> None:
+    # 1 user: 30 % apart, decided at the first look (3 rounds). 8 users: the deployed arm exactly at the loss
+    # bound, which no number of trials settles. max_repeat 6 over 2 levels is 12 level-trials per arm: the 6 the
+    # decided level no longer takes go to 8 users (9 trials there, not 6), and no arm takes more than 12.
+    truth = {"a": {1: 70.0, 8: 95.0}, "b": {1: 100.0, 8: 100.0}}
+    calls: list[tuple[str, Any]] = []
+    row, _ = gating.run_arms(_fake_measure(np.random.default_rng(3), truth, calls), list(truth), 6, gating.Gate(),
+                             baseline="a", max_loss=0.05, auto=True)
+    n = {lv["users"]: lv["arms"]["a"]["n"] for lv in row["arms"]["levels"]}
+    assert n == {1: 3, 8: 9}
+    for name in truth:
+        assert sum(len(levels or [1, 8]) for arm, levels in calls if arm == name) == 12
+
+
+def test_auto_keeps_measuring_a_level_whose_gate_is_open_though_its_best_arm_is_decided() -> None:
+    # The deployed arm shown slower than the best (the interval under 1) but not shown within 5 % of it: the
+    # schedule is decided, the gate is not, so repeat="auto" must not stop there.
+    results = {"a": [_trial(np.random.default_rng(i), {8: 96.0}, between=0.0, within=0.02) for i in range(3)],
+               "b": [_trial(np.random.default_rng(9 + i), {8: 100.0}, between=0.0, within=0.02) for i in range(3)]}
+    t = arms.table(results, baseline="a", max_loss=0.05)
+    lo, hi = t["levels"][0]["vs_best"]["a"]["interval"]
+    assert lo < 0.95 < hi < 1, (lo, hi)
+    assert arms.decided(t) == [8] and t["gate"]["levels"][0]["verdict"] == "inconclusive"
+    assert arms.settled(t) == []
+
+
+def test_auto_holds_identical_arms_over_a_four_level_sweep_and_fails_a_slower_deployed_arm() -> None:
+    # Every level must hold for the case to pass. benchmarks/arms.py (600 runs per condition, 3 % noise per
+    # trial, max_repeat 20): identical arms over 4 levels held in 90.8 % of runs before repeat="auto" waited for
+    # the gate and spent decided levels' trials on open ones; now in 100 %, none below.
+    rng = np.random.default_rng(34)
+    same = {n: dict.fromkeys((1, 2, 4, 8), 100.0) for n in "abc"}
+    slower = {**same, "a": dict.fromkeys((1, 2, 4, 8), 90.0)}
+    verdicts: dict[str, list[str]] = {"same": [], "slower": []}
+    for key, truth, runs in (("same", same, 30), ("slower", slower, 10)):
+        for _ in range(runs):
+            row, _ = gating.run_arms(_fake_measure(rng, truth, [], between=0.03), list(truth), 20, gating.Gate(),
+                                     baseline="a", max_loss=0.05, auto=True)
+            vs = [lv["verdict"] for lv in row["arms"]["gate"]["levels"]]
+            verdicts[key].append("below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds")
+    assert verdicts["same"].count("holds") == 30, verdicts["same"]
+    assert verdicts["slower"].count("below") == 10, verdicts["slower"]
