@@ -104,9 +104,12 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     recorded = {name: _true_trials(sim) for name, sim in arm_sims.items()}
     for row in t["levels"]:
         for name, fig in row["arms"].items():
-            # every trial's median user as measured against the simulator's recorded steps (5 %: a few ms of
-            # client lateness at a stream's ends on a loaded machine)
-            assert fig["trials"] == pytest.approx(recorded[name][row["users"]], rel=0.05), (row["users"], name)
+            # every trial's median user as measured against the simulator's recorded steps: the trials' median
+            # within 5 %, each trial within 10 % (a 64-token stream at 1 user lasts about 130 ms, so a read 7 ms
+            # late at one of its ends is 5 %: seen beside other jobs)
+            got, want = fig["trials"], recorded[name][row["users"]]
+            assert np.median(got) == pytest.approx(np.median(want), rel=0.05), (row["users"], name)
+            assert got == pytest.approx(want, rel=0.10), (row["users"], name)
     # k4 is deployed: best alone, far behind at 4 and 16 users; the reason names the levels and figures
     assert r["verdict"] == "failed"
     gate = {lv["users"]: lv["verdict"] for lv in t["gate"]["levels"]}

@@ -126,12 +126,12 @@ def test_compare_judges_each_level_against_a_saved_run(pytester: pytest.Pytester
     [r] = _json(out)["results"]
     cmp = {(c["users"], c["metric"]): c for c in r["comparisons"]}
     assert cmp[(1, "decode_tps")]["verdict"] == "improved"
-    # Speculation costs the batch at 8 users: the aggregate regresses beyond doubt; one trial a side of the
-    # per-user decode (about -11%) is worse but may be short of the case's share of alpha (6 comparisons).
-    assert cmp[(8, "total_tps")]["verdict"] == "regressed"
-    assert "at 8 users: total_tps" in cmp[(8, "total_tps")]["reason"]
-    assert cmp[(8, "decode_tps")]["verdict"] in {"regressed", "inconclusive"}
-    assert "at 8 users: decode_tps" in cmp[(8, "decode_tps")]["reason"]
+    # Speculation costs the batch at 8 users; which of its metrics shows it beyond the case's share of alpha
+    # (6 comparisons, one trial a side) varies with the run (decode -11% and total -20% in one, TTFT +196% in
+    # another), but the level is judged on its own and fails, and nothing there improves.
+    at8 = [cmp[(8, m)] for m in ("decode_tps", "ttft_s", "total_tps")]
+    assert any(c["verdict"] == "regressed" for c in at8) and all(c["verdict"] != "improved" for c in at8)
+    assert all(c["reason"].startswith("at 8 users: ") for c in at8)
     # One trial a side: the 8 streams of a level share the engine's steps, so they are one sample, not 8.
     assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in cmp.values()} == {(1, 1)}
     res.assert_outcomes(failed=1)
