@@ -255,8 +255,8 @@ def _counting(client: Client, calls: list[int], wall: list[float]) -> Callable[[
 
 
 def section_prompts(speed: float, ctxs: tuple[int, ...] = (32_768, 131_072)) -> None:
-    from pytest_specperf.cases.build import build_spec
-    from pytest_specperf.prompts.builder import build_prompt
+    from pytest_specperf.cases.registry import build_spec
+    from pytest_specperf.prompts.exact_length import build_prompt
     from pytest_specperf.run.runner import Runner
     from pytest_specperf.sim import SimServer
 

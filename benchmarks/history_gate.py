@@ -29,7 +29,7 @@ import numpy as np
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise
-from pytest_specperf.history.gate import ALPHA
+from pytest_specperf.history.against_history import ALPHA
 
 BETWEEN = (0.02, 0.035, 0.05)
 METRICS = 2
@@ -107,7 +107,7 @@ def quiet(n: int, between: float, within: float, trials: int, seed: int, runs: i
 
 def gate_cost(runs: int = 100, repeats: int = 20) -> tuple[float, float]:
     """Seconds to judge one sustained case against ``runs`` recorded runs (SQLite), and to record one run."""
-    from pytest_specperf.history import gate
+    from pytest_specperf.history import against_history
     from pytest_specperf.history.schema import open_store
     from pytest_specperf.history.store import Store, parse_target
 
@@ -127,10 +127,10 @@ def gate_cost(runs: int = 100, repeats: int = 20) -> tuple[float, float]:
         for _ in range(runs):
             records.record_run(store, [result()], meta)
         record_s = (time.perf_counter() - t0) / runs
-        gate.judge(store, result(), meta, max_regression=0.05)  # scipy and ruptures load once per process
+        against_history.judge(store, result(), meta, max_regression=0.05)  # scipy and ruptures load once per process
         t0 = time.perf_counter()
         for _ in range(repeats):
-            gate.judge(store, result(), meta, max_regression=0.05)
+            against_history.judge(store, result(), meta, max_regression=0.05)
         judge_s = (time.perf_counter() - t0) / repeats
         store.close()
     return judge_s, record_s

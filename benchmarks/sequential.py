@@ -38,7 +38,7 @@ import numpy as np
 from pytest_specperf.compare import sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.endpoint.client import Client
-from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.prompts.exact_length import build_prompt
 from pytest_specperf.run import stream_figures as measure
 from pytest_specperf.sim import SimServer
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.sim import SimServer

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_specperf.version import __version__
 
 if TYPE_CHECKING:
-    from pytest_specperf.cases.build import build_spec
+    from pytest_specperf.cases.registry import build_spec
     from pytest_specperf.cases.result_view import ResultView
     from pytest_specperf.endpoint.client import Client
     from pytest_specperf.errors import ConfigError, MeasurementError, SpecperfError
@@ -29,7 +29,7 @@ _WHERE = {
     "SpecperfError": "pytest_specperf.errors",
     "ConfigError": "pytest_specperf.errors",
     "MeasurementError": "pytest_specperf.errors",
-    "build_spec": "pytest_specperf.cases.build",  # marker keywords -> a validated case spec
+    "build_spec": "pytest_specperf.cases.registry",  # marker keywords -> a validated case spec
     "Runner": "pytest_specperf.run.runner",  # measures and judges specs on one endpoint, without pytest
     "Client": "pytest_specperf.endpoint.client",
     "SimServer": "pytest_specperf.sim",  # the embedded simulator, as a context manager

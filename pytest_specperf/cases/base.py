@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pytest_specperf.cases.prompt_cases import check_prompts
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.prompts.kinds import CONTENT_KINDS
+from pytest_specperf.prompts.content_kinds import CONTENT_KINDS
 
 #: Fewest tokens a sustained case needs for drift to be judged: 8 windows of 32 decode tokens, plus a
 #: first chunk (TTFT's) of up to 8 tokens.

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from pytest_specperf.cases.base import CaseSpec
-from pytest_specperf.cases.build import SPECS, build_spec
+from pytest_specperf.cases.registry import SPECS, build_spec
 from pytest_specperf.errors import ConfigError
 
 SUFFIXES = (".specperf.yaml", ".specperf.yml")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_specperf.history import gate, records
+from pytest_specperf.history import against_history, records
 from pytest_specperf.history.schema import open_store
 from pytest_specperf.history.store import HistoryError, Store, Target
 
@@ -49,14 +49,14 @@ class HistorySession:
         return self._store
 
     def judge(self, result: dict[str, Any], *, max_regression: float, inconclusive: str = "warn") -> list[str]:
-        """Judge one case against its history (see ``gate.judge``); [] when not gating or the store failed."""
+        """Judge one case against its history (``against_history.judge``); [] if not gating or the store failed."""
         if not self.gating:
             return []
         store = self._open()
         if store is None:
             return []
         try:
-            return gate.judge(store, result, {}, max_regression=max_regression, inconclusive=inconclusive)
+            return against_history.judge(store, result, {}, max_regression=max_regression, inconclusive=inconclusive)
         except HistoryError as exc:
             self.error = str(exc)
             return []

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning

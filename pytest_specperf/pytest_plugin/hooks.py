@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
-from pytest_specperf.cases.build import SPECS, build_spec, marker_help
+from pytest_specperf.cases.registry import SPECS, build_spec, marker_help
 from pytest_specperf.cases.yaml_cases import is_case_file
 from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError

@@ -22,7 +22,7 @@ from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts import cold
-from pytest_specperf.prompts.builder import COUNT_WORKERS, Prompt, build_prompt, build_prompts
+from pytest_specperf.prompts.exact_length import COUNT_WORKERS, Prompt, build_prompt, build_prompts
 from pytest_specperf.run import acceptance, drift
 from pytest_specperf.run.floors import JudgeSettings
 from pytest_specperf.run.stream_figures import median

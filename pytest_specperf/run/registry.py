@@ -1,6 +1,6 @@
 """The one explicit map from a case kind's name to its kind: the only module in ``run`` that imports the kinds.
 
-Adding a kind: its spec in ``cases`` (and ``cases.build.SPECS``), its module here in ``run``, one line
+Adding a kind: its spec in ``cases`` (and ``cases.registry.SPECS``), its module here in ``run``, one line
 below, and its chart view in ``report/views/registry.py`` (docs/architecture.md walks through it).
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.run.capacity import Capacity
+from pytest_specperf.run.case_kind import AnyKind
 from pytest_specperf.run.ctx_sweep import CtxSweep
-from pytest_specperf.run.kind import AnyKind
 from pytest_specperf.run.load import LoadSweep
 from pytest_specperf.run.rate import Rate
 from pytest_specperf.run.session import Session

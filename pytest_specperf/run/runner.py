@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_specperf.cases.base import CaseSpec
-from pytest_specperf.cases.build import fit_spec
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
+from pytest_specperf.cases.registry import fit_spec
 from pytest_specperf.cases.results import (
     CapacityResult,
     LoadSweepResult,
@@ -27,7 +27,7 @@ from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.locks import endpoint_lock
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.prompts.builder import Prompt
+from pytest_specperf.prompts.exact_length import Prompt
 from pytest_specperf.run import cached_share
 from pytest_specperf.run.context import CaseContext, Until
 from pytest_specperf.run.floors import JudgeSettings

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from pytest_specperf.prompts.kinds import CONTENT_KINDS
+from pytest_specperf.prompts.content_kinds import CONTENT_KINDS
 
 KINDS = CONTENT_KINDS
 DIALECTS = ("vllm", "sglang", "llamacpp")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_specperf.history import gate, records, schema
+from pytest_specperf.history import against_history, records, schema
 from pytest_specperf.history.store import Store, Target
 
 
@@ -37,7 +37,7 @@ def test_a_creep_fails_naming_the_run_where_it_began(store: Store) -> None:
     for i, lv in enumerate(levels):
         records.record_run(store, [_result(_trials(rng, lv))], _meta(i))
     cand = _result(_trials(rng, math.log(0.97) * 6))
-    gate.judge(store, cand, {}, max_regression=0.05)
+    against_history.judge(store, cand, {}, max_regression=0.05)
     (entry,) = [e for e in cand["history"] if e["metric"] == "decode_tps"]
     assert cand["verdict"] == "failed" and entry["verdict"] == "regressed"
     began = entry["began"]
@@ -56,7 +56,7 @@ def test_runs_of_another_model_are_kept_apart_and_named(store: Store) -> None:
     for i in range(8, 14):
         records.record_run(store, [_result(_trials(rng, 0.0))], _meta(i))
     cand = _result(_trials(rng, 0.0))
-    notes = gate.judge(store, cand, {}, max_regression=0.05)
+    notes = against_history.judge(store, cand, {}, max_regression=0.05)
     assert cand["verdict"] == "passed"
     assert any("8 earlier run(s) of t::a under another set-up kept apart" in n and "model 'big' (now 'm')" in n
                for n in notes)
@@ -68,7 +68,7 @@ def test_a_short_history_says_so_and_uses_the_baseline_rule(store: Store) -> Non
     for i in range(3):
         records.record_run(store, [_result(_trials(rng, 0.0))], _meta(i))
     cand = _result(_trials(rng, math.log(0.8)))  # 20 % slower: the baseline rule alone catches it
-    notes = gate.judge(store, cand, {}, max_regression=0.05)
+    notes = against_history.judge(store, cand, {}, max_regression=0.05)
     assert any("3 earlier run(s) of this set-up, fewer than the 5" in n and "judged against the latest (run 3, "
                "commit c02) by the baseline rule" in n for n in notes)
     assert cand["verdict"] == "failed" and cand["history"] == []

@@ -9,7 +9,7 @@ import pytest
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
-from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.prompts.exact_length import build_prompt
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.run.stream_figures import stream_result
 

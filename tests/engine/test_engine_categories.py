@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support.engine_threads import THREADS
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer
 from pytest_specperf.run.runner import Runner

@@ -4,7 +4,7 @@ repeated prompt came back with all but its last token cached."""
 
 from __future__ import annotations
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import SessionResult, SustainedResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer

@@ -20,7 +20,7 @@ from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.engines.llamacpp import LlamaServer
-from pytest_specperf.prompts.builder import build_prompt
+from pytest_specperf.prompts.exact_length import build_prompt
 from pytest_specperf.run import load as loadcase
 from pytest_specperf.run import stream_figures as measure
 from pytest_specperf.run.context import BURST_S

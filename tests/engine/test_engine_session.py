@@ -3,7 +3,7 @@ accounting (``timings.cache_n``), and its first token comes sooner than a cold p
 
 from __future__ import annotations
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import SessionResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.llamacpp import LlamaServer

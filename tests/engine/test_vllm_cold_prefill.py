@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import SessionResult, SustainedResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer

@@ -23,8 +23,8 @@ from test_engine_categories import PROMPTS
 from test_vllm_crossval import RecordingClient
 
 from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
-from pytest_specperf.cases.build import build_spec
 from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import SustainedResult
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
 from pytest_specperf.run.runner import Runner

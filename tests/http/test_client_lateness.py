@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
 from pytest_specperf.run import lateness

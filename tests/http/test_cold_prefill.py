@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import RateResult, SessionResult, SustainedResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import ConfigError

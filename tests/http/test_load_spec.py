@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import SustainedResult
 from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.endpoint.sse import Chunk, Trace, split_events

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
-from pytest_specperf.prompts.builder import EXACT_CALLS, build_prompt
+from pytest_specperf.prompts.exact_length import EXACT_CALLS, build_prompt
 from pytest_specperf.sim import SimServer
 
 

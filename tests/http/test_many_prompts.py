@@ -7,11 +7,11 @@ import threading
 import httpx
 import pytest
 
-from pytest_specperf.cases.build import build_spec
 from pytest_specperf.cases.closed_loop import MAX_CONCURRENCY
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.prompts.builder import build_prompt, build_prompts
+from pytest_specperf.prompts.exact_length import build_prompt, build_prompts
 from pytest_specperf.sim import SimServer
 from pytest_specperf.sim.tokenizer import tokenize
 

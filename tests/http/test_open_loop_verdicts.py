@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.sim import SimServer
 from pytest_specperf.sim.faults import HEADER

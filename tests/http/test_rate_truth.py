@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.run.capacity import WARMUP
 from pytest_specperf.run.context import case_seed
 from pytest_specperf.run.rate import schedule

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import SessionResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import ConfigError, MeasurementError

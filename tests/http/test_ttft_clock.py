@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.sim import SimServer
 
 #: Bounds a busy machine keeps (medians of -0.2 to +1.1 ms seen at load 10 on 2 cores, one session median 3.5)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.sim import SimServer

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import sequential
 from pytest_specperf.errors import ConfigError

@@ -126,3 +126,12 @@ def test_the_public_api_is_declared_and_loads_lazily() -> None:
             "'numpy', 'httpx') if m in sys.modules]; assert not heavy, heavy")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-300:]
+
+
+def test_no_two_module_names_differ_only_by_a_suffix() -> None:
+    """One word, one meaning: ``build`` beside ``builder`` or ``kind`` beside ``kinds`` hides which role each has."""
+    root = Path(pytest_specperf.__file__).parent
+    stems = sorted({p.stem for p in root.rglob("*.py") if not p.stem.startswith("_")})
+    clashes = [(a, b) for a in stems for b in stems
+               if a != b and b.startswith(a) and b[len(a):] in ("s", "er", "ers", "ing", "ed")]
+    assert clashes == []

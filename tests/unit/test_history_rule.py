@@ -16,7 +16,7 @@ from pytest_specperf.history import decide, noise
 
 WITHIN = 0.02  # per-trial log-sd
 TRIALS = 5
-ALPHA = 0.01 / 2  # the case's alpha over its two gated metrics, as history/gate.py splits it
+ALPHA = 0.01 / 2  # the case's alpha over its two gated metrics, as history/against_history.py splits it
 
 
 def _runs(rng: np.random.Generator, levels: list[float], between: float) -> list[np.ndarray]:

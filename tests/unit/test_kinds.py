@@ -6,8 +6,8 @@ import ast
 import inspect
 from pathlib import Path
 
-from pytest_specperf.cases.build import SPECS
-from pytest_specperf.run import kind as kind_module
+from pytest_specperf.cases.registry import SPECS
+from pytest_specperf.run import case_kind as kind_module
 from pytest_specperf.run.registry import KINDS
 
 RUN = Path(kind_module.__file__).parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec
+from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts.files import load_prompts
 from pytest_specperf.run.categories import draw, floor_problems

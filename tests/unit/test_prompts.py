@@ -12,8 +12,8 @@ from importlib import resources
 
 import pytest
 
-from pytest_specperf.prompts import builder as prompts
-from pytest_specperf.prompts.builder import DEFAULT_INSTRUCTIONS, KINDS, MAX_CALLS, Prompt, build_prompt
+from pytest_specperf.prompts import exact_length as prompts
+from pytest_specperf.prompts.exact_length import DEFAULT_INSTRUCTIONS, KINDS, MAX_CALLS, Prompt, build_prompt
 from pytest_specperf.sim import classify as sim_classify
 from pytest_specperf.sim import tokenize as sim_tokenize
 
@@ -226,7 +226,7 @@ def test_package_data_is_small_and_flat() -> None:
 
 def test_module_is_pure_and_loads_corpora_lazily() -> None:
     code = (
-        "import sys, pytest_specperf.prompts.builder as p\n"
+        "import sys, pytest_specperf.prompts.exact_length as p\n"
         "assert 'pytest' not in sys.modules, 'prompts imports pytest'\n"
         "assert p._corpus.cache_info().currsize == 0, 'corpora loaded at import'\n"
         "p.build_prompt('code', 50, lambda t: len(t.split()))\n"

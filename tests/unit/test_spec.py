@@ -2,8 +2,8 @@
 
 import pytest
 
-from pytest_specperf.cases.build import build_spec, marker_help
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, SustainedSpec
+from pytest_specperf.cases.registry import build_spec, marker_help
 from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.errors import ConfigError
 

@@ -2,7 +2,8 @@
 
 Runs along x (their order in the history), each run's value with its 95 % interval, the change points as
 vertical lines, and this run at the right end with the interval its history predicted for it. Plain data from
-``result["history"]`` (``history/gate.py``) or ``specperf trend`` (``history/trend.py``); never imports pytest.
+``result["history"]`` (``history/against_history.py``) or ``specperf trend`` (``history/trend.py``);
+never imports pytest.
 """
 
 from __future__ import annotations

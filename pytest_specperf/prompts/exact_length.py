@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from pytest_specperf.prompts.kinds import CONTENT_KINDS
+from pytest_specperf.prompts.content_kinds import CONTENT_KINDS
 
 KINDS = CONTENT_KINDS
 

@@ -23,7 +23,7 @@ class CaseKind(Protocol[S, R]):
 
     #: The marker / YAML / direct-call name, equal to ``spec_type.KIND``.
     name: ClassVar[str]
-    #: The spec class its keywords build (``cases.build.SPECS[name]``).
+    #: The spec class its keywords build (``cases.registry.SPECS[name]``).
     spec_type: ClassVar[type[CaseSpec]]
 
     def context_needed(self, spec: S) -> tuple[int, int]:
