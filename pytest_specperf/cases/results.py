@@ -1,10 +1,29 @@
-"""Result records; attribute names are the keys of ``--specperf-json`` (docs/measurement.md lists them)."""
+"""Result records, one per case kind; attribute names are the keys of ``--specperf-json`` (docs/measurement.md).
+
+A result is measured, judged, compared and shown as one of these; ``json_form.to_dict`` turns it into the JSON
+at the edge and ``saved_results.load_result`` turns JSON (a saved run, an xdist report) back into one. The records
+inside a result (a stream's stalls, a level, a category, a comparison) are in ``result_parts``.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_specperf.cases.json_form import OMIT, to_dict
+from pytest_specperf.cases.result_parts import (
+    Acceptance,
+    Attribution,
+    Burst,
+    CaseComparison,
+    CategoryFigures,
+    LevelTrial,
+    RateRequest,
+    SessionRequest,
+    Stall,
+    SweepPoint,
+    TurnFigures,
+)
 
 
 @dataclass
@@ -33,10 +52,19 @@ class Result:
     # cached share of the prompt tokens of requests meant to be cold, where the server says (run/cached_share.py)
     cached_share: float | None = None
     ttft_cache: str = ""  # why TTFT is inconclusive: requests meant to be cold came back cached ("" = they did not)
+    # Set after measuring, and only on some runs (left out of the JSON while None):
+    # against a saved baseline, A, or the history
+    comparisons: list[CaseComparison] | None = field(default=None, metadata=OMIT)
+    ab: AbSummary | None = field(default=None, metadata=OMIT)  # A/B in one run: what A measured
+    # N arms in one run: the users x arms table (compare/arms.py)
+    arms: dict[str, Any] | None = field(default=None, metadata=OMIT)
+    # the history gate's entry per metric (history/)
+    history: list[dict[str, Any]] | None = field(default=None, metadata=OMIT)
+    call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""
-        return dataclasses.asdict(self)
+        return to_dict(self)
 
 
 @dataclass
@@ -55,7 +83,7 @@ class StreamResult:
     late_tps: float | None
     drift: float | None
     trend_p: float | None
-    stalls: list[dict[str, float]]
+    stalls: list[Stall]
     tokens_per_chunk: float
     count_source: str
     counts_exact: bool
@@ -78,7 +106,9 @@ class StreamResult:
     content_tps: float | None = None
     cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache, where it says
     # many steps' tokens delivered at once (a catch-up after a late wake-up, a buffering proxy): named, never a speed
-    bursts: list[dict[str, float]] = field(default_factory=list)
+    bursts: list[Burst] = field(default_factory=list)
+    # A/B and arms: the trial (0-based) of a stream in a combined result
+    trial: int | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
@@ -106,8 +136,8 @@ class SustainedResult(Result):
     tokens_per_chunk: float = 0.0
     counts_exact: bool = True
     count_source: str = ""
-    acceptance: dict[str, Any] | None = None
-    attribution: dict[str, Any] | None = None
+    acceptance: Acceptance | None = None
+    attribution: Attribution | None = None
     window_accept_len: list[float] = field(default_factory=list)  # tokens per step per window (step chunks)
     window_step_ms: list[float] = field(default_factory=list)  # step time per window (step chunks)
     burst_tps: float | None = None
@@ -136,7 +166,7 @@ class SustainedResult(Result):
     late_bound_s: float | None = None
     client_behind: str = ""
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
-    categories: dict[str, dict[str, Any]] | None = None  # figures per category (run/categories.py)
+    categories: dict[str, CategoryFigures] | None = None  # figures per category (run/categories.py)
     # Reasoning phase: medians over streams that had one (all None where none did; stream_figures.phases).
     ttft_content_s: float | None = None  # first answer token
     reasoning_tokens: int | None = None
@@ -149,12 +179,121 @@ class SustainedResult(Result):
 
 
 @dataclass
+class LoadLevel:
+    """One concurrency level of a load sweep: the load fields of the sustained result measured there."""
+
+    concurrency: int = 1
+    prompt_tokens: float | None = None
+    completion_tokens: float = 0
+    decode_tps: float = 0.0  # the median user's
+    decode_p10_tps: float | None = None
+    total_tps: float | None = None
+    common_window_s: float | None = None
+    ttft_s: float = 0.0
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    step_ms: float | None = None
+    drift: float | None = None
+    drift_verdict: str = "not judged"
+    drift_gate: str = ""
+    early_tps: float | None = None
+    late_tps: float | None = None
+    stalls: int = 0
+    stall_s: float = 0.0
+    tokens_per_chunk: float = 0.0
+    verdict: str = "passed"
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    streams: list[StreamResult] = field(default_factory=list)
+    late_p50_s: float | None = None
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""
+    requests: int | None = None
+    warmup_s: float | None = None
+    drain_s: float | None = None
+    warmup_requests: int | None = None
+    drain_requests: int | None = None
+    warmup_drain_streams: list[StreamResult] = field(default_factory=list)
+    ttft_content_s: float | None = None
+    reasoning_tokens: int | None = None
+    content_tokens: int | None = None
+    reasoning_tps: float | None = None
+    content_tps: float | None = None
+    reasoning_accept_len: float | None = None
+    content_accept_len: float | None = None
+    slower_phase: str | None = None
+    accept_len: float | None = None  # mean accepted length at this level
+    accept_source: str | None = None
+    categories: dict[str, CategoryFigures] | None = None  # a prompt file's figures per category at this level
+    kind: str = "sustained"  # compared like a sustained case: per-stream decode, aggregate per level
+    cached_share: float | None = None  # as the result's (run/cached_share.py), per level
+    ttft_cache: str = ""
+    # A/B and arms: each trial's figures at this level
+    trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)
+
+
+@dataclass
+class AbSummary:
+    """A/B in one run, on B's result: what A measured (its aggregated figures, and per trial)."""
+
+    trials: int
+    a_endpoint: str
+    b_endpoint: str
+    a: dict[str, Any] = field(default_factory=dict)  # A's figures aggregated over trials, by B's key names
+    a_decode_tps: list[float] = field(default_factory=list)
+    b_decode_tps: list[float] = field(default_factory=list)
+    a_levels: list[LoadLevel] | None = field(default=None, metadata=OMIT)  # load sweeps: A's levels, every trial
+
+
+@dataclass
+class Probe:
+    """One rate of a capacity search: its figures and whether it met the target."""
+
+    rps: float
+    requests: int
+    counted: int
+    attainment: float | None
+    passed: bool
+    alone: bool = False  # every request was served alone (no overlap): what the lowest rate must show
+    goodput_rps: float | None = None
+    achieved_rps: float | None = None
+    output_tps: float | None = None
+    missed: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+    failed: int = 0
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None
+    ttft_content_p50_s: float | None = None
+    ttft_content_p90_s: float | None = None
+    ttft_content_p99_s: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p90_s: float | None = None
+    e2e_p99_s: float | None = None
+    late_p50_s: float | None = None
+    late_p99_s: float | None = None
+    late_bound_s: float | None = None
+    client_behind: str = ""
+    # why the client's lateness could (not) change this probe's verdict
+    late_note: str | None = field(default=None, metadata=OMIT)
+    decode_tps: float | None = None
+    categories: dict[str, CategoryFigures] | None = None
+    tokens_per_chunk: float | None = None
+    step_ms: float | None = None
+
+
+@dataclass
 class LoadSweepResult(Result):
     """A sustained load at each concurrency level; ``levels`` hold each level's load fields and streams."""
 
     tokens: int = 0
     concurrency: list[int] = field(default_factory=list)
-    levels: list[dict[str, Any]] = field(default_factory=list)
+    levels: list[LoadLevel] = field(default_factory=list)
     knee: int | None = None  # first level past which aggregate tok/s grows < 10% per doubling
     decode_tps: float = 0.0  # per-user median decode at the highest level
     total_tps: float | None = None  # the highest aggregate over levels
@@ -162,15 +301,16 @@ class LoadSweepResult(Result):
     min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
     crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
-    categories: dict[str, dict[str, Any]] | None = None  # figures per category at the highest level
+    categories: dict[str, CategoryFigures] | None = None  # figures per category at the highest level
+    repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
 
-    def as_dict(self) -> dict[str, Any]:
-        """The fields, and which level the case's ``categories`` are from (``categories_users``): each level
-        has its own in ``levels``, and a reader of the case's must not have to guess which one it repeats."""
-        out = dataclasses.asdict(self)
-        if out["categories"] is not None and out["levels"]:
-            out["categories_users"] = out["levels"][-1].get("concurrency")
-        return out
+    def json_extras(self) -> dict[str, Any]:
+        """Which level the case's ``categories`` are from (``categories_users``): each level has its own in
+        ``levels``, and a reader of the case's must not have to guess which one it repeats."""
+        if self.categories is None or not self.levels:
+            return {}
+        last = self.levels[-1]
+        return {"categories_users": last["concurrency"] if isinstance(last, dict) else last.concurrency}
 
 
 @dataclass
@@ -192,7 +332,7 @@ class TwoPointResult(Result):
 class SweepResult(Result):
     """Two-point decode at several context lengths."""
 
-    points: list[dict[str, Any]] = field(default_factory=list)
+    points: list[SweepPoint] = field(default_factory=list)
     decode_tps: float = 0.0  # the lowest point's rate: the one a floor is about
 
 
@@ -242,9 +382,9 @@ class RateResult(Result):
     client_behind: str = ""
     step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
     reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
-    per_request: list[dict[str, Any]] = field(default_factory=list)
+    per_request: list[RateRequest] = field(default_factory=list)
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
-    categories: dict[str, dict[str, Any]] | None = None  # figures per category (run/categories.py)
+    categories: dict[str, CategoryFigures] | None = None  # figures per category (run/categories.py)
 
 
 @dataclass
@@ -257,7 +397,7 @@ class CapacityResult(Result):
     arrivals: str = "poisson"
     max_rps: float | None = None  # highest passing probe; 0.0 when none passed
     bracket: list[float | None] = field(default_factory=list)  # [highest passing, lowest failing]
-    probes: list[dict[str, Any]] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
     stop: str = ""  # why the search ended
     search_s: float = 0.0
     goodput_rps: float | None = None  # at max_rps
@@ -270,7 +410,7 @@ class CapacityResult(Result):
     late_bound_s: float | None = None
     client_behind: str = ""
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
-    categories: dict[str, dict[str, Any]] | None = None  # figures per category at max_rps
+    categories: dict[str, CategoryFigures] | None = None  # figures per category at max_rps
 
 
 @dataclass
@@ -306,12 +446,12 @@ class SessionResult(Result):
     early_tps: float | None = None
     late_tps: float | None = None
     max_drift: float | None = None
-    acceptance: dict[str, Any] | None = None
-    attribution: dict[str, Any] | None = None
+    acceptance: Acceptance | None = None
+    attribution: Attribution | None = None
     late_p50_s: float | None = None  # the client's send lateness (lateness.py)
     late_p99_s: float | None = None
     late_bound_s: float | None = None
     client_behind: str = ""
     prompts: str | None = None  # the prompt file the user turns came from
-    per_turn: list[dict[str, Any]] = field(default_factory=list)  # turn -> TTFT p50/p90, prompt, cached, decode
-    per_request: list[dict[str, Any]] = field(default_factory=list)  # every turn of every session
+    per_turn: list[TurnFigures] = field(default_factory=list)  # turn -> TTFT p50/p90, prompt, cached, decode
+    per_request: list[SessionRequest] = field(default_factory=list)  # every turn of every session

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import CaseComparison, Comparison
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
 #: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).

@@ -54,8 +54,8 @@ import numpy as np
 import scipy  # scipy.special and .stats load on first use: a run without statistics never pays for them
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import CaseComparison, Comparison
 
 ALPHA = 0.01  # false alarms per case: regressed when nothing changed, over all its gated metrics together
 BETA = 0.05  # misses: passed at a regression of twice the threshold

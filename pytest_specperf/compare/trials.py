@@ -77,11 +77,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
+
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison
 
 #: which way is better, per metric; all are positive quantities, compared as logs.
 DIRECTIONS: dict[str, str] = {
@@ -117,63 +119,6 @@ _NO_SPREAD = 1e-9
 
 VERDICTS = ("passed", "regressed", "improved", "inconclusive")
 CASE_VERDICTS = (*VERDICTS, "new", "missing", "skipped")
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One metric of one case, candidate vs baseline. Fractions throughout (0.05 = 5 %)."""
-
-    metric: str
-    direction: str  # "higher" | "lower" is better
-    verdict: str  # passed | regressed | improved | inconclusive
-    effect: float  # relative change, signed so that negative = worse (log-symmetric: see module docstring)
-    ci: list[float]  # [low, high] of effect
-    change: float  # plain relative change of the metric's geometric mean, cand / base - 1
-    change_ci: list[float]  # [low, high] of change
-    p: float | None  # one-sided Welch t p in the worse direction (of the interval's statistic)
-    n_base: int
-    n_cand: int
-    mde: float  # smallest worsening detected with power 0.8 at this noise and n (as a positive fraction)
-    noise: float  # per-trial log-sd (~CV) behind mde: both sides' robust spread, weighted by n; or the floor
-    noise_source: str  # "measured" | "floor"
-    trials_needed: int  # trials per side to detect the threshold at this noise
-    threshold: float  # max_regression
-    method: str  # "welch" | "prediction" | "noise-floor" | "identical", plus "+estimate" when decided at decide_at
-    reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class CaseComparison:
-    """A case (or sweep point) and metric matched between baseline and candidate, or left unmatched."""
-
-    nodeid: str
-    ctx: int | None  # sweep point's asked ctx; None for ordinary cases
-    metric: str | None  # None for new / missing / errored cases
-    verdict: str  # one of CASE_VERDICTS
-    reason: str
-    comparison: Comparison | None = None
-    q: float | None = None  # Benjamini-Hochberg q-value over the run's p-values (report only)
-    users: int | None = None  # a load sweep's level (concurrency); None for other cases
-
-    @property
-    def key(self) -> str:
-        """``nodeid``, ``nodeid@ctx=N`` or ``nodeid@users=N``."""
-        return case_key(self.nodeid, self.ctx, self.users)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data, with ``key``."""
-        return {**asdict(self), "key": self.key}
-
-
-def case_key(nodeid: str, ctx: int | None, users: int | None = None) -> str:
-    """The name of a case, sweep point or load level in comparisons and exports."""
-    if users is not None:
-        return f"{nodeid}@users={users}"
-    return nodeid if ctx is None else f"{nodeid}@ctx={ctx}"
 
 
 def _num(v: Any) -> float | None:

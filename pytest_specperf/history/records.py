@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specperf.cases.result_parts import case_key
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history.store import Store
@@ -69,7 +70,7 @@ def units(results: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
             users = case.get("users") if r.get("kind") == "load_sweep" else None
-            out.append((compare.case_key(nodeid, ctx, users), {**case, "model": r.get("model"),
+            out.append((case_key(nodeid, ctx, users), {**case, "model": r.get("model"),
                                                                "server": r.get("server")}))
     return out
 

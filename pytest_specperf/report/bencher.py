@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.result_parts import case_key
 from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
-from pytest_specperf.compare.trials import case_key, sub_cases, trials
+from pytest_specperf.compare.trials import sub_cases, trials
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import finite_number as _num

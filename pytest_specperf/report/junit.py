@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_specperf.compare.trials import CaseComparison
+from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.report.table import finite_number as _num
 
 #: result fields carried as specperf_<field>

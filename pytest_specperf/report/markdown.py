@@ -15,8 +15,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.cases.result_parts import CaseComparison, case_key
 from pytest_specperf.compare import arms
-from pytest_specperf.compare.trials import CaseComparison, case_key, sub_cases
+from pytest_specperf.compare.trials import sub_cases
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import (

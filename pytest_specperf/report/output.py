@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_specperf.errors import shorten
 
 if TYPE_CHECKING:
-    from pytest_specperf.compare.trials import CaseComparison
+    from pytest_specperf.cases.result_parts import CaseComparison
     from pytest_specperf.settings import Settings
 
 

@@ -12,11 +12,12 @@ import itertools
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from pytest_specperf.cases.result_parts import Acceptance
 
 if TYPE_CHECKING:
     from pytest_specperf.endpoint.sse import Trace
@@ -34,26 +35,6 @@ SERIES: dict[str, dict[str, str]] = {
                  "generated": "llamacpp:tokens_predicted_total"},
     "sglang": {"steps": "sglang:spec_verify_calls_total", "generated": "sglang:generation_tokens_total"},
 }
-
-
-@dataclass
-class Acceptance:
-    """Acceptance of one case; ``exact`` says whether it was counted by the server or inferred."""
-
-    mean_len: float | None
-    rate: float | None
-    source: str  # metrics | response | chunks
-    exact: bool
-    steps: int | None = None
-    drafted: int | None = None
-    accepted: int | None = None
-    per_position: list[float] = field(default_factory=list)
-    contaminated: bool = False
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain data."""
-        return asdict(self)
 
 
 def snapshot(text: str) -> dict[str, float]:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_specperf.compare.trials import DIRECTIONS, case_key, sub_cases, trials
+from pytest_specperf.cases.result_parts import case_key
+from pytest_specperf.compare.trials import DIRECTIONS, sub_cases, trials
 from pytest_specperf.report.table import finite_number
 
 

@@ -1,0 +1,232 @@
+"""The records a result holds inside it: a stream's stalls, a level, a category, a request, a turn, a comparison.
+
+Each is a plain dataclass whose attribute names are its JSON keys (``json_form.to_dict`` serialises them at the
+edge; a field with ``metadata=OMIT`` is left out while None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_specperf.cases.json_form import OMIT, to_dict
+
+
+@dataclass
+class Stall:
+    """A gap in a stream far longer than its steps: where (token index) and how long."""
+
+    at_token: int
+    gap_s: float
+
+
+@dataclass
+class Burst:
+    """Many steps' tokens delivered at once (a catch-up, a buffering proxy): named, never counted as speed."""
+
+    at_token: int
+    tokens: int
+    span_s: float
+
+
+@dataclass
+class AcceptanceSample:
+    """Mean accepted length over one ``/metrics`` scrape interval, ``t_s`` after the case began."""
+
+    t_s: float
+    mean_len: float
+    steps: int
+
+
+@dataclass
+class Acceptance:
+    """Draft acceptance of one case; ``exact`` says whether the server counted it or it was inferred."""
+
+    mean_len: float | None
+    rate: float | None
+    source: str  # metrics | response | chunks
+    exact: bool
+    steps: int | None = None
+    drafted: int | None = None
+    accepted: int | None = None
+    per_position: list[float] = field(default_factory=list)
+    contaminated: bool = False
+    note: str = ""
+    over_time: list[AcceptanceSample] | None = field(default=None, metadata=OMIT)
+
+
+@dataclass
+class Attribution:
+    """What explains a late slowdown: acceptance and step time early vs late, and each one's share of it."""
+
+    accept_early: float | None = None
+    accept_late: float | None = None
+    step_ms_early: float | None = None
+    step_ms_late: float | None = None
+    accept_share: float | None = None
+    step_share: float | None = None
+
+
+@dataclass
+class CategoryFigures:
+    """One prompt category's figures (``run/categories.py``); open-loop cases add requests and attainment."""
+
+    n: int = 0
+    n_prompts: int = 0
+    decode_tps_p50: float | None = None
+    decode_tps_p10: float | None = None
+    ttft_p50_s: float | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    accept_source: str | None = None
+    drafted: int | None = None
+    accepted: int | None = None
+    completion_tokens: int | None = None
+    drift: float | None = None
+    prompt_tokens_p50: float | None = None
+    requests: int | None = field(default=None, metadata=OMIT)  # open loop: requests sent from this category
+    attainment: float | None = field(default=None, metadata=OMIT)  # open loop: their share meeting the slo
+    # the floor this category was judged on, where one was given per category
+    min_tps: float | None = field(default=None, metadata=OMIT)
+    min_accept_len: float | None = field(default=None, metadata=OMIT)
+
+
+@dataclass
+class LevelTrial:
+    """One trial of a load level, where a level was measured several times (A/B and arms)."""
+
+    decode_tps: float | None = None
+    total_tps: float | None = None
+    ttft_s: float | None = None
+
+
+@dataclass
+class SweepPoint:
+    """One context length of a context sweep."""
+
+    ctx: int
+    prompt_tokens: int | None
+    t_short_s: float
+    t_long_s: float
+    decode_tps: float
+    samples_tps: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RateRequest:
+    """One request of an open-loop case, timed from its scheduled arrival."""
+
+    at_s: float
+    sent_s: float
+    late_s: float
+    status: int | None = None
+    error: str | None = field(default=None, metadata=OMIT)
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    end_s: float | None = None
+    tokens: int | None = None
+    tpot_ms: float | None = None
+    decode_tps: float | None = None
+    tokens_per_chunk: float | None = None
+    step_ms: float | None = None
+    response_id: str | None = None
+    ttft_content_s: float | None = None
+    reasoning_tokens: int | None = None
+    content_tokens: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    met: bool | None = None
+    category: str | None = field(default=None, metadata=OMIT)
+    prompt_id: str | None = field(default=None, metadata=OMIT)
+
+
+@dataclass
+class SessionRequest:
+    """One turn of one conversation."""
+
+    user: int
+    turn: int
+    sent_s: float
+    ttft_s: float
+    ttft_content_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int = 0
+    reasoning_tokens: int | None = None
+    decode_tps: float = 0.0
+    response_id: str | None = None
+
+
+@dataclass
+class TurnFigures:
+    """One turn over every conversation: TTFT p50/p90, median prompt and cached tokens, cached share, decode."""
+
+    turn: int
+    sessions: int
+    ttft_p50_s: float
+    ttft_p90_s: float
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_hit: float | None = None
+    decode_tps: float | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of one case, candidate vs baseline. Fractions throughout (0.05 = 5 %)."""
+
+    metric: str
+    direction: str  # "higher" | "lower" is better
+    verdict: str  # passed | regressed | improved | inconclusive
+    effect: float  # relative change, signed so that negative = worse (log-symmetric: compare/trials.py)
+    ci: list[float]  # [low, high] of effect
+    change: float  # plain relative change of the metric's geometric mean, cand / base - 1
+    change_ci: list[float]  # [low, high] of change
+    p: float | None  # one-sided Welch t p in the worse direction (of the interval's statistic)
+    n_base: int
+    n_cand: int
+    mde: float  # smallest worsening detected with power 0.8 at this noise and n (as a positive fraction)
+    noise: float  # per-trial log-sd (~CV) behind mde: both sides' robust spread, weighted by n; or the floor
+    noise_source: str  # "measured" | "floor"
+    trials_needed: int  # trials per side to detect the threshold at this noise
+    threshold: float  # max_regression
+    method: str  # "welch" | "prediction" | "noise-floor" | "identical", plus "+estimate" when decided at decide_at
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data."""
+        return to_dict(self)
+
+
+def case_key(nodeid: str, ctx: int | None, users: int | None = None) -> str:
+    """The name of a case, sweep point or load level in comparisons and exports."""
+    if users is not None:
+        return f"{nodeid}@users={users}"
+    return nodeid if ctx is None else f"{nodeid}@ctx={ctx}"
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    """A case (or sweep point) and metric matched between baseline and candidate, or left unmatched."""
+
+    nodeid: str
+    ctx: int | None  # sweep point's asked ctx; None for ordinary cases
+    metric: str | None  # None for new / missing / errored cases
+    verdict: str  # passed | regressed | improved | inconclusive | new | missing | skipped
+    reason: str
+    comparison: Comparison | None = None
+    q: float | None = None  # Benjamini-Hochberg q-value over the run's p-values (report only)
+    users: int | None = None  # a load sweep's level (concurrency); None for other cases
+
+    @property
+    def key(self) -> str:
+        """``nodeid``, ``nodeid@ctx=N`` or ``nodeid@users=N``."""
+        return case_key(self.nodeid, self.ctx, self.users)
+
+    def json_extras(self) -> dict[str, Any]:
+        """Derived keys the JSON carries besides the fields (readers match comparisons by ``key``)."""
+        return {"key": self.key}
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data, with ``key``."""
+        return to_dict(self)

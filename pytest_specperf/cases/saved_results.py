@@ -1,0 +1,61 @@
+"""JSON back into result records: a saved run's results, or a result that rode to the xdist controller as data.
+
+cattrs builds the records, nested ones included, from their annotations. Keys a record does not have are
+dropped, so a run saved by an earlier version with a key since removed still loads; a record kind no version
+wrote is refused with a one-line error. Numbers are kept as written (an ``int`` in a float field stays an
+``int``), so a loaded result writes back the JSON it was read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import cattrs
+
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.results import (
+    CapacityResult,
+    LoadSweepResult,
+    RateResult,
+    Result,
+    SessionResult,
+    SustainedResult,
+    SweepResult,
+    TwoPointResult,
+)
+from pytest_specperf.errors import ConfigError
+
+#: The record of each case kind, by the ``kind`` its JSON carries.
+RESULT_TYPES: dict[str, type[Result]] = {
+    "sustained": SustainedResult,
+    "two_point": TwoPointResult,
+    "ctx_sweep": SweepResult,
+    "load_sweep": LoadSweepResult,
+    "rate": RateResult,
+    "capacity": CapacityResult,
+    "session": SessionResult,
+}
+
+_converter = cattrs.Converter(forbid_extra_keys=False)
+for _t in (int, float, str, bool):  # JSON's own types, kept as they are (an int in a float field writes back as is)
+    _converter.register_structure_hook(_t, lambda v, _: v)
+
+
+def load_result(data: Mapping[str, Any]) -> Result:
+    """The result record ``data`` (one result of a saved run's JSON) was written from."""
+    kind = data.get("kind")
+    cls = RESULT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ConfigError(f"a result of kind {kind!r} cannot be read: the kinds are {', '.join(RESULT_TYPES)}; "
+                          "was the run saved by a newer pytest-specperf? upgrade to read it")
+    try:
+        return _converter.structure(dict(data), cls)
+    except cattrs.BaseValidationError as exc:
+        why = "; ".join(str(e) for e in cattrs.transform_error(exc))[:300]
+        raise ConfigError(f"a {kind} result cannot be read ({why}); the saved run is damaged: save it again") from None
+
+
+def as_result(data: Result | Mapping[str, Any]) -> Result:
+    """``data`` as a typed record, its parts typed too (a record still holding dicts inside is rebuilt)."""
+    return load_result(to_dict(data) if isinstance(data, Result) else data)
