@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 from pytest_specperf.cases.prompt_cases import check_prompts
 from pytest_specperf.errors import ConfigError
@@ -94,7 +94,7 @@ class CaseSpec:
         return dataclasses.asdict(self)
 
 
-def is_number(x: object) -> bool:
+def is_number(x: object) -> TypeGuard[float]:
     """A real number (a bool is not one)."""
     return isinstance(x, int | float) and not isinstance(x, bool)
 

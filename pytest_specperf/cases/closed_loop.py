@@ -112,7 +112,7 @@ class LoadSweepSpec(CaseSpec):
     ramp_s: float = 0.0
     max_drift: float | None = None
     # Floors: one number for every level, or {level: floor}.
-    min_tps: Any = None  # type: ignore[assignment]
+    min_tps: Any = None
     min_total_tps: Any = None
     min_speedup: float | None = None  # A/B: B's per-user decode / A's at every level must reach this
     max_loss_vs_best: float | None = None  # --specperf-arms: the deployed arm at most this much slower than the best

@@ -138,7 +138,7 @@ def many_trials(spec: Any) -> str | None:
             f"measure the file under load in the closed-loop mode, sustained(concurrency=N)")
 
 
-def floor_for(floors: Any, category: str) -> float | None:
+def floor_for(floors: float | Mapping[str, float | None] | None, category: str) -> float | None:
     """One category's floor from a number (every category) or a ``{category: value}`` mapping."""
     if isinstance(floors, Mapping):
         return floors.get(category, floors.get(ANY))

@@ -35,7 +35,7 @@ def _trial_values(arm: list[dict[str, Any]], category: str) -> list[float]:
 
 def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
     """One arm's categories over its trials: counts summed, figures the median over trials."""
-    rows = [r.get("categories") for r in arm if isinstance(r.get("categories"), dict)]
+    rows = [c for r in arm if isinstance(c := r.get("categories"), dict)]
     if not rows:
         return None
     out: dict[str, dict[str, Any]] = {}

@@ -222,7 +222,10 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
     comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
     """
     if not auto:
-        results = arms_table.measure({n: (lambda n=n: measure(n, None).as_dict()) for n in names}, trials)
+        def trial(n: str) -> Callable[[], dict[str, Any]]:  # binds this arm's name now, not the loop's last
+            return lambda: measure(n, None).as_dict()
+
+        results = arms_table.measure({n: trial(n) for n in names}, trials)
     else:
         results = {n: [] for n in names}
         open_levels: list[int] | None = None

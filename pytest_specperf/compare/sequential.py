@@ -198,7 +198,7 @@ def _standard_error(lb: np.ndarray, lc: np.ndarray, *, pool: bool = False) -> tu
     """
     nb, nc = lb.size, lc.size
     if nb < 2 or nc < 2 or (pool and nc >= nb and _consistent(lb, lc)):
-        df = nb + nc - 2
+        df: float = nb + nc - 2
         ss = float(((lb - lb.mean()) ** 2).sum() + ((lc - lc.mean()) ** 2).sum())
         sd = max(math.sqrt(ss / df), MIN_NOISE)
         return sd, sd * math.sqrt(1 / nb + 1 / nc), df

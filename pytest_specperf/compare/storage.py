@@ -317,6 +317,7 @@ def load_run(path: Path | str) -> Run | None:
         _warn(path, f"expected a JSON object, found {type(doc).__name__}")
         return None
     fmt = doc.get("format")
+    version: object  # an int once checked below
     if fmt == REPORT_FORMAT:
         version = 0  # a --specperf-json report: same result fields, fewer run fields
     elif fmt == FORMAT:

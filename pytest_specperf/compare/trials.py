@@ -198,6 +198,7 @@ def _noise(lb: np.ndarray, lc: np.ndarray, floor: float) -> tuple[float, str]:
         return floor, "floor"
     sb = sc if sb is None else sb
     sc = sb if sc is None else sc
+    assert sb is not None and sc is not None  # both None returned above
     nb, nc = lb.size, lc.size
     return math.sqrt((sb**2 / nb + sc**2 / nc) / (1 / nb + 1 / nc)), "measured"
 
@@ -390,7 +391,7 @@ def prompt_pairs(base: _Entry, cand: _Entry, metric: str) -> tuple[list[float], 
     shared = [k for k in b if k in c]
     if len(shared) < 2:
         return None
-    geo = lambda xs: float(np.exp(np.mean(np.log(xs))))  # noqa: E731
+    geo: Callable[[list[float]], float] = lambda xs: float(np.exp(np.mean(np.log(xs))))  # noqa: E731
     return [geo(b[k]) for k in shared], [geo(c[k]) for k in shared]
 
 
@@ -424,6 +425,7 @@ def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[st
             out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
             continue
         pairs = prompt_pairs(base, cand, m) if compare.func is compare_case else None  # type: ignore[attr-defined]
+        c: Comparison | None
         if pairs is not None:
             c = compare(*pairs, direction=DIRECTIONS[m], metric=m, family=family, paired=True)
             verdict, reason = c.verdict, c.reason

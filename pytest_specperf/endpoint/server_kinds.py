@@ -77,7 +77,7 @@ def context_from_models(body: Any, model: str | None) -> int | None:
     for card in data if isinstance(data, list) else []:
         if not isinstance(card, dict) or (model is not None and card.get("id") != model):
             continue
-        meta = card.get("meta") if isinstance(card.get("meta"), dict) else {}
+        meta = m if isinstance(m := card.get("meta"), dict) else {}
         for value in (card.get("max_model_len"), meta.get("n_ctx")):
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value

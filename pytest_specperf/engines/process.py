@@ -95,7 +95,7 @@ class EngineProcess:
         self.log_path: Path | None = Path(log_path) if log_path is not None else None
         self.startup_s: float | None = None  # seconds from spawn to a healthy /health
         self._proc: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., EngineProcess] | None = None
         self._started_at = 0.0
 
     # -- what differs per engine -------------------------------------------------------------------

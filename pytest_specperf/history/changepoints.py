@@ -46,7 +46,8 @@ def noise_scale(series: np.ndarray) -> float:
     return float(np.std(np.diff(series), ddof=1)) / math.sqrt(2)
 
 
-def change_points(series: Sequence[float], *, penalty: float = PENALTY, min_size: int = MIN_SEGMENT) -> list[Change]:
+def change_points(series: Sequence[float] | np.ndarray, *, penalty: float = PENALTY,
+                  min_size: int = MIN_SEGMENT) -> list[Change]:
     """The change points of ``series`` (oriented logs, oldest first), oldest first; [] for fewer than
     ``2 * min_size`` points or a series without noise to scale by."""
     x = np.asarray(series, dtype=float)

@@ -28,7 +28,7 @@ MAX_RUNS = 30
 
 def orient(values: Sequence[float], direction: str) -> np.ndarray:
     """Logs of positive values, negated when lower is better, so worse is always lower."""
-    logs = np.log(np.asarray([v for v in values if v > 0], dtype=float))
+    logs: np.ndarray = np.log(np.asarray([v for v in values if v > 0], dtype=float))
     return -logs if direction == "lower" else logs
 
 

@@ -90,8 +90,8 @@ def record_run(store: Store, results: list[dict[str, Any]], meta: dict[str, Any]
                source: str | None = None) -> int | None:
     """Add one run (its ``meta`` as ``storage.run_meta`` builds it); returns its id, or None when ``source``
     (an imported file) is already in the history."""
-    commit = meta.get("commit") if isinstance(meta.get("commit"), dict) else {}
-    machine = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
+    commit = c if isinstance(c := meta.get("commit"), dict) else {}
+    machine = m if isinstance(m := meta.get("machine"), dict) else {}
     rows = units(results)
     try:
         with store.transaction() as cur:

@@ -71,7 +71,7 @@ def _lock(store: Store, cur: object) -> None:
 def _applied(store: Store, cur: object) -> int:
     store.execute(cur, "CREATE TABLE IF NOT EXISTS specperf_schema (version INTEGER PRIMARY KEY, "
                        "what TEXT NOT NULL, applied TEXT NOT NULL)")
-    rows = store.execute(cur, "SELECT MAX(version) FROM specperf_schema").fetchall()  # type: ignore[attr-defined]
+    rows = store.execute(cur, "SELECT MAX(version) FROM specperf_schema").fetchall()
     return int(rows[0][0] or 0)
 
 

@@ -39,13 +39,14 @@ from pytest_specperf.pytest_plugin.keys import (
     SPEC,
     SpecperfWarning,
 )
-from pytest_specperf.pytest_plugin.options import Settings, add_options, read_settings
+from pytest_specperf.pytest_plugin.options import add_options, read_settings
 from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
 from pytest_specperf.pytest_plugin.report_writer import ReportWriter
 from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
+from pytest_specperf.settings import Settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -85,7 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
                               for name, u in settings.arms}
     elif settings.engine_arms:  # one local engine per arm, each started when first measured
         names = [arm_name(k) for k in settings.engine_arms]
-        session = EndpointSession(settings, engine_arm=settings.engine_arms[names.index(settings.arms_baseline)])
+        baseline = names.index(settings.arms_baseline or names[0])  # _arms set it: the named arm or the first
+        session = EndpointSession(settings, engine_arm=settings.engine_arms[baseline])
         config.stash[ARMS] = {name: session if name == settings.arms_baseline else
                               EndpointSession(settings, engine_arm=k) for name, k in zip(names, settings.engine_arms,
                                                                                          strict=True)}

@@ -233,7 +233,7 @@ def _endpoint(config: pytest.Config) -> str | None:
 
 
 def _api_key_env(config: pytest.Config) -> str | None:
-    key_env = _raw(config, "specperf_api_key_env")
+    key_env: str | None = _raw(config, "specperf_api_key_env")
     if key_env is not None and not str(key_env).replace("_", "").isalnum():
         raise ConfigError(f"--api-key-env={key_env!r} must be the NAME of an environment variable, e.g. "
                           "--api-key-env=MY_KEY (never the key itself)")

@@ -110,7 +110,7 @@ def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[dic
 
     def measure(name: str, levels: list[int] | None) -> Any:
         case = one if levels is None or not hasattr(one, "level") else dataclasses.replace(
-            one, concurrency=tuple(levels))  # a sweep over the levels still undecided
+            one, concurrency=tuple(levels))  # type: ignore[call-arg]  # hasattr(one, "level"): a LoadSweepSpec, which has it
         return sessions[name].runner.run(case, item.nodeid)
 
     trials = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else settings.ab_trials

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import math
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
@@ -26,6 +26,9 @@ from matplotlib.ticker import (
 from matplotlib.transforms import offset_copy
 
 from pytest_specperf.report.views.base import CaseView, Chart, Series
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
 #: Shaded spans by the first word of their label.
@@ -43,7 +46,7 @@ CATEGORY_CHARS = 40
 LEGEND_ENTRIES = 8
 #: Point markers by the start of a series' name: misses and errors are red crosses, floors a bar at their level.
 MARKERS = {"stalls": "x", "missed": "x", "failed": "x", "refused": "x", "floor": "_", "knee": "*"}
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text: a fraction of the size of glyph outlines
     "path.simplify": False,  # every data point is drawn (and can be found in the SVG)
     "font.size": 9,
@@ -101,7 +104,7 @@ def _below_x_label(chart: Chart) -> float:
 
     In points, not a share of the axes: a tall legend shrinks the axes, and a share would then move it up into
     the label."""
-    ticks = 9 + 4  # a line of tick labels and its pad
+    ticks: float = 9 + 4  # a line of tick labels and its pad
     if chart.categories and (sum(len(c) for c in chart.categories) > CATEGORY_CHARS or len(chart.categories) > 4):
         ticks = 4 + 0.5 * 5.5 * max(len(c) for c in chart.categories) + 9  # slanted 30 degrees: half its length
     return ticks + (9 + 6 if chart.xlabel else 0)

@@ -116,7 +116,7 @@ def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
     meta = meta or {}
-    cases = []
+    cases: list[dict[str, Any]] = []
     for i, r in enumerate(results):
         v = view(r, baseline)
         charts = [{"id": c.id, "title": c.title, "data": c.data(),

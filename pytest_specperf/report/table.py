@@ -333,8 +333,8 @@ def _level_verdict(r: dict[str, Any], lv: dict[str, Any]) -> dict[str, Any]:
         return {}
     n = lv["_level"]
     blamed = [str(lv["reason"])] if lv.get("verdict") == "failed" and lv.get("reason") else []
-    gate = (r.get("arms") or {}).get("gate") if isinstance(r.get("arms"), dict) else None
-    for x in (gate or {}).get("levels") or []:  # the arms gate: the deployed arm too slow against the best here
+    gate = ((r.get("arms") or {}).get("gate") if isinstance(r.get("arms"), dict) else None) or {}
+    for x in gate.get("levels") or []:  # the arms gate: the deployed arm too slow against the best here
         if isinstance(x, dict) and x.get("users") == n and x.get("verdict") in ("below", "inconclusive"):
             text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])
             if text in reason:

@@ -111,8 +111,8 @@ def from_tgi_summary(before: dict[str, float], after: dict[str, float]) -> Accep
 
 def from_vllm_response(metrics: list[dict[str, Any]]) -> Acceptance | None:
     """vLLM ``--per-request-spec-decode-metrics``: ``metrics.speculative_decoding`` on the final chunk."""
-    sd = [m.get("speculative_decoding") for m in metrics if isinstance(m, dict)]
-    sd = [x for x in sd if isinstance(x, dict) and x.get("num_spec_steps")]
+    found = [m.get("speculative_decoding") for m in metrics if isinstance(m, dict)]
+    sd = [x for x in found if isinstance(x, dict) and x.get("num_spec_steps")]
     if not sd:
         return None
     steps = sum(int(x["num_spec_steps"]) for x in sd)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, TwoPointSpec
@@ -14,7 +14,7 @@ from pytest_specperf.run.two_point import two_point
 
 def ctx_sweep(context: CaseContext, spec: CtxSweepSpec, nodeid: str = "") -> SweepResult:
     """A two-point measurement at each ctx (long = short + tokens)."""
-    points = []
+    points: list[dict[str, Any]] = []
     for c in spec.ctxs:
         tp = TwoPointSpec(ctx=c, content=spec.content, repeat=spec.repeat, short=spec.short,
                           long=spec.short + spec.tokens, api=spec.api, temperature=spec.temperature)

@@ -81,7 +81,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
                     spread=True)
     _no_common_window(r, spec, [o.late_s for o in outcomes])
-    _drift(r, js, [drifts[i] for i in judged if drifts[i] is not None],
+    _drift(r, js, [d for i in judged if (d := drifts[i]) is not None],
            spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     context.check_acceptance_gates(spec, r)

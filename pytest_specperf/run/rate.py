@@ -59,7 +59,8 @@ def schedule(rps: float, n: int, arrivals: str, seed: int) -> list[float]:
     if arrivals == "constant":
         return [i / rps for i in range(n)]
     points = np.sort(np.random.default_rng(seed).uniform(0.0, (n + 1) / rps, n))
-    return (points - points[0]).tolist()
+    out: list[float] = (points - points[0]).tolist()
+    return out
 
 
 def refused_status(error: MeasurementError | None) -> int | None:

@@ -6,7 +6,8 @@ import numpy as np
 
 from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
 from pytest_specperf.cases.results import StreamResult, SustainedResult
-from pytest_specperf.endpoint.client import Completion, Trace
+from pytest_specperf.endpoint.client import Completion
+from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.run import drift as stats
 

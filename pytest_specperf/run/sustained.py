@@ -7,7 +7,7 @@ streams run at once, a load case (``load``). ``max_burst_gap`` compares it with 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -81,8 +81,9 @@ def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
     def undecided() -> bool:
         drifts, streams = trials.drifts, trials.streams
         drift_open = len(drifts) == len(streams) and drift.drift_gate(drifts, max_drift).outcome == "inconclusive"
-        values = {"decode_tps": [s.decode_tps for s in streams], "ttft_s": [s.ttft_s for s in streams],
-                  "text_sha": [s.text_sha for s in streams]}
+        values: dict[str, list[Any]] = {"decode_tps": [s.decode_tps for s in streams],
+                                        "ttft_s": [s.ttft_s for s in streams],
+                                        "text_sha": [s.text_sha for s in streams]}
         return drift_open or (until is not None and not until(values))
 
     recs = categories.records(spec)

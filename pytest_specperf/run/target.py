@@ -7,15 +7,18 @@ import shutil
 import tempfile
 import threading
 import time
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_specperf.engines.process import EngineProcess
+    from pytest_specperf.sim import SimServer
 
 # Perf cases against the local CPU engine run sized down (max ctx, max tokens, max floor in tok/s):
 # prefill of a 135M model on 2 cores is ~110 tok/s, so a 5000-token prompt would take most of a
@@ -34,7 +37,7 @@ class EndpointSession:
         self._given_model = model or settings.model
         self._source = source  # the option that named the URL, for error hints
         self._shared = shared  # xdist worker: the controller starts the endpoint when asked here
-        self._server: AbstractContextManager[Any] | None = None
+        self._server: EngineProcess | SimServer | None = None
         self.started = ""  # what this session started: "", "sim:<profile>", "engine:llamacpp", "engine:vllm"
         self._client: Client | None = None
         self._runner: Runner | None = None

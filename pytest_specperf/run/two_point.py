@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 from pytest_specperf.cases.base import CaseSpec
@@ -23,16 +24,16 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
     client = context.client
     prompt = context.prompt(spec.content, spec.ctx, seed, spec.api)
     # One prompt (cold: its own tag or salt) that the pair shares on purpose: both requests prefill alike.
-    ask = {"api": spec.api, "temperature": spec.temperature, "seed": seed, "salt": context.salt()}
+    ask = functools.partial(client.complete, api=spec.api, temperature=spec.temperature, seed=seed, salt=context.salt())
     samples: list[float] = []
     server: list[float | None] = []
     shorts, longs = [], []
     usage: dict[str, Any] = {}
     while more_trials(spec, len(samples), lambda: until is not None and not until({"decode_tps": samples})):
         # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
-        client.complete(prompt.text, 1, **ask)
-        short = client.complete(prompt.text, spec.short, **ask)
-        long = client.complete(prompt.text, spec.long, **ask)
+        ask(prompt.text, 1)
+        short = ask(prompt.text, spec.short)
+        long = ask(prompt.text, spec.long)
         n_long = int(long.usage.get("completion_tokens", 0))
         stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
         samples.append(stream_figures.two_point_rate(short, long))

@@ -81,7 +81,7 @@ class SimServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._engine: Engine | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., SimServer] | None = None
         self._healthy = False
         self._paths: tuple[Path, Path] | None = None
 
@@ -253,7 +253,8 @@ class SimServer:
         if resp.status_code == 404:
             raise KeyError(response_id)
         resp.raise_for_status()
-        return resp.json()
+        body: dict[str, Any] = resp.json()
+        return body
 
     def requests(self) -> list[dict[str, Any]]:
         """Every kept truth record without its steps, oldest first (``GET /sim/truth``)."""
@@ -262,14 +263,16 @@ class SimServer:
             return self._engine.truth.summaries()
         resp = httpx.get(f"{self.url}/sim/truth", timeout=10.0)
         resp.raise_for_status()
-        return resp.json()
+        records: list[dict[str, Any]] = resp.json()
+        return records
 
     def reset(self, *, truth: bool = False) -> dict[str, Any]:
         """Clear fault counters (and truth records with ``truth=True``)."""
         self._require()
         resp = httpx.post(f"{self.url}/sim/reset", params={"truth": "1" if truth else "0"}, timeout=10.0)
         resp.raise_for_status()
-        return resp.json()
+        cleared: dict[str, Any] = resp.json()
+        return cleared
 
     def send_signal(self, sig: int = signal.SIGINT) -> None:
         """Signal the child process (tests of clean shutdown)."""

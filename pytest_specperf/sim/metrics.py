@@ -61,11 +61,11 @@ class SimMetrics:
         self.running = 0
         self.finished: dict[str, int] = defaultdict(int)
         # folded at request end (llamacpp, sglang)
-        self.done = defaultdict(float)
+        self.done: dict[str, float] = defaultdict(float)
         self.done_per_pos = [0] * self.k
         self.done_spec_requests = 0
         self.done_gen_by_stream: dict[str, int] = defaultdict(int)
-        self.bucket = defaultdict(float)  # llamacpp: tokens/ms since the last scrape
+        self.bucket: dict[str, float] = defaultdict(float)  # llamacpp: tokens/ms since the last scrape
         # sglang window gauges
         self.win = [0, 0, 0]  # steps, accepted, drafted
         self.win_count = 0

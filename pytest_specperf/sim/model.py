@@ -69,7 +69,8 @@ def seq_ms(profile: Profile, ctx: int, generated: int) -> float:
 def decode_step_ms(profile: Profile, seqs: Iterable[tuple[int, int, int]]) -> float:
     """A decode step's time without jitter for sequences given as (ctx, generated, drafted); 0 when none."""
     p = profile
-    batch = attention = verified = longest = 0
+    batch = verified = longest = 0
+    attention = 0.0
     for ctx, generated, drafted in seqs:
         batch += 1
         attention += seq_ms(p, ctx, generated)

@@ -250,7 +250,7 @@ def _check_keys(keys: Iterable[Any], where: str) -> None:
 def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ProfileError(f"profile key {key!r}: must be one of {', '.join(choices)}, got {value!r}")
-    return value
+    return str(value)
 
 
 def _over_defaults(data: Mapping[str, Any], name: str) -> dict[str, Any]:

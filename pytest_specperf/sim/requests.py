@@ -201,7 +201,7 @@ def _header_faults(request: web.Request) -> FaultSpec:
 
 
 def gen_request(engine: Engine, body: dict[str, Any], route: str, request: web.Request,
-                 arrival: float) -> tuple[GenRequest, dict]:
+                 arrival: float) -> tuple[GenRequest, dict[str, Any]]:
     """Validate a completions/chat body into a GenRequest plus response options."""
     p = engine.profile
     check_model(engine, body)

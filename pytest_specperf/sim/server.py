@@ -245,7 +245,7 @@ async def truth_list_route(request: web.Request) -> web.StreamResponse:
 async def reset_route(request: web.Request) -> web.StreamResponse:
     """POST /sim/reset: clear fault counters (truth records with ?truth=1, the prefix cache with ?cache=1)."""
     engine = _engine(request)
-    out = {"status_scopes": engine.status.reset()}
+    out: dict[str, int | str] = {"status_scopes": engine.status.reset()}
     if request.query.get("truth") in ("1", "true"):
         out["truth_records"] = engine.truth.clear()
     if request.query.get("cache") in ("1", "true"):

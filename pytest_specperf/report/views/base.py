@@ -188,7 +188,8 @@ def _change(c: dict[str, Any]) -> tuple[float, float, float] | None:
     """(change, interval low, interval high) of a comparison record, or None when any is missing."""
     ci = c.get("change_ci") or [None, None]
     values = [finite_number(c.get("change")), *(finite_number(x) for x in list(ci)[:2])]
-    return None if len(values) != 3 or any(v is None for v in values) else (values[0], values[1], values[2])
+    kept = [v for v in values if v is not None]
+    return (kept[0], kept[1], kept[2]) if len(kept) == 3 else None
 
 
 def _span(c: dict[str, Any]) -> str:
@@ -242,7 +243,7 @@ def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) ->
     """
     other, this = _other_side(r)
     metrics = list(dict.fromkeys(str(cc.get("metric")) for cc in records))
-    cross = r.get("crossover") if isinstance(r.get("crossover"), dict) else {}
+    cross = c if isinstance(c := r.get("crossover"), dict) else {}
     out = []
     for metric in metrics:
         rows = []

@@ -37,8 +37,8 @@ def charts(result: dict[str, Any]) -> list[Chart]:
                                    labels=[fmt(y, ".1f" if key == "ttft_p50_ms" else ".2f") for y in ys
                                            if y is not None]))
         if key == "decode_tps_p50":
-            p10 = [(float(i), finite_number(cats[n].get("decode_tps_p10"))) for i, n in enumerate(names)]
-            p10 = [(x, y) for x, y in p10 if y is not None]
+            all_p10 = [(float(i), finite_number(cats[n].get("decode_tps_p10"))) for i, n in enumerate(names)]
+            p10 = [(x, y) for x, y in all_p10 if y is not None]
             if p10:
                 chart.series.append(Series("decode_tps_p10", [x for x, _ in p10], [y for _, y in p10], style="points"))
         if key == "speedup":  # points with their interval, as the crossover's speedup chart draws them

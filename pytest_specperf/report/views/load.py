@@ -223,7 +223,7 @@ def rate(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
 
 def _bracket(r: dict[str, Any]) -> tuple[Any, Any]:
     """[highest passing, lowest failing] rate; either may be None."""
-    lo, hi, *_ = [*(r.get("bracket") or []), None, None]
+    lo, hi, *_ = [*list(r.get("bracket") or []), None, None]
     return lo, hi
 
 

@@ -48,7 +48,9 @@ def cumulative(stream: dict[str, Any]) -> tuple[list[float], list[float], list[f
     stalls = sorted((float(s["at_token"]), float(s["gap_s"])) for s in stream.get("stalls") or []
                     if finite_number(s.get("at_token")) is not None and finite_number(s.get("gap_s")) is not None)
     t = float(stream.get("ttft_s") or 0.0)
-    xs, ys, sx, sy = [t], [0.0], [], []
+    xs, ys = [t], [0.0]
+    sx: list[float] = []
+    sy: list[float] = []
     if not w or not rates:
         return xs, ys, sx, sy
     for i, rate in enumerate(rates):
