@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
@@ -159,7 +160,7 @@ def cmd_show(run: storage.Run) -> int:
 
 
 def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusive: str, strict: bool = False
-          ) -> tuple[list[compare.CaseComparison], list[compare.CaseComparison]]:
+          ) -> tuple[list[CaseComparison], list[CaseComparison]]:
     """Every case of ``new`` against ``base`` exactly as ``--specperf-compare`` does; (comparisons, failing)."""
     gate = gating.Gate(max_regression, inconclusive)
     differences = storage.fingerprint_diff(base, new)
@@ -171,7 +172,7 @@ def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusi
         judged.append(r)
     ccs = gating.comparisons_of(judged)
     ours = {r.get("nodeid") for r in new.results}
-    ccs += [compare.CaseComparison(str(b["nodeid"]), None, None, "missing", "only in the baseline")
+    ccs += [CaseComparison(str(b["nodeid"]), None, None, "missing", "only in the baseline")
             for b in base.results if b.get("nodeid") not in ours]
     fail, _ = compare.gate(ccs, inconclusive)
     return ccs, fail
