@@ -68,7 +68,8 @@ def baseline_rule(n: int, between: float, within: float, trials: int, max_regres
     for _ in range(n):
         h = history(rng, [0.0] * 2, between, within, trials)
         bad += any(compare.compare_case(np.exp(h[0][m]), np.exp(h[1][m]), direction="higher",
-                                        max_regression=max_regression).verdict == "regressed" for m in range(METRICS))
+                                        max_regression=max_regression, family=METRICS).verdict == "regressed"
+                   for m in range(METRICS))
     return bad / n
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_specperf.cases.base import MIN_DRIFT_TOKENS, CaseSpec, check, is_number
+from pytest_specperf.cases.prompt_cases import MAX_REQUESTS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,9 +196,6 @@ def validate_load(spec: Any, k: str) -> None:
 
 
 
-#: Most requests one load case sends: each is built (an exact-length prompt) and kept (its stream) before the
-#: figures are computed, so a larger count is a long wait or a memory problem, known before anything is sent.
-MAX_REQUESTS = 10_000
 
 
 def validate_requests(spec: Any, most_users: int, k: str) -> None:

@@ -32,6 +32,11 @@ MANY_TRIALS = 200
 SAMPLE_SEED = 0
 
 
+#: Most requests one load case sends: each is built (an exact-length prompt) and kept (its stream) before the
+#: figures are computed, so a larger count is a long wait or a memory problem, known before anything is sent
+#: (``requests=``, or a whole prompt file under load without it).
+MAX_REQUESTS = 10_000
+
 def resolve_keywords(kind: str, kwargs: Mapping[str, Any], base: str | Path | None,
                      default: str | None) -> dict[str, Any]:
     """The keywords with ``prompts`` resolved against ``base`` (the case file's folder), or the run's default.
@@ -103,6 +108,11 @@ def check_prompts(spec: Any) -> None:
         raise ConfigError(f"{k}(): categories must be a list of category names, got {spec.categories!r}")
     found = prompt_set(spec)
     assert found is not None
+    under_load = k == "load_sweep" or (k == "sustained" and getattr(spec, "concurrency", 1) > 1)
+    if under_load and getattr(spec, "requests", None) is None and len(found) > MAX_REQUESTS:
+        raise ConfigError(f"{k}(): prompts file {found.path} has {len(found)} prompts and no requests=, so this case "
+                          f"would send every one at each level, above {MAX_REQUESTS}, the most one case sends; give "
+                          f"sample=N (N prompts, stratified by category) or requests=K")
     names = found.categories()
     for name in CATEGORY_FLOORS:
         floors = getattr(spec, name, None)
@@ -135,7 +145,7 @@ def many_trials(spec: Any) -> str | None:
         return None
     return (f"sustained(): prompts file {found.path} has {n} prompts and no sample=, so this case runs {n} trials, "
             f"one per prompt, one after another; give sample=N to run N prompts (stratified by category), or "
-            f"measure the file under load in the closed-loop mode, sustained(concurrency=N)")
+            f"measure the file under load in the closed-loop mode, sustained(concurrency=N, requests=K)")
 
 
 def floor_for(floors: float | Mapping[str, float | None] | None, category: str) -> float | None:

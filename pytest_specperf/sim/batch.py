@@ -115,8 +115,9 @@ class Batcher:
     def _members(self, start: float) -> tuple[list[Seq], list[Seq]]:
         running = sorted((s for s in self.seqs if s.running), key=lambda s: s.key)
         decoders = [s for s in running if s.ready_at <= start]
-        # a prompt part-way through its chunks holds its slot too (it sorts first among the waiting: oldest)
-        room = self.profile.max_batch - len(running) - sum(1 for s in self.seqs if s.generated == 0 and s.prefilled)
+        # a prompt part-way through its chunks keeps its slot by sorting first among the waiting (oldest); counting
+        # it here as well would take two slots for it, and with max_batch 1 leave none: empty steps forever
+        room = self.profile.max_batch - len(running)
         waiting = sorted((s for s in self.seqs if s.generated == 0 and s.ready_at <= start), key=lambda s: s.key)
         return decoders, waiting[:max(0, room)]
 

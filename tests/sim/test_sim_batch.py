@@ -178,3 +178,19 @@ def test_a_chunked_prefill_spreads_over_the_running_decodes() -> None:
         # and a running stream's longest pause between tokens is one decode plus one chunk, not the whole prompt
         gaps = [b["t_s"] - p["t_s"] for p, b in itertools.pairwise(a["steps"])]
         assert max(chunks) < 1000 * max(gaps) < max(chunks) + 3 * profile.step_ms, gaps
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("max_batch", [1, 2])
+def test_a_prompt_part_way_through_its_chunks_keeps_one_slot_not_two(max_batch: int) -> None:
+    """A partly prefilled prompt is waiting and holds a slot: counted once, it finishes even alone in a batch of one
+    (counted twice, a batch of one had no room for it: empty steps forever)."""
+    profile = load_profile("healthy", {**CHUNKED, "prefill_chunk_tokens": 64, "max_batch": max_batch})
+    recs = simulate(profile, [Arrival(0.0, 1000, 10, seed=1), Arrival(0.0, 1000, 10, seed=2)])
+    for rec in recs:
+        assert rec["total_s"] is not None and len([s for s in rec["steps"] if s["phase"] == "decode"]) >= 1
+    # 16 chunks of 64 tokens (1000 = 15 x 64 + 40) each, at 10,000 tok/s: the first prompt's 100 ms of prefill, and
+    # with one slot the second waits for the whole of the first request
+    assert recs[0]["ttft_s"] == pytest.approx(0.1, abs=0.02)
+    if max_batch == 1:
+        assert recs[1]["queue_s"] >= recs[0]["total_s"] - 1e-9

@@ -103,12 +103,29 @@ def test_a_whole_large_file_says_how_many_trials_it_runs(tmp_path: Path) -> None
     note = many_trials(build_spec("sustained", {"prompts": str(big), "tokens": 16}))
     assert note is not None and f"has {MANY_TRIALS + 1} prompts and no sample=, so this case runs " \
         f"{MANY_TRIALS + 1} trials" in note
-    assert "give sample=N" in note and "closed-loop mode, sustained(concurrency=N)" in note
+    assert "give sample=N" in note and "closed-loop mode, sustained(concurrency=N, requests=K)" in note
     assert many_trials(build_spec("sustained", {"prompts": str(big), "tokens": 16, "sample": 5})) is None
     small = tmp_path / "small.txt"
     small.write_text("".join(f"prompt {i}\n" for i in range(MANY_TRIALS)), encoding="utf-8")
     assert many_trials(build_spec("sustained", {"prompts": str(small), "tokens": 16})) is None
     assert many_trials(build_spec("sustained", {"tokens": 16})) is None
+
+
+@pytest.mark.parametrize(("kind", "load"), [("load_sweep", {"concurrency": [1, 2]}), ("sustained", {"concurrency": 2})])
+def test_a_whole_file_too_large_for_one_load_case_is_refused_before_anything_is_sent(
+        tmp_path: Path, kind: str, load: dict) -> None:
+    """Under load without requests= every prompt of the file is sent at each level: past MAX_REQUESTS, refused."""
+    from pytest_specperf.cases.closed_loop import MAX_REQUESTS
+
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"prompt {i}\n" for i in range(MAX_REQUESTS + 1)), encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"has {MAX_REQUESTS + 1} prompts and no requests=.*give sample=N"):
+        build_spec(kind, {"prompts": str(big), "tokens": 16, **load})
+    for fits in ({"sample": 20}, {"requests": 40}):
+        assert build_spec(kind, {"prompts": str(big), "tokens": 16, **load, **fits}).prompts == str(big)
+    at_most = tmp_path / "at_most.txt"
+    at_most.write_text("".join(f"prompt {i}\n" for i in range(MAX_REQUESTS)), encoding="utf-8")
+    assert build_spec(kind, {"prompts": str(at_most), "tokens": 16, **load}).prompts == str(at_most)
 
 
 def test_a_floor_of_a_category_no_request_drew_is_said_not_judged() -> None:
