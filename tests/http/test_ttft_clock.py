@@ -12,9 +12,15 @@ four requests that arrive together are handled one after the other, and the late
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 import numpy as np
 import pytest
 
@@ -86,3 +92,44 @@ def test_sustained_chat_at_four_users(sim: SimServer, runner_for: Any) -> None:
         r = runner.run(spec, f"u{i}")
         medians.append(_median_error_ms(sim, [(s.response_id, s.ttft_s) for s in r.streams], "ttft_s", least=4))
     assert min(medians) < FOUR_USERS_BOUND_MS, medians
+
+
+def _completion(sock: socket.socket, *parts_and_gaps: bytes | float) -> str:
+    """Send one non-streamed completion on ``sock`` in parts (a float between parts: a pause); its response id."""
+    for part in parts_and_gaps:
+        if isinstance(part, float):
+            time.sleep(part)  # a request whose bytes straddle a gap, not a wait for a result
+        else:
+            sock.sendall(part)
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    body = json.loads(resp.read())
+    assert resp.status == 200, body
+    return str(body["id"])
+
+
+def _request(model: str) -> tuple[bytes, bytes]:
+    """A completion request's head and body, as bytes on the wire."""
+    body = json.dumps({"model": model, "prompt": "hello there", "max_tokens": 2}).encode()
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return head, body
+
+
+def test_the_server_clock_starts_at_the_first_bytes(sim: SimServer) -> None:
+    # The truth's arrival is when the request's first bytes were read, as the client's clock starts before its first
+    # byte: a handler that starts late (its headers slow, or other requests' handlers first) is not the start. A
+    # request whose headers arrive in two parts 0.3 s apart is stamped at the first part (the handler's own start
+    # was 0.3 s later); the next request on the same connection gets a stamp of its own, after its own first byte.
+    gap = 0.3
+    model = httpx.get(f"{sim.url}/v1/models").json()["data"][0]["id"]
+    url = urlsplit(sim.url)
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        head, body = _request(model)
+        first = time.monotonic()
+        rid = _completion(sock, head[:20], gap, head[20:] + body)
+        arrival = sim.truth(rid)["arrival_monotonic"]
+        assert first <= arrival < first + gap / 2, (arrival - first)
+        second = time.monotonic()
+        rid2 = _completion(sock, head + body)
+        assert sim.truth(rid2)["arrival_monotonic"] >= second, "a stale stamp: the first request's"
