@@ -3,9 +3,11 @@
 Run: ``python benchmarks/ttft_clock.py`` (about a minute). For each situation the issue names (sustained chat at
 1 and 4 users, session turns 2-4, rate, the first answer token) it runs the case through the runner against a
 simulator child and prints the median and p90 of (plugin TTFT - the truth's ``ttft_s``) in ms over every stream.
-The truth's clock starts when the server has parsed the request's headers and stops at its first write; the
-plugin's starts when it sent the request and stops when it read the first token, so the difference is what the
-client adds: its own start (request building, connecting) and the network on the way back.
+The truth's clock starts when the server read the request's first bytes (``sim/arrival.py``) and stops at its
+first write; the plugin's starts just before its headers are written and stops when it read the first token, so
+the difference is what the client adds (its own start, the read on the way back) plus either process's late
+wake-ups on a busy machine. Sustained chat at 4 users runs 6 times per round (4 streams a run); ``--only TEXT``
+picks situations.
 """
 
 from __future__ import annotations
