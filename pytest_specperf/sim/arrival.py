@@ -3,19 +3,18 @@
 aiohttp runs a request's handler only once the event loop gets to it. When several requests arrive
 together, each handler starts after the earlier ones have parsed and tokenized their prompts (0.5 to
 1 ms each, several ms on a busy machine), so a clock started in the handler misses a wait that the
-client sees, and it misses more the later a request is in the queue: at 4 users the plugin's TTFT
-was 1.5, 2.4, 4.8 and 5.4 ms above the truth's, in send order, beside two CPU hogs. The truth's
-``arrival`` is therefore taken here, by a thin protocol in front of aiohttp's own that notes when
-the pending request's first bytes came in. The handler reads it (:func:`arrival_of`) and the
-routes' middleware clears it when the request is done (:func:`request_done`), so the next request
-on a kept-alive connection is stamped by its own bytes.
+client sees, and it misses more the later a request is in the queue (in one measurement at 4 users
+beside two CPU hogs, the plugin's TTFT was 1.5, 2.4, 4.8 and 5.4 ms above the truth's in send
+order; docs/benchmarks.md). The truth's ``arrival`` is therefore taken here, by a thin protocol
+in front of aiohttp's own that notes when the pending request's first bytes came in. The handler
+reads it (:func:`arrival_of`) and the routes' middleware clears it when the request is done
+(:func:`request_done`), so the next request on a kept-alive connection is stamped by its own bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -77,5 +76,7 @@ async def listen(runner: web.AppRunner, host: str, port: int, **kwargs: Any) -> 
     server = runner.server
     if server is None:
         raise RuntimeError("call runner.setup() before listen()")
-    factory: Callable[[], asyncio.Protocol] = lambda: StampedProtocol(server())  # noqa: E731
+    def factory() -> asyncio.Protocol:
+        return StampedProtocol(server())
+
     return await asyncio.get_running_loop().create_server(factory, host, port, **kwargs)
