@@ -3,9 +3,11 @@
 Run: ``python benchmarks/ttft_clock.py`` (about a minute). For each situation the issue names (sustained chat at
 1 and 4 users, session turns 2-4, rate, the first answer token) it runs the case through the runner against a
 simulator child and prints the median and p90 of (plugin TTFT - the truth's ``ttft_s``) in ms over every stream.
-The truth's clock starts when the server has parsed the request's headers and stops at its first write; the
-plugin's starts when it sent the request and stops when it read the first token, so the difference is what the
-client adds: its own start (request building, connecting) and the network on the way back.
+The truth's clock starts when the server read the request's first bytes (``sim/arrival.py``) and stops at its
+first write; the plugin's starts just before its headers are written and stops when it read the first token, so
+the difference is what the client adds (its own start, the read on the way back) plus either process's late
+wake-ups on a busy machine. Sustained chat at 4 users runs 6 times per round (4 streams a run); ``--only TEXT``
+picks situations.
 """
 
 from __future__ import annotations
@@ -69,19 +71,26 @@ SITUATIONS: dict[str, tuple[dict[str, Any], Callable[[Any], list[tuple[str | Non
 }
 
 
+#: Runs per round: a 4-user run gives 4 streams, and its median needs as many as the others have.
+RUNS_PER_ROUND = {"sustained chat, 4 users": 6}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--speed", type=float, default=1.0, help="simulator speed (default 1: real time)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each situation (default 3)")
     ap.add_argument("--quick", action="store_true", help="one run of each situation at speed 4: a check that it runs")
+    ap.add_argument("--only", metavar="TEXT", default="", help="only the situations whose name contains TEXT")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.speed = 1, max(args.speed, 4.0)
     print(f"{'situation':28} {'streams':>7} {'median ms':>10} {'p90 ms':>8}")
     for name, (kw, pick, field) in SITUATIONS.items():
+        if args.only not in name:
+            continue
         errors: list[float] = []
         with _runner(args.speed) as (runner, sim):
-            for i in range(args.rounds):
+            for i in range(args.rounds * RUNS_PER_ROUND.get(name, 1)):
                 kw2 = {k: v for k, v in kw.items() if k != "kind"}
                 result = runner.run(build_spec(kw["kind"], kw2), f"ttft::{name}::{i}")
                 errors += _errors(sim, pick(result), field)

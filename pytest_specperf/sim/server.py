@@ -4,12 +4,12 @@ the real servers answer (docs/servers.md); validation is in requests.py, respons
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
+from pytest_specperf.sim.arrival import arrival_of, listen, request_done
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile
 from pytest_specperf.sim.requests import (
@@ -57,10 +57,12 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except BadRequest as exc:
         return _error(_engine(request), exc)
+    finally:
+        request_done(request)
 
 
 async def _generate(request: web.Request, route: str) -> web.StreamResponse:
-    arrival = time.monotonic()  # headers parsed; the body is read next, as part of the request
+    arrival = arrival_of(request)  # its first bytes read, before any handler's work (arrival.py)
     engine = _engine(request)
     body = await json_body(request)
     req, opts = gen_request(engine, body, route, request, arrival)
@@ -305,12 +307,14 @@ async def run_server(profile: Profile, speed: float, host: str, port: int, stop:
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
-        bound_host, bound_port = runner.addresses[0][:2]
+        listener = await listen(runner, host, port, backlog=1024)
+        bound_host, bound_port = listener.sockets[0].getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         on_ready(f"http://{shown}:{bound_port}", app[ENGINE_KEY])
-        await stop.wait()
+        try:
+            await stop.wait()
+        finally:
+            listener.close()
     finally:
         await runner.cleanup()
         await app[ENGINE_KEY].close()
