@@ -210,14 +210,14 @@ def test_a_sweep_sends_its_requests_at_every_level(sim: SimServer, runner_for: A
     spec = build_spec("load_sweep", {"concurrency": [1, 3], "requests": 6, "tokens": 64, "ctx": 300})
     r = runner_for(sim.url).run(spec, "refill::sweep")
     for lv in r.levels:
-        streams = [*lv["streams"], *lv["warmup_drain_streams"]]
-        recs = [sim.truth(s["response_id"]) for s in streams]
-        assert lv["requests"] == 6 and len({rec["id"] for rec in recs}) == 6
+        streams = [*lv.streams, *lv.warmup_drain_streams]
+        recs = [sim.truth(s.response_id) for s in streams]
+        assert lv.requests == 6 and len({rec["id"] for rec in recs}) == 6
         # the server held at most the level's users at once, and that many at some point
-        assert max(_in_flight(recs, rec["arrival_monotonic"]) for rec in recs) == lv["concurrency"]
-        window = _truth_window(recs, [s["user"] for s in streams])
+        assert max(_in_flight(recs, rec["arrival_monotonic"]) for rec in recs) == lv.concurrency
+        window = _truth_window(recs, [s.user for s in streams])
         true_total = _true_tokens(recs, *window) / (window[1] - window[0])
-        assert lv["total_tps"] == pytest.approx(true_total, rel=0.03), lv["concurrency"]
+        assert lv.total_tps == pytest.approx(true_total, rel=0.03), lv.concurrency
 
 
 def test_a_chunked_prefill_interrupts_a_chunk_at_a_time(runner_for: Any) -> None:
