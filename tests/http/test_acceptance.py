@@ -53,8 +53,8 @@ def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServ
     assert a is not None
     prof = load_profile("seed")
     # The YAML: reasoning text accepts 5 tokens per step, 2.9 after 400 generated tokens.
-    assert a["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
-    assert a["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
+    assert a.accept_early == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
+    assert a.accept_late == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
     # Early and late are medians over the first and last quarter of the windows of each window's step time. The
     # truth: the same windows' step times on the server's own clock; beside CPU hogs they are longer than the YAML
     # says (a stalled step is in both clocks).
@@ -63,8 +63,8 @@ def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServ
     m = max(3, -(-n // 4))
     true_ms = _true_window_step_ms(seed_sim.truth(s.response_id), w, n)
     early, late = float(np.median(true_ms[:m])), float(np.median(true_ms[-m:]))
-    assert a["step_ms_early"] == pytest.approx(early, rel=0.05)
-    assert a["step_ms_late"] == pytest.approx(late, rel=0.05)
+    assert a.step_ms_early == pytest.approx(early, rel=0.05)
+    assert a.step_ms_late == pytest.approx(late, rel=0.05)
     # (that the simulator's steps grow with the context as the YAML declares is tests/sim/test_sim_seed.py's)
     assert len(r.window_accept_len) == len(r.window_step_ms) == len(r.window_tps)
 

@@ -138,7 +138,7 @@ def test_sessions_run_at_once_and_think_between_turns(sim: SimServer) -> None:
     # acceptance as in other load cases, from the server's counters: the healthy profile's prose, about 3
     assert r.acceptance is not None and r.acceptance.mean_len == pytest.approx(3.0, abs=0.4)
     # aggregate throughput: every turn's tokens over the case's span, think time included
-    span = max(row["sent_s"] + truths[key]["total_s"] for key, row in rows.items())
+    span = max(row.sent_s + truths[key]["total_s"] for key, row in rows.items())
     assert r.total_tps == pytest.approx(9 * 64 / span, rel=0.1)
 
 
