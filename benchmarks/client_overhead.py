@@ -276,7 +276,7 @@ def section_prompts(speed: float, ctxs: tuple[int, ...] = (32_768, 131_072)) -> 
         spec = build_spec("ctx_sweep", {"ctxs": [64, *ctxs], "tokens": 64})
         t0 = time.perf_counter()
         r = runner.run(spec, "bench::sweep")
-        pts = ", ".join(f"{p['ctx']}: {p['prompt_tokens']} tokens {p['decode_tps']:.0f} tok/s" for p in r.points)
+        pts = ", ".join(f"{p.ctx}: {p.prompt_tokens} tokens {p.decode_tps:.0f} tok/s" for p in r.points)
         print(f"   ctx_sweep to {ctxs[-1]}: {r.verdict}; {pts} ({time.perf_counter() - t0:.1f} s)")
         client.close()
 

@@ -59,12 +59,12 @@ SITUATIONS: dict[str, tuple[dict[str, Any], Callable[[Any], list[tuple[str | Non
         lambda r: [(s.response_id, s.ttft_s) for s in _streams(r)], "ttft_s"),
     "session turns 2-4": (
         {"kind": "session", "turns": 4, "users": 2, "ctx": 500, "tokens": 64},
-        lambda r: [(row["response_id"], row["ttft_s"]) for row in r.per_request if row["turn"] >= 2], "ttft_s"),
+        lambda r: [(row.response_id, row.ttft_s) for row in r.per_request if row.turn >= 2], "ttft_s"),
     "rate": (
         {"kind": "rate", "rps": 4.0, "requests": 16, "tokens": 64, "ctx": 500},
         # the rate case's ttft_s counts from the scheduled send (late_s included, by design): the time on the wire
-        lambda r: [(row.get("response_id"), row["ttft_s"] - row["late_s"]) for row in r.per_request
-                   if row.get("ttft_s") is not None], "ttft_s"),
+        lambda r: [(row.response_id, row.ttft_s - row.late_s) for row in r.per_request
+                   if row.ttft_s is not None], "ttft_s"),
     "first answer token (chat)": (
         {"kind": "sustained", "api": "chat", "ctx": 500, "tokens": 64, "repeat": 8},
         lambda r: [(s.response_id, s.ttft_content_s) for s in _streams(r)], "ttft_content_s"),

@@ -139,7 +139,8 @@ def cmd_list(folder: Path) -> int:
             print(f"{path.stem}  unreadable: {why}")
             skipped.append(f"{path.name} ({why.split(': ', 1)[-1]})")
             continue
-        commit = str(run.commit.get("id") or "-")[:12] + ("-dirty" if run.commit.get("dirty") else "")
+        commit_id, dirty = run.commit.get("id"), run.commit.get("dirty")  # not result data
+        commit = str(commit_id or "-")[:12] + ("-dirty" if dirty else "")
         print(f"{run.label}  {run.created or '-'}  commit {commit}  {run.server or '-'} {run.model or '-'}  "
               f"{len(run.results)} results: {_verdicts(run.results)}")
     if skipped:
@@ -152,7 +153,7 @@ def cmd_show(run: storage.Run) -> int:
     print(f"run {run.label} ({run.path})")
     for label, value in (("created", run.created), ("endpoint", run.endpoint), ("model", run.model),
                          ("server", " ".join(x for x in (run.server, run.server_version) if x)),
-                         ("commit", run.commit.get("id")), ("plugin", run.plugin_version)):
+                         ("commit", run.commit.get("id")), ("plugin", run.plugin_version)):  # not result data
         print(f"  {label}: {value or '-'}")
     for line in table(run.results):
         print(line)

@@ -65,6 +65,10 @@ class Attribution:
     step_ms_late: float | None = None
     accept_share: float | None = None
     step_share: float | None = None
+    # with a reasoning phase (early windows reasoning, late ones the answer): each phase's rate and the slower one
+    reasoning_tps: float | None = field(default=None, metadata=OMIT)
+    content_tps: float | None = field(default=None, metadata=OMIT)
+    slower_phase: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

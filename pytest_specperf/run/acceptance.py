@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_specperf.cases.result_parts import Acceptance
+from pytest_specperf.cases.result_parts import Acceptance, AcceptanceSample, Attribution
 
 if TYPE_CHECKING:
     from pytest_specperf.endpoint.sse import Trace
@@ -100,8 +100,9 @@ def _contaminated() -> Acceptance:
 
 def from_tgi_summary(before: dict[str, float], after: dict[str, float]) -> Acceptance | None:
     """TGI: ``tgi_request_skipped_tokens`` is a summary of n-1 per step (n = tokens of the step)."""
-    s0, s1 = before.get("tgi_request_skipped_tokens_sum", 0.0), after.get("tgi_request_skipped_tokens_sum")
-    c0, c1 = before.get("tgi_request_skipped_tokens_count", 0.0), after.get("tgi_request_skipped_tokens_count")
+    s_name, c_name = "tgi_request_skipped_tokens_sum", "tgi_request_skipped_tokens_count"
+    s0, s1 = before.get(s_name, 0.0), after.get(s_name)
+    c0, c1 = before.get(c_name, 0.0), after.get(c_name)
     if s1 is None or c1 is None or c1 - c0 <= 0:
         return None
     # The prefill step adds a 0 sample, so this slightly understates the length: inferred, not exact.
@@ -111,35 +112,36 @@ def from_tgi_summary(before: dict[str, float], after: dict[str, float]) -> Accep
 
 def from_vllm_response(metrics: list[dict[str, Any]]) -> Acceptance | None:
     """vLLM ``--per-request-spec-decode-metrics``: ``metrics.speculative_decoding`` on the final chunk."""
-    found = [m.get("speculative_decoding") for m in metrics if isinstance(m, dict)]
-    sd = [x for x in found if isinstance(x, dict) and x.get("num_spec_steps")]
+    found = [m.get("speculative_decoding") for m in metrics if isinstance(m, dict)]  # not result data
+    sd = [x for x in found if isinstance(x, dict) and x.get("num_spec_steps")]  # not result data
     if not sd:
         return None
     steps = sum(int(x["num_spec_steps"]) for x in sd)
-    accepted = sum(int(x.get("num_accepted_draft_tokens", 0)) for x in sd)
-    drafted = sum(int(x.get("num_draft_tokens", 0)) for x in sd)
+    accepted = sum(int(x.get("num_accepted_draft_tokens", 0)) for x in sd)  # not result data
+    drafted = sum(int(x.get("num_draft_tokens", 0)) for x in sd)  # not result data
     return Acceptance(1.0 + accepted / steps, accepted / drafted if drafted else None, "response", True,
                       steps=steps, drafted=drafted, accepted=accepted)
 
 
 def from_sglang_details(details: list[dict[str, Any]]) -> Acceptance | None:
     """SGLang per-request counts: ``sglext.spec_tokens_details`` (or native ``meta_info``) ``spec_*`` fields."""
-    ds = [d for d in details if isinstance(d, dict) and d.get("spec_verify_ct")]
+    ds = [d for d in details if isinstance(d, dict) and d.get("spec_verify_ct")]  # not result data
     if not ds:
         return None
     steps = sum(int(d["spec_verify_ct"]) for d in ds)
     if not all("spec_num_correct_drafts" in d for d in ds):
         # Older builds give only SGLang's own length (completion tokens / verify calls).
-        mean = sum(float(d.get("spec_accept_length", 0.0)) * int(d["spec_verify_ct"]) for d in ds) / steps
+        lengths = [float(d.get("spec_accept_length", 0.0)) for d in ds]  # not result data
+        mean = sum(n * int(d["spec_verify_ct"]) for n, d in zip(lengths, ds, strict=True)) / steps
         return Acceptance(mean, None, "response", False, steps=steps,
                           note="SGLang spec_accept_length (completion tokens / verify calls)")
     accepted = sum(int(d["spec_num_correct_drafts"]) for d in ds)
-    drafted = sum(int(d.get("spec_num_proposed_drafts", 0)) for d in ds)
+    drafted = sum(int(d.get("spec_num_proposed_drafts", 0)) for d in ds)  # not result data
     # Histogram index j = verify steps that accepted j drafts, so position k was accepted in
     # the steps that accepted more than k.
     hist: list[int] = []
     for d in ds:
-        h = d.get("spec_correct_drafts_histogram") or []
+        h = d.get("spec_correct_drafts_histogram") or []  # not result data
         hist += [0] * (len(h) - len(hist))
         for j, v in enumerate(h):
             hist[j] += int(v)
@@ -158,18 +160,18 @@ def response_fields(traces: Iterable[Trace]) -> tuple[list[dict[str, Any]], list
     for trace in traces:
         if trace.timings is not None:
             timings.append(trace.timings)
-        if isinstance(trace.extras.get("metrics"), dict):
+        if isinstance(trace.extras.get("metrics"), dict):  # not result data
             resp_metrics.append(trace.extras["metrics"])
-        sglext = trace.extras.get("sglext")
-        if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
+        sglext = trace.extras.get("sglext")  # not result data
+        if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):  # not result data
             details.append(sglext["spec_tokens_details"])
     return timings, resp_metrics, details
 
 
 def from_llamacpp_timings(timings: list[dict[str, Any]]) -> Acceptance | None:
     """Rate from llama.cpp's per-response ``timings.draft_n`` / ``draft_n_accepted`` (absent keys mean 0)."""
-    drafted = sum(int(t.get("draft_n", 0)) for t in timings)
-    accepted = sum(int(t.get("draft_n_accepted", 0)) for t in timings)
+    drafted = sum(int(t.get("draft_n", 0)) for t in timings)  # not result data
+    accepted = sum(int(t.get("draft_n_accepted", 0)) for t in timings)  # not result data
     if not timings:
         return None
     if drafted == 0:
@@ -223,17 +225,17 @@ class Scraper:
         self._thread.join(timeout=10)
         self._http.close()
 
-    def series(self, t0: float) -> list[dict[str, float]]:
-        """Mean acceptance length per scrape interval: ``{"t_s": interval end since t0, "mean_len", "steps"}``."""
+    def series(self, t0: float) -> list[AcceptanceSample]:
+        """Mean acceptance length per scrape interval (``t_s``: the interval's end since t0)."""
         names = SERIES.get(self.kind)
         if not names or "accepted" not in names:
             return []
-        out = []
+        out: list[AcceptanceSample] = []
         for (_, a), (tb, b) in itertools.pairwise(self.samples):
             steps = b.get(names["steps"], 0.0) - a.get(names["steps"], 0.0)
             if steps > 0:
                 acc = b.get(names["accepted"], 0.0) - a.get(names["accepted"], 0.0)
-                out.append({"t_s": tb - t0, "mean_len": 1.0 + acc / steps, "steps": int(steps)})
+                out.append(AcceptanceSample(t_s=tb - t0, mean_len=1.0 + acc / steps, steps=int(steps)))
         return out
 
 
@@ -242,15 +244,20 @@ class Scraper:
 SLOWDOWN_TO_SPLIT = 0.01
 
 
-def slowdown_split(att: dict[str, Any] | None) -> str:
+def slowdown_split(att: Attribution | Mapping[str, Any] | None) -> str:
     """How a slowdown splits between acceptance and step time ('acceptance 62%, step time 38%'), or why there is
-    nothing to split; '-' without an attribution."""
+    nothing to split; '-' without an attribution (a record, or its JSON as a mapping)."""
     if not att:
         return "-"
+    if isinstance(att, Mapping):
+        att = Attribution(**{k: v for k, v in att.items() if k in Attribution.__dataclass_fields__})
+    a0, a1, s0, s1 = att.accept_early, att.accept_late, att.step_ms_early, att.step_ms_late
+    if a0 is None or a1 is None or s0 is None or s1 is None or att.accept_share is None or att.step_share is None:
+        return "-"
     try:
-        change = (att["accept_late"] / att["accept_early"]) * (att["step_ms_early"] / att["step_ms_late"]) - 1
-        shares = [round(float(att[k]) * 100) for k in ("accept_share", "step_share")]  # ints: never "-0%"
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        change = (a1 / a0) * (s0 / s1) - 1
+        shares = [round(float(v) * 100) for v in (att.accept_share, att.step_share)]  # ints: never "-0%"
+    except (TypeError, ValueError, ZeroDivisionError):
         return "-"
     if not change <= -SLOWDOWN_TO_SPLIT:
         return f"none to split: late rate {change * 100:+.0f}% vs early".replace("-0%", "+0%")

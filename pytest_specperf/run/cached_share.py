@@ -12,10 +12,17 @@ and comparisons that read TTFT call it inconclusive instead of judging it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from pytest_specperf.cases.results import LoadSweepResult, RateResult, Result, SessionResult, SustainedResult
+from pytest_specperf.cases.result_parts import RateRequest, SessionRequest
+from pytest_specperf.cases.results import (
+    LoadSweepResult,
+    RateResult,
+    Result,
+    SessionResult,
+    StreamResult,
+    SustainedResult,
+)
 
 
 def share(pairs: list[tuple[int | None, int | None]]) -> float | None:
@@ -37,12 +44,8 @@ def verdict(pairs: list[tuple[int | None, int | None]], allowance: int) -> str:
             "client sent the same prompts, or the server ignored the request's cache salt or tag")
 
 
-def _pairs(items: Iterable[Any]) -> list[tuple[int | None, int | None]]:
-    out = []
-    for s in items:
-        get = s.get if isinstance(s, Mapping) else (lambda k, s=s: getattr(s, k, None))
-        out.append((get("prompt_tokens"), get("cached_tokens")))
-    return out
+def _pairs(items: Iterable[StreamResult | RateRequest | SessionRequest]) -> list[tuple[int | None, int | None]]:
+    return [(s.prompt_tokens, s.cached_tokens) for s in items]
 
 
 def cold_pairs(result: Result) -> list[tuple[int | None, int | None]]:
@@ -50,11 +53,11 @@ def cold_pairs(result: Result) -> list[tuple[int | None, int | None]]:
     if isinstance(result, SustainedResult):
         return _pairs(result.streams)
     if isinstance(result, LoadSweepResult):
-        return [p for lv in result.levels for p in _pairs(lv.get("streams") or [])]
+        return [p for lv in result.levels for p in _pairs(lv.streams)]
     if isinstance(result, RateResult):
-        return _pairs(r for r in result.per_request if r.get("status") == 200)
+        return _pairs(r for r in result.per_request if r.status == 200)
     if isinstance(result, SessionResult):
-        return _pairs(r for r in result.per_request if r.get("turn") == 1)
+        return _pairs(r for r in result.per_request if r.turn == 1)
     return []  # two-point warms its prompt on purpose; sweeps of it likewise
 
 
@@ -65,7 +68,7 @@ def attach(result: Result, allowance: int, mode: str) -> None:
     result.cached_share = share(pairs)
     if isinstance(result, LoadSweepResult):
         for lv in result.levels:
-            lv_pairs = _pairs(lv.get("streams") or [])
-            lv["cached_share"] = share(lv_pairs)
-            lv["ttft_cache"] = verdict(lv_pairs, allowance) if mode == "cold" else ""
+            lv_pairs = _pairs(lv.streams)
+            lv.cached_share = share(lv_pairs)
+            lv.ttft_cache = verdict(lv_pairs, allowance) if mode == "cold" else ""
     result.ttft_cache = verdict(pairs, allowance) if mode == "cold" else ""

@@ -30,15 +30,24 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
-from pytest_specperf.cases.results import CapacityResult
+from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.results import CapacityResult, Probe
 from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle
-from pytest_specperf.run.rate import category_figures, lowest_rate, moved, request_record, run_requests, summarize
+from pytest_specperf.run.rate import (
+    category_figures,
+    lowest_rate,
+    moved,
+    request_record,
+    run_requests,
+    summarize,
+    within,
+)
 
 #: Share of each probe's first requests not counted (they meet an idle server).
 WARMUP = 0.10
@@ -46,7 +55,7 @@ WARMUP = 0.10
 FLOOR_RPS = 1e-3
 
 
-def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: int) -> dict[str, Any]:
+def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: int) -> Probe:
     """One open-loop run at ``rps``: its attainment over the counted requests, and its figures."""
     n = spec.probe_requests(rps)
     recs = categories.records(spec)
@@ -59,44 +68,45 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     fig = summarize(records, slo)  # a probe the server refused entirely is measured: it met nothing
     counted, attainment, passed = probe_verdict(records, spec.target)
-    missed = {key: sum(1 for r in counted if not _within(r, key, bound)) for key, bound in slo.items()}
-    return {"rps": rps, "requests": n, "counted": len(counted), "attainment": attainment,
-            "passed": passed, "alone": served_alone(records), "goodput_rps": fig["goodput_rps"],
-            "achieved_rps": fig["achieved_rps"], "output_tps": fig["output_tps"], "missed": missed,
-            "refused": fig["refused"], "failed": fig["failed"],
-            **{k: fig[k] for k in fig if k.endswith(("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms"))},
-            **lateness.probe_fields([r["late_s"] for r in records], slo, n / rps, could_change=attainment < spec.target
-                                    <= sum(1 for r in counted if lateness.met_on_time(r, slo)) / len(counted)),
-            "decode_tps": fig["decode_tps"], "categories": cats,
-            # chunk spacing is a step time only where the server sends one chunk per engine step
-            **({"tokens_per_chunk": fig["tokens_per_chunk"], "step_ms": fig["step_ms"]}
-               if context.client.caps.step_chunks else {"tokens_per_chunk": None, "step_ms": None})}
+    missed = {key: sum(1 for r in counted if r.status != 200 or not within(r, key, bound))
+              for key, bound in slo.items()}
+    on_time = sum(1 for r in counted if lateness.met_on_time(r, slo)) / len(counted)
+    # the percentiles of ttft, tpot, e2e and ttft_content, and the client's lateness, by their names
+    percentiles = {k: v for k, v in fig.items() if k.endswith(_PERCENTILE_ENDS)}
+    p = Probe(rps=rps, requests=n, counted=len(counted), attainment=attainment, passed=passed,
+              alone=served_alone(records), goodput_rps=fig["goodput_rps"], achieved_rps=fig["achieved_rps"],
+              output_tps=fig["output_tps"], missed=missed, refused=fig["refused"], failed=fig["failed"],
+              **{**percentiles, **lateness.probe_fields([r.late_s for r in records], slo, n / rps,
+                                                        could_change=attainment < spec.target <= on_time)},
+              decode_tps=fig["decode_tps"], categories=cats)
+    # chunk spacing is a step time only where the server sends one chunk per engine step
+    if context.client.caps.step_chunks:
+        p.tokens_per_chunk, p.step_ms = fig["tokens_per_chunk"], fig["step_ms"]
+    return p
 
 
-def probe_verdict(records: list[dict[str, Any]], target: float) -> tuple[list[dict[str, Any]], float, bool]:
+_PERCENTILE_ENDS = ("_p50_s", "_p90_s", "_p99_s", "_p50_ms", "_p90_ms", "_p99_ms")
+
+
+def probe_verdict(records: list[RateRequest], target: float) -> tuple[list[RateRequest], float, bool]:
     """(counted requests, their attainment, passed): a probe passes at an attainment equal to the target."""
     counted = counted_requests(records)
-    attainment = sum(1 for r in counted if r.get("met")) / len(counted)
+    attainment = sum(1 for r in counted if r.met) / len(counted)
     return counted, attainment, attainment >= target
 
 
-def counted_requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def counted_requests(records: list[RateRequest]) -> list[RateRequest]:
     """A probe's requests after its warm-up tenth (by scheduled arrival)."""
-    ordered = sorted(records, key=lambda r: r["at_s"])
+    ordered = sorted(records, key=lambda r: r.at_s)
     return ordered[int(WARMUP * len(ordered)):]
 
 
-def served_alone(records: list[dict[str, Any]]) -> bool:
+def served_alone(records: list[RateRequest]) -> bool:
     """True when every request was answered before the next one was sent: the server held one at a time, so
     no lower rate can make a request faster."""
-    ordered = sorted(records, key=lambda r: r["sent_s"])
-    return all(r.get("status") == 200 for r in ordered) and all(
-        a["end_s"] <= b["sent_s"] for a, b in itertools.pairwise(ordered))
-
-
-def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
-    v = rec.get(key)
-    return rec.get("status") == 200 and v is not None and not math.isnan(v) and v <= bound
+    ordered = sorted(records, key=lambda r: r.sent_s)
+    return all(r.status == 200 for r in ordered) and all(
+        a.end_s is not None and a.end_s <= b.sent_s for a, b in itertools.pairwise(ordered))
 
 
 def _next_rate(rate: float, lo: float | None, hi: float | None, precision: float) -> tuple[float, str]:
@@ -120,7 +130,7 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
     began = time.monotonic()
     lo: float | None = None
     hi: float | None = None
-    probes: list[dict[str, Any]] = []
+    probes: list[Probe] = []
     rate, stop = spec.start_rps, ""
     while True:
         elapsed = time.monotonic() - began
@@ -131,26 +141,26 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
             break
         p = probe(context, spec, rate, seed, len(probes))
         probes.append(p)
-        if p["passed"]:
+        if p.passed:
             lo = rate if lo is None else max(lo, rate)
         else:
             hi = rate if hi is None else min(hi, rate)
-        if lo is None and p["alone"]:
+        if lo is None and p.alone:
             stop = (f"at {rate:.3g} req/s each request was answered before the next was sent, and still "
                     "missed: no lower rate can meet the SLO")
             break
         rate, stop = _next_rate(rate, lo, hi, spec.precision)
         if stop:
             break
-    best = next((p for p in probes if p["rps"] == lo), None)
+    best = next((p for p in probes if p.rps == lo), None)
     r: CapacityResult = context.new_result(
         CapacityResult, spec, spec.ctx, None, nodeid, slo=dict(spec.slo), target=spec.target, tokens=spec.tokens,
         arrivals=spec.arrivals, max_rps=lo if lo is not None else 0.0, bracket=[lo, hi], probes=probes, stop=stop,
-        search_s=time.monotonic() - began, goodput_rps=best["goodput_rps"] if best else None,
-        attainment=best["attainment"] if best else None, min_rps=spec.min_rps,
-        decode_tps=best["decode_tps"] if best else None)
+        search_s=time.monotonic() - began, goodput_rps=best.goodput_rps if best else None,
+        attainment=best.attainment if best else None, min_rps=spec.min_rps,
+        decode_tps=best.decode_tps if best else None)
     if spec.prompts is not None:  # figures per category at the capacity found (its highest passing probe)
-        r.prompts, r.categories = spec.prompts, best["categories"] if best else None
+        r.prompts, r.categories = spec.prompts, best.categories if best else None
         r.content = categories.content_label(spec)
     lateness.attach_probes(r)
     if hi is None and lo is not None:
@@ -164,29 +174,30 @@ def capacity_problems(r: CapacityResult, spec: CapacitySpec) -> list[str]:
     """No rate met the SLO, or the min_rps floor missed: with the bound missed most at the lowest failing rate
     and its cause."""
     lo, hi = r.bracket if r.bracket else (None, None)
-    if r.probes and not any(p["passed"] for p in r.probes):
+    if r.probes and not any(p.passed for p in r.probes):
         # without a passing probe there is no capacity to show, whatever min_rps says
-        text = (f"no rate met the SLO (lowest probed {min(p['rps'] for p in r.probes):.3g} req/s; attainment >= "
+        text = (f"no rate met the SLO (lowest probed {min(p.rps for p in r.probes):.3g} req/s; attainment >= "
                 f"{spec.target:g} of slo {r.slo}, {len(r.probes)} probes; {r.stop})")
     elif spec.min_rps is None or (r.max_rps is not None and r.max_rps >= spec.min_rps):
         return []
     else:
         text = (f"capacity {r.max_rps or 0:.3g} req/s < min_rps {spec.min_rps:g} (attainment >= {spec.target:g} "
                 f"of slo {r.slo}; bracket {_rate(lo)} .. {_rate(hi)}, {len(r.probes)} probes)")
-    failing = min((p for p in r.probes if not p["passed"]), key=lambda p: p["rps"], default=None)
+    failing = min((p for p in r.probes if not p.passed), key=lambda p: p.rps, default=None)
     if failing is not None:
-        key = max(failing["missed"], key=lambda k: failing["missed"][k])
+        missed = failing.missed
+        key = max(missed, key=lambda k: missed[k])
         unit = SLO_KEYS[key]
-        p90 = failing.get(f"{key.rsplit('_', 1)[0]}_p90_{unit}", math.nan)
-        p90_text = "none answered" if math.isnan(p90) else f"p90 {p90:.3g} {unit}"
-        text += (f"; at {failing['rps']:.3g} req/s {key} missed most ({failing['missed'][key]} of "
-                 f"{failing['counted']}, {p90_text}, bound {r.slo[key] if r.slo else '?'})")
-        if failing["refused"]:
-            text += f", {failing['refused']} refused (HTTP 429/503)"
-        lowest = min(r.probes, key=lambda p: p["rps"])
-        ref = r.reference or ({"tokens_per_chunk": lowest["tokens_per_chunk"], "step_ms": lowest["step_ms"]}
+        p90 = getattr(failing, f"{key.rsplit('_', 1)[0]}_p90_{unit}", None)  # the percentile of the bound missed
+        p90_text = "none answered" if p90 is None or math.isnan(p90) else f"p90 {p90:.3g} {unit}"
+        text += (f"; at {failing.rps:.3g} req/s {key} missed most ({missed[key]} of "
+                 f"{failing.counted}, {p90_text}, bound {r.slo[key] if r.slo else '?'})")
+        if failing.refused:
+            text += f", {failing.refused} refused (HTTP 429/503)"
+        lowest = min(r.probes, key=lambda p: p.rps)
+        ref = r.reference or ({"tokens_per_chunk": lowest.tokens_per_chunk, "step_ms": lowest.step_ms}
                               if lowest is not failing else None)
-        cause = moved(ref, failing["tokens_per_chunk"], failing["step_ms"])
+        cause = moved(ref, failing.tokens_per_chunk or 0.0, failing.step_ms)
         if cause:
             text += f"; {cause}"
     return [text]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pytest_specperf.cases.prompt_cases import ANY, floor_for, prompt_set
+from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.prompts import cold
@@ -98,31 +99,30 @@ def _acceptance(traces: list[Trace], step_chunks: bool
     return mean_len, rate, source, found.drafted if found else None, found.accepted if found else None
 
 
-def figures(samples: Sequence[Sample], step_chunks: bool) -> dict[str, dict[str, Any]]:
-    """``{category: {n, n_prompts, decode_tps_p50, decode_tps_p10, ttft_p50_s, accept_len, accept_rate, drift,
-    prompt_tokens_p50, accept_source}}``, categories in the order they were first sent."""
-    out: dict[str, dict[str, Any]] = {}
+def figures(samples: Sequence[Sample], step_chunks: bool) -> dict[str, CategoryFigures]:
+    """``{category: its figures}``, categories in the order they were first sent."""
+    out: dict[str, CategoryFigures] = {}
     for cat in dict.fromkeys(s.category for s in samples):
         group = [s for s in samples if s.category == cat]
         traces = [s.trace for s in group if s.trace is not None]
         mean_len, rate, source, drafted, accepted = (_acceptance(traces, step_chunks) if traces
                                                       else (None, None, None, None, None))
         drifts = [s.drift for s in group if s.drift is not None]
-        out[cat] = {
-            "n": len(group), "n_prompts": len({s.prompt_id for s in group}),
-            "decode_tps_p50": _pct([s.decode_tps for s in group], 50),
-            "decode_tps_p10": _pct([s.decode_tps for s in group], 10),
-            "ttft_p50_s": _pct([s.ttft_s for s in group], 50),
-            "accept_len": mean_len, "accept_rate": rate, "accept_source": source,
-            "drafted": drafted, "accepted": accepted,  # the server's per-response counts, where it gives them
-            "completion_tokens": sum(t.completion_tokens for t in traces),
-            "drift": float(np.median(drifts)) if drifts else None,
-            "prompt_tokens_p50": _pct([s.prompt_tokens for s in group], 50),
-        }
+        out[cat] = CategoryFigures(
+            n=len(group), n_prompts=len({s.prompt_id for s in group}),
+            decode_tps_p50=_pct([s.decode_tps for s in group], 50),
+            decode_tps_p10=_pct([s.decode_tps for s in group], 10),
+            ttft_p50_s=_pct([s.ttft_s for s in group], 50),
+            accept_len=mean_len, accept_rate=rate, accept_source=source,
+            drafted=drafted, accepted=accepted,  # the server's per-response counts, where it gives them
+            completion_tokens=sum(t.completion_tokens for t in traces),
+            drift=float(np.median(drifts)) if drifts else None,
+            prompt_tokens_p50=_pct([s.prompt_tokens for s in group], 50),
+        )
     return out
 
 
-def floor_problems(cats: dict[str, dict[str, Any]] | None, spec: Any, *, per_user: bool = False) -> list[str]:
+def floor_problems(cats: dict[str, CategoryFigures] | None, spec: Any, *, per_user: bool = False) -> list[str]:
     """The per-category floors (``min_tps`` / ``min_accept_len`` given as ``{category: value}``) a result misses.
 
     A number applies to the whole case and is judged there; only a mapping is judged per category, on the
@@ -136,27 +136,27 @@ def floor_problems(cats: dict[str, dict[str, Any]] | None, spec: Any, *, per_use
     len_floors = len_floors if isinstance(len_floors, Mapping) else None
     for cat, f in cats.items():
         if tps_floors and floor_for(tps_floors, cat) is not None:
-            f["min_tps"] = floor_for(tps_floors, cat)  # the floors each category was judged on, for the reports
+            f.min_tps = floor_for(tps_floors, cat)  # the floors each category was judged on, for the reports
         if len_floors and floor_for(len_floors, cat) is not None:
-            f["min_accept_len"] = floor_for(len_floors, cat)
-        prompts = f.get("n_prompts", f["n"])
-        n = f"n={f['n']} ({prompts} prompt{'' if prompts == 1 else 's'})"  # as the category's row says it
+            f.min_accept_len = floor_for(len_floors, cat)
+        prompts = f.n_prompts
+        n = f"n={f.n} ({prompts} prompt{'' if prompts == 1 else 's'})"  # as the category's row says it
         floor = floor_for(tps_floors, cat) if tps_floors else None
-        key, label = ("decode_tps_p10", "p10 decode") if per_user else ("decode_tps_p50", "decode")
-        if floor is not None and f[key] is not None and f[key] < floor:
-            out.append(f"{cat}: {label} {f[key]:.1f} tok/s < min_tps {floor:g} ({n}, median {f['decode_tps_p50']:.1f})")
+        tps, label = (f.decode_tps_p10, "p10 decode") if per_user else (f.decode_tps_p50, "decode")
+        if floor is not None and tps is not None and tps < floor:
+            out.append(f"{cat}: {label} {tps:.1f} tok/s < min_tps {floor:g} ({n}, median {f.decode_tps_p50:.1f})")
         floor = floor_for(len_floors, cat) if len_floors else None
         if floor is not None:
-            if f["accept_len"] is None:
+            if f.accept_len is None:
                 out.append(f"{cat}: min_accept_len {floor:g} cannot be judged: the server shows no accepted length "
                            f"for its requests ({n})")
-            elif f["accept_len"] < floor:
-                out.append(f"{cat}: acceptance {f['accept_len']:.2f} tokens/step < min_accept_len {floor:g} "
-                           f"({n}, {f['accept_source']})")
+            elif f.accept_len < floor:
+                out.append(f"{cat}: acceptance {f.accept_len:.2f} tokens/step < min_accept_len {floor:g} "
+                           f"({n}, {f.accept_source})")
     return out
 
 
-def unsent_floors(cats: dict[str, dict[str, Any]] | None, spec: Any) -> list[str]:
+def unsent_floors(cats: dict[str, CategoryFigures] | None, spec: Any) -> list[str]:
     """Notes for per-category floors whose category got no request (fewer users than prompts drew none of its
     prompts): such a floor is not judged, and the case says so rather than pass it in silence."""
     if not cats:
@@ -169,7 +169,7 @@ def unsent_floors(cats: dict[str, dict[str, Any]] | None, spec: Any) -> list[str
         for cat, value in floors.items():
             if cat != ANY and cat not in cats:
                 out.append(f"{name} {value:g} for {cat} not judged: none of its prompts was sent (the case sent "
-                           f"{sum(int(f.get('n') or 0) for f in cats.values())} requests); raise concurrency or "
+                           f"{sum(f.n for f in cats.values())} requests); raise concurrency or "
                            f"repeat, or give sample= so every category is drawn")
     return out
 

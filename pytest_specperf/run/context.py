@@ -17,6 +17,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS, CaseSpec
 from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.result_parts import Acceptance, Attribution
 from pytest_specperf.cases.results import Result, StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.endpoint.sse import Trace
@@ -160,7 +161,8 @@ class CaseContext:
         info = self.client.info or self.client.detect()
         return cls(kind=spec.KIND, endpoint=self.client.url, model=str(self.client.model), server=info.kind,
                    ctx=ctx, prompt_tokens=prompt_tokens, nodeid=nodeid, content=spec.content,
-                   temperature=spec.temperature, server_version=info.details.get("version"), **fields)
+                   temperature=spec.temperature, server_version=info.details.get("version"),  # not result data
+                   **fields)
 
     def warm_up(self) -> None:
         """One short request before the first measured one (once per context)."""
@@ -186,7 +188,7 @@ class CaseContext:
     def acceptance_of(self, streams: list[StreamResult], before: dict[str, float] | None,
                       after: dict[str, float] | None, timings: list[dict[str, Any]],
                       resp_metrics: list[dict[str, Any]], spec_details: list[dict[str, Any]]
-                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+                      ) -> tuple[Acceptance | None, Attribution | None]:
         """Best source first: counters, then per-response fields, then chunk sizes; plus the slowdown split.
 
         Per-response counts win over counters that lack a rate (SGLang) or were moved by other
@@ -218,7 +220,7 @@ class CaseContext:
             acc = chunks
         server_steps = bool(streams) and all(s.window_steps_from == "server" for s in streams)
         split = _attribution(streams) if step_chunks or server_steps else None
-        return (acc.as_dict() if acc else None), split
+        return acc, split
 
     def check_acceptance_gates(self, spec: SustainedSpec, r: SustainedResult) -> None:
         """An acceptance gate asked for but without a trustworthy figure is an error, never a silent pass."""
@@ -226,14 +228,14 @@ class CaseContext:
         hidden = (f"other traffic on {url} moved its spec-decode counters during this case and the server gives "
                   "no per-request counts, so the acceptance figure is hidden; run the case when the server is "
                   "otherwise idle")
-        contaminated = bool(acc and acc.get("contaminated"))
+        contaminated = acc is not None and acc.contaminated
         if spec.require_speculation and not _speculates(acc):
             if contaminated:
                 raise MeasurementError(f"require_speculation cannot be judged: {hidden}")
             raise MeasurementError(
                 f"require_speculation=True but {url} shows no speculative decoding "
                 f"({_accept_note(acc)}); enable a draft method on the server or drop require_speculation")
-        if spec.min_accept_len is not None and (acc is None or acc.get("mean_len") is None):
+        if spec.min_accept_len is not None and (acc is None or acc.mean_len is None):
             why = hidden if contaminated else (
                 f"{self.client.kind} at {url} shows no mean acceptance length ({_accept_note(acc)}); expose "
                 "spec-decode metrics (e.g. --metrics) or drop min_accept_len")
@@ -244,23 +246,23 @@ class CaseContext:
                 f"which {self.client.kind} does not send; gate on min_accept_len instead")
 
 
-def _speculates(acc: dict[str, Any] | None) -> bool:
-    if not acc:
+def _speculates(acc: Acceptance | None) -> bool:
+    if acc is None:
         return False
-    if acc.get("contaminated") and acc.get("rate") is None:
+    if acc.contaminated and acc.rate is None:
         return False  # hidden by other traffic: nothing shows speculation
-    if acc.get("drafted") == 0:
+    if acc.drafted == 0:
         return False
-    return acc.get("mean_len") is None or acc["mean_len"] > 1.01 or bool(acc.get("rate"))
+    return acc.mean_len is None or acc.mean_len > 1.01 or bool(acc.rate)
 
 
-def _accept_note(acc: dict[str, Any] | None) -> str:
-    if not acc:
+def _accept_note(acc: Acceptance | None) -> str:
+    if acc is None:
         return "no spec-decode counters, fields or multi-token steps"
-    return acc.get("note") or f"mean acceptance length {acc.get('mean_len')}"
+    return acc.note or f"mean acceptance length {acc.mean_len}"
 
 
-def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
+def _attribution(streams: list[StreamResult]) -> Attribution | None:
     """Split log(late/early rate) into tokens-per-step and step-time parts (steps from chunks or the server)."""
     parts = []
     for s in streams:
@@ -274,12 +276,12 @@ def _attribution(streams: list[StreamResult]) -> dict[str, Any] | None:
         return None
     a0, a1, b0, b1 = (float(np.median([p[i] for p in parts])) for i in range(4))
     share_a, share_b = drift.split_log_change(a0, a1, b0, b1)
-    split: dict[str, Any] = {"accept_early": a0, "accept_late": a1, "step_ms_early": b0, "step_ms_late": b1,
-                             "accept_share": share_a, "step_share": share_b}
+    split = Attribution(accept_early=a0, accept_late=a1, step_ms_early=b0, step_ms_late=b1,
+                        accept_share=share_a, step_share=share_b)
     # With a reasoning phase the early windows are reasoning and the late ones the answer: say each phase's rate.
     reasoned = [s for s in streams if s.reasoning_tps is not None and s.content_tps is not None]
     if reasoned:
-        split["reasoning_tps"] = median([float(s.reasoning_tps or 0) for s in reasoned])
-        split["content_tps"] = median([float(s.content_tps or 0) for s in reasoned])
-        split["slower_phase"] = "reasoning" if split["reasoning_tps"] < split["content_tps"] else "answer"
+        split.reasoning_tps = reasoning = median([float(s.reasoning_tps or 0) for s in reasoned])
+        split.content_tps = content = median([float(s.content_tps or 0) for s in reasoned])
+        split.slower_phase = "reasoning" if reasoning < content else "answer"
     return split

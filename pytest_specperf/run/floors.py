@@ -79,16 +79,18 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
     if spec.max_burst_gap is not None and r.burst_gap is not None and r.burst_gap > spec.max_burst_gap:
         out.append(f"burst gap {r.burst_gap:.2f} > {spec.max_burst_gap:g}: sustained {r.decode_tps:.1f} tok/s vs "
                    f"two-point {r.burst_tps:.1f} tok/s at ctx {r.prompt_tokens}")
-    acc = r.acceptance or {}
-    if is_number(spec.min_accept_len) and acc.get("mean_len") is not None and acc["mean_len"] < spec.min_accept_len:
-        out.append(f"acceptance {acc['mean_len']:.2f} tokens/step < min_accept_len {spec.min_accept_len:g} "
-                   f"({acc['source']}) {where}")
+    acc = r.acceptance
+    mean_len = acc.mean_len if acc is not None else None
+    if is_number(spec.min_accept_len) and acc is not None and mean_len is not None and mean_len < spec.min_accept_len:
+        out.append(f"acceptance {mean_len:.2f} tokens/step < min_accept_len {spec.min_accept_len:g} "
+                   f"({acc.source}) {where}")
     split = r.attribution
-    if spec.max_accept_drop is not None and split:
-        drop = 1.0 - split["accept_late"] / split["accept_early"]
+    if spec.max_accept_drop is not None and split is not None:
+        early, late = split.accept_early, split.accept_late
+        drop = 1.0 - late / early if early is not None and late is not None else 0.0
         if drop > spec.max_accept_drop:
             out.append(f"acceptance drop {drop:.2f} > max_accept_drop {spec.max_accept_drop:g}: "
-                       f"{split['accept_early']:.1f} -> {split['accept_late']:.1f} tokens/step {where}")
+                       f"{early:.1f} -> {late:.1f} tokens/step {where}")
     if r.ttft_cache:  # a cached prefill: the TTFT floors are inconclusive (judge_sustained, by the policy)
         return out
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
@@ -142,14 +144,14 @@ def _undecided_drift(r: SustainedResult, spec: SustainedSpec, policy: str, probl
 def causes(r: SustainedResult) -> str:
     """'acceptance 5.0 -> 2.9 tokens/step (62% of the slowdown), step 31 -> 39 ms (38%)', or ''."""
     a = r.attribution
-    if not a:
+    if a is None:
         return ""
-    def pct(x: float) -> int:
-        return round(x * 100)  # an int: no "-0%"
+    def pct(x: float | None) -> int:
+        return round((x or 0.0) * 100)  # an int: no "-0%"
 
-    return (f"acceptance {a['accept_early']:.1f} -> {a['accept_late']:.1f} tokens/step "
-            f"({pct(a['accept_share'])}% of the slowdown), step {a['step_ms_early']:.0f} -> "
-            f"{a['step_ms_late']:.0f} ms ({pct(a['step_share'])}%)")
+    return (f"acceptance {a.accept_early:.1f} -> {a.accept_late:.1f} tokens/step "
+            f"({pct(a.accept_share)}% of the slowdown), step {a.step_ms_early:.0f} -> "
+            f"{a.step_ms_late:.0f} ms ({pct(a.step_share)}%)")
 
 
 def _causes(r: SustainedResult) -> str:

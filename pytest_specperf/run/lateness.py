@@ -31,6 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.results import Probe
+
 #: Share of the tightest schedule-counted SLO bound the client's p99 lateness may reach.
 LATE_SHARE = 0.10
 #: Share of the median stream's duration the client's p99 lateness may reach in a concurrency case.
@@ -129,14 +132,14 @@ def counted(slo: Mapping[str, float] | None) -> bool:
     return any(k in SCHEDULE_COUNTED for k in (slo or {}))
 
 
-def met_on_time(rec: Mapping[str, Any], slo: Mapping[str, float]) -> bool:
+def met_on_time(rec: RateRequest, slo: Mapping[str, float]) -> bool:
     """Whether an answered request would meet ``slo`` had it gone out on time: each schedule-counted latency less
     the request's own lateness (the rest do not move). A refused or failed request meets nothing either way."""
-    if rec.get("status") != 200:
+    if rec.status != 200:
         return False
-    late = max(0.0, float(rec.get("late_s") or 0.0))
+    late = max(0.0, float(rec.late_s or 0.0))
     for key, bound in slo.items():
-        v = rec.get(key)
+        v = getattr(rec, key, None)  # an slo bound's name is the request's figure it bounds
         if v is None or math.isnan(v) or v - (late if key in SCHEDULE_COUNTED else 0.0) > bound:
             return False
     return True
@@ -155,12 +158,12 @@ def weigh(result: Any, fails: bool, fails_on_time: bool) -> None:
 
 def attach_probes(result: Any) -> None:
     """A capacity search's lateness: the median probe's p50, the worst probe's p99, and every probe behind."""
-    probes = result.probes
+    probes: list[Probe] = result.probes
     if not probes:
         return
-    result.late_p50_s = float(np.median([p["late_p50_s"] for p in probes]))
-    worst = max(probes, key=lambda p: p["late_p99_s"] - p["late_bound_s"])
-    result.late_p99_s, result.late_bound_s = worst["late_p99_s"], worst["late_bound_s"]
-    late = [f"at {p['rps']:.3g} req/s {p['client_behind']}" for p in probes if p["client_behind"]]
+    result.late_p50_s = float(np.median([p.late_p50_s for p in probes]))
+    worst = max(probes, key=lambda p: (p.late_p99_s or 0.0) - (p.late_bound_s or 0.0))
+    result.late_p99_s, result.late_bound_s = worst.late_p99_s, worst.late_bound_s
+    late = [f"at {p.rps:.3g} req/s {p.client_behind}" for p in probes if p.client_behind]
     # One probe the client could not offer moves the bracket, so the whole search is inconclusive.
     result.client_behind = "; ".join(late)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
-from pytest_specperf.cases.results import LoadSweepResult, StreamResult, SustainedResult
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResult, SustainedResult
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_closed_loop, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
@@ -157,7 +157,7 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
         decode_p10_tps=float(np.percentile(decode, 10)), total_tps=total, common_window_s=window,
         ttft_p50_s=float(np.percentile(ttft, 50)), ttft_p90_s=float(np.percentile(ttft, 90)),
         tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
-        stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
+        stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x.gap_s for s in streams for x in s.stalls),
         bursts=sum(len(s.bursts) for s in streams),
         counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
     if context.client.caps.step_chunks:
@@ -243,71 +243,75 @@ def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSw
         judge_sustained(r, lspec, context.judging)
         levels.append(level_fields(r))
     info = context.client.info or context.client.detect()
-    totals = [lv["total_tps"] for lv in levels if lv["total_tps"] is not None]
+    totals = [lv.total_tps for lv in levels if lv.total_tps is not None]
+    prompt_tokens = levels[0].prompt_tokens
     result = LoadSweepResult(
         kind=spec.KIND, endpoint=context.client.url, model=str(context.client.model), server=info.kind,
-        server_version=info.details.get("version"), ctx=spec.ctx,
-        prompt_tokens=levels[0]["prompt_tokens"], nodeid=nodeid, content=spec.content, temperature=spec.temperature,
+        server_version=info.details.get("version"), ctx=spec.ctx,  # not result data
+        prompt_tokens=None if prompt_tokens is None else int(prompt_tokens),
+        nodeid=nodeid, content=spec.content, temperature=spec.temperature,
         tokens=spec.tokens, concurrency=list(spec.concurrency), levels=levels,
-        knee=knee([(lv["concurrency"], lv["total_tps"]) for lv in levels]),
-        decode_tps=levels[-1]["decode_tps"], total_tps=max(totals) if totals else None,
+        knee=knee([(lv.concurrency, lv.total_tps) for lv in levels]),
+        decode_tps=levels[-1].decode_tps, total_tps=max(totals) if totals else None,
         min_total_tps=spec.min_total_tps, min_speedup=spec.min_speedup)
     result.notes.append(knee_text(result.knee, levels))
     if spec.prompts is not None:  # figures per category at the highest level: the load a deploy is sized for
-        result.prompts, result.categories = spec.prompts, levels[-1]["categories"]
+        result.prompts, result.categories = spec.prompts, levels[-1].categories
         result.content = categories.content_label(spec)
-        result.ctx = levels[0]["prompt_tokens"] or result.ctx
+        result.ctx = int(prompt_tokens or result.ctx)
     return result
 
 
-def knee_text(at: int | None, levels: list[dict[str, Any]]) -> str:
-    """The knee in words, with the aggregate figures around it; only measured levels are spoken of."""
-    if len(levels) == 1:
-        return (f"knee not judged: one level ({_users(levels[0]['concurrency'])}) has no growth to judge; give "
+def knee_text(at: int | None, levels: Sequence[LoadLevel | Mapping[str, Any]]) -> str:
+    """The knee in words, with the aggregate figures around it; only measured levels are spoken of (``levels``:
+    records, or their JSON)."""
+    points = [(lv.concurrency, lv.total_tps) if isinstance(lv, LoadLevel)
+              else (int(lv["concurrency"]), lv["total_tps"]) for lv in levels]  # a level's JSON: callers not yet typed
+    if len(points) == 1:
+        return (f"knee not judged: one level ({_users(points[0][0])}) has no growth to judge; give "
                 "concurrency two or more levels, e.g. [1, 2, 4, 8]")
     if at is None:
-        measured = list(itertools.takewhile(lambda lv: lv["total_tps"] is not None, levels))
-        if len(measured) < len(levels):
-            gap = levels[len(measured)]["concurrency"]
+        measured = list(itertools.takewhile(lambda p: p[1] is not None, points))
+        if len(measured) < len(points):
+            gap = points[len(measured)][0]
             if len(measured) < 2:
                 return f"knee not judged: aggregate tok/s not measured at {_users(gap)}"
-            last = _users(measured[-1]["concurrency"])
+            last = _users(measured[-1][0])
             return (f"no knee up to {last}: aggregate grows >= {KNEE_GAIN:.0%} per doubling; knee not judged past "
                     f"{last} (aggregate not measured at {_users(gap)})")
-        return f"no knee up to {levels[-1]['concurrency']} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
-    i = next(i for i, lv in enumerate(levels) if lv["concurrency"] == at)
-    here, past = levels[i], levels[i + 1]
-    return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here['total_tps']:.1f} -> "
-            f"{past['total_tps']:.1f} tok/s at "
-            f"{past['concurrency']} users, under {KNEE_GAIN:.0%} growth per doubling")
+        return f"no knee up to {points[-1][0]} users: aggregate grows >= {KNEE_GAIN:.0%} per doubling"
+    i = next(i for i, p in enumerate(points) if p[0] == at)
+    (_, here), (users, past) = points[i], points[i + 1]
+    return (f"knee at {at} user{'' if at == 1 else 's'}: aggregate {here:.1f} -> {past:.1f} tok/s at "
+            f"{users} users, under {KNEE_GAIN:.0%} growth per doubling")
 
 
 def _users(n: int) -> str:
     return f"{n} user{'' if n == 1 else 's'}"
 
 
-LEVEL_FIELDS = ("concurrency", "prompt_tokens", "completion_tokens", "decode_tps", "decode_p10_tps", "total_tps",
-                "common_window_s", "ttft_s", "ttft_p50_s", "ttft_p90_s", "step_ms", "drift", "drift_verdict",
-                "drift_gate", "early_tps", "late_tps", "stalls", "stall_s", "tokens_per_chunk", "verdict", "reason",
-                "warnings", "notes", "streams", "late_p50_s", "late_p99_s",
-                "late_bound_s", "client_behind",
-                # closed loop with refill: requests sent, and the warm-up and drain left out of the judged figures
-                "requests", "warmup_s", "drain_s", "warmup_requests", "drain_requests", "warmup_drain_streams",
-                # the reasoning phase at this level (None where no stream reasoned), as a sustained result has it
-                "ttft_content_s", "reasoning_tokens", "content_tokens", "reasoning_tps", "content_tps",
-                "reasoning_accept_len", "content_accept_len", "slower_phase")
-
-
-def level_fields(r: SustainedResult) -> dict[str, Any]:
-    """One level of a sweep as plain data: the load fields, mean accepted length, verdict and streams."""
-    d = r.as_dict()
-    out = {k: d[k] for k in LEVEL_FIELDS}
-    acc = r.acceptance or {}
-    out["accept_len"] = acc.get("mean_len")
-    out["accept_source"] = acc.get("source")
-    out["categories"] = r.categories  # a prompt file's figures per category at this level, or None
-    out["kind"] = "sustained"  # compared like a sustained case: per-stream decode, aggregate per level
-    return out
+def level_fields(r: SustainedResult) -> LoadLevel:
+    """One level of a sweep: the load fields of its result, mean accepted length, verdict and streams."""
+    acc = r.acceptance
+    return LoadLevel(
+        concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+        decode_tps=r.decode_tps, decode_p10_tps=r.decode_p10_tps, total_tps=r.total_tps,
+        common_window_s=r.common_window_s, ttft_s=r.ttft_s, ttft_p50_s=r.ttft_p50_s, ttft_p90_s=r.ttft_p90_s,
+        step_ms=r.step_ms, drift=r.drift, drift_verdict=r.drift_verdict, drift_gate=r.drift_gate,
+        early_tps=r.early_tps, late_tps=r.late_tps, stalls=r.stalls, stall_s=r.stall_s,
+        tokens_per_chunk=r.tokens_per_chunk, verdict=r.verdict, reason=r.reason, warnings=list(r.warnings),
+        notes=list(r.notes), streams=r.streams, late_p50_s=r.late_p50_s, late_p99_s=r.late_p99_s,
+        late_bound_s=r.late_bound_s, client_behind=r.client_behind,
+        # closed loop with refill: requests sent, and the warm-up and drain left out of the judged figures
+        requests=r.requests, warmup_s=r.warmup_s, drain_s=r.drain_s, warmup_requests=r.warmup_requests,
+        drain_requests=r.drain_requests, warmup_drain_streams=r.warmup_drain_streams,
+        # the reasoning phase at this level (None where no stream reasoned), as a sustained result has it
+        ttft_content_s=r.ttft_content_s, reasoning_tokens=r.reasoning_tokens, content_tokens=r.content_tokens,
+        reasoning_tps=r.reasoning_tps, content_tps=r.content_tps, reasoning_accept_len=r.reasoning_accept_len,
+        content_accept_len=r.content_accept_len, slower_phase=r.slower_phase,
+        accept_len=acc.mean_len if acc is not None else None, accept_source=acc.source if acc is not None else None,
+        categories=r.categories,  # a prompt file's figures per category at this level, or None
+        kind="sustained")  # compared like a sustained case: per-stream decode, aggregate per level
 
 
 def knee(points: list[tuple[int, float | None]]) -> int | None:
@@ -328,8 +332,8 @@ def knee(points: list[tuple[int, float | None]]) -> int | None:
 
 def sweep_problems(result: LoadSweepResult) -> list[str]:
     """Every level that failed, by its users; the levels' warnings are the sweep's (with their users)."""
-    result.warnings += [f"at {_users(lv['concurrency'])}: {w}" for lv in result.levels for w in lv["warnings"]]
-    return [f"at {_users(lv['concurrency'])}: {lv['reason']}" for lv in result.levels if lv["verdict"] == "failed"]
+    result.warnings += [f"at {_users(lv.concurrency)}: {w}" for lv in result.levels for w in lv.warnings]
+    return [f"at {_users(lv.concurrency)}: {lv.reason}" for lv in result.levels if lv.verdict == "failed"]
 
 
 class LoadSweep:

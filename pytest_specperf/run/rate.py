@@ -32,6 +32,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
+from pytest_specperf.cases.result_parts import CategoryFigures, RateRequest
 from pytest_specperf.cases.results import RateResult
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
 from pytest_specperf.errors import MeasurementError
@@ -69,12 +70,11 @@ def refused_status(error: MeasurementError | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, server: str) -> dict[str, Any]:
+def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, server: str) -> RateRequest:
     """One request's latencies from its scheduled arrival, and whether it met the slo."""
-    rec: dict[str, Any] = {"at_s": o.request.at_s, "sent_s": o.sent_s, "late_s": o.late_s}
+    rec = RateRequest(at_s=o.request.at_s, sent_s=o.sent_s, late_s=o.late_s)
     if o.trace is None:
-        status = refused_status(o.error)
-        rec.update(status=status, error=str(o.error), met=False)
+        rec.status, rec.error, rec.met = refused_status(o.error), str(o.error), False
         return rec
     t = o.trace
     check_length(tokens, t.completion_tokens, t.finish_reason, server)
@@ -84,27 +84,28 @@ def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, 
     # vLLM's TPOT, (e2e - ttft) / (output tokens - 1), both ends at token chunks: a first chunk carrying several
     # tokens (speculation) lowers it against time per token after the first chunk, which decode_tps keeps.
     tpot_ms = 1000.0 * decode_s / (t.completion_tokens - 1) if t.completion_tokens > 1 else math.nan
-    rec.update(status=200, response_id=t.response_id, tokens=t.completion_tokens,
-               ttft_s=o.late_s + first.t, e2e_s=o.late_s + t.total_s, tpot_ms=tpot_ms,
-               decode_tps=after_first / decode_s if decode_s > 0 else math.nan,
-               tokens_per_chunk=after_first / (len(t.chunks) - 1) if len(t.chunks) > 1 else float(first.tokens),
-               step_ms=1000.0 * decode_s / (len(t.chunks) - 1) if len(t.chunks) > 1 else math.nan,
-               end_s=o.sent_s + t.total_s)
+    rec.status, rec.response_id, rec.tokens = 200, t.response_id, t.completion_tokens
+    rec.ttft_s, rec.e2e_s, rec.tpot_ms = o.late_s + first.t, o.late_s + t.total_s, tpot_ms
+    rec.decode_tps = after_first / decode_s if decode_s > 0 else math.nan
+    rec.tokens_per_chunk = after_first / (len(t.chunks) - 1) if len(t.chunks) > 1 else float(first.tokens)
+    rec.step_ms = 1000.0 * decode_s / (len(t.chunks) - 1) if len(t.chunks) > 1 else math.nan
+    rec.end_s = o.sent_s + t.total_s
     # The first answer token, after any reasoning; without a reasoning phase the first token is the answer's.
-    rec["ttft_content_s"] = o.late_s + (t.ttft_content_s if t.ttft_content_s is not None else first.t)
-    rec["reasoning_tokens"], rec["content_tokens"] = t.reasoning_tokens, t.content_tokens
-    rec["prompt_tokens"], rec["cached_tokens"] = t.prompt_tokens, t.cached_tokens
-    rec["met"] = meets(rec, slo) if slo else None
+    rec.ttft_content_s = o.late_s + (t.ttft_content_s if t.ttft_content_s is not None else first.t)
+    rec.reasoning_tokens, rec.content_tokens = t.reasoning_tokens, t.content_tokens
+    rec.prompt_tokens, rec.cached_tokens = t.prompt_tokens, t.cached_tokens
+    rec.met = meets(rec, slo) if slo else None
     return rec
 
 
-def meets(rec: dict[str, Any], slo: dict[str, float]) -> bool:
+def meets(rec: RateRequest, slo: dict[str, float]) -> bool:
     """True when an answered request is within every bound the slo gives."""
-    return rec.get("status") == 200 and all(_within(rec, key, bound) for key, bound in slo.items())
+    return rec.status == 200 and all(within(rec, key, bound) for key, bound in slo.items())
 
 
-def _within(rec: dict[str, Any], key: str, bound: float) -> bool:
-    v = rec.get(key)
+def within(rec: RateRequest, key: str, bound: float) -> bool:
+    """Whether the request's figure ``key`` (an slo bound's name) is measured and within ``bound``."""
+    v = getattr(rec, key, None)
     return v is not None and not math.isnan(v) and v <= bound
 
 
@@ -131,55 +132,56 @@ def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int, ctx: 
         client.retries = retries
 
 
-def summarize(records: list[dict[str, Any]], slo: dict[str, float] | None) -> dict[str, Any]:
-    """Case figures from per-request records (see the module docstring)."""
-    ok = [r for r in records if r.get("status") == 200]
-    if not ok and not all(r.get("status") in (429, 503) for r in records):
+def summarize(records: list[RateRequest], slo: dict[str, float] | None) -> dict[str, Any]:
+    """Case figures from per-request records (see the module docstring), by the names a ``RateResult`` gives
+    them: the keyword arguments of one (and the figures of a capacity probe)."""
+    ok = [r for r in records if r.status == 200]
+    if not ok and not all(r.status in (429, 503) for r in records):
         raise MeasurementError(_nothing_answered(records))  # refusals are an answer; other errors are not
-    sent = [r["sent_s"] for r in records]
+    sent = [r.sent_s for r in records]
     # One span for every rate: the first scheduled arrival (the origin, 0) to the last response (or send).
-    duration = max(r.get("end_s", r["sent_s"]) for r in records)
+    duration = max(r.end_s if r.end_s is not None else r.sent_s for r in records)
     out: dict[str, Any] = {
         "sent_rps": (len(sent) - 1) / (max(sent) - min(sent)) if max(sent) > min(sent) else math.nan,
         "achieved_rps": len(ok) / duration if duration > 0 else math.nan,
         "duration_s": duration,
-        "output_tps": sum(r["tokens"] for r in ok) / duration if duration > 0 else math.nan,
-        "refused": sum(1 for r in records if r.get("status") in (429, 503)),
-        "failed": sum(1 for r in records if r.get("status") not in (200, 429, 503)),
-        **lateness.figures(r["late_s"] for r in records),
-        "completion_tokens": ok[0]["tokens"] if ok else 0,
+        "output_tps": sum(r.tokens or 0 for r in ok) / duration if duration > 0 else math.nan,
+        "refused": sum(1 for r in records if r.status in (429, 503)),
+        "failed": sum(1 for r in records if r.status not in (200, 429, 503)),
+        **lateness.figures(r.late_s for r in records),
+        "completion_tokens": ok[0].tokens if ok else 0,
     }
     for key, unit in (("ttft", "s"), ("tpot", "ms"), ("e2e", "s"), ("ttft_content", "s")):
-        values = [r[f"{key}_{unit}"] for r in ok]
+        values = [getattr(r, f"{key}_{unit}") for r in ok]
         out[f"{key}_{unit}"] = _pct(values, 50)
         for q in PERCENTILES:
             out[f"{key}_p{q}_{unit}"] = _pct(values, q)
-    out["decode_tps"] = _pct([r["decode_tps"] for r in ok], 50)
+    out["decode_tps"] = _pct([r.decode_tps for r in ok], 50)
     # Reasoning and answer tokens per request (medians), where any answered request reasoned.
-    reasoned = any(r.get("reasoning_tokens") for r in ok)
-    for key in ("reasoning_tokens", "content_tokens"):
-        out[key] = round(float(np.median([r[key] for r in ok]))) if reasoned else None
-    out["tokens_per_chunk"] = _pct([r["tokens_per_chunk"] for r in ok], 50)
-    out["step_ms"] = _pct([r["step_ms"] for r in ok], 50)
+    reasoned = any(r.reasoning_tokens for r in ok)
+    out["reasoning_tokens"] = round(float(np.median([r.reasoning_tokens or 0 for r in ok]))) if reasoned else None
+    out["content_tokens"] = round(float(np.median([r.content_tokens or 0 for r in ok]))) if reasoned else None
+    out["tokens_per_chunk"] = _pct([r.tokens_per_chunk for r in ok], 50)
+    out["step_ms"] = _pct([r.step_ms for r in ok], 50)
     if slo:
-        met = sum(1 for r in records if r.get("met"))
+        met = sum(1 for r in records if r.met)
         out.update(met=met, attainment=met / len(records), goodput_rps=met / duration if duration > 0 else math.nan,
-                   missed={k: sum(1 for r in records if r.get("status") != 200 or not _within(r, k, b))
+                   missed={k: sum(1 for r in records if r.status != 200 or not within(r, k, b))
                            for k, b in slo.items()})
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
+def _pct(values: list[float | None], q: float) -> float:
     finite = [v for v in values if v is not None and not math.isnan(v)]
     return float(np.percentile(finite, q)) if finite else math.nan
 
 
-def _nothing_answered(records: list[dict[str, Any]]) -> str:
-    refused = sum(1 for r in records if r.get("status") in (429, 503))
+def _nothing_answered(records: list[RateRequest]) -> str:
+    refused = sum(1 for r in records if r.status in (429, 503))
     if refused == len(records):
         return (f"the server refused all {refused} requests (HTTP 429/503): it takes no load at this rate; "
                 "lower rps or check the server's admission limits")
-    first = next(r["error"] for r in records if r.get("status") not in (429, 503))
+    first = next(r.error for r in records if r.status not in (429, 503))
     return f"no request of the rate case was answered; the first error: {first}"
 
 
@@ -196,22 +198,22 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
     cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     figures = summarize(records, slo)
-    if not any(r.get("status") == 200 for r in records) and not floor_problems_of(figures, spec):
-        raise MeasurementError(_nothing_answered(records))  # no floor fails on it: nothing was measured
     prompt_tokens = next((o.trace.prompt_tokens for o in outcomes if o.trace is not None), None)
     r: RateResult = context.new_result(RateResult, spec, spec.ctx, prompt_tokens, nodeid, rps=spec.rps,
-                                   arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
-                                   per_request=records, **figures)
+                                       arrivals=spec.arrivals, requests=spec.requests, tokens=spec.tokens, slo=slo,
+                                       per_request=records, **figures)
+    if not any(p.status == 200 for p in records) and not floor_problems(r, spec):
+        raise MeasurementError(_nothing_answered(records))  # no floor fails on it: nothing was measured
     if cats is not None:
         r.prompts, r.categories, r.content = spec.prompts, cats, categories.content_label(spec)
-        counted = [p["prompt_tokens"] for p in records if p.get("prompt_tokens") is not None]
+        counted = [p.prompt_tokens for p in records if p.prompt_tokens is not None]
         if counted:
             r.ctx = r.prompt_tokens = int(np.median(counted))
-    lateness.attach(r, [p["late_s"] for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
+    lateness.attach(r, [p.late_s for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
     if slo and r.client_behind:  # blamed only where sending on time could change the verdict
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
-        on_time = {"attainment": met / len(records), "goodput_rps": met / r.duration_s if r.duration_s > 0 else 0.0}
-        lateness.weigh(r, bool(floor_problems(r, spec)), bool(floor_problems_of(on_time, spec)))
+        on_time = floor_problems_of(met / len(records), met / r.duration_s if r.duration_s > 0 else 0.0, spec)
+        lateness.weigh(r, bool(floor_problems(r, spec)), bool(on_time))
     if not context.client.caps.step_chunks:
         r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
     if floor_problems(r, spec) and context.client.caps.step_chunks:
@@ -219,24 +221,26 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     return r
 
 
-def category_figures(records: list[dict[str, Any]], outcomes: list[StreamOutcome], drawn: list[PromptRecord],
-                     step_chunks: bool) -> dict[str, dict[str, Any]]:
+def category_figures(records: list[RateRequest], outcomes: list[StreamOutcome], drawn: list[PromptRecord],
+                     step_chunks: bool) -> dict[str, CategoryFigures]:
     """Per-category figures over a rate run's answered requests (``categories.figures``), with each category's
     SLO attainment over all its requests; each request's record gets its category, prompt id and prompt tokens."""
     samples = []
     for rec, o, prompt in zip(records, outcomes, drawn, strict=True):
-        rec["category"], rec["prompt_id"] = prompt.category, prompt.id
+        rec.category, rec.prompt_id = prompt.category, prompt.id
         if o.trace is not None:
-            rec["prompt_tokens"] = o.trace.prompt_tokens
-            samples.append(categories.Sample(prompt.category, prompt.id, rec["decode_tps"], rec["ttft_s"], None,
-                                             o.trace.prompt_tokens, o.trace))
+            rec.prompt_tokens = o.trace.prompt_tokens
+            decode = rec.decode_tps if rec.decode_tps is not None else math.nan  # set on every answered request
+            ttft = rec.ttft_s if rec.ttft_s is not None else math.nan
+            samples.append(categories.Sample(prompt.category, prompt.id, decode, ttft, None, o.trace.prompt_tokens,
+                                             o.trace))
     out = categories.figures(samples, step_chunks)
     for cat in dict.fromkeys(p.category for p in drawn):
-        mine = [r for r in records if r["category"] == cat]
-        f = out.setdefault(cat, {"n": 0, "n_prompts": 0})
-        f["requests"] = len(mine)
-        if mine and mine[0].get("met") is not None:
-            f["attainment"] = sum(1 for r in mine if r.get("met")) / len(mine)
+        mine = [r for r in records if r.category == cat]
+        f = out.setdefault(cat, CategoryFigures(n=0, n_prompts=0))
+        f.requests = len(mine)
+        if mine and mine[0].met is not None:
+            f.attainment = sum(1 for r in mine if r.met) / len(mine)
     return out
 
 
@@ -250,12 +254,12 @@ def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
                                 variant=seed + 7919 + i,
                                 drawn=categories.draw(file_recs, 1, seed + 7919 + i) if file_recs else None)
         recs.append(request_record(outcomes[0], None, spec.tokens, context.client.kind))
-    ok = [r for r in recs if r.get("status") == 200]
+    ok = [r for r in recs if r.status == 200]
     if not ok:
         return {}
-    return {"tokens_per_chunk": _pct([r["tokens_per_chunk"] for r in ok], 50),
-            "step_ms": _pct([r["step_ms"] for r in ok], 50), "tpot_ms": _pct([r["tpot_ms"] for r in ok], 50),
-            "requests": len(ok), "response_ids": [r.get("response_id") for r in ok]}
+    return {"tokens_per_chunk": _pct([r.tokens_per_chunk for r in ok], 50),
+            "step_ms": _pct([r.step_ms for r in ok], 50), "tpot_ms": _pct([r.tpot_ms for r in ok], 50),
+            "requests": len(ok), "response_ids": [r.response_id for r in ok]}
 
 
 # -- verdict ------------------------------------------------------------------------------------------
@@ -263,13 +267,12 @@ def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
 
 def floor_problems(r: RateResult, spec: RateSpec) -> list[str]:
     """The floors a rate result misses, as short clauses (no cause yet)."""
-    return floor_problems_of({"attainment": r.attainment, "goodput_rps": r.goodput_rps}, spec)
+    return floor_problems_of(r.attainment, r.goodput_rps, spec)
 
 
-def floor_problems_of(figures: dict[str, Any], spec: RateSpec) -> list[str]:
-    """``floor_problems`` over the figures of ``summarize``."""
+def floor_problems_of(attainment: float | None, goodput: float | None, spec: RateSpec) -> list[str]:
+    """``floor_problems`` over an attainment and a goodput (of ``summarize``, or had every request been on time)."""
     out = []
-    attainment, goodput = figures.get("attainment"), figures.get("goodput_rps")
     if spec.min_attainment is not None and attainment is not None and attainment < spec.min_attainment:
         out.append(f"SLO attainment {attainment:.2f} < min_attainment {spec.min_attainment:g}")
     if spec.min_goodput is not None and goodput is not None and goodput < spec.min_goodput:
@@ -308,7 +311,8 @@ def why_missed(r: RateResult) -> str:
 
 def moved(reference: dict[str, Any] | None, tokens_per_step: float, step_ms: float | None) -> str:
     """Which of accepted tokens per step and step time moved against the lowest rate (10% or more)."""
-    if not reference or step_ms is None or not reference.get("step_ms"):
+    # the lowest rate's figures (``lowest_rate``): {} where none of its requests was answered
+    if not reference or step_ms is None or not reference["step_ms"]:
         return ""
     a0, b0 = reference["tokens_per_chunk"], reference["step_ms"]
     changes = []

@@ -11,12 +11,13 @@ TTFT, decode, prompt tokens and the cached prompt tokens the server reports
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.prompt_cases import prompt_set
+from pytest_specperf.cases.result_parts import SessionRequest, TurnFigures
 from pytest_specperf.cases.results import SessionResult, StreamResult
 from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.endpoint.concurrent import NextTurn, StreamOutcome, StreamRequest, run_sessions
@@ -133,7 +134,8 @@ def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> Sessio
         for o in per_user:
             if o.error is not None:
                 raise o.error
-    rows, streams, found, drifts = [], [], [], []
+    rows: list[SessionRequest] = []
+    streams, found, drifts = [], [], []
     for u, per_user in enumerate(outcomes):
         for turn, o in enumerate(per_user):
             assert o.trace is not None
@@ -155,21 +157,21 @@ def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> Sessio
     return r
 
 
-def _row(user: int, turn: int, s: StreamResult, o: StreamOutcome) -> dict[str, Any]:
-    return {"user": user, "turn": turn + 1, "sent_s": o.sent_s, "ttft_s": s.ttft_s,
-            "ttft_content_s": s.ttft_content_s, "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens,
-            "completion_tokens": s.completion_tokens, "reasoning_tokens": s.reasoning_tokens,
-            "decode_tps": s.decode_tps, "response_id": s.response_id}
+def _row(user: int, turn: int, s: StreamResult, o: StreamOutcome) -> SessionRequest:
+    return SessionRequest(user=user, turn=turn + 1, sent_s=o.sent_s, ttft_s=s.ttft_s, ttft_content_s=s.ttft_content_s,
+                          prompt_tokens=s.prompt_tokens, cached_tokens=s.cached_tokens,
+                          completion_tokens=s.completion_tokens, reasoning_tokens=s.reasoning_tokens,
+                          decode_tps=s.decode_tps, response_id=s.response_id)
 
 
-def _result(context: CaseContext, spec: SessionSpec, nodeid: str, rows: list[dict[str, Any]],
+def _result(context: CaseContext, spec: SessionSpec, nodeid: str, rows: list[SessionRequest],
             streams: list[StreamResult], found: list[Trace]) -> SessionResult:
     ttft = np.array([s.ttft_s for s in streams])
     decode = np.array([s.decode_tps for s in streams])
     start = min(t.t0 for t in found)
     end = max(t.t0 + t.total_s for t in found)
     r: SessionResult = context.new_result(
-        SessionResult, spec, spec.ctx, rows[0]["prompt_tokens"], nodeid,
+        SessionResult, spec, spec.ctx, rows[0].prompt_tokens, nodeid,
         turns=spec.turns, users=spec.users, tokens=spec.tokens, think_s=float(spec.think_s), requests=len(rows),
         ttft_s=float(np.median(ttft)), ttft_p50_s=float(np.percentile(ttft, 50)),
         ttft_p90_s=float(np.percentile(ttft, 90)), ttft_p99_s=float(np.percentile(ttft, 99)),
@@ -187,44 +189,44 @@ def _result(context: CaseContext, spec: SessionSpec, nodeid: str, rows: list[dic
                                                   for s in streams])))
     r.per_request = rows
     r.per_turn = per_turn(rows)
-    r.prompt_tokens_last = r.per_turn[-1]["prompt_tokens"] if r.per_turn else None
+    r.prompt_tokens_last = r.per_turn[-1].prompt_tokens if r.per_turn else None
     r.ttft_growth_ms_per_1k = ttft_growth(rows)
     r.cached_tokens, r.cache_hit = cache_hit(rows)
     return r
 
 
-def per_turn(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def per_turn(rows: list[SessionRequest]) -> list[TurnFigures]:
     """Per turn over sessions: TTFT p50/p90, median prompt and cached tokens, cached share, median decode."""
     out = []
-    for turn in sorted({row["turn"] for row in rows}):
-        at = [row for row in rows if row["turn"] == turn]
-        ttft = [row["ttft_s"] for row in at]
-        prompt = [row["prompt_tokens"] for row in at if row["prompt_tokens"] is not None]
-        cached = [row["cached_tokens"] for row in at if row["cached_tokens"] is not None]
+    for turn in sorted({row.turn for row in rows}):
+        at = [row for row in rows if row.turn == turn]
+        ttft = [row.ttft_s for row in at]
+        prompt = [row.prompt_tokens for row in at if row.prompt_tokens is not None]
+        cached = [row.cached_tokens for row in at if row.cached_tokens is not None]
         share = (sum(cached) / sum(prompt) if cached and prompt and len(cached) == len(prompt) and sum(prompt)
                  else None)
-        out.append({"turn": turn, "sessions": len(at), "ttft_p50_s": float(np.percentile(ttft, 50)),
-                    "ttft_p90_s": float(np.percentile(ttft, 90)),
-                    "prompt_tokens": round(float(np.median(prompt))) if prompt else None,
-                    "cached_tokens": round(float(np.median(cached))) if cached else None,
-                    "cache_hit": share, "decode_tps": float(np.median([row["decode_tps"] for row in at]))})
+        out.append(TurnFigures(turn=turn, sessions=len(at), ttft_p50_s=float(np.percentile(ttft, 50)),
+                               ttft_p90_s=float(np.percentile(ttft, 90)),
+                               prompt_tokens=round(float(np.median(prompt))) if prompt else None,
+                               cached_tokens=round(float(np.median(cached))) if cached else None,
+                               cache_hit=share, decode_tps=float(np.median([row.decode_tps for row in at]))))
     return out
 
 
-def cache_hit(rows: list[dict[str, Any]]) -> tuple[int | None, float | None]:
+def cache_hit(rows: list[SessionRequest]) -> tuple[int | None, float | None]:
     """(cached prompt tokens, their share of prompt tokens) over turns after the first; (None, None) where the
     server does not say. The first turn is left out: its conversation is new, nothing of it could be reused."""
-    later = [row for row in rows if row["turn"] > 1]
-    if not later or any(row["cached_tokens"] is None or row["prompt_tokens"] is None for row in later):
+    later = [row for row in rows if row.turn > 1]
+    if not later or any(row.cached_tokens is None or row.prompt_tokens is None for row in later):
         return None, None
-    cached = sum(int(row["cached_tokens"]) for row in later)
-    prompt = sum(int(row["prompt_tokens"]) for row in later)
+    cached = sum(int(row.cached_tokens or 0) for row in later)
+    prompt = sum(int(row.prompt_tokens or 0) for row in later)
     return cached, (cached / prompt if prompt else None)
 
 
-def ttft_growth(rows: list[dict[str, Any]]) -> float | None:
+def ttft_growth(rows: list[SessionRequest]) -> float | None:
     """Least-squares slope of TTFT (ms) over prompt tokens (per 1000): how TTFT grows with the conversation."""
-    pts = [(row["prompt_tokens"], row["ttft_s"]) for row in rows if row["prompt_tokens"] is not None]
+    pts = [(row.prompt_tokens, row.ttft_s) for row in rows if row.prompt_tokens is not None]
     if len({p for p, _ in pts}) < 2:
         return None
     x = np.array([p for p, _ in pts], dtype=float)

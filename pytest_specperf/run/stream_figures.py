@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
+from pytest_specperf.cases.result_parts import Burst, Stall
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Completion
 from pytest_specperf.endpoint.sse import Trace
@@ -70,8 +71,8 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
         result.reasoning_tokens, result.content_tokens = trace.reasoning_tokens, trace.content_tokens
         result.reasoning_tps, result.content_tps = rates["reasoning"], rates["content"]
     d = _add_windows(result, t, k, server_step_tokens(trace))
-    result.stalls = [{"at_token": s.at_token, "gap_s": s.gap_s} for s in stats.find_stalls(t, k)]
-    result.bursts = [{"at_token": b.at_token, "tokens": b.tokens, "span_s": b.span_s} for b in stats.find_bursts(t, k)]
+    result.stalls = [Stall(at_token=s.at_token, gap_s=s.gap_s) for s in stats.find_stalls(t, k)]
+    result.bursts = [Burst(at_token=b.at_token, tokens=b.tokens, span_s=b.span_s) for b in stats.find_bursts(t, k)]
     return result, d
 
 
@@ -88,9 +89,9 @@ def _deliveries(trace: Trace, coalesce_s: float) -> tuple[np.ndarray, np.ndarray
 def server_step_tokens(trace: Trace) -> list[int] | None:
     """Tokens of each decode step, in order, from vLLM's ``per_step_accepted`` (``--per-request-spec-decode-metrics
     detailed``); None unless those steps account for every decode token (vLLM lists only steps that drafted)."""
-    metrics = trace.extras.get("metrics")
-    sd = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-    accepted = sd.get("per_step_accepted") if isinstance(sd, dict) else None
+    metrics = trace.extras.get("metrics")  # not result data
+    sd = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None  # not result data
+    accepted = sd.get("per_step_accepted") if isinstance(sd, dict) else None  # not result data
     if not isinstance(accepted, list) or not accepted or not all(isinstance(a, int) for a in accepted):
         return None
     steps = [a + 1 for a in accepted]  # the accepted drafts and the step's own (bonus) token
@@ -158,8 +159,8 @@ def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[st
 
 def two_point_rate(short: Completion, long: Completion) -> float:
     """(long - short) tokens / (t_long - t_short) seconds, from the server's own counts."""
-    n_short = int(short.usage.get("completion_tokens", 0))
-    n_long = int(long.usage.get("completion_tokens", 0))
+    n_short = int(short.usage.get("completion_tokens", 0))  # not result data
+    n_long = int(long.usage.get("completion_tokens", 0))  # not result data
     dt = long.elapsed_s - short.elapsed_s
     if n_long <= n_short or dt <= 0:
         raise MeasurementError(f"two-point: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) was not "
@@ -173,7 +174,7 @@ def server_two_point_rate(short: Completion, long: Completion) -> float | None:
 
     None where either response lacks ``timings`` (only llama.cpp sends them) or the difference is not positive.
     """
-    ts, tl = short.body.get("timings"), long.body.get("timings")
+    ts, tl = short.body.get("timings"), long.body.get("timings")  # not result data
     if not (isinstance(ts, dict) and isinstance(tl, dict)):
         return None
     try:

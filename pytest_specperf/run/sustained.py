@@ -13,6 +13,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import SustainedSpec, TwoPointSpec
+from pytest_specperf.cases.result_parts import AcceptanceSample
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.endpoint.client import Progress
 from pytest_specperf.endpoint.sse import Trace
@@ -53,7 +54,7 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after,
                                                     *acceptance.response_fields(trials.traces))
     if r.acceptance is not None and trials.scrape_series and trials.scrape_series[0]:
-        r.acceptance["over_time"] = trials.scrape_series[0]  # first stream: per scrape interval, from counters
+        r.acceptance.over_time = trials.scrape_series[0]  # first stream: per scrape interval, from counters
     context.check_acceptance_gates(spec, r)
     if spec.max_burst_gap is not None:
         burst_spec = TwoPointSpec(ctx=spec.ctx, content=spec.content, api=spec.api, temperature=spec.temperature)
@@ -70,7 +71,7 @@ class _Trials:
     streams: list[StreamResult] = field(default_factory=list)
     drifts: list[drift.Drift] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
-    scrape_series: list[list[dict[str, float]]] = field(default_factory=list)  # vLLM counters, per stream
+    scrape_series: list[list[AcceptanceSample]] = field(default_factory=list)  # vLLM counters, per stream
 
 
 def _trials(context: CaseContext, spec: SustainedSpec, seed: int, progress: Progress | None, scraping: bool,
@@ -140,7 +141,7 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
         decode_tps=med([s.decode_tps for s in streams]), client_tps=med([s.client_tps for s in streams]),
         tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
         stalls=sum(len(s.stalls) for s in streams),
-        stall_s=sum(x["gap_s"] for s in streams for x in s.stalls),
+        stall_s=sum(x.gap_s for s in streams for x in s.stalls),
         bursts=sum(len(s.bursts) for s in streams),
         counts_exact=all(s.counts_exact for s in streams), count_source=streams[0].count_source)
     return r

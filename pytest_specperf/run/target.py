@@ -234,5 +234,5 @@ def ask_controller(folder: Path, timeout: float = SHARED_START_TIMEOUT_S) -> tup
             time.sleep(0.05)
     data = json.loads(answer.read_text(encoding="utf-8"))
     if "error" in data:
-        raise (ConfigError if data.get("config") else MeasurementError)(data["error"])
-    return str(data["url"]), data.get("model")
+        raise (ConfigError if data.get("config") else MeasurementError)(data["error"])  # not result data
+    return str(data["url"]), data.get("model")  # not result data: the controller's answer file

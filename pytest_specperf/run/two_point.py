@@ -34,7 +34,7 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
         ask(prompt.text, 1)
         short = ask(prompt.text, spec.short)
         long = ask(prompt.text, spec.long)
-        n_long = int(long.usage.get("completion_tokens", 0))
+        n_long = int(long.usage.get("completion_tokens", 0))  # not result data
         stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
         samples.append(stream_figures.two_point_rate(short, long))
         server.append(stream_figures.server_two_point_rate(short, long))
@@ -43,7 +43,8 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
         usage = long.usage
     med = stream_figures.median
     r: TwoPointResult = context.new_result(
-        TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"), nodeid, short=spec.short, long=spec.long,
+        TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"),  # not result data: the server's usage
+        nodeid, short=spec.short, long=spec.long,
         t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples), repeat=len(samples),
         samples_tps=samples, server_samples_tps=[x for x in server if x is not None] if all(server) else [])
     return r

@@ -41,12 +41,12 @@ def test_acceptance_equals_the_responses_own_counts(client: Client) -> None:
     runner = Runner(client)
     r = runner.sustained(SustainedSpec(tokens=256, ctx=96, content="repetitive"), "acc-llama")
     acc = r.acceptance
-    assert acc is not None and acc["source"] == "metrics" and not acc["contaminated"]
+    assert acc is not None and acc.source == "metrics" and not acc.contaminated
     # The plugin reads /metrics counter deltas; the response carries the server's own per-request counts.
     tm = r.streams[0].server_timings
     assert tm is not None and tm.get("draft_n", 0) > 0
-    assert (acc["drafted"], acc["accepted"]) == (tm["draft_n"], tm["draft_n_accepted"])
-    assert acc["rate"] == pytest.approx(tm["draft_n_accepted"] / tm["draft_n"])
+    assert (acc.drafted, acc.accepted) == (tm["draft_n"], tm["draft_n_accepted"])
+    assert acc.rate == pytest.approx(tm["draft_n_accepted"] / tm["draft_n"])
 
 
 @pytest.mark.parametrize("ctx", [40, 200])
@@ -63,6 +63,6 @@ def test_synthetic_acceptance_length_is_measured(synth_server: LlamaServer) -> N
         c.detect()
         r = Runner(c).sustained(SustainedSpec(tokens=300, ctx=64, content="prose"), "synth")
     acc = r.acceptance
-    assert acc is not None and acc["source"] == "metrics" and acc["steps"] > 50
+    assert acc is not None and acc.source == "metrics" and acc.steps > 50
     # Bernoulli acceptance over ~100 steps: per-request means of 2.8-3.2 were seen; 0.5 is the honest bound.
-    assert acc["mean_len"] == pytest.approx(3.0, abs=0.5)
+    assert acc.mean_len == pytest.approx(3.0, abs=0.5)

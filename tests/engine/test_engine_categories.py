@@ -40,7 +40,7 @@ def test_ngram_accepts_more_on_a_repetitive_category_than_on_reasoning(llama_eng
     cats = r.categories
     assert cats is not None and set(cats) == {"repetitive", "math_reasoning"}
     # the server's own per-response counts (llama.cpp timings), per category: share of output that was drafts
-    share = {c: (f["accepted"] or 0) / f["completion_tokens"] for c, f in cats.items()}
+    share = {c: (f.accepted or 0) / f.completion_tokens for c, f in cats.items()}
     detail = f"accepted share {share}, figures {cats}"
-    assert all(f["n"] == 3 and f["accept_source"] == "response" for f in cats.values()), detail
+    assert all(f.n == 3 and f.accept_source == "response" for f in cats.values()), detail
     assert share["repetitive"] > share["math_reasoning"] + 0.2, detail

@@ -36,6 +36,6 @@ def test_a_sessions_first_turn_is_cold_in_every_trial(ngram_server: LlamaServer)
             r = runner.run(build_spec("session", {"turns": 2, "tokens": 16, "ctx": 300, "turn_ctx": 24}), "t::s")
             assert isinstance(r, SessionResult) and r.verdict == "passed", r.reason
             first, second = r.per_request
-            assert first["cached_tokens"] == 0 and r.cached_share == 0.0
+            assert first.cached_tokens == 0 and r.cached_share == 0.0
             # its later turn still reuses its own conversation
-            assert second["cached_tokens"] >= first["prompt_tokens"] + first["completion_tokens"] - 16
+            assert second.cached_tokens >= first.prompt_tokens + first.completion_tokens - 16

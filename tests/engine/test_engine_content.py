@@ -29,8 +29,8 @@ def _measure(engine: tuple[Path, Path], content: str, pair: int) -> tuple[float,
         spec = SustainedSpec(tokens=200, ctx=256, content=content, temperature=TEMPERATURE)
         r = Runner(client).sustained(spec, f"engine-content-{pair}")
     acc = r.acceptance
-    assert acc is not None and not acc["contaminated"]  # counters, or timings when nothing was drafted
-    return (acc["accepted"] or 0) / r.completion_tokens, r.decode_tps
+    assert acc is not None and not acc.contaminated  # counters, or timings when nothing was drafted
+    return (acc.accepted or 0) / r.completion_tokens, r.decode_tps
 
 
 def test_ngram_accepts_more_and_decodes_faster_on_repetitive_than_prose(llama_engine) -> None:

@@ -48,5 +48,5 @@ def test_repeats_runs_and_sessions_prefill_cold(vllm_cached: VllmServer) -> None
     for s in sessions:
         assert isinstance(s, SessionResult) and s.verdict == "passed", s.reason
         first, second = s.per_request
-        assert first["cached_tokens"] == 0 and s.cached_share == 0.0
-        assert second["cached_tokens"] >= first["prompt_tokens"] - BLOCK  # the session reuses its own turn
+        assert first.cached_tokens == 0 and s.cached_share == 0.0
+        assert second.cached_tokens >= first.prompt_tokens - BLOCK  # the session reuses its own turn

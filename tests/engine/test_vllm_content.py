@@ -54,10 +54,11 @@ def by_kind(vllm_ngram: VllmServer) -> Iterator[dict[str, tuple[SustainedResult,
 @pytest.mark.parametrize("kind", KINDS)
 def test_acceptance_per_kind_is_vllms_own(by_kind: dict[str, tuple[SustainedResult, dict]], kind: str) -> None:
     r, sd = by_kind[kind]
-    acc = r.acceptance or {}
-    print(f"vLLM ngram, {kind}: mean accepted length {acc.get('mean_len')} (vLLM: {sd['mean_acceptance_length']})")
-    assert acc.get("source") == "metrics"
-    assert (acc["steps"], acc["accepted"]) == (sd["num_spec_steps"], sd["num_accepted_draft_tokens"])
+    acc = r.acceptance
+    assert acc is not None
+    print(f"vLLM ngram, {kind}: mean accepted length {acc.mean_len} (vLLM: {sd['mean_acceptance_length']})")
+    assert acc.source == "metrics"
+    assert (acc.steps, acc.accepted) == (sd["num_spec_steps"], sd["num_accepted_draft_tokens"])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -82,8 +83,8 @@ def test_per_category_acceptance_is_the_sum_of_its_requests_own(vllm_ngram: Vllm
         sds = [own[s.response_id] for s in r.streams if s.category == cat]
         steps = sum(sd["num_spec_steps"] for sd in sds)
         accepted = sum(sd["num_accepted_draft_tokens"] for sd in sds)
-        print(f"vLLM ngram, {cat}: {figures['accept_len']:.2f} tokens/step over {len(sds)} requests")
-        assert len(sds) == figures["n"] == 3 and figures["accept_source"] == "response"
-        assert figures["accept_len"] == pytest.approx(1 + accepted / steps, rel=1e-9)
+        print(f"vLLM ngram, {cat}: {figures.accept_len:.2f} tokens/step over {len(sds)} requests")
+        assert len(sds) == figures.n == 3 and figures.accept_source == "response"
+        assert figures.accept_len == pytest.approx(1 + accepted / steps, rel=1e-9)
     assert r.verdict == "passed", r.reason  # the drift gate and attribution ran on it without failing it
     assert r.attribution is not None

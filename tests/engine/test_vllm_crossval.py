@@ -66,15 +66,15 @@ def test_acceptance_equals_the_requests_own_metrics(client: RecordingClient, con
     r = Runner(client).sustained(SustainedSpec(tokens=TOKENS, ctx=128, content=content), f"acc-{content}")
     acc = r.acceptance
     sd = _spec_decoding(client.traces[-1])
-    assert acc is not None and acc["source"] == "metrics" and acc["exact"] and not acc["contaminated"], acc
+    assert acc is not None and acc.source == "metrics" and acc.exact and not acc.contaminated, acc
     assert sd["num_spec_steps"] > 0 and sd["num_spec_tokens"] == NUM_SPECULATIVE_TOKENS
-    assert (acc["steps"], acc["drafted"], acc["accepted"]) == (
+    assert (acc.steps, acc.drafted, acc.accepted) == (
         sd["num_spec_steps"], sd["num_draft_tokens"], sd["num_accepted_draft_tokens"])
-    assert acc["mean_len"] == pytest.approx(sd["mean_acceptance_length"], rel=1e-9)
-    assert acc["rate"] == pytest.approx(sd["draft_acceptance_rate"], rel=1e-9)
+    assert acc.mean_len == pytest.approx(sd["mean_acceptance_length"], rel=1e-9)
+    assert acc.rate == pytest.approx(sd["draft_acceptance_rate"], rel=1e-9)
     # Per position: the plugin reads the per_pos counter series; vLLM's histogram says the same independently.
-    assert acc["per_position"] == pytest.approx(_per_position(sd), rel=1e-9)
-    assert len(acc["per_position"]) == NUM_SPECULATIVE_TOKENS
+    assert acc.per_position == pytest.approx(_per_position(sd), rel=1e-9)
+    assert len(acc.per_position) == NUM_SPECULATIVE_TOKENS
 
 
 def test_counter_deltas_equal_the_sum_of_the_requests(client: RecordingClient) -> None:
@@ -85,13 +85,13 @@ def test_counter_deltas_equal_the_sum_of_the_requests(client: RecordingClient) -
     sds = [_spec_decoding(t) for t in client.traces[before:]]
     assert len(sds) == 3
     acc = r.acceptance
-    assert acc is not None and acc["source"] == "metrics"
-    assert acc["steps"] == sum(sd["num_spec_steps"] for sd in sds)
-    assert acc["drafted"] == sum(sd["num_draft_tokens"] for sd in sds)
-    assert acc["accepted"] == sum(sd["num_accepted_draft_tokens"] for sd in sds)
+    assert acc is not None and acc.source == "metrics"
+    assert acc.steps == sum(sd["num_spec_steps"] for sd in sds)
+    assert acc.drafted == sum(sd["num_draft_tokens"] for sd in sds)
+    assert acc.accepted == sum(sd["num_accepted_draft_tokens"] for sd in sds)
     hist = [sum(col) for col in zip(*(sd["acceptance_histogram"] for sd in sds), strict=True)]
-    assert acc["per_position"] == pytest.approx(
-        _per_position({"acceptance_histogram": hist, "num_spec_steps": acc["steps"]}), rel=1e-9)
+    assert acc.per_position == pytest.approx(
+        _per_position({"acceptance_histogram": hist, "num_spec_steps": acc.steps}), rel=1e-9)
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])

@@ -50,8 +50,8 @@ def test_more_users_more_aggregate_less_each_speculation_on(client: Client) -> N
             assert r.total_tps is not None and r.acceptance is not None
             per_user[c].append(r.decode_tps)
             total[c].append(r.total_tps)
-            assert r.acceptance["mean_len"] is not None, r.acceptance
-            accept[c].append(r.acceptance["mean_len"])
+            assert r.acceptance.mean_len is not None, r.acceptance
+            accept[c].append(r.acceptance.mean_len)
     med = {c: (float(np.median(per_user[c])), float(np.median(total[c])), float(np.median(accept[c])))
            for c in LEVELS}
     print("vLLM ngram, --max-num-seqs 4: users -> (per-user tok/s, aggregate tok/s, mean accepted length)", med)

@@ -53,8 +53,8 @@ def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServ
     assert a is not None
     prof = load_profile("seed")
     # The YAML: reasoning text accepts 5 tokens per step, 2.9 after 400 generated tokens.
-    assert a["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
-    assert a["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
+    assert a.accept_early == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
+    assert a.accept_late == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
     # Early and late are medians over the first and last quarter of the windows of each window's step time. The
     # truth: the same windows' step times on the server's own clock; beside CPU hogs they are longer than the YAML
     # says (a stalled step is in both clocks).
@@ -63,8 +63,8 @@ def test_seed_attribution_matches_the_profiles_declared_causes(seed_sim: SimServ
     m = max(3, -(-n // 4))
     true_ms = _true_window_step_ms(seed_sim.truth(s.response_id), w, n)
     early, late = float(np.median(true_ms[:m])), float(np.median(true_ms[-m:]))
-    assert a["step_ms_early"] == pytest.approx(early, rel=0.05)
-    assert a["step_ms_late"] == pytest.approx(late, rel=0.05)
+    assert a.step_ms_early == pytest.approx(early, rel=0.05)
+    assert a.step_ms_late == pytest.approx(late, rel=0.05)
     # (that the simulator's steps grow with the context as the YAML declares is tests/sim/test_sim_seed.py's)
     assert len(r.window_accept_len) == len(r.window_step_ms) == len(r.window_tps)
 
@@ -81,7 +81,7 @@ def test_every_window_acceptance_matches_truth(seed_sim: SimServer, runner_for, 
         assert s.window_tokens_per_chunk == pytest.approx([5.0] * len(truth), rel=0.03)
     # the attribution reads the same per-window figures
     assert r.attribution is not None
-    assert min(truth) * 0.97 <= r.attribution["accept_late"] <= max(truth) * 1.03
+    assert min(truth) * 0.97 <= r.attribution.accept_late <= max(truth) * 1.03
 
 
 def test_require_speculation_errors_without_drafts(speed: float, runner_for) -> None:
@@ -91,7 +91,7 @@ def test_require_speculation_errors_without_drafts(speed: float, runner_for) -> 
         with pytest.raises(MeasurementError, match=r"require_speculation=True but .* shows no speculative decoding"):
             runner.sustained(SustainedSpec(tokens=300, ctx=200, require_speculation=True), "nospec")
         plain = runner.sustained(SustainedSpec(tokens=300, ctx=200), "nospec-ok")
-    assert plain.acceptance is not None and plain.acceptance["mean_len"] == 1.0  # one token per step, shown
+    assert plain.acceptance is not None and plain.acceptance.mean_len == 1.0  # one token per step, shown
 
 
 def test_min_accept_len_and_max_accept_drop_fail_with_reasons(seed_sim: SimServer, runner_for) -> None:
@@ -132,9 +132,9 @@ def test_other_traffic_hides_counter_acceptance_and_gates_error(speed: float, ru
             with pytest.raises(MeasurementError, match="min_accept_len cannot be judged: other traffic"):
                 runner.run(SustainedSpec(tokens=300, ctx=200, min_accept_len=1.5), "busy-gated")
         clean = runner.run(SustainedSpec(tokens=300, ctx=200, min_accept_len=1.5), "quiet")
-    assert busy.acceptance is not None and busy.acceptance["contaminated"]
-    assert busy.acceptance["mean_len"] is None  # no wrong figure is shown
-    assert clean.verdict == "passed" and clean.acceptance["mean_len"] == pytest.approx(3.0, rel=0.03)
+    assert busy.acceptance is not None and busy.acceptance.contaminated
+    assert busy.acceptance.mean_len is None  # no wrong figure is shown
+    assert clean.verdict == "passed" and clean.acceptance.mean_len == pytest.approx(3.0, rel=0.03)
 
 
 def test_other_traffic_falls_back_to_this_requests_chunks(speed: float, runner_for) -> None:
@@ -143,8 +143,8 @@ def test_other_traffic_falls_back_to_this_requests_chunks(speed: float, runner_f
         runner = runner_for(sim.url)
         with _other_traffic(sim.url):
             r = runner.sustained(SustainedSpec(tokens=600, ctx=200), "busy")
-    assert r.acceptance["source"] == "chunks" and "other traffic" in r.acceptance["note"]
-    assert r.acceptance["mean_len"] == pytest.approx(3.0, rel=0.03)  # healthy prose: 3 tokens per step
+    assert r.acceptance.source == "chunks" and "other traffic" in r.acceptance.note
+    assert r.acceptance.mean_len == pytest.approx(3.0, rel=0.03)  # healthy prose: 3 tokens per step
 
 
 def test_burst_gap_catches_the_story_where_two_point_does_not(seed_sim: SimServer, runner_for) -> None:
@@ -160,11 +160,11 @@ def test_periodic_scrapes_show_acceptance_falling_during_the_stream(runner_for) 
     # vLLM-style counters move every step, so scrapes during one stream see the drop as it happens.
     with SimServer("acceptance-collapse", speed=2.0) as sim:
         r = runner_for(sim.url).sustained(SustainedSpec(tokens=1200, ctx=200), "over-time")
-    series = r.acceptance["over_time"]
+    series = r.acceptance.over_time
     assert len(series) >= 6
-    assert series[0]["mean_len"] == pytest.approx(5.0, abs=0.1)  # before the shift at 300 tokens
-    assert series[-1]["mean_len"] == pytest.approx(2.0, abs=0.1)  # after it
-    assert all(b["t_s"] > a["t_s"] for a, b in itertools.pairwise(series))
+    assert series[0].mean_len == pytest.approx(5.0, abs=0.1)  # before the shift at 300 tokens
+    assert series[-1].mean_len == pytest.approx(2.0, abs=0.1)  # after it
+    assert all(b.t_s > a.t_s for a, b in itertools.pairwise(series))
 
 
 def test_server_per_step_counts_give_exact_windows_when_a_chunk_is_not_a_step(speed: float, runner_for) -> None:
@@ -180,5 +180,5 @@ def test_server_per_step_counts_give_exact_windows_when_a_chunk_is_not_a_step(sp
     assert s.window_tokens_per_chunk == pytest.approx(truth, rel=1e-9)
     prof = load_profile("seed")  # reasoning accepts 5 tokens per step, 2.9 after 400 generated tokens
     assert r.attribution is not None
-    assert r.attribution["accept_early"] == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
-    assert r.attribution["accept_late"] == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)
+    assert r.attribution.accept_early == pytest.approx(prof.accept_len["reasoning"], rel=0.03)
+    assert r.attribution.accept_late == pytest.approx(prof.accept_shift.accept_len["reasoning"], rel=0.03)

@@ -95,7 +95,7 @@ def test_a_rate_case_whose_client_fell_behind_is_inconclusive(fast_sim: SimServe
     runner.warm_up()
     stall_once(runner.client, 0.6)
     r = runner.run(spec, "lateness::warn")
-    late = sorted(p["late_s"] for p in r.per_request)
+    late = sorted(p.late_s for p in r.per_request)
     assert r.late_p50_s == pytest.approx(late[4] + (late[5] - late[4]) / 2)
     assert r.late_p99_s >= 0.55 and r.late_bound_s == pytest.approx(0.04)
     # the stalled requests missed the ttft bound, yet that says nothing about the server
@@ -184,8 +184,8 @@ def test_ttft_content_is_timed_from_the_schedule_and_counts_lateness(fast_sim: S
     r = runner.run(spec, "lateness::content")
     for p in r.per_request:
         # the first answer token cannot come before the request went out: its lateness is in the figure
-        assert p["ttft_content_s"] >= p["late_s"] > 0 or p["late_s"] <= 0
-        assert p["ttft_content_s"] == pytest.approx(p["ttft_s"])  # no reasoning phase: the first token answers
-    assert max(p["ttft_content_s"] for p in r.per_request) >= 0.55
+        assert p.ttft_content_s >= p.late_s > 0 or p.late_s <= 0
+        assert p.ttft_content_s == pytest.approx(p.ttft_s)  # no reasoning phase: the first token answers
+    assert max(p.ttft_content_s for p in r.per_request) >= 0.55
     # the stalled requests missed the bound only through the client: inconclusive, a warning by default
     assert "client fell behind" in r.client_behind and r.verdict == "passed"

@@ -72,10 +72,10 @@ def test_users_and_arrivals_are_cold(sim: SimServer) -> None:
     load = _run(sim, "sustained", "t::users", tokens=40, ctx=400, concurrency=3)
     rate = _run(sim, "rate", "t::rate", rps=20, requests=4, tokens=24, ctx=400)
     assert isinstance(rate, RateResult)
-    for rid in [s.response_id for s in load.streams] + [rec["response_id"] for rec in rate.per_request]:
+    for rid in [s.response_id for s in load.streams] + [rec.response_id for rec in rate.per_request]:
         assert sim.truth(rid)["cached_tokens"] == 0
     assert load.cached_share == 0.0 and rate.cached_share == 0.0
-    assert all(rec["cached_tokens"] == 0 and rec["prompt_tokens"] == 400 for rec in rate.per_request)
+    assert all(rec.cached_tokens == 0 and rec.prompt_tokens == 400 for rec in rate.per_request)
 
 
 def test_a_prompt_files_prompts_are_cold_each_time_they_are_sent(sim: SimServer) -> None:
@@ -92,10 +92,10 @@ def test_sessions_start_cold_in_every_trial_and_reuse_their_conversation(sim: Si
     kw = {"turns": 3, "tokens": 16, "users": 2, "ctx": 300, "turn_ctx": 30, "api": api}
     for _ in range(2):  # a second trial replays the same conversations
         r: SessionResult = _run(sim, "session", f"t::sess_{api}", **kw)
-        truth = {row["response_id"]: sim.truth(row["response_id"]) for row in r.per_request}
-        firsts = [row for row in r.per_request if row["turn"] == 1]
-        assert [truth[row["response_id"]]["cached_tokens"] for row in firsts] == [0, 0]
-        assert r.per_turn[0]["cached_tokens"] == 0 and r.cached_share == 0.0
+        truth = {row.response_id: sim.truth(row.response_id) for row in r.per_request}
+        firsts = [row for row in r.per_request if row.turn == 1]
+        assert [truth[row.response_id]["cached_tokens"] for row in firsts] == [0, 0]
+        assert r.per_turn[0].cached_tokens == 0 and r.cached_share == 0.0
         # later turns reuse their own conversation, as asked
         assert r.cache_hit is not None and r.cache_hit > 0.8
 

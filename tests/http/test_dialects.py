@@ -52,11 +52,11 @@ def test_acceptance_matches_truth(dialect_sim, runner_for) -> None:
     steps = [s for s in truth["steps"] if s.get("phase") == "decode" and s["drafted"] > 0]
     true_len = 1 + sum(s["accepted"] for s in steps) / len(steps)
     acc = r.acceptance
-    assert acc is not None and not acc["contaminated"]
+    assert acc is not None and not acc.contaminated
     # SGLang's counters have no drafted tokens, so its per-request sglext counts are used instead.
-    assert acc["source"] == ("response" if dialect == "sglang" else "metrics") and acc["exact"]
-    assert acc["mean_len"] == pytest.approx(true_len, rel=0.02)
+    assert acc.source == ("response" if dialect == "sglang" else "metrics") and acc.exact
+    assert acc.mean_len == pytest.approx(true_len, rel=0.02)
     true_rate = sum(s["accepted"] for s in steps) / sum(s["drafted"] for s in steps)
-    assert acc["rate"] == pytest.approx(true_rate, rel=0.02)
-    true_pos = [sum(s["accepted"] > k for s in steps) / len(steps) for k in range(len(acc["per_position"]))]
-    assert acc["per_position"] and acc["per_position"] == pytest.approx(true_pos, abs=0.02)
+    assert acc.rate == pytest.approx(true_rate, rel=0.02)
+    true_pos = [sum(s["accepted"] > k for s in steps) / len(steps) for k in range(len(acc.per_position))]
+    assert acc.per_position and acc.per_position == pytest.approx(true_pos, abs=0.02)

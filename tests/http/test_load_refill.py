@@ -195,12 +195,12 @@ def test_every_prompt_of_the_file_once_with_categories_over_all(sim: SimServer, 
     assert r.requests == 20 and len(streams) == 20 and len({s.prompt_id for s in streams}) == 20
     assert len(r.streams) < 20  # the drain's requests are left out of the judged figures...
     recs = {s.response_id: sim.truth(s.response_id) for s in streams}
-    assert sum(f["n"] for f in r.categories.values()) == 20  # ...but every prompt counts in its category
+    assert sum(f.n for f in r.categories.values()) == 20  # ...but every prompt counts in its category
     ratios = []
     for cat, f in r.categories.items():
         mine = [recs[s.response_id] for s in streams if s.category == cat]
-        assert {rec["category"] for rec in mine} == {cat} and f["n"] == len(mine)
-        ratios.append(f["decode_tps_p50"] / float(np.median([true_decode(rec) for rec in mine])))
+        assert {rec["category"] for rec in mine} == {cat} and f.n == len(mine)
+        ratios.append(f.decode_tps_p50 / float(np.median([true_decode(rec) for rec in mine])))
     # a category's median is over 2 or 3 streams here, so one late read beside busy neighbours moves it: each
     # within 5%, the median category within 2%
     assert max(abs(x - 1) for x in ratios) < 0.05 and abs(float(np.median(ratios)) - 1) < 0.02, ratios
@@ -210,14 +210,14 @@ def test_a_sweep_sends_its_requests_at_every_level(sim: SimServer, runner_for: A
     spec = build_spec("load_sweep", {"concurrency": [1, 3], "requests": 6, "tokens": 64, "ctx": 300})
     r = runner_for(sim.url).run(spec, "refill::sweep")
     for lv in r.levels:
-        streams = [*lv["streams"], *lv["warmup_drain_streams"]]
-        recs = [sim.truth(s["response_id"]) for s in streams]
-        assert lv["requests"] == 6 and len({rec["id"] for rec in recs}) == 6
+        streams = [*lv.streams, *lv.warmup_drain_streams]
+        recs = [sim.truth(s.response_id) for s in streams]
+        assert lv.requests == 6 and len({rec["id"] for rec in recs}) == 6
         # the server held at most the level's users at once, and that many at some point
-        assert max(_in_flight(recs, rec["arrival_monotonic"]) for rec in recs) == lv["concurrency"]
-        window = _truth_window(recs, [s["user"] for s in streams])
+        assert max(_in_flight(recs, rec["arrival_monotonic"]) for rec in recs) == lv.concurrency
+        window = _truth_window(recs, [s.user for s in streams])
         true_total = _true_tokens(recs, *window) / (window[1] - window[0])
-        assert lv["total_tps"] == pytest.approx(true_total, rel=0.03), lv["concurrency"]
+        assert lv.total_tps == pytest.approx(true_total, rel=0.03), lv.concurrency
 
 
 def test_a_chunked_prefill_interrupts_a_chunk_at_a_time(runner_for: Any) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.cases.registry import build_spec
-from pytest_specperf.cases.results import SustainedResult
+from pytest_specperf.cases.results import LoadLevel, SustainedResult
 from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.endpoint.sse import Chunk, Trace, split_events
 from pytest_specperf.errors import ConfigError
@@ -55,8 +55,8 @@ def test_knee_is_the_first_level_past_which_doubling_adds_under_ten_percent() ->
     assert knee([(1, 100.0), (4, 125.0)]) is None
 
 
-def _levels(*points: tuple[int, float | None]) -> list[dict]:
-    return [{"concurrency": c, "total_tps": t} for c, t in points]
+def _levels(*points: tuple[int, float | None]) -> list[LoadLevel]:
+    return [LoadLevel(concurrency=c, total_tps=t) for c, t in points]
 
 
 def test_the_knee_note_speaks_only_of_measured_levels() -> None:

@@ -42,5 +42,5 @@ def test_ctx_sweep_to_131072_on_the_default_simulator(fast_sim: SimServer, runne
     # did not)
     r = runner.run(build_spec("ctx_sweep", {"ctxs": [64, 131_072], "tokens": 2048}), "t::sweep")
     assert r.verdict == "passed", r.reason
-    assert [p["prompt_tokens"] for p in r.points] == [64, 131_072]
-    assert all(p["decode_tps"] > 0 for p in r.points)
+    assert [p.prompt_tokens for p in r.points] == [64, 131_072]
+    assert all(p.decode_tps > 0 for p in r.points)

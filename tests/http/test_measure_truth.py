@@ -99,7 +99,7 @@ def test_a_buffering_proxy_is_named_a_burst_and_moves_no_drift(runner_for) -> No
         assert abs(s.drift - (1 - late / early)) < 0.1
         assert [f["kind"] for f in truth["faults"]] == ["hold"]
         held = sum(st["tokens"] for st in steps if "server_t_s" in st)  # all but the step that released them
-        bursts = [b for b in s.bursts if b["tokens"] >= held]
-        assert len(bursts) == 1 and bursts[0]["tokens"] <= held + 2 * max(k)
-        assert any(abs(x["at_token"] - bursts[0]["at_token"]) <= max(k) for x in s.stalls)
+        bursts = [b for b in s.bursts if b.tokens >= held]
+        assert len(bursts) == 1 and bursts[0].tokens <= held + 2 * max(k)
+        assert any(abs(x.at_token - bursts[0].at_token) <= max(k) for x in s.stalls)
     assert r.bursts >= 3

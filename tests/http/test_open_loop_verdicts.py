@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.results import Probe
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.sim import SimServer
 from pytest_specperf.sim.faults import HEADER
 
 
-def _truths(sim: SimServer, per_request: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [sim.truth(p["response_id"]) for p in per_request]
+def _truths(sim: SimServer, per_request: list[RateRequest]) -> list[dict[str, Any]]:
+    return [sim.truth(p.response_id) for p in per_request]
 
 
 def test_goodput_never_exceeds_the_achieved_rate_over_the_same_span(runner_for: Any) -> None:
@@ -31,7 +33,7 @@ def test_goodput_never_exceeds_the_achieved_rate_over_the_same_span(runner_for: 
         truths = _truths(sim, r.per_request)
     assert r.attainment == 1.0 and r.refused == r.failed == 0
     # the span starts at the first scheduled arrival: the server's first arrival less that send's lateness
-    first = min(t["arrival_monotonic"] for t in truths) - r.per_request[0]["late_s"]
+    first = min(t["arrival_monotonic"] for t in truths) - r.per_request[0].late_s
     span = max(t["arrival_monotonic"] + t["total_s"] for t in truths) - first
     assert truths[-1]["total_s"] < 1 / spec.rps  # the case this is about: the last response ends within a gap
     assert r.achieved_rps == pytest.approx(len(truths) / span, rel=0.03)
@@ -52,12 +54,12 @@ def test_tpot_is_vllms_and_its_percentiles_take_the_right_ranks(runner_for: Any)
     # vLLM's (e2e - ttft) / (output tokens - 1), from the server's own step records
     true_tpot = [1000 * (t["steps"][-1]["t_s"] - t["steps"][0]["t_s"]) / (t["completion_tokens"] - 1) for t in truths]
     assert max(max(st["tokens"] for st in t["steps"]) for t in truths) > 1  # multi-token chunks
-    ratios = [p["tpot_ms"] / want for p, want in zip(r.per_request, true_tpot, strict=True)]
+    ratios = [p.tpot_ms / want for p, want in zip(r.per_request, true_tpot, strict=True)]
     assert float(np.median(ratios)) == pytest.approx(1.0, abs=0.05), ratios
     assert np.percentile(true_tpot, 90) > 1.2 * np.percentile(true_tpot, 0.9)  # the ranks differ
     # the case's percentiles are those ranks of its requests (whose values the truth checked above: a
     # starved client may bunch some chunks, so single requests are not held to the server's figure)
-    mine = [p["tpot_ms"] for p in r.per_request]
+    mine = [p.tpot_ms for p in r.per_request]
     for q in (50, 90, 99):
         assert getattr(r, f"tpot_p{q}_ms") == pytest.approx(float(np.percentile(mine, q)), rel=1e-9), q
     assert r.tpot_p90_ms > 1.1 * float(np.percentile(mine, 0.9))
@@ -74,9 +76,9 @@ def test_vllm_tpot_with_a_multi_token_first_chunk() -> None:
                   finish_reason="length", response_id="x", count_source="continuous_usage", exact=True)
     rec = request_record(StreamOutcome(StreamRequest(prompt="p", max_tokens=10, at_s=0.0), trace, None, 0.0, 0.0),
                          {"tpot_ms": 25.0}, 10, "vllm")
-    assert rec["tpot_ms"] == pytest.approx(1000 * 0.2 / 9)  # (e2e - ttft) / (10 - 1) = 22.2 ms: meets 25
-    assert rec["decode_tps"] == pytest.approx(7 / 0.2)  # tokens after the first chunk over their time
-    assert rec["met"] is True
+    assert rec.tpot_ms == pytest.approx(1000 * 0.2 / 9)  # (e2e - ttft) / (10 - 1) = 22.2 ms: meets 25
+    assert rec.decode_tps == pytest.approx(7 / 0.2)  # tokens after the first chunk over their time
+    assert rec.met is True
 
 
 def _refusing(runner: Any) -> Any:
@@ -94,7 +96,7 @@ def test_refusals_are_missed_and_a_refused_rate_case_fails_its_floor(runner_for:
         spec = build_spec("rate", {"rps": 20, "requests": 12, "tokens": 32, "ctx": 100,
                                    "slo": {"e2e_s": 30.0, "ttft_s": 30.0}})
         r = runner.run(spec, "rate::refused3")
-        answered = len(_truths(sim, [p for p in r.per_request if p.get("status") == 200]))
+        answered = len(_truths(sim, [p for p in r.per_request if p.status == 200]))
     # every bound counts each refusal as a miss: nothing the server refused met anything
     assert r.refused == 3 and answered == 9 and r.missed == {"e2e_s": 3, "ttft_s": 3}
     with SimServer("healthy", speed=20) as sim:
@@ -122,12 +124,12 @@ def test_capacity_with_no_passing_rate_fails_and_says_the_lowest_probed(runner_f
                                        "probe_s": 0.5, "min_requests": 8, "budget_s": 60})
         r = runner.run(spec, "capacity::impossible")
         served = sim.requests()
-    lowest = min(p["rps"] for p in r.probes)
+    lowest = min(p.rps for p in r.probes)
     assert r.verdict == "failed" and r.max_rps == 0.0 and r.bracket[0] is None
     assert r.reason.startswith(f"no rate met the SLO (lowest probed {lowest:.3g} req/s")
     # halving stopped where the server held one request at a time: no lower rate can help
-    assert r.probes[-1]["alone"] and "no lower rate can meet the SLO" in r.stop
-    assert all(p["attainment"] == 0.0 and p["missed"]["tpot_ms"] == p["counted"] for p in r.probes)
+    assert r.probes[-1].alone and "no lower rate can meet the SLO" in r.stop
+    assert all(p.attainment == 0.0 and p.missed["tpot_ms"] == p.counted for p in r.probes)
     # the server's own records: no request it served came near the bound (vLLM's tpot, in ms)
     assert min(1000 * (t["total_s"] - t["ttft_s"]) / (t["completion_tokens"] - 1) for t in served) > 0.01
 
@@ -140,24 +142,24 @@ def test_capacity_probes_the_server_refuses_fail_instead_of_erroring(runner_for:
         r = runner.run(spec, "capacity::refused")
     assert len(r.probes) >= 2 and r.verdict == "failed" and r.reason.startswith("no rate met the SLO")
     for p in r.probes:
-        assert p["refused"] == p["requests"] and p["attainment"] == 0.0 and not p["passed"]
-        assert p["missed"] == {"e2e_s": p["counted"]}  # a refusal misses the SLO
+        assert p.refused == p.requests and p.attainment == 0.0 and not p.passed
+        assert p.missed == {"e2e_s": p.counted}  # a refusal misses the SLO
     assert "budget" in r.stop and "refused (HTTP 429/503)" in r.reason
 
 
-def _replay(probes: list[dict[str, Any]]) -> tuple[float | None, float | None, int]:
+def _replay(probes: list[Probe]) -> tuple[float | None, float | None, int]:
     """Replay a search: once a pass and a failure bracket the answer, each probe must be the bracket's geometric
     middle, the bracket being the highest passing and the lowest failing rate so far. (lo, hi, bisection probes)."""
     lo = hi = None
     bisected = 0
     for p in probes:
         if lo is not None and hi is not None:
-            assert p["rps"] == pytest.approx(math.sqrt(lo * hi), rel=1e-9), (lo, hi, probes)
+            assert p.rps == pytest.approx(math.sqrt(lo * hi), rel=1e-9), (lo, hi, probes)
             bisected += 1
-        if p["passed"]:
-            lo = p["rps"] if lo is None else max(lo, p["rps"])
+        if p.passed:
+            lo = p.rps if lo is None else max(lo, p.rps)
         else:
-            hi = p["rps"] if hi is None else min(hi, p["rps"])
+            hi = p.rps if hi is None else min(hi, p.rps)
     return lo, hi, bisected
 
 
@@ -166,18 +168,18 @@ def test_capacity_bisects_on_a_log_scale_between_the_closest_neighbours(runner_f
     # The search's decisions alone: probes answer from a known capacity (7.3 req/s), so the sequence is exact.
     from pytest_specperf.run import capacity
 
-    def probe(runner: Any, spec: Any, rps: float, seed: int, k: int) -> dict[str, Any]:
+    def probe(runner: Any, spec: Any, rps: float, seed: int, k: int) -> Probe:
         ok = rps <= 7.3
-        return {"rps": rps, "requests": 8, "counted": 8, "attainment": 1.0 if ok else 0.5, "passed": ok,
-                "alone": False, "goodput_rps": rps, "decode_tps": 100.0, "missed": {"e2e_s": 0 if ok else 4},
-                "late_p50_s": 0.0, "late_p99_s": 0.0, "late_bound_s": 1.0, "client_behind": ""}  # sent on time
+        return Probe(rps=rps, requests=8, counted=8, attainment=1.0 if ok else 0.5, passed=ok, alone=False,
+                     goodput_rps=rps, decode_tps=100.0, missed={"e2e_s": 0 if ok else 4},
+                     late_p50_s=0.0, late_p99_s=0.0, late_bound_s=1.0, client_behind="")  # sent on time
 
     monkeypatch.setattr(capacity, "probe", probe)
     with SimServer("healthy", speed=20) as sim:
         spec = build_spec("capacity", {"slo": {"e2e_s": 5.0}, "start_rps": 1.0, "precision": 0.05})
         r = capacity.search(runner_for(sim.url).context, spec, "capacity::decisions")
     lo, hi, bisected = _replay(r.probes)
-    assert [p["rps"] for p in r.probes[:4]] == [1.0, 2.0, 4.0, 8.0]  # doubling until a failure
+    assert [p.rps for p in r.probes[:4]] == [1.0, 2.0, 4.0, 8.0]  # doubling until a failure
     # bisection on a log scale: 8/4 -> 1.41 -> 1.19 -> 1.09 -> 1.04, four probes for 5%
     assert bisected == 4 and r.bracket == [lo, hi] == [r.max_rps, hi] and lo <= 7.3 < hi and hi / lo <= 1.05
     assert "precision" in r.stop
@@ -193,7 +195,7 @@ def test_a_capacity_search_on_the_simulator_bisects_between_the_closest_neighbou
         r = runner.run(spec, "capacity::bisect")
     lo, hi, _ = _replay(r.probes)
     assert r.bracket == [lo, hi] and r.max_rps == (lo or 0.0)
-    assert [p["passed"] for p in r.probes] == [p["attainment"] >= 0.9 for p in r.probes]
+    assert [p.passed for p in r.probes] == [p.attainment >= 0.9 for p in r.probes]
 
 
 def test_a_ramp_so_long_the_users_never_decode_together_is_an_error(runner_for: Any) -> None:

@@ -52,39 +52,39 @@ def test_sustained_figures_per_category_are_the_truths(cat_sim: SimServer, runne
         truths[s.category].append(t)
     for cat, f in r.categories.items():
         ts = truths[cat]
-        assert f["n"] == f["n_prompts"] == len(ts) == 4
-        assert abs(f["accept_len"] / _truth_accept_len(ts) - 1) < 0.02, (cat, f["accept_len"])
+        assert f.n == f.n_prompts == len(ts) == 4
+        assert abs(f.accept_len / _truth_accept_len(ts) - 1) < 0.02, (cat, f.accept_len)
         decodes = [_truth_decode(t) for t in ts]
         truth_decode = float(np.median(decodes))
-        assert abs(f["decode_tps_p50"] / truth_decode - 1) < 0.02, (cat, f["decode_tps_p50"], truth_decode)
+        assert abs(f.decode_tps_p50 / truth_decode - 1) < 0.02, (cat, f.decode_tps_p50, truth_decode)
         truth_p10 = float(np.percentile(decodes, 10))
-        assert abs(f["decode_tps_p10"] / truth_p10 - 1) < 0.02, (cat, f["decode_tps_p10"], truth_p10)
+        assert abs(f.decode_tps_p10 / truth_p10 - 1) < 0.02, (cat, f.decode_tps_p10, truth_p10)
         truth_ttft = float(np.median([t["ttft_s"] for t in ts]))
         # TTFT within what a busy machine's late reads move it (measured with two CPU hogs)
-        assert abs(f["ttft_p50_s"] - truth_ttft) < 0.01, (cat, f["ttft_p50_s"], truth_ttft)
+        assert abs(f.ttft_p50_s - truth_ttft) < 0.01, (cat, f.ttft_p50_s, truth_ttft)
     # Drift: math_reasoning's is the profile's (accept 3.0 -> 2.2 after 256 tokens), and the truth's. The
     # stationary categories' drifts are window noise of a few per cent, which a busy machine moves as much
     # in the truth's own step times as in the reads; only their order against math_reasoning is judged.
     ts = truths["math_reasoning"]
     truth_drift = float(np.median([_truth_drift(t) for t in ts]))
     assert truth_drift > 0.15
-    assert abs(r.categories["math_reasoning"]["drift"] - truth_drift) < 0.05, (r.categories, truth_drift)
+    assert abs(r.categories["math_reasoning"].drift - truth_drift) < 0.05, (r.categories, truth_drift)
     # the categories differ as the profile says: tool_call accepts most, qa least; math_reasoning drifts
-    acc = {c: f["accept_len"] for c, f in r.categories.items()}
+    acc = {c: f.accept_len for c, f in r.categories.items()}
     assert acc["tool_call"] > acc["qa"] > acc["math_reasoning"]  # 5.6; 2.8; 3.0 then 2.2 after 256 tokens
-    assert r.categories["math_reasoning"]["drift"] > r.categories["qa"]["drift"] + 0.05
+    assert r.categories["math_reasoning"].drift > r.categories["qa"].drift + 0.05
 
 
 def test_rate_arrivals_draw_every_category_and_record_it(cat_sim: SimServer, runner_for) -> None:
     spec = build_spec("rate", {"prompts": "builtin:specbench-mini", "tokens": 32, "rps": 40, "requests": 30,
                                "slo": {"ttft_s": 5}})
     r = runner_for(cat_sim.url).run(spec, "cats::rate")
-    ok = [p for p in r.per_request if p.get("status") == 200]
-    assert len(ok) == 30 and len({p["prompt_id"] for p in ok}) == 30  # 30 arrivals: each prompt once
+    ok = [p for p in r.per_request if p.status == 200]
+    assert len(ok) == 30 and len({p.prompt_id for p in ok}) == 30  # 30 arrivals: each prompt once
     for p in ok:
-        t = cat_sim.truth(p["response_id"])
-        assert (t["category"], t["prompt_tokens"]) == (p["category"], p["prompt_tokens"])
-    assert {c: f["requests"] for c, f in r.categories.items()} == {
+        t = cat_sim.truth(p.response_id)
+        assert (t["category"], t["prompt_tokens"]) == (p.category, p.prompt_tokens)
+    assert {c: f.requests for c, f in r.categories.items()} == {
         "multi_turn": 4, "translation": 4, "summarization": 3, "qa": 4, "math_reasoning": 4, "rag": 3, "coding": 4,
         "tool_call": 4}
 
@@ -98,7 +98,7 @@ def test_load_users_send_every_prompt_once_on_chat(cat_sim: SimServer, runner_fo
     assert len(ids) == len(set(ids)) == 30 == r.requests  # 8 users in flight over the whole file, each prompt once
     truths = [cat_sim.truth(s.response_id) for s in streams]
     assert [(t["category"], t["prompt_tokens"]) for t in truths] == [(s.category, s.prompt_tokens) for s in streams]
-    assert sum(f["n"] for f in r.categories.values()) == 30
+    assert sum(f.n for f in r.categories.values()) == 30
 
 
 def test_capacity_reports_categories_at_the_rate_it_found(runner_for) -> None:
@@ -107,7 +107,7 @@ def test_capacity_reports_categories_at_the_rate_it_found(runner_for) -> None:
                                        "start_rps": 20, "probe_s": 0.5, "min_requests": 16, "budget_s": 6,
                                        "precision": 0.5})
         r = runner_for(sim.url).run(spec, "cats::capacity")
-    best = next(p for p in r.probes if p["rps"] == r.max_rps)
-    assert r.categories == best["categories"] and r.content == "builtin:specbench-mini"
-    assert sum(f["requests"] for f in r.categories.values()) == best["requests"]
-    assert len(r.categories) == 8 and all(f["attainment"] is not None for f in r.categories.values())
+    best = next(p for p in r.probes if p.rps == r.max_rps)
+    assert r.categories == best.categories and r.content == "builtin:specbench-mini"
+    assert sum(f.requests for f in r.categories.values()) == best.requests
+    assert len(r.categories) == 8 and all(f.attainment is not None for f in r.categories.values())

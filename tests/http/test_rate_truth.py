@@ -11,6 +11,8 @@ import pytest
 from scipy import stats
 
 from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.results import Probe
 from pytest_specperf.run.capacity import WARMUP
 from pytest_specperf.run.context import case_seed
 from pytest_specperf.run.rate import schedule
@@ -33,9 +35,9 @@ def test_arrival_schedules_have_the_asked_rate(rps: float) -> None:
     assert np.diff(schedule(rps, 20, "constant", seed=1)) == pytest.approx([1 / rps] * 19)
 
 
-def _truth_figures(sim: SimServer, per_request: list[dict[str, Any]], slo: dict[str, float]) -> tuple[float, float]:
+def _truth_figures(sim: SimServer, per_request: list[RateRequest], slo: dict[str, float]) -> tuple[float, float]:
     """Attainment and goodput from the simulator's own records of the same requests."""
-    truths = [sim.truth(p["response_id"]) for p in per_request]
+    truths = [sim.truth(p.response_id) for p in per_request]
     met = 0
     for t in truths:
         steps = t["steps"]
@@ -56,7 +58,7 @@ def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
         spec = build_spec("rate", {"rps": 1.3 * speed, "requests": 100, "tokens": 96, "ctx": 300, "slo": slo})
         r = runner.run(spec, "rate::truth")
         truth_attainment, truth_goodput = _truth_figures(sim, r.per_request, slo)
-        arrivals = np.array([sim.truth(p["response_id"])["arrival_monotonic"] for p in r.per_request])
+        arrivals = np.array([sim.truth(p.response_id)["arrival_monotonic"] for p in r.per_request])
     assert r.refused == r.failed == 0 and r.completion_tokens == 96
     # a load where some requests meet the slo and some do not, so the comparison says something
     assert 0.1 < truth_attainment < 0.97, truth_attainment
@@ -65,7 +67,7 @@ def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
     # so the span itself is what is compared here
     assert r.goodput_rps / r.attainment == pytest.approx(truth_goodput / truth_attainment, rel=0.02)
     # the server saw the arrivals the schedule asked for (open loop, on time)
-    at = np.array([p["at_s"] for p in r.per_request])
+    at = np.array([p.at_s for p in r.per_request])
     error = np.abs((arrivals - arrivals[0]) - (at - at[0]))
     assert np.percentile(error, 90) < 0.02 and error.max() < 0.2, error  # a busy host may hold one back
     assert r.sent_rps == pytest.approx((len(at) - 1) / (at[-1] - at[0]), rel=0.02)
@@ -81,7 +83,7 @@ def test_latency_counts_from_the_scheduled_arrival(runner_for: Any) -> None:
         spec = build_spec("rate", {"rps": 8.0 * speed, "requests": 24, "tokens": 32, "ctx": 100,
                                    "arrivals": "constant", "slo": {"ttft_s": 1.0}})
         r = runner.run(spec, "rate::queue")
-        truths = [sim.truth(p["response_id"]) for p in r.per_request]
+        truths = [sim.truth(p.response_id) for p in r.per_request]
     queued = [t["queue_s"] for t in truths]
     assert queued[-1] > 10 * max(queued[0], 1e-3)  # the last request waited long for its slot
     # Sent on time although earlier responses were still pending: a client that waited for them would be as
@@ -91,13 +93,13 @@ def test_latency_counts_from_the_scheduled_arrival(runner_for: Any) -> None:
     # Never less than what the server says it took, and from the scheduled arrival: the server's time plus how
     # late the client sent (and the wire). Judged on the middle request: the server stamps a token after writing
     # it, so a stall there beside CPU hogs can put one request's stamp after the client read the token.
-    seen = np.array([p["ttft_s"] for p in r.per_request])
+    seen = np.array([p.ttft_s for p in r.per_request])
     server = np.array([t["ttft_s"] for t in truths])
-    late = np.array([p["late_s"] for p in r.per_request])
+    late = np.array([p.late_s for p in r.per_request])
     assert np.median(seen - server) >= -0.002, seen - server
     wire = np.abs(seen - late - server)
     assert np.median(wire) < 0.01 and np.percentile(wire, 90) < 0.04, wire
-    ttft = [p["ttft_s"] for p in r.per_request]
+    ttft = [p.ttft_s for p in r.per_request]
     assert ttft[-1] > 5 * ttft[0] and r.ttft_p90_s > 3 * min(ttft)
 
 
@@ -131,12 +133,12 @@ def test_failure_names_the_bound_missed_most_and_the_slower_steps(runner_for: An
         spec = build_spec("rate", {"rps": rps, "requests": 40, "tokens": tokens, "ctx": 200,
                                    "slo": {"tpot_ms": tpot_ms, "ttft_s": 10.0}, "min_attainment": 0.9})
         r = runner.run(spec, "rate::cause")
-        truths = [sim.truth(p["response_id"]) for p in r.per_request]
+        truths = [sim.truth(p.response_id) for p in r.per_request]
         alone = [sim.truth(rid) for rid in (r.reference or {}).get("response_ids", [])]
     # The verdict is judged against what the server did in this run (its own write times), not the
     # schedule it meant to keep: on a busy machine its late wake-ups let steps catch up in bursts.
     true_tpot = [_tpot(t) for t in truths]
-    clear = [(p["met"], v <= tpot_ms, p["tpot_ms"], v) for p, v in zip(r.per_request, true_tpot, strict=True)
+    clear = [(p.met, v <= tpot_ms, p.tpot_ms, v) for p, v in zip(r.per_request, true_tpot, strict=True)
              if abs(v / tpot_ms - 1) > 0.15]  # requests near the bound may read either way through the wire
     assert all(seen == true for seen, true, *_ in clear), [c for c in clear if c[0] != c[1]]
     true_attainment = np.mean([v <= tpot_ms for v in true_tpot])
@@ -192,14 +194,14 @@ def _profile_capacity(profile: Any, speed: float, slo_ms: float, target: float, 
     return lo
 
 
-def _probe_truths(sim: SimServer, probes: list[dict[str, Any]], tokens: int) -> list[list[dict]]:
+def _probe_truths(sim: SimServer, probes: list[Probe], tokens: int) -> list[list[dict]]:
     """Each probe's counted requests as the simulator recorded them: probes run one after another, so the case's
     requests in arrival order are, probe after probe, ``requests`` each; the warm-up tenth is left out."""
     recs = sorted((r for r in sim.requests() if r["max_tokens"] == tokens), key=lambda r: r["arrival_monotonic"])
-    assert len(recs) == sum(pr["requests"] for pr in probes)
+    assert len(recs) == sum(pr.requests for pr in probes)
     out, i = [], 0
     for pr in probes:
-        n = pr["requests"]
+        n = pr.requests
         out.append([sim.truth(r["id"]) for r in recs[i:i + n][int(WARMUP * n):]])
         i += n
     return out
@@ -231,12 +233,12 @@ def test_capacity_lands_on_the_servers_own_answer(runner_for: Any) -> None:
     for pr, recs in zip(r.probes, truths, strict=True):
         surely = sum(_tpot(t) <= 0.95 * bound for t in recs) / len(recs)
         maybe = sum(_tpot(t) <= 1.05 * bound for t in recs) / len(recs)
-        assert surely - 1e-9 <= pr["attainment"] <= maybe + 1e-9, (pr["rps"], surely, pr["attainment"], maybe)
-    assert [p["passed"] for p in r.probes] == [p["attainment"] >= 0.9 for p in r.probes]
+        assert surely - 1e-9 <= pr.attainment <= maybe + 1e-9, (pr.rps, surely, pr.attainment, maybe)
+    assert [p.passed for p in r.probes] == [p.attainment >= 0.9 for p in r.probes]
     # the answer is the fastest passing probe, under the slowest failing one by at most the precision
     lo, hi = r.bracket
-    assert lo == r.max_rps == max(p["rps"] for p in r.probes if p["passed"])
-    assert hi == min(p["rps"] for p in r.probes if not p["passed"]) and hi / lo - 1 <= 0.10 + 1e-9
+    assert lo == r.max_rps == max(p.rps for p in r.probes if p.passed)
+    assert hi == min(p.rps for p in r.probes if not p.passed) and hi / lo - 1 <= 0.10 + 1e-9
     assert r.verdict == "passed" and "precision" in r.stop
     # Where the server kept its profile's pace, the rate is the profile's own answer. A busy machine can slow the
     # simulator itself (with two CPU hogs beside the suite, 2.6 against 3.9 req/s), and then only the recorded
@@ -258,9 +260,9 @@ def test_a_late_send_adds_its_lateness_to_every_latency() -> None:
                   response_id="x", count_source="continuous_usage", exact=True)
     rec = request_record(StreamOutcome(StreamRequest(prompt="p", max_tokens=10, at_s=1.0), trace, None, 1.3, 0.0),
                          {"ttft_s": 0.4, "e2e_s": 1.0}, 10, "vllm")
-    assert rec["ttft_s"] == pytest.approx(0.5) and rec["e2e_s"] == pytest.approx(0.75)
-    assert rec["tpot_ms"] == pytest.approx(1000 * 0.2 / 9) and rec["tokens_per_chunk"] == pytest.approx(4.5)
-    assert rec["met"] is False  # 0.5 s to the first token although the server took 0.2 s
+    assert rec.ttft_s == pytest.approx(0.5) and rec.e2e_s == pytest.approx(0.75)
+    assert rec.tpot_ms == pytest.approx(1000 * 0.2 / 9) and rec.tokens_per_chunk == pytest.approx(4.5)
+    assert rec.met is False  # 0.5 s to the first token although the server took 0.2 s
 
 
 def test_a_goodput_floor_missed_with_every_request_on_time_blames_the_offered_rate() -> None:

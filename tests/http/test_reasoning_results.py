@@ -60,22 +60,22 @@ def test_sustained_and_load_results_carry_each_phase(users: int) -> None:
 def test_every_load_sweep_level_carries_each_phase() -> None:
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
         r = _run(sim, "load_sweep", "t::sweep_phases", concurrency=[1, 2], tokens=N, ctx=100, api="chat")
-        truths = {lv["concurrency"]: [sim.truth(s["response_id"]) for s in lv["streams"]] for lv in r.levels}
-    assert [lv["concurrency"] for lv in r.levels] == [1, 2]
+        truths = {lv.concurrency: [sim.truth(s.response_id) for s in lv.streams] for lv in r.levels}
+    assert [lv.concurrency for lv in r.levels] == [1, 2]
     for lv in r.levels:
-        got = truths[lv["concurrency"]]
-        assert (lv["reasoning_tokens"], lv["content_tokens"]) == (R, N - R)
-        assert lv["ttft_content_s"] is not None and lv["ttft_content_s"] > lv["ttft_s"]
-        assert lv["reasoning_accept_len"] == pytest.approx(np_median([_truth_accept(t, "reasoning") for t in got]),
+        got = truths[lv.concurrency]
+        assert (lv.reasoning_tokens, lv.content_tokens) == (R, N - R)
+        assert lv.ttft_content_s is not None and lv.ttft_content_s > lv.ttft_s
+        assert lv.reasoning_accept_len == pytest.approx(np_median([_truth_accept(t, "reasoning") for t in got]),
                                                            rel=0.02)
-        assert lv["content_accept_len"] == pytest.approx(np_median([_truth_accept(t, "content") for t in got]),
+        assert lv.content_accept_len == pytest.approx(np_median([_truth_accept(t, "content") for t in got]),
                                                          rel=0.02)
-        assert lv["slower_phase"] == "reasoning" and lv["reasoning_tps"] < lv["content_tps"]
+        assert lv.slower_phase == "reasoning" and lv.reasoning_tps < lv.content_tps
     v = view_of(r.as_dict())
     assert dict(v.facts)["reasoning / answer"].startswith(f"1 user: {R} / {N - R} tokens at")
     ttft = next(c for c in v.charts if c.id == "ttft_users")
     answer = next(s for s in ttft.series if s.name == "first answer token p50")
-    assert answer.y == [lv["ttft_content_s"] for lv in r.levels]
+    assert answer.y == [lv.ttft_content_s for lv in r.levels]
 
 
 def np_median(values: list[float]) -> float:
@@ -104,8 +104,10 @@ def test_the_drift_message_names_the_slower_phase() -> None:
                                   repeat=3)
     assert r.drift_failed and r.verdict == "failed", (r.drift_verdict, r.drift_gate)
     assert "the reasoning phase decoded at" in r.reason and "(answer slower" in r.reason
-    assert r.slower_phase == "answer" and r.attribution is not None and r.attribution["slower_phase"] == "answer"
-    assert r.attribution["content_tps"] < r.attribution["reasoning_tps"]
+    assert r.slower_phase == "answer" and r.attribution is not None and r.attribution.slower_phase == "answer"
+    assert r.attribution.content_tps < r.attribution.reasoning_tps
+    # and the JSON keeps each phase's rate beside the split
+    assert {"reasoning_tps", "content_tps", "slower_phase"} <= set(r.as_dict()["attribution"])
 
 
 def test_without_a_reasoning_parser_nothing_changes() -> None:
@@ -125,11 +127,11 @@ def test_the_rate_slo_bounds_the_first_answer_token() -> None:
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
         kw = {"rps": 8, "requests": 4, "tokens": 80, "ctx": 100, "api": "chat", "min_attainment": 0.9}
         probe = _run(sim, "rate", "t::rate", **kw, slo={"ttft_s": 5.0})
-        truths = [sim.truth(rec["response_id"]) for rec in probe.per_request]
+        truths = [sim.truth(rec.response_id) for rec in probe.per_request]
         for rec, t in zip(probe.per_request, truths, strict=True):
             # the gap from first token to first answer token, on the client's clock and the server's
-            assert rec["ttft_content_s"] - rec["ttft_s"] == pytest.approx(t["ttft_content_s"] - t["ttft_s"], rel=0.1)
-        bound = max(rec["ttft_s"] for rec in probe.per_request) + 0.5 * min(
+            assert rec.ttft_content_s - rec.ttft_s == pytest.approx(t["ttft_content_s"] - t["ttft_s"], rel=0.1)
+        bound = max(rec.ttft_s for rec in probe.per_request) + 0.5 * min(
             t["ttft_content_s"] - t["ttft_s"] for t in truths)
         first_token = _run(sim, "rate", "t::rate", **kw, slo={"ttft_s": bound})
         answer = _run(sim, "rate", "t::rate", **kw, slo={"ttft_content_s": bound})
@@ -141,7 +143,7 @@ def test_the_rate_slo_bounds_the_first_answer_token() -> None:
     assert (answer.verdict == "failed" or answer.client_behind) and "ttft_content_s missed most" in said
     charts = {c.id: c for c in view_of(answer.as_dict()).charts}
     missed = next(s for s in charts["ttft_content_s_per_request"].series if s.name == "missed bound")
-    assert sorted(missed.y) == sorted(rec["ttft_content_s"] for rec in answer.per_request)
+    assert sorted(missed.y) == sorted(rec.ttft_content_s for rec in answer.per_request)
     assert "ttft_content_s_per_request" not in {c.id for c in view_of(first_token.as_dict()).charts}
 
 
@@ -175,7 +177,7 @@ def test_max_ttft_content_s_without_a_reasoning_phase_judges_the_first_token() -
 def test_a_session_turn_cut_off_inside_its_reasoning_has_no_answer_tokens() -> None:
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
         s: SessionResult = _run(sim, "session", "t::cut", turns=2, tokens=R - 20, ctx=100, turn_ctx=20, api="chat")
-        truths = [sim.truth(row["response_id"]) for row in s.per_request]
+        truths = [sim.truth(row.response_id) for row in s.per_request]
     assert all((t["reasoning_tokens"], t["content_tokens"]) == (R - 20, 0) for t in truths)
     assert (s.reasoning_tokens, s.content_tokens) == (R - 20, 0)
     assert s.ttft_content_s is None  # no turn reached its answer
@@ -184,7 +186,7 @@ def test_a_session_turn_cut_off_inside_its_reasoning_has_no_answer_tokens() -> N
 def test_a_rate_result_carries_reasoning_and_answer_tokens() -> None:
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={**PHASED, "dialect": "vllm"}) as sim:
         r = _run(sim, "rate", "t::rate_phases", rps=8, requests=4, tokens=N, ctx=100, api="chat")
-        truths = [sim.truth(rec["response_id"]) for rec in r.per_request]
+        truths = [sim.truth(rec.response_id) for rec in r.per_request]
     assert all((t["reasoning_tokens"], t["content_tokens"]) == (R, N - R) for t in truths)
-    assert [(rec["reasoning_tokens"], rec["content_tokens"]) for rec in r.per_request] == [(R, N - R)] * 4
+    assert [(rec.reasoning_tokens, rec.content_tokens) for rec in r.per_request] == [(R, N - R)] * 4
     assert (r.reasoning_tokens, r.content_tokens) == (R, N - R)

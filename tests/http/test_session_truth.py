@@ -43,12 +43,12 @@ def sim() -> Iterator[SimServer]:
 def test_each_turn_sends_the_conversation_and_its_cached_tokens_are_the_servers(sim: SimServer, api: str) -> None:
     r = _run(sim, f"t::conv_{api}", turns=3, tokens=24, users=2, ctx=200, turn_ctx=30, api=api)
     assert r.verdict == "passed" and r.requests == 6
-    truths = {row["response_id"]: sim.truth(row["response_id"]) for row in r.per_request}
+    truths = {row.response_id: sim.truth(row.response_id) for row in r.per_request}
     for row in r.per_request:
-        t = truths[row["response_id"]]
-        assert row["cached_tokens"] == t["cached_tokens"]
-        assert row["prompt_tokens"] == t["prompt_tokens"]
-    by = {(row["user"], row["turn"]): truths[row["response_id"]] for row in r.per_request}
+        t = truths[row.response_id]
+        assert row.cached_tokens == t["cached_tokens"]
+        assert row.prompt_tokens == t["prompt_tokens"]
+    by = {(row.user, row.turn): truths[row.response_id] for row in r.per_request}
     for user in (0, 1):
         for turn in (2, 3):
             prev, now = by[(user, turn - 1)], by[(user, turn)]
@@ -57,27 +57,27 @@ def test_each_turn_sends_the_conversation_and_its_cached_tokens_are_the_servers(
             assert now["prompt_tokens"] > prev["prompt_tokens"] + prev["completion_tokens"]
     later = [t for (u, turn), t in by.items() if turn > 1]
     assert r.cache_hit == pytest.approx(sum(t["cached_tokens"] for t in later) / sum(t["prompt_tokens"] for t in later))
-    assert [p["prompt_tokens"] for p in r.per_turn] == sorted(p["prompt_tokens"] for p in r.per_turn)
+    assert [p.prompt_tokens for p in r.per_turn] == sorted(p.prompt_tokens for p in r.per_turn)
 
 
 def test_ttft_falls_with_cached_tokens() -> None:
     kw = {"turns": 3, "tokens": 64, "users": 1, "ctx": 1200, "turn_ctx": 30}
     with SimServer("healthy", speed=SPEED, in_process=True, overrides=CACHE) as warm:
         cached = _run(warm, "t::ttft", **kw)
-        truths = [warm.truth(row["response_id"]) for row in cached.per_request]
+        truths = [warm.truth(row.response_id) for row in cached.per_request]
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={**CACHE, "prefix_cache_tokens": 0}) as cold:
         uncached = _run(cold, "t::ttft", **kw)
-        truths += [cold.truth(row["response_id"]) for row in uncached.per_request]
+        truths += [cold.truth(row.response_id) for row in uncached.per_request]
     # Each turn's TTFT on the client's clock: after the server wrote its first token, long before its last. The
     # in-process server stamps a write after it returns, and the client's thread may read the chunk first (2.7 ms
     # seen with two CPU hogs); 10 ms of slack is still a quarter of the 40 ms prefill a wrong origin would lose.
     for row, t in zip(cached.per_request + uncached.per_request, truths, strict=True):
-        assert t["ttft_s"] - 0.01 <= row["ttft_s"] < t["total_s"], (row, t["ttft_s"], t["total_s"])
+        assert t["ttft_s"] - 0.01 <= row.ttft_s < t["total_s"], (row, t["ttft_s"], t["total_s"])
     assert uncached.cache_hit == 0.0 and cached.cache_hit is not None and cached.cache_hit > 0.9
     for turn in (1, 2):  # later turns: TTFT pays only for the new tokens with the cache, the whole prompt without
-        assert cached.per_turn[turn]["ttft_p50_s"] < 0.5 * uncached.per_turn[turn]["ttft_p50_s"]
+        assert cached.per_turn[turn].ttft_p50_s < 0.5 * uncached.per_turn[turn].ttft_p50_s
     # without a cache TTFT grows with the conversation; with one it does not
-    assert uncached.per_turn[2]["ttft_p50_s"] > uncached.per_turn[0]["ttft_p50_s"]
+    assert uncached.per_turn[2].ttft_p50_s > uncached.per_turn[0].ttft_p50_s
     assert uncached.ttft_growth_ms_per_1k is not None and uncached.ttft_growth_ms_per_1k > 0
 
 
@@ -86,7 +86,7 @@ def test_a_cache_too_small_for_the_sessions_evicts_them() -> None:
     small = {**CACHE, "prefix_cache_tokens": 500, "prefix_cache_block": 16}
     with SimServer("healthy", speed=SPEED, in_process=True, overrides=small) as sim:
         r = _run(sim, "t::evict", **kw)
-        truth = [sim.truth(row["response_id"])["cached_tokens"] for row in r.per_request if row["turn"] > 1]
+        truth = [sim.truth(row.response_id)["cached_tokens"] for row in r.per_request if row.turn > 1]
     assert r.cached_tokens == sum(truth)
     assert r.cache_hit is not None and r.cache_hit < 0.5  # three 400+ token conversations share 500 tokens of cache
 
@@ -120,25 +120,25 @@ def test_bad_session_keywords_are_named(kw: dict[str, Any], message: str) -> Non
 def test_sessions_run_at_once_and_think_between_turns(sim: SimServer) -> None:
     think = 0.15
     r = _run(sim, "t::think", turns=3, tokens=64, users=3, ctx=150, turn_ctx=20, think_s=think)
-    rows = {(row["user"], row["turn"]): row for row in r.per_request}
-    truths = {key: sim.truth(row["response_id"]) for key, row in rows.items()}
+    rows = {(row.user, row.turn): row for row in r.per_request}
+    truths = {key: sim.truth(row.response_id) for key, row in rows.items()}
     for user in range(3):
         for turn in (2, 3):
             prev = rows[(user, turn - 1)]
             # the next turn goes after the whole previous answer (the server's own end of it) and the think time
-            assert rows[(user, turn)]["sent_s"] >= prev["sent_s"] + truths[(user, turn - 1)]["total_s"] + think
+            assert rows[(user, turn)].sent_s >= prev.sent_s + truths[(user, turn - 1)]["total_s"] + think
     # the sessions are at once: every first turn was sent before any session's first answer ended
-    first_ends = min(rows[(u, 1)]["sent_s"] + truths[(u, 1)]["total_s"] for u in range(3))
-    assert max(rows[(u, 1)]["sent_s"] for u in range(3)) < first_ends
-    assert [t["sessions"] for t in r.per_turn] == [3, 3, 3]
+    first_ends = min(rows[(u, 1)].sent_s + truths[(u, 1)]["total_s"] for u in range(3))
+    assert max(rows[(u, 1)].sent_s for u in range(3)) < first_ends
+    assert [t.sessions for t in r.per_turn] == [3, 3, 3]
     for t in r.per_turn:  # each turn's percentiles are over that turn's rows across the sessions
-        ttfts = [row["ttft_s"] for row in r.per_request if row["turn"] == t["turn"]]
-        assert (t["ttft_p50_s"], t["ttft_p90_s"]) == pytest.approx(
+        ttfts = [row.ttft_s for row in r.per_request if row.turn == t.turn]
+        assert (t.ttft_p50_s, t.ttft_p90_s) == pytest.approx(
             (float(np.percentile(ttfts, 50)), float(np.percentile(ttfts, 90))), rel=1e-9)
     # acceptance as in other load cases, from the server's counters: the healthy profile's prose, about 3
-    assert r.acceptance is not None and r.acceptance["mean_len"] == pytest.approx(3.0, abs=0.4)
+    assert r.acceptance is not None and r.acceptance.mean_len == pytest.approx(3.0, abs=0.4)
     # aggregate throughput: every turn's tokens over the case's span, think time included
-    span = max(row["sent_s"] + truths[key]["total_s"] for key, row in rows.items())
+    span = max(row.sent_s + truths[key]["total_s"] for key, row in rows.items())
     assert r.total_tps == pytest.approx(9 * 64 / span, rel=0.1)
 
 
@@ -162,7 +162,7 @@ def test_reasoning_is_not_sent_back_in_the_history() -> None:
         overrides = {**CACHE, "dialect": "vllm", "reasoning_tokens": reasoning}
         with SimServer("healthy", speed=SPEED, in_process=True, overrides=overrides) as sim:
             r = _run(sim, f"t::reasoning{reasoning}", turns=3, tokens=24, users=1, ctx=200, turn_ctx=30, api="chat")
-            truths = [sim.truth(row["response_id"]) for row in sorted(r.per_request, key=lambda row: row["turn"])]
+            truths = [sim.truth(row.response_id) for row in sorted(r.per_request, key=lambda row: row.turn)]
         assert [t["reasoning_tokens"] for t in truths] == [reasoning] * 3
         growth[reasoning] = [now["prompt_tokens"] - prev["prompt_tokens"] - prev["content_tokens"]
                              for prev, now in pairwise(truths)]

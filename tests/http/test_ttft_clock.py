@@ -57,7 +57,7 @@ def test_session_turns_two_to_four(sim: SimServer, runner_for: Any) -> None:
     runner, pairs = runner_for(sim.url), []
     for i in range(3):
         r = runner.run(build_spec("session", {"turns": 4, "users": 1, "ctx": 500, "tokens": 64}), f"s{i}")
-        pairs += [(row["response_id"], row["ttft_s"]) for row in r.per_request if row["turn"] >= 2]
+        pairs += [(row.response_id, row.ttft_s) for row in r.per_request if row.turn >= 2]
     err = _median_error_ms(sim, pairs, "ttft_s")
     assert abs(err) < SESSION_BOUND_MS, err
 
@@ -66,8 +66,8 @@ def test_rate_on_the_wire(sim: SimServer, runner_for: Any) -> None:
     # A rate case's ttft_s counts from the scheduled send (its late_s included, by design); on the wire it is
     # ttft_s - late_s, which the server's clock must see.
     r = runner_for(sim.url).run(build_spec("rate", {"rps": 4.0, "requests": 16, "tokens": 64, "ctx": 500}), "r")
-    pairs = [(row["response_id"], row["ttft_s"] - row["late_s"]) for row in r.per_request
-             if row.get("ttft_s") is not None]
+    pairs = [(row.response_id, row.ttft_s - row.late_s) for row in r.per_request
+             if row.ttft_s is not None]
     err = _median_error_ms(sim, pairs, "ttft_s")
     assert abs(err) < BOUND_MS, err
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.result_parts import SessionRequest
 from pytest_specperf.cases.results import SessionResult, StreamResult, SustainedResult
 from pytest_specperf.compare import gates
 from pytest_specperf.run import cached_share
@@ -63,13 +64,13 @@ def test_unreported_cache_is_no_share_and_no_verdict() -> None:
 
 
 def test_a_sessions_first_turns_are_the_cold_ones() -> None:
-    rows = [{"turn": 1, "prompt_tokens": 300, "cached_tokens": 0}, {"turn": 2, "prompt_tokens": 400,
-                                                                     "cached_tokens": 320}]
+    rows = [SessionRequest(user=0, turn=1, sent_s=0.0, ttft_s=0.1, prompt_tokens=300, cached_tokens=0),
+            SessionRequest(user=0, turn=2, sent_s=1.0, ttft_s=0.1, prompt_tokens=400, cached_tokens=320)]
     r = SessionResult(kind="session", endpoint="http://x", model="m", server="vllm", ctx=300, prompt_tokens=300,
                       per_request=rows)
     cached_share.attach(r, allowance=5, mode="cold")
     assert r.cached_share == 0.0 and r.ttft_cache == ""
-    rows[0]["cached_tokens"] = 288  # turn 1 of a replayed conversation, served from the cache
+    rows[0].cached_tokens = 288  # turn 1 of a replayed conversation, served from the cache
     cached_share.attach(r, allowance=5, mode="cold")
     assert r.cached_share == 288 / 300 and "1 of 1 requests meant to be cold" in r.ttft_cache
 

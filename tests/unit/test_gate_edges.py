@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_specperf.cases.result_parts import RateRequest
 from pytest_specperf.compare import arms, crossover
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.run import capacity
@@ -75,13 +76,17 @@ def test_the_best_arm_is_the_best_on_average_not_the_luckiest_trial() -> None:
     assert t["levels"][0]["best"] == "steady"
 
 
+def _request(at_s: float, met: bool) -> RateRequest:
+    return RateRequest(at_s=at_s, sent_s=at_s, late_s=0.0, status=200, met=met)
+
+
 def test_capacity_leaves_out_the_warm_up_and_passes_at_the_target() -> None:
     # 20 requests: the first 2 (a tenth, by schedule) meet an idle server and are not counted
-    records = [{"at_s": i / 10, "met": i >= 2 and i not in (5, 9)} for i in range(20)]
+    records = [_request(i / 10, met=i >= 2 and i not in (5, 9)) for i in range(20)]
     counted, attainment, passed = capacity.probe_verdict(records[::-1], 0.9)
-    assert [r["at_s"] for r in counted] == [i / 10 for i in range(2, 20)]
+    assert [r.at_s for r in counted] == [i / 10 for i in range(2, 20)]
     assert attainment == pytest.approx(16 / 18) and not passed
-    records[9]["met"] = True  # 17 of 18 counted met
+    records[9].met = True  # 17 of 18 counted met
     assert capacity.probe_verdict(records, 0.9)[2]
-    exact = [{"at_s": i, "met": i not in (3, 7)} for i in range(22)]  # 18 of the 20 counted: exactly 0.90
+    exact = [_request(i, met=i not in (3, 7)) for i in range(22)]  # 18 of the 20 counted: exactly 0.90
     assert capacity.probe_verdict(exact, 0.9)[1:] == (pytest.approx(0.9), True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts.files import load_prompts
 from pytest_specperf.run.categories import draw, floor_problems
@@ -79,19 +80,19 @@ def test_draw_sends_every_prompt_equally_often_in_a_seeded_order() -> None:
 
 def test_a_category_floor_fails_its_category_alone_and_star_covers_the_rest() -> None:
     spec = build_spec("sustained", {"prompts": MINI, "min_tps": {"qa": 100, "*": 50}, "min_accept_len": {"rag": 4}})
-    cats = {"qa": {"n": 4, "n_prompts": 1, "decode_tps_p50": 90.0, "decode_tps_p10": 80.0, "accept_len": 3.0,
-                   "accept_source": "x"},
-            "rag": {"n": 3, "n_prompts": 3, "decode_tps_p50": 60.0, "decode_tps_p10": 55.0, "accept_len": 3.5,
-                    "accept_source": "x"},
-            "coding": {"n": 4, "decode_tps_p50": 40.0, "decode_tps_p10": 30.0, "accept_len": None,
-                       "accept_source": None}}
+    cats = {"qa": CategoryFigures(n=4, n_prompts=1, decode_tps_p50=90.0, decode_tps_p10=80.0, accept_len=3.0,
+                                  accept_source="x"),
+            "rag": CategoryFigures(n=3, n_prompts=3, decode_tps_p50=60.0, decode_tps_p10=55.0, accept_len=3.5,
+                                   accept_source="x"),
+            "coding": CategoryFigures(n=4, n_prompts=4, decode_tps_p50=40.0, decode_tps_p10=30.0, accept_len=None,
+                                      accept_source=None)}
     problems = floor_problems(cats, spec)
     assert [p.split(":")[0] for p in problems] == ["qa", "rag", "coding"]
     # the count as the category's row says it: requests, and distinct prompts in the singular where one
     assert problems[0] == "qa: decode 90.0 tok/s < min_tps 100 (n=4 (1 prompt), median 90.0)"
     assert "(n=3 (3 prompts)" in problems[1]
     assert problems[1].startswith("rag: acceptance 3.50 tokens/step < min_accept_len 4")
-    assert cats["coding"]["min_tps"] == 50 and "min_accept_len" not in cats["coding"]
+    assert cats["coding"].min_tps == 50 and cats["coding"].min_accept_len is None
     assert floor_problems(cats, spec, per_user=True)[0].startswith("qa: p10 decode 80.0 tok/s")
 
 
@@ -134,8 +135,9 @@ def test_a_floor_of_a_category_no_request_drew_is_said_not_judged() -> None:
     spec = build_spec("sustained", {"prompts": MINI, "concurrency": 4, "tokens": 64,
                                     "categories": ["math_reasoning", "summarization", "translation"],
                                     "min_accept_len": {"math_reasoning": 4, "summarization": 2, "*": 1.5}})
-    sent = {"summarization": {"n": 2}, "translation": {"n": 2}}  # four users drew none of math_reasoning's prompts
+    # four users drew none of math_reasoning's prompts
+    sent = {"summarization": CategoryFigures(n=2), "translation": CategoryFigures(n=2)}
     (note,) = unsent_floors(sent, spec)
     assert note.startswith("min_accept_len 4 for math_reasoning not judged: none of its prompts was sent "
                            "(the case sent 4 requests)")
-    assert unsent_floors({**sent, "math_reasoning": {"n": 1}}, spec) == []
+    assert unsent_floors({**sent, "math_reasoning": CategoryFigures(n=1)}, spec) == []
