@@ -11,6 +11,8 @@ import matplotlib as mpl
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison
+from pytest_specperf.cases.results import AbSummary, SessionResult
 from pytest_specperf.report import drawing
 from pytest_specperf.report.views import base as figures
 from pytest_specperf.report.views import categories
@@ -104,12 +106,19 @@ def test_bars_start_at_zero() -> None:
     assert ax.get_ylim()[0] == 0  # bars cut at 2550 would read as one twice the other
 
 
+def _comparison(metric: str) -> Comparison:
+    return Comparison(metric=metric, direction="higher", verdict="passed", effect=0.1, ci=[0.05, 0.15], change=0.1,
+                      change_ci=[0.05, 0.15], p=0.5, n_base=2, n_cand=2, mde=0.1, noise=0.01, noise_source="measured",
+                      trials_needed=5, threshold=0.05, method="welch", reason="")
+
+
 def test_a_sessions_comparison_is_its_own_chart_with_both_sides() -> None:
-    cc = [{"nodeid": "t.py::s", "users": 2, "metric": m, "verdict": "passed",
-           "comparison": {"metric": m, "change": 0.1, "change_ci": [0.05, 0.15], "threshold": 0.05}}
+    cc = [CaseComparison("t.py::s", None, m, "passed", "", _comparison(m), users=2)
           for m in ("decode_tps", "total_tps")]
-    session = {"nodeid": "t.py::s", "kind": "session", "users": 2, "comparisons": cc, "total_tps": 80.0,
-               "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50.0, 51.0], "a": {}}}
+    session = SessionResult(kind="session", endpoint="http://127.0.0.1:1", model="m", server="sim", ctx=100,
+                            prompt_tokens=None, nodeid="t.py::s", users=2, comparisons=cc, total_tps=80.0,
+                            ab=AbSummary(trials=2, a_endpoint="a", b_endpoint="b", a={}, a_decode_tps=[45.0, 46.0],
+                                         b_decode_tps=[50.0, 51.0]))
     charts = figures.comparison_charts(session, [])
     assert [c.xlabel for c in charts] == ["", ""]  # never a "users" axis with one point
     assert [s.name for s in charts[0].series][:2] == ["A", "B"]
