@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, case_key
@@ -92,6 +92,17 @@ View = Callable[[ResultLike, Sequence[ResultLike]], CaseView]
 def typed(result: ResultLike) -> Result:
     """A view's result as one typed record, its parts typed too: each view normalises once, at its entry."""
     return as_result(result)
+
+
+R = TypeVar("R", bound=Result)
+
+
+def typed_as(result: ResultLike, cls: type[R]) -> R:
+    """``typed(result)``, which must be of the record ``cls`` (a kind's view is for that kind only)."""
+    r = typed(result)
+    if not isinstance(r, cls):
+        raise TypeError(f"a {r.kind} result cannot be shown as a {cls.__name__}: show it with views.registry.view")
+    return r
 
 
 def typed_all(results: Sequence[ResultLike]) -> list[Result]:
