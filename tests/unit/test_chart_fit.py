@@ -17,6 +17,9 @@ from pytest_specperf.report import drawing
 from pytest_specperf.report.views import base as figures
 from pytest_specperf.report.views import categories
 
+#: The fields every result has (a view reads a complete result, typed or as JSON).
+BASE = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
+
 
 def _drawn(chart: figures.Chart) -> tuple[Any, Any]:
     with mpl.rc_context(drawing._RC):
@@ -76,7 +79,7 @@ def test_a_category_floor_is_drawn_over_its_own_bar_and_ttft_in_ms() -> None:
     cats = {"math_reasoning": {"n": 3, "accept_len": 3.1, "min_accept_len": 4.0, "ttft_p50_s": 0.0022},
             "summarization": {"n": 3, "accept_len": 2.9, "min_accept_len": 2.0, "ttft_p50_s": 0.0068},
             "translation": {"n": 3, "accept_len": 2.95, "ttft_p50_s": 0.0051}}
-    charts = {c.id: c for c in categories.charts({"kind": "sustained", "categories": cats})}
+    charts = {c.id: c for c in categories.charts({**BASE, "kind": "sustained", "categories": cats})}
     accept = charts["categories-accept_len"]
     spans = {lv.label: lv.span for lv in accept.levels}
     assert spans == {"math_reasoning min_accept_len 4": [-0.4, 0.4], "summarization min_accept_len 2": [0.6, 1.4]}
@@ -93,7 +96,7 @@ def test_a_category_floor_is_drawn_over_its_own_bar_and_ttft_in_ms() -> None:
 
 
 def test_a_sweeps_category_charts_name_their_level() -> None:
-    sweep = {"kind": "load_sweep", "levels": [{"concurrency": 1}, {"concurrency": 8}], "categories_users": 8,
+    sweep = {**BASE, "kind": "load_sweep", "levels": [{"concurrency": 1}, {"concurrency": 8}], "categories_users": 8,
              "categories": {"qa": {"n": 8, "decode_tps_p50": 40.0}}}
     (chart,) = categories.charts(sweep)
     assert chart.title.endswith(", at 8 users")
@@ -123,3 +126,14 @@ def test_a_sessions_comparison_is_its_own_chart_with_both_sides() -> None:
     assert [c.xlabel for c in charts] == ["", ""]  # never a "users" axis with one point
     assert [s.name for s in charts[0].series][:2] == ["A", "B"]
     assert charts[1].series[0].name == "A (no trials kept)"  # A keeps no total_tps trials: said, not recoloured
+
+
+def test_an_ab_categorys_speedup_and_trials_survive_the_typed_result() -> None:
+    # A/B writes each category's speedup, its interval and B's trials (compare/categories.py); a view reads the
+    # result typed, so a field the record lacked would vanish from the chart and the facts without a word.
+    cats = {"qa": {"n": 6, "n_prompts": 2, "decode_tps_p50": 40.0, "trials": 3, "speedup": 1.5,
+                   "speedup_interval": [1.2, 1.9]}}
+    result = {**BASE, "kind": "sustained", "categories": cats}
+    s = {c.id: c for c in categories.charts(result)}["categories-speedup"].series[0]
+    assert (s.y, s.low, s.high) == ([1.5], [1.2], [1.9])
+    assert categories.facts(result)[0][1].startswith("n=6 (2 prompts; 3 trials of n=2)")
