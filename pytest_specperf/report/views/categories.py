@@ -3,12 +3,10 @@ Spec-Bench leaderboard row; each category's n (requests) is in the view's facts 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import CapacityResult, LoadSweepResult, RateResult, Result, SustainedResult
-from pytest_specperf.report.table import category_count, category_load, finite_number
+from pytest_specperf.report.table import category_count, finite_number
 from pytest_specperf.report.views.base import Chart, Level, ResultLike, Series, fmt, typed, users_text
 
 #: (figure key, chart title, y label) of each metric drawn per category, where the server showed it
@@ -28,10 +26,10 @@ def _categories(r: Result) -> dict[str, CategoryFigures]:
     return (r.categories or {}) if isinstance(r, WITH_CATEGORIES) else {}
 
 
-def _level(r: Result) -> Any:
-    """The sweep level a case's categories are from (None but for a load sweep)."""
-    # TRANSITIONAL (issue 36): report/table.py's category_load reads a dict until the report helper's branch
-    return category_load(to_dict(r))[1]
+def _level(r: Result) -> int | None:
+    """The sweep level a case's categories are from: a load sweep's highest (``categories_users`` in its JSON);
+    None for the other kinds, whose categories ran under the case's one load."""
+    return r.levels[-1].concurrency if isinstance(r, LoadSweepResult) and r.levels else None
 
 
 def charts(result: ResultLike) -> list[Chart]:
