@@ -11,9 +11,14 @@ import matplotlib as mpl
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison
+from pytest_specperf.cases.results import AbSummary, SessionResult
 from pytest_specperf.report import drawing
 from pytest_specperf.report.views import base as figures
 from pytest_specperf.report.views import categories
+
+#: The fields every result has (a view reads a complete result, typed or as JSON).
+BASE = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
 
 
 def _drawn(chart: figures.Chart) -> tuple[Any, Any]:
@@ -74,7 +79,7 @@ def test_a_category_floor_is_drawn_over_its_own_bar_and_ttft_in_ms() -> None:
     cats = {"math_reasoning": {"n": 3, "accept_len": 3.1, "min_accept_len": 4.0, "ttft_p50_s": 0.0022},
             "summarization": {"n": 3, "accept_len": 2.9, "min_accept_len": 2.0, "ttft_p50_s": 0.0068},
             "translation": {"n": 3, "accept_len": 2.95, "ttft_p50_s": 0.0051}}
-    charts = {c.id: c for c in categories.charts({"kind": "sustained", "categories": cats})}
+    charts = {c.id: c for c in categories.charts({**BASE, "kind": "sustained", "categories": cats})}
     accept = charts["categories-accept_len"]
     spans = {lv.label: lv.span for lv in accept.levels}
     assert spans == {"math_reasoning min_accept_len 4": [-0.4, 0.4], "summarization min_accept_len 2": [0.6, 1.4]}
@@ -91,7 +96,7 @@ def test_a_category_floor_is_drawn_over_its_own_bar_and_ttft_in_ms() -> None:
 
 
 def test_a_sweeps_category_charts_name_their_level() -> None:
-    sweep = {"kind": "load_sweep", "levels": [{"concurrency": 1}, {"concurrency": 8}], "categories_users": 8,
+    sweep = {**BASE, "kind": "load_sweep", "levels": [{"concurrency": 1}, {"concurrency": 8}], "categories_users": 8,
              "categories": {"qa": {"n": 8, "decode_tps_p50": 40.0}}}
     (chart,) = categories.charts(sweep)
     assert chart.title.endswith(", at 8 users")
@@ -104,13 +109,31 @@ def test_bars_start_at_zero() -> None:
     assert ax.get_ylim()[0] == 0  # bars cut at 2550 would read as one twice the other
 
 
+def _comparison(metric: str) -> Comparison:
+    return Comparison(metric=metric, direction="higher", verdict="passed", effect=0.1, ci=[0.05, 0.15], change=0.1,
+                      change_ci=[0.05, 0.15], p=0.5, n_base=2, n_cand=2, mde=0.1, noise=0.01, noise_source="measured",
+                      trials_needed=5, threshold=0.05, method="welch", reason="")
+
+
 def test_a_sessions_comparison_is_its_own_chart_with_both_sides() -> None:
-    cc = [{"nodeid": "t.py::s", "users": 2, "metric": m, "verdict": "passed",
-           "comparison": {"metric": m, "change": 0.1, "change_ci": [0.05, 0.15], "threshold": 0.05}}
+    cc = [CaseComparison("t.py::s", None, m, "passed", "", _comparison(m), users=2)
           for m in ("decode_tps", "total_tps")]
-    session = {"nodeid": "t.py::s", "kind": "session", "users": 2, "comparisons": cc, "total_tps": 80.0,
-               "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50.0, 51.0], "a": {}}}
+    session = SessionResult(kind="session", endpoint="http://127.0.0.1:1", model="m", server="sim", ctx=100,
+                            prompt_tokens=None, nodeid="t.py::s", users=2, comparisons=cc, total_tps=80.0,
+                            ab=AbSummary(trials=2, a_endpoint="a", b_endpoint="b", a={}, a_decode_tps=[45.0, 46.0],
+                                         b_decode_tps=[50.0, 51.0]))
     charts = figures.comparison_charts(session, [])
     assert [c.xlabel for c in charts] == ["", ""]  # never a "users" axis with one point
     assert [s.name for s in charts[0].series][:2] == ["A", "B"]
     assert charts[1].series[0].name == "A (no trials kept)"  # A keeps no total_tps trials: said, not recoloured
+
+
+def test_an_ab_categorys_speedup_and_trials_survive_the_typed_result() -> None:
+    # A/B writes each category's speedup, its interval and B's trials (compare/categories.py); a view reads the
+    # result typed, so a field the record lacked would vanish from the chart and the facts without a word.
+    cats = {"qa": {"n": 6, "n_prompts": 2, "decode_tps_p50": 40.0, "trials": 3, "speedup": 1.5,
+                   "speedup_interval": [1.2, 1.9]}}
+    result = {**BASE, "kind": "sustained", "categories": cats}
+    s = {c.id: c for c in categories.charts(result)}["categories-speedup"].series[0]
+    assert (s.y, s.low, s.high) == ([1.5], [1.2], [1.9])
+    assert categories.facts(result)[0][1].startswith("n=6 (2 prompts; 3 trials of n=2)")

@@ -124,10 +124,13 @@ def test_small_words():
 def test_html_summary_diagnosis_first_with_figures_per_kind():
     from pytest_specperf.report import html as html_report
 
-    rate = {"nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
+    # a view reads a complete result (typed, or its JSON): the fields every result has
+    base = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
+    rate = {**base, "nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
             "goodput_rps": 3.7, "verdict": "passed"}
-    cap = {"nodeid": "t.py::test_cap", "kind": "capacity", "max_rps": 4.2, "bracket": [4.2, 4.8], "verdict": "passed"}
-    load = {"nodeid": "t.py::test_load", "kind": "sustained", "concurrency": 4, "decode_tps": 40.0,
+    cap = {**base, "nodeid": "t.py::test_cap", "kind": "capacity", "max_rps": 4.2, "bracket": [4.2, 4.8],
+           "verdict": "passed"}
+    load = {**base, "nodeid": "t.py::test_load", "kind": "sustained", "concurrency": 4, "decode_tps": 40.0,
             "decode_p10_tps": 36.0, "total_tps": 150.0, "min_total_tps": 200, "verdict": "failed",
             "reason": "aggregate 150.0 tok/s < min_total_tps 200 with 4 users"}
     errs = [{"nodeid": f"t.py::test_e{i}", "kind": "sustained", "verdict": "error", "reason": "server down"}
@@ -259,10 +262,11 @@ def test_notes_once_in_the_html():
     from pytest_specperf.report import html as html_report
 
     knee = "no knee up to 8 users: aggregate grows >= 10% per doubling"
-    sweep = {"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 8], "verdict": "passed",
+    base = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
+    sweep = {**base, "nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 8], "verdict": "passed",
              "notes": [knee, knee, knee], "levels": [{"concurrency": 1}, {"concurrency": 8}]}
     why = "drift not judged: 64 tokens per turn are too few for windows"
-    session = {"nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "verdict": "passed",
+    session = {**base, "nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "verdict": "passed",
                "notes": [why, why, why]}
     import re
 

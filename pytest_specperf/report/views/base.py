@@ -8,11 +8,15 @@ The views of each kind build on this module (``single``, ``load``); ``registry``
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pytest_specperf.cases.result_parts import case_key
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison, case_key
+from pytest_specperf.cases.results import LoadSweepResult, Result
+from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare.trials import DIRECTIONS, sub_cases, trials
 from pytest_specperf.report.table import finite_number
 
@@ -79,8 +83,46 @@ class CaseView:
     charts: list[Chart] = field(default_factory=list)
 
 
+#: What a view takes: a typed result, or its JSON (a saved run's, an xdist report's).
+ResultLike = Result | Mapping[str, Any]
+
 #: A kind's view: (result, baseline results) -> what the report shows for it.
-View = Callable[[dict[str, Any], list[dict[str, Any]]], CaseView]
+View = Callable[[ResultLike, Sequence[ResultLike]], CaseView]
+
+
+#: The records ``typed`` built, by id: a view hands its typed result on to the views every kind shares
+#: (``registry.view``), and ``as_result`` rebuilds every record it is given (TRANSITIONAL, issue 36: while
+#: producers may still put dicts inside a result). These records never leave the views, so none changes after.
+_BUILT: dict[int, weakref.ref[Result]] = {}
+
+
+def typed(result: ResultLike) -> Result:
+    """A view's result as one typed record, its parts typed too: each view normalises once, at its entry."""
+    if isinstance(result, Result):
+        ref = _BUILT.get(id(result))
+        if ref is not None and ref() is result:
+            return result
+    r = as_result(result)
+    if len(_BUILT) > 4096:  # ids of records since dropped: forget them rather than grow
+        _BUILT.clear()
+    _BUILT[id(r)] = weakref.ref(r)
+    return r
+
+
+R = TypeVar("R", bound=Result)
+
+
+def typed_as(result: ResultLike, cls: type[R]) -> R:
+    """``typed(result)``, which must be of the record ``cls`` (a kind's view is for that kind only)."""
+    r = typed(result)
+    if not isinstance(r, cls):
+        raise TypeError(f"a {r.kind} result cannot be shown as a {cls.__name__}: show it with views.registry.view")
+    return r
+
+
+def typed_all(results: Sequence[ResultLike]) -> list[Result]:
+    """A baseline run's results, each typed (``typed``)."""
+    return [as_result(r) for r in results]
 
 
 # -- formatting ------------------------------------------------------------------------------------
@@ -126,10 +168,13 @@ def count_text(v: Any) -> str:
 # -- generic ---------------------------------------------------------------------------------------
 
 
-def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
-    """Every scalar field as a row: the view of kinds without their own renderer."""
+def generic(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
+    """Every scalar field as a row: the view of kinds without their own renderer.
+
+    The fields as recorded, not typed: an errored case's record holds only what the case asked (no endpoint,
+    no figures), and its row shows just that."""
     facts = []
-    for key, value in result.items():
+    for key, value in (to_dict(result) if isinstance(result, Result) else result).items():
         if isinstance(value, bool) or value is None:
             facts.append((key, str(value).lower() if isinstance(value, bool) else "-"))
         elif isinstance(value, int):
@@ -141,78 +186,89 @@ def generic(result: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
     return CaseView(facts=facts)
 
 
-def common_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+def common_facts(result: ResultLike) -> list[tuple[str, str]]:
     """The facts every kind shows first: server and model, content, prompt size."""
-    return [("server", f"{r.get('server', '-')} ({r.get('model', '-')})"), ("content", str(r.get("content", "-"))),
-            ("ctx (prompt tokens)", count_text(r.get("prompt_tokens") or r.get("ctx") or "-"))]
+    r = typed(result)
+    return [("server", f"{r.server} ({r.model})"), ("content", str(r.content)),
+            ("ctx (prompt tokens)", count_text(r.prompt_tokens or r.ctx or "-"))]
 
 
 # -- comparisons -----------------------------------------------------------------------------------
 
 
-def _other_side(r: dict[str, Any]) -> tuple[str, str]:
+def _other_side(r: Result) -> tuple[str, str]:
     """(other side, this side): ("A", "B") in an A/B run, else ("baseline", "current")."""
-    return ("A", "B") if r.get("ab") else ("baseline", "current")
+    return ("A", "B") if r.ab is not None else ("baseline", "current")
 
 
-def _base_trials(r: dict[str, Any], cc: dict[str, Any], baseline: list[dict[str, Any]]) -> tuple[str, list[float]]:
+def _plain(r: Result) -> dict[str, Any]:
+    # TRANSITIONAL (issue 36): compare/trials.py's sub_cases and trials read dicts until the compare helper's
+    # branch types them; the lead drops this at the merge.
+    return to_dict(r)
+
+
+def _base_trials(r: Result, cc: CaseComparison, baseline: list[Result]) -> tuple[str, list[float]]:
     """The other side's trials for a comparison: A from an A/B run, else the matching baseline case."""
-    metric = cc.get("metric") or ""
-    ab = r.get("ab") or {}
-    if ab:
-        if metric == "decode_tps" and cc.get("ctx") is None:
-            return "A", [float(x) for x in ab.get("a_decode_tps") or []]
+    metric = cc.metric or ""
+    ab = r.ab
+    if ab is not None:
+        if metric == "decode_tps" and cc.ctx is None:
+            return "A", [float(x) for x in ab.a_decode_tps]
         # A/B keeps only A's median of other figures
-        a = finite_number((ab.get("a") or {}).get(metric))
+        a = finite_number(ab.a.get(metric))
         return "A", [] if a is None else [a]
-    key = case_key(str(cc.get("nodeid", r.get("nodeid", ""))), cc.get("ctx"))
+    key = case_key(cc.nodeid, cc.ctx)
     for b in baseline:
-        for nodeid, ctx, case in sub_cases(b):
+        for nodeid, ctx, case in sub_cases(_plain(b)):
             if case_key(nodeid, ctx) == key:
                 return "baseline", trials(case, metric)
     return "baseline", []
 
 
-def _cand_trials(r: dict[str, Any], cc: dict[str, Any]) -> list[float]:
-    metric = cc.get("metric") or ""
-    ab = r.get("ab") or {}
-    if ab and metric == "decode_tps" and cc.get("ctx") is None:
-        return [float(x) for x in ab.get("b_decode_tps") or []]
-    for _nodeid, ctx, case in sub_cases(r):
-        if ctx == cc.get("ctx"):
+def _cand_trials(r: Result, cc: CaseComparison) -> list[float]:
+    metric = cc.metric or ""
+    ab = r.ab
+    if ab is not None and metric == "decode_tps" and cc.ctx is None:
+        return [float(x) for x in ab.b_decode_tps]
+    for _nodeid, ctx, case in sub_cases(_plain(r)):
+        if ctx == cc.ctx:
             return trials(case, metric)
     return []
 
 
-def _change(c: dict[str, Any]) -> tuple[float, float, float] | None:
+def _change(c: Comparison) -> tuple[float, float, float] | None:
     """(change, interval low, interval high) of a comparison record, or None when any is missing."""
-    ci = c.get("change_ci") or [None, None]
-    values = [finite_number(c.get("change")), *(finite_number(x) for x in list(ci)[:2])]
+    values = [finite_number(c.change), *(finite_number(x) for x in list(c.change_ci or [])[:2])]
     kept = [v for v in values if v is not None]
     return (kept[0], kept[1], kept[2]) if len(kept) == 3 else None
 
 
-def _span(c: dict[str, Any]) -> str:
+def _span(c: Comparison) -> str:
     ch = _change(c)
     return "" if ch is None else f" {signed_pct(ch[0])} [{signed_pct(ch[1])}, {signed_pct(ch[2])}]"
 
 
-def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list[Chart]:
+def comparison_charts(result: ResultLike, baseline: Sequence[ResultLike]) -> list[Chart]:
     """Per compared metric: a sweep's change per level (``level_comparison_charts``); for other cases the trials
     of each side and the change with its interval against the threshold."""
-    records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict) and cc.get("comparison")]
+    r = typed(result)
+    records = [cc for cc in r.comparisons or [] if cc.comparison is not None]
     # A session's users are its sessions at once, not a level of a sweep: no one-point "users" axis.
-    levels = [cc for cc in records if cc.get("users") is not None and r.get("kind") != "session"]
+    levels = [cc for cc in records if cc.users is not None and r.kind != "session"]
     out = level_comparison_charts(r, levels)
+    base_results: list[Result] | None = None  # typed once, and only when a case is matched in the baseline
     for n, cc in enumerate(cc for cc in records if cc not in levels):
-        c = cc["comparison"]
-        metric = str(c.get("metric"))
-        where = "" if cc.get("ctx") is None else f" at ctx {count_text(cc['ctx'])}"
-        base_name, base = _base_trials(r, cc, baseline)
+        c = cc.comparison
+        assert c is not None  # records hold only comparisons with one
+        metric = str(c.metric)
+        where = "" if cc.ctx is None else f" at ctx {count_text(cc.ctx)}"
+        if base_results is None and r.ab is None:
+            base_results = typed_all(baseline)
+        base_name, base = _base_trials(r, cc, base_results or [])
         cand = _cand_trials(r, cc)
         cand_name = _other_side(r)[1]
         # The case's verdict (cc), which may differ from the raw comparison's (e.g. a TTFT noise floor).
-        chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.get('verdict')}{_span(c)}", "", metric,
+        chart = Chart(f"cmp{n}", f"{metric}{where} vs {base_name}: {cc.verdict}{_span(c)}", "", metric,
                       categories=[base_name, cand_name])
         if not base and not cand:
             continue
@@ -227,13 +283,12 @@ def comparison_charts(r: dict[str, Any], baseline: list[dict[str, Any]]) -> list
             chart.series.append(Series("change, 98% interval", [1.0], [mid * (1 + change[0])], "points",
                                        low=[mid * (1 + change[1])], high=[mid * (1 + change[2])]))
             worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
-            chart.levels.append(Level(mid * (1 + worse * c.get("threshold", 0.0)),
-                                      f"max regression {c.get('threshold', 0) * 100:.0f}%"))
+            chart.levels.append(Level(mid * (1 + worse * c.threshold), f"max regression {c.threshold * 100:.0f}%"))
         out.append(chart)
     return out
 
 
-def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) -> list[Chart]:
+def level_comparison_charts(result: ResultLike, records: Sequence[CaseComparison]) -> list[Chart]:
     """A load sweep's comparisons: one chart per metric over users.
 
     Each level's ratio of B (or current) to A (or baseline), ``1 + change``, with its 98% interval
@@ -241,16 +296,17 @@ def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) ->
     regression a dashed line, and the crossover (A/B) a vertical line. Every number is the level's
     comparison record's own. Ratios use a log axis: a halving and a doubling lie equally far from 1.
     """
+    r = typed(result)
     other, this = _other_side(r)
-    metrics = list(dict.fromkeys(str(cc.get("metric")) for cc in records))
-    cross = c if isinstance(c := r.get("crossover"), dict) else {}
+    metrics = list(dict.fromkeys(str(cc.metric) for cc in records))
+    cross = r.crossover if isinstance(r, LoadSweepResult) and isinstance(r.crossover, dict) else {}
     out = []
     for metric in metrics:
-        rows = []
+        rows: list[tuple[float, tuple[float, float, float], str, Comparison]] = []
         for cc in records:
-            change = _change(cc["comparison"]) if cc.get("metric") == metric else None
-            if change is not None and finite_number(cc.get("users")) is not None:
-                rows.append((float(cc["users"]), change, str(cc.get("verdict") or "-"), cc["comparison"]))
+            change = _change(cc.comparison) if cc.metric == metric and cc.comparison is not None else None
+            if change is not None and cc.comparison is not None and finite_number(cc.users) is not None:
+                rows.append((float(cc.users or 0), change, str(cc.verdict or "-"), cc.comparison))
         if not rows:
             continue
         rows.sort(key=lambda row: row[0])
@@ -264,12 +320,13 @@ def level_comparison_charts(r: dict[str, Any], records: list[dict[str, Any]]) ->
         title = f"{metric} per level, {this} vs {other}: {worst} at {users_text(', '.join(where))}"
         chart = Chart(f"cmp_{metric}", title, "users", f"{metric}: {this} / {other}", [s],
                       [Level(1.0, f"{other} (ratio 1)", "solid")], xscale="log", yscale="log" if positive else "linear")
-        threshold = finite_number(rows[0][3].get("threshold"))
+        threshold = finite_number(rows[0][3].threshold)
         if threshold:
             worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
             chart.levels.append(Level(1 + worse * threshold, f"max regression {threshold * 100:.0f}%"))
-        at = finite_number(cross.get("users"))
+        users = cross.get("users")  # untyped part: the crossover stays a dict (issue 36 plan)
+        at = finite_number(users)
         if at is not None:
-            chart.levels.append(Level(at, f"crossover at {users_text(cross['users'])}", "dashed", "x"))
+            chart.levels.append(Level(at, f"crossover at {users_text(users)}", "dashed", "x"))
         out.append(chart)
     return out

@@ -3,10 +3,11 @@ Spec-Bench leaderboard row; each category's n (requests) is in the view's facts 
 
 from __future__ import annotations
 
-from typing import Any
-
-from pytest_specperf.report.table import category_count, category_load, finite_number
-from pytest_specperf.report.views.base import Chart, Level, Series, fmt, users_text
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import CategoryFigures
+from pytest_specperf.cases.results import CapacityResult, LoadSweepResult, RateResult, Result, SustainedResult
+from pytest_specperf.report.table import category_count, finite_number
+from pytest_specperf.report.views.base import Chart, Level, ResultLike, Series, fmt, typed, users_text
 
 #: (figure key, chart title, y label) of each metric drawn per category, where the server showed it
 METRICS = (("decode_tps_p50", "decode tok/s per category (median; p10 as points)", "tokens/s"),
@@ -17,14 +18,29 @@ METRICS = (("decode_tps_p50", "decode tok/s per category (median; p10 as points)
 FLOORS = {"decode_tps_p50": "min_tps", "accept_len": "min_accept_len"}
 
 
-def charts(result: dict[str, Any]) -> list[Chart]:
+#: The kinds whose results can run over a prompt file's categories (``categories`` per category).
+WITH_CATEGORIES = (SustainedResult, LoadSweepResult, RateResult, CapacityResult)
+
+
+def _categories(r: Result) -> dict[str, CategoryFigures]:
+    return (r.categories or {}) if isinstance(r, WITH_CATEGORIES) else {}
+
+
+def _level(r: Result) -> int | None:
+    """The sweep level a case's categories are from: a load sweep's highest (``categories_users`` in its JSON);
+    None for the other kinds, whose categories ran under the case's one load."""
+    return r.levels[-1].concurrency if isinstance(r, LoadSweepResult) and r.levels else None
+
+
+def charts(result: ResultLike) -> list[Chart]:
     """One bar chart per metric shown for some category; none for a case without categories."""
-    cats = result.get("categories")
-    if not isinstance(cats, dict) or not cats:
+    r = typed(result)
+    cats = _categories(r)
+    if not cats:
         return []
-    names = [n for n, f in cats.items() if isinstance(f, dict)]
+    names = list(cats)
     labels = list(names)  # each category's n is in the facts above the charts
-    _, level = category_load(result)
+    level = _level(r)
     at = f", at {users_text(level)}" if level is not None else ""  # a sweep's categories are one level's
     out = []
     for key, title, ylabel in METRICS:
@@ -37,12 +53,12 @@ def charts(result: dict[str, Any]) -> list[Chart]:
                                    labels=[fmt(y, ".1f" if key == "ttft_p50_ms" else ".2f") for y in ys
                                            if y is not None]))
         if key == "decode_tps_p50":
-            all_p10 = [(float(i), finite_number(cats[n].get("decode_tps_p10"))) for i, n in enumerate(names)]
+            all_p10 = [(float(i), finite_number(cats[n].decode_tps_p10)) for i, n in enumerate(names)]
             p10 = [(x, y) for x, y in all_p10 if y is not None]
             if p10:
                 chart.series.append(Series("decode_tps_p10", [x for x, _ in p10], [y for _, y in p10], style="points"))
         if key == "speedup":  # points with their interval, as the crossover's speedup chart draws them
-            ivs = [cats[n].get("speedup_interval") or [None, None] for n in names]
+            ivs: list[list[float | None]] = [[*(cats[n].speedup_interval or []), None, None] for n in names]
             first = chart.series[0]
             first.style = "points"
             first.low = [finite_number(ivs[int(x)][0]) or y for x, y in zip(first.x, first.y, strict=True)]
@@ -50,7 +66,7 @@ def charts(result: dict[str, Any]) -> list[Chart]:
             chart.levels.append(Level(1.0, "no speedup"))
         floor = FLOORS.get(key)
         for i, n in enumerate(names):
-            v = finite_number(cats[n].get(floor)) if floor else None
+            v = finite_number(getattr(cats[n], floor)) if floor else None
             if v is not None:  # over its own bar only: another category's floor is not this one's
                 chart.levels.append(Level(v, f"{n} {floor} {v:g}", span=[i - BAR_REACH, i + BAR_REACH]))
         out.append(chart)
@@ -61,28 +77,28 @@ def charts(result: dict[str, Any]) -> list[Chart]:
 BAR_REACH = 0.4
 
 
-def _figure(f: dict[str, Any], key: str) -> float | None:
+def _figure(f: CategoryFigures, key: str) -> float | None:
     """A category's figure as drawn: TTFT in ms (a few ms would read 0.00 s), the others as recorded."""
     if key == "ttft_p50_ms":
-        s = finite_number(f.get("ttft_p50_s"))
+        s = finite_number(f.ttft_p50_s)
         return None if s is None else s * 1000
-    return finite_number(f.get(key))
+    return finite_number(getattr(f, key))
 
 
-def facts(result: dict[str, Any]) -> list[tuple[str, str]]:
+def facts(result: ResultLike) -> list[tuple[str, str]]:
     """One line per category: n, decode, TTFT, acceptance, drift."""
-    cats = result.get("categories")
-    if not isinstance(cats, dict):
+    r = typed(result)
+    cats = _categories(r)
+    if not cats:
         return []
-    _, level = category_load(result)
+    level = _level(r)
     at = f" @ {users_text(level)}" if level is not None else ""
     out = []
     for name, f in cats.items():
-        if not isinstance(f, dict):
-            continue
+        # TRANSITIONAL (issue 36): report/table.py's category_count reads a dict until the report helper's branch
         out.append((f"category {name}" + at,
-                    f"{category_count(f)}, decode {fmt(f.get('decode_tps_p50'))} tok/s "
-                    f"(p10 {fmt(f.get('decode_tps_p10'))}), TTFT p50 {fmt(_figure(f, 'ttft_p50_ms'), '.1f', ' ms')}, "
-                    f"accept {fmt(f.get('accept_len'), '.2f')}/step, rate {fmt(f.get('accept_rate'), '.2f')}, "
-                    f"drift {fmt(f.get('drift'), '.2f')}"))
+                    f"{category_count(to_dict(f))}, decode {fmt(f.decode_tps_p50)} tok/s "
+                    f"(p10 {fmt(f.decode_tps_p10)}), TTFT p50 {fmt(_figure(f, 'ttft_p50_ms'), '.1f', ' ms')}, "
+                    f"accept {fmt(f.accept_len, '.2f')}/step, rate {fmt(f.accept_rate, '.2f')}, "
+                    f"drift {fmt(f.drift, '.2f')}"))
     return out

@@ -6,11 +6,19 @@ line in ``VIEWS``. Kinds without a view get the generic one: a table of their sc
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
+from pytest_specperf.cases.saved_results import RESULT_TYPES
 from pytest_specperf.report.views import categories, load, session, single, trend
 from pytest_specperf.report.views.arms import arms_view
-from pytest_specperf.report.views.base import CaseView, View, comparison_charts, generic
+from pytest_specperf.report.views.base import (
+    CaseView,
+    ResultLike,
+    View,
+    comparison_charts,
+    generic,
+    typed,
+)
 
 VIEWS: dict[str, View] = {
     "sustained": single.sustained,
@@ -23,19 +31,30 @@ VIEWS: dict[str, View] = {
 }
 
 
-def view(result: dict[str, Any], baseline: list[dict[str, Any]] | None = None) -> CaseView:
+def view(result: ResultLike, baseline: Sequence[ResultLike] | None = None) -> CaseView:
     """The view of one result: its kind's view (the generic one otherwise), plus its comparisons."""
-    render = VIEWS.get(str(result.get("kind", "")), generic)
-    if result.get("verdict") == "error":
+    if isinstance(result, Mapping):
+        kind, verdict = result.get("kind"), result.get("verdict")  # the JSON, before typing
+        if verdict == "error":
+            # An errored case's record holds only what the case asked (no endpoint, no figures): it is not a
+            # measured result to type, and nothing in it can be drawn. Shown as recorded.
+            return generic(result, [])
+        if kind not in RESULT_TYPES:
+            # A kind without a result record (a kind being added, a run saved by a newer version) cannot be
+            # typed: its own view, or the table of its fields, reads it as recorded.
+            return VIEWS.get(str(kind), generic)(result, baseline or [])
+    r = typed(result)
+    render = VIEWS.get(r.kind, generic)
+    if r.verdict == "error":
         render = generic  # nothing was measured: show what is known, draw nothing
-    v = render(result, baseline or [])
-    v.charts += comparison_charts(result, baseline or [])
-    v.facts += categories.facts(result)  # a prompt file's categories, whatever the kind
-    v.charts += categories.charts(result)
-    v.facts += trend.facts(result)  # judged against its history (--specperf-history): the trend per metric
-    v.charts += trend.charts(result)
+    v = render(r, baseline or [])
+    v.charts += comparison_charts(r, baseline or [])  # types the baseline's results only where it draws them
+    v.facts += categories.facts(r)  # a prompt file's categories, whatever the kind
+    v.charts += categories.charts(r)
+    v.facts += trend.facts(r)  # judged against its history (--specperf-history): the trend per metric
+    v.charts += trend.charts(r)
     if render is not generic:  # a case measured on several arms: the users x arms grid and its chart
-        extra = arms_view(result)
+        extra = arms_view(r)
         v.facts += extra.facts
         v.charts += extra.charts
     return v

@@ -7,19 +7,23 @@ a two-point case's samples, a sweep's points.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.results import StreamResult, SustainedResult, SweepResult, TwoPointResult
 from pytest_specperf.report.table import finite_number
 from pytest_specperf.report.views.base import (
     Band,
     CaseView,
     Chart,
     Level,
+    ResultLike,
     Series,
     common_facts,
     count_text,
     fmt,
     pct,
+    typed_as,
 )
 from pytest_specperf.run.acceptance import slowdown_split
 
@@ -36,18 +40,18 @@ def edge_windows(n: int) -> int:
 # -- sustained -------------------------------------------------------------------------------------
 
 
-def cumulative(stream: dict[str, Any]) -> tuple[list[float], list[float], list[float], list[float]]:
+def cumulative(stream: StreamResult) -> tuple[list[float], list[float], list[float], list[float]]:
     """Decode tokens against seconds since the request, and where stalls ended: (xs, ys, stall xs, stall ys).
 
     Rebuilt from the window rates (window i lasts W / rate_i seconds), so exact at every window edge;
     a stall inside a window is drawn as a flat run of its gap ending at its token, the rest of the
     window's time spread evenly over its tokens.
     """
-    w = stream.get("window_tokens")
-    rates = [x for x in stream.get("window_tps") or [] if finite_number(x)]
-    stalls = sorted((float(s["at_token"]), float(s["gap_s"])) for s in stream.get("stalls") or []
-                    if finite_number(s.get("at_token")) is not None and finite_number(s.get("gap_s")) is not None)
-    t = float(stream.get("ttft_s") or 0.0)
+    w = stream.window_tokens
+    rates = [x for x in stream.window_tps or [] if finite_number(x)]
+    stalls = sorted((float(s.at_token), float(s.gap_s)) for s in stream.stalls or []
+                    if finite_number(s.at_token) is not None and finite_number(s.gap_s) is not None)
+    t = float(stream.ttft_s or 0.0)
     xs, ys = [t], [0.0]
     sx: list[float] = []
     sy: list[float] = []
@@ -78,60 +82,56 @@ def _edge_bands(n: int, w: float, axis: str) -> list[Band]:
     return [Band(0.0, m * w, "early windows", axis), Band((n - m) * w, n * w, "late windows", axis)]
 
 
-def _streams(r: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for s in r.get("streams") or [] if isinstance(s, dict)]
-
-
-def sustained(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
+def sustained(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
     """Cumulative tokens, window rates, tokens per step and step time per window, burst gap."""
-    acc = r.get("acceptance") or {}
-    att = r.get("attribution") or {}
+    r = typed_as(result, SustainedResult)
+    acc = r.acceptance
+    # TRANSITIONAL (issue 36): run/acceptance.py's slowdown_split reads a dict until the run helper's branch
+    att = None if r.attribution is None else to_dict(r.attribution)
     facts = [
         *common_facts(r),
         *_stream_facts(r),
-        ("ttft", fmt(finite_number(r.get("ttft_s")) and r["ttft_s"] * 1000, ".0f", " ms")),
-        ("early -> late", f"{fmt(r.get('early_tps'))} -> {fmt(r.get('late_tps'))} tok/s"),
-        ("drift", f"{fmt(r.get('drift'), '.2f')} (max {fmt(r.get('max_drift'), 'g')}): {r.get('drift_verdict', '-')}"
-                  + (f", {r['drift_gate']}" if r.get("drift_gate") else "")),
-        *([] if (finite_number(r.get("concurrency")) or 1) > 1 else [("floor", fmt(r.get("min_tps"), "g", " tok/s"))]),
-        ("stalls", f"{r.get('stalls', 0)} ({fmt(r.get('stall_s'), '.2f', ' s')})"),
-        ("acceptance", f"{fmt(acc.get('mean_len'), '.2f')} tokens/step, rate {fmt(acc.get('rate'), '.2f')} "
-                       f"({acc.get('source', '-')})" if acc else "-"),
+        ("ttft", fmt(finite_number(r.ttft_s) and r.ttft_s * 1000, ".0f", " ms")),
+        ("early -> late", f"{fmt(r.early_tps)} -> {fmt(r.late_tps)} tok/s"),
+        ("drift", f"{fmt(r.drift, '.2f')} (max {fmt(r.max_drift, 'g')}): {r.drift_verdict}"
+                  + (f", {r.drift_gate}" if r.drift_gate else "")),
+        *([] if (finite_number(r.concurrency) or 1) > 1 else [("floor", fmt(r.min_tps, "g", " tok/s"))]),
+        ("stalls", f"{r.stalls} ({fmt(r.stall_s, '.2f', ' s')})"),
+        ("acceptance", f"{fmt(acc.mean_len, '.2f')} tokens/step, rate {fmt(acc.rate, '.2f')} "
+                       f"({acc.source})" if acc is not None else "-"),
         ("slowdown split", slowdown_split(att)),
     ]
-    if r.get("burst_tps") is not None:
-        facts.append(("two-point / burst gap", f"{fmt(r.get('burst_tps'))} tok/s / {fmt(r.get('burst_gap'), '.2f')}"))
+    if r.burst_tps is not None:
+        facts.append(("two-point / burst gap", f"{fmt(r.burst_tps)} tok/s / {fmt(r.burst_gap, '.2f')}"))
     facts += phase_facts(r)
-    streams = _streams(r)
+    streams = r.streams
     charts = [_cumulative_chart(streams), _window_chart(r, streams)]
     charts += _step_charts(r)
     mark_phases(r, charts)
-    if finite_number(r.get("burst_tps")) is not None and finite_number(r.get("decode_tps")) is not None:
-        charts.append(Chart("burst", f"two-point vs sustained decode (burst gap {fmt(r.get('burst_gap'), '.2f')})",
-                            "", "tok/s", [Series("decode", [0.0, 1.0], [float(r["burst_tps"]), float(r["decode_tps"])],
-                                                 "bars")],
+    burst, decode = finite_number(r.burst_tps), finite_number(r.decode_tps)
+    if burst is not None and decode is not None:
+        charts.append(Chart("burst", f"two-point vs sustained decode (burst gap {fmt(r.burst_gap, '.2f')})",
+                            "", "tok/s", [Series("decode", [0.0, 1.0], [burst, decode], "bars")],
                             categories=["two-point (burst)", "sustained"]))
     return CaseView(facts, [c for c in charts if c.series])
 
 
-def phase_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+def phase_facts(r: SustainedResult) -> list[tuple[str, str]]:
     """The reasoning phase's figures, where the streams had one (none otherwise)."""
-    if not r.get("reasoning_tokens"):
+    if not r.reasoning_tokens:
         return []
     accept = ""
-    if finite_number(r.get("reasoning_accept_len")) is not None:
-        accept = (f"; {fmt(r.get('reasoning_accept_len'), '.2f')} vs {fmt(r.get('content_accept_len'), '.2f')} "
-                  "tokens/step")
-    return [("reasoning / answer", f"{count_text(r.get('reasoning_tokens'))} / {count_text(r.get('content_tokens'))}"
-                                   f" tokens; {fmt(r.get('reasoning_tps'))} / {fmt(r.get('content_tps'))} tok/s"
-                                   + accept),
-            ("first answer token", fmt(finite_number(r.get("ttft_content_s")) and r["ttft_content_s"] * 1000, ".0f",
-                                       " ms"))]
+    if finite_number(r.reasoning_accept_len) is not None:
+        accept = f"; {fmt(r.reasoning_accept_len, '.2f')} vs {fmt(r.content_accept_len, '.2f')} tokens/step"
+    first = finite_number(r.ttft_content_s)
+    return [("reasoning / answer", f"{count_text(r.reasoning_tokens)} / {count_text(r.content_tokens)}"
+                                   f" tokens; {fmt(r.reasoning_tps)} / {fmt(r.content_tps)} tok/s" + accept),
+            ("first answer token", fmt(first and first * 1000, ".0f", " ms"))]
 
 
-def mark_phases(r: dict[str, Any], charts: list[Chart]) -> None:
+def mark_phases(r: SustainedResult, charts: list[Chart]) -> None:
     """Where the answer starts, on the charts drawn against decode tokens (the median stream's reasoning count)."""
-    n = finite_number(r.get("reasoning_tokens"))
+    n = finite_number(r.reasoning_tokens)
     if not n:
         return
     for chart in charts:
@@ -141,24 +141,24 @@ def mark_phases(r: dict[str, Any], charts: list[Chart]) -> None:
             chart.levels.append(Level(n, f"reasoning | answer ({n:.0f} tokens)", "dashed", axis="x"))
 
 
-def _stream_facts(r: dict[str, Any]) -> list[tuple[str, str]]:
+def _stream_facts(r: SustainedResult) -> list[tuple[str, str]]:
     """Tokens and decode; a concurrent case (``concurrency`` > 1) names its users, aggregate and p10 user."""
-    users = finite_number(r.get("concurrency"))
-    repeat = r.get("repeat") or 1
+    users = finite_number(r.concurrency)
+    repeat = r.repeat or 1
     if users is None or users <= 1:
         streams = f" x {repeat} streams" if repeat != 1 else ""
-        return [("tokens", fmt(r.get("completion_tokens"), ".0f") + streams),
-                ("decode" + (", median stream" if repeat != 1 else ""), fmt(r.get("decode_tps"), ".1f", " tok/s"))]
+        return [("tokens", fmt(r.completion_tokens, ".0f") + streams),
+                ("decode" + (", median stream" if repeat != 1 else ""), fmt(r.decode_tps, ".1f", " tok/s"))]
     trials = f", {repeat} trials" if repeat != 1 else ""
     return [("users", f"{count_text(users)} concurrent streams{trials}"),
-            ("tokens", fmt(r.get("completion_tokens"), ".0f") + " per user"),
-            ("decode per user", f"median {fmt(r.get('decode_tps'))}, p10 {fmt(r.get('decode_p10_tps'))} tok/s"),
-            ("aggregate", fmt(r.get("total_tps"), ".1f", " tok/s") + " (while every stream decoded)"),
-            ("floors", f"min_tps {fmt(r.get('min_tps'), 'g', ' tok/s')} per user, "
-                       f"min_total_tps {fmt(r.get('min_total_tps'), 'g', ' tok/s')} aggregate")]
+            ("tokens", fmt(r.completion_tokens, ".0f") + " per user"),
+            ("decode per user", f"median {fmt(r.decode_tps)}, p10 {fmt(r.decode_p10_tps)} tok/s"),
+            ("aggregate", fmt(r.total_tps, ".1f", " tok/s") + " (while every stream decoded)"),
+            ("floors", f"min_tps {fmt(r.min_tps, 'g', ' tok/s')} per user, "
+                       f"min_total_tps {fmt(r.min_total_tps, 'g', ' tok/s')} aggregate")]
 
 
-def _cumulative_chart(streams: list[dict[str, Any]]) -> Chart:
+def _cumulative_chart(streams: list[StreamResult]) -> Chart:
     chart = Chart("cumulative", "decode tokens over time", "seconds since request", "decode tokens")
     for i, s in enumerate(streams):
         xs, ys, px, py = cumulative(s)
@@ -167,44 +167,47 @@ def _cumulative_chart(streams: list[dict[str, Any]]) -> Chart:
         chart.series.append(Series(f"stream {i + 1}", xs, ys))
         if px:
             chart.series.append(Series(f"stalls, stream {i + 1}", px, py, "points"))
-    if streams and streams[0].get("window_tokens"):
-        chart.bands = _edge_bands(len(streams[0].get("window_tps") or []), float(streams[0]["window_tokens"]), "y")
+    w = streams[0].window_tokens if streams else None
+    if w:
+        chart.bands = _edge_bands(len(streams[0].window_tps or []), float(w), "y")
     return chart
 
 
-def _window_chart(r: dict[str, Any], streams: list[dict[str, Any]]) -> Chart:
-    verdict = r.get("drift_verdict") or "not judged"
-    chart = Chart("window_rate", f"rate per window: drift {fmt(r.get('drift'), '.2f')}, {verdict}",
+def _window_chart(r: SustainedResult, streams: list[StreamResult]) -> Chart:
+    verdict = r.drift_verdict or "not judged"
+    chart = Chart("window_rate", f"rate per window: drift {fmt(r.drift, '.2f')}, {verdict}",
                   "decode tokens", "tok/s")
     for i, s in enumerate(streams):
-        w, rates = s.get("window_tokens"), s.get("window_tps") or []
+        w, rates = s.window_tokens, s.window_tps or []
         if w and rates:
             chart.series.append(Series(f"stream {i + 1}", [(j + 0.5) * w for j in range(len(rates))],
                                        [float(x) for x in rates]))
-    for key, label in (("early_tps", "early median"), ("late_tps", "late median")):
-        if finite_number(r.get(key)) is not None:
-            chart.levels.append(Level(float(r[key]), f"{label} {r[key]:.1f}"))
-    if finite_number(r.get("min_tps")) is not None:
-        chart.levels.append(Level(float(r["min_tps"]), f"floor {r['min_tps']:g}", "solid"))
-    if streams and streams[0].get("window_tokens"):
-        chart.bands = _edge_bands(len(streams[0].get("window_tps") or []), float(streams[0]["window_tokens"]), "x")
+    for value, label in ((r.early_tps, "early median"), (r.late_tps, "late median")):
+        if value is not None and finite_number(value) is not None:
+            chart.levels.append(Level(float(value), f"{label} {value:.1f}"))
+    if r.min_tps is not None and finite_number(r.min_tps) is not None:
+        chart.levels.append(Level(float(r.min_tps), f"floor {r.min_tps:g}", "solid"))
+    w0 = streams[0].window_tokens if streams else None
+    if w0:
+        chart.bands = _edge_bands(len(streams[0].window_tps or []), float(w0), "x")
     return chart
 
 
-def _step_charts(r: dict[str, Any]) -> list[Chart]:
-    acc, step = r.get("window_accept_len") or [], r.get("window_step_ms") or []
-    streams = _streams(r)
-    w = streams[0].get("window_tokens") if streams else None
+def _step_charts(r: SustainedResult) -> list[Chart]:
+    acc, step = r.window_accept_len or [], r.window_step_ms or []
+    streams = r.streams
+    w = streams[0].window_tokens if streams else None
     if not w or not (acc or step):
         return []
-    att = r.get("attribution") or {}
+    att = r.attribution
     out = []
-    for key, values, what, unit, share in (("accept", acc, "accepted tokens per step", "tokens/step", "accept_share"),
-                                           ("step_ms", step, "step time", "ms", "step_share")):
+    for key, values, what, unit, share in (
+            ("accept", acc, "accepted tokens per step", "tokens/step", None if att is None else att.accept_share),
+            ("step_ms", step, "step time", "ms", None if att is None else att.step_share)):
         pairs = [((j + 0.5) * w, float(v)) for j, v in enumerate(values) if finite_number(v) is not None]
         if not pairs:
             continue
-        title = f"{what} per window" + (f": {pct(att.get(share))} of the slowdown" if share in att else "")
+        title = f"{what} per window" + (f": {pct(share)} of the slowdown" if att is not None else "")
         series = Series(what, [p[0] for p in pairs], [p[1] for p in pairs])
         out.append(Chart(key, title, "decode tokens", unit, [series], bands=_edge_bands(len(values), float(w), "x")))
     return out
@@ -213,30 +216,35 @@ def _step_charts(r: dict[str, Any]) -> list[Chart]:
 # -- two-point and sweeps --------------------------------------------------------------------------
 
 
-def two_point(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
+def two_point(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
     """The rate from a short and a long request, per repeat."""
-    facts = [*common_facts(r), ("short / long", f"{r.get('short', '-')} / {r.get('long', '-')} tokens"),
-             ("t short / t long", f"{fmt(r.get('t_short_s'), '.3f')} / {fmt(r.get('t_long_s'), '.3f')} s"),
-             ("decode (two-point)", fmt(r.get("decode_tps"), ".1f", " tok/s")),
-             ("floor", fmt(r.get("min_tps"), "g", " tok/s"))]
-    samples = [float(x) for x in r.get("samples_tps") or [] if finite_number(x) is not None]
+    r = typed_as(result, TwoPointResult)
+    facts = [*common_facts(r), ("short / long", f"{r.short} / {r.long} tokens"),
+             ("t short / t long", f"{fmt(r.t_short_s, '.3f')} / {fmt(r.t_long_s, '.3f')} s"),
+             ("decode (two-point)", fmt(r.decode_tps, ".1f", " tok/s")),
+             ("floor", fmt(r.min_tps, "g", " tok/s"))]
+    samples = [float(x) for x in r.samples_tps or [] if finite_number(x) is not None]
     chart = Chart("samples", "two-point decode rate per repeat", "repeat", "tok/s",
                   [Series("two-point", [float(i) for i in range(len(samples))], samples, "points")] if samples else [],
                   categories=[f"#{i + 1}" for i in range(len(samples))])
-    if finite_number(r.get("min_tps")) is not None:
-        chart.levels.append(Level(float(r["min_tps"]), f"floor {r['min_tps']:g}", "solid"))
+    _floor(r.min_tps, chart)
     return CaseView(facts, [chart] if chart.series else [])
 
 
-def ctx_sweep(r: dict[str, Any], baseline: list[dict[str, Any]]) -> CaseView:
+def _floor(floor: float | None, chart: Chart) -> None:
+    if floor is not None and finite_number(floor) is not None:
+        chart.levels.append(Level(float(floor), f"floor {floor:g}", "solid"))
+
+
+def ctx_sweep(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
     """Decode rate against context length, with the floor."""
-    pts = [p for p in r.get("points") or [] if finite_number(p.get("decode_tps")) is not None]
-    xs = [float(p.get("prompt_tokens") or p.get("ctx") or 0) for p in pts]
-    facts = [*common_facts(r)[:2], ("points", ", ".join(f"{x:.0f}: {p['decode_tps']:.1f}" for x, p in zip(xs, pts,
-                                                                                                        strict=True))),
-             ("slowest", fmt(r.get("decode_tps"), ".1f", " tok/s")), ("floor", fmt(r.get("min_tps"), "g", " tok/s"))]
+    r = typed_as(result, SweepResult)
+    pts = [p for p in r.points or [] if finite_number(p.decode_tps) is not None]
+    xs = [float(p.prompt_tokens or p.ctx or 0) for p in pts]
+    facts = [*common_facts(r)[:2], ("points", ", ".join(f"{x:.0f}: {p.decode_tps:.1f}" for x, p in zip(xs, pts,
+                                                                                                     strict=True))),
+             ("slowest", fmt(r.decode_tps, ".1f", " tok/s")), ("floor", fmt(r.min_tps, "g", " tok/s"))]
     chart = Chart("rate_vs_ctx", "decode rate against context length", "prompt tokens", "tok/s",
-                  [Series("decode", xs, [float(p["decode_tps"]) for p in pts])] if pts else [])
-    if finite_number(r.get("min_tps")) is not None:
-        chart.levels.append(Level(float(r["min_tps"]), f"floor {r['min_tps']:g}", "solid"))
+                  [Series("decode", xs, [float(p.decode_tps) for p in pts])] if pts else [])
+    _floor(r.min_tps, chart)
     return CaseView(facts, [chart] if chart.series else [])
