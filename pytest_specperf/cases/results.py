@@ -176,6 +176,8 @@ class SustainedResult(Result):
     reasoning_accept_len: float | None = None  # tokens per step in each phase (servers sending a chunk per step)
     content_accept_len: float | None = None
     slower_phase: str | None = None  # "reasoning" or "answer": the phase that decoded slower (None: one phase)
+    # A/B and arms of a load case (concurrency > 1): each trial's figures
+    trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.files import write_temp
 
 FORMAT = "pytest-specperf/run"
@@ -96,6 +99,13 @@ class Run:
     job: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     partial: str = ""  # why the run stopped early ("" for a complete run): never a default baseline
+
+    def typed_results(self) -> list[Result | dict[str, Any]]:
+        """The results as records (``saved_results.load_result``); a case that could not be measured stays its
+        error record (plain data). ConfigError (one line) for a result no version of the plugin wrote.
+
+        ``results`` keep the data as read, for the callers that still read mappings (the CLI, report/)."""
+        return [r if r["verdict"] == "error" else load_result(r) for r in self.results]
 
     @property
     def label(self) -> str:
@@ -224,15 +234,22 @@ def _run_label(name: str | None, commit: dict[str, Any]) -> str:
     return label or "run"
 
 
-def run_meta(results: Sequence[dict[str, Any]] = (), *, root: Path | str | None = None,
+def _top(result: Result | dict[str, Any], key: str) -> Any:
+    """A result's endpoint, model, server or server version (an error record has none of them)."""
+    return getattr(result, key) if isinstance(result, Result) else result.get(key)  # not result data: error records
+
+
+def run_meta(results: Sequence[Result | dict[str, Any]] = (), *, root: Path | str | None = None,
              **known: Any) -> dict[str, Any]:
     """What identifies a run's measurements, built one way for the saved run, the HTML header and the baseline
     check: plugin version, endpoint, model, server kind and version (the first result's, or ``known`` where no
     result says), this machine, the commit of ``root`` (when given) and the time."""
-    first = results[0] if results else {}
     meta: dict[str, Any] = {"plugin_version": _package_version()}
     for key in TOP_META[1:]:
-        found = next((r[key] for r in results if r.get(key)), None) if key == "server_version" else first.get(key)
+        if key == "server_version":
+            found = next((_top(r, key) for r in results if _top(r, key)), None)
+        else:
+            found = _top(results[0], key) if results else None
         meta[key] = found if found is not None else known.get(key)
     meta["machine"] = machine_info()
     if root is not None:
@@ -241,7 +258,8 @@ def run_meta(results: Sequence[dict[str, Any]] = (), *, root: Path | str | None 
     return meta
 
 
-def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, Any], name: str | None = None, *,
+def save_run(folder: Path | str, results: Sequence[Result | dict[str, Any]], meta: dict[str, Any],
+             name: str | None = None, *,
              root: Path | str | None = None, redact: Iterable[str] = ()) -> Path:
     """Write a run file atomically into ``folder`` (created if needed) and return its path."""
     folder = Path(folder)
@@ -261,7 +279,7 @@ def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, 
         "machine": machine_info(),
         "job": job_info(),
         "meta": {k: v for k, v in meta.items() if k not in (*TOP_META, "commit", "partial")},
-        "results": list(results),
+        "results": [to_dict(r) if isinstance(r, Result) else r for r in results],
     }
     text = json.dumps(doc, indent=2, default=_jsonable)
     for secret in redact:
