@@ -227,8 +227,8 @@ def _run_label(name: str | None, commit: dict[str, Any]) -> str:
     """The file name's label: the run's name, else the commit (with -dirty), else "run"."""
     if name:
         label = slug(name)
-    elif commit.get("id") not in (None, "unknown", "unversioned"):
-        label = str(commit["id"])[:12] + ("-dirty" if commit.get("dirty") else "")
+    elif commit.get("id") not in (None, "unknown", "unversioned"):  # not result data: a commit's git facts
+        label = str(commit["id"])[:12] + ("-dirty" if commit.get("dirty") else "")  # not result data
     else:
         label = "run"
     return label or "run"
@@ -264,16 +264,16 @@ def save_run(folder: Path | str, results: Sequence[Result | dict[str, Any]], met
     """Write a run file atomically into ``folder`` (created if needed) and return its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    given = meta.get("commit")
+    given = meta.get("commit")  # not result data: the run's metadata
     commit = given if isinstance(given, dict) else commit_info(root)
     label = _run_label(name, commit)
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
-        "plugin_version": meta.get("plugin_version") or _package_version(),
+        "plugin_version": meta.get("plugin_version") or _package_version(),  # not result data: the run's metadata
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "name": name or "",
-        "partial": str(meta.get("partial") or ""),
+        "partial": str(meta.get("partial") or ""),  # not result data: the run's metadata
         **{k: meta.get(k) for k in TOP_META[1:]},
         "commit": commit,
         "machine": machine_info(),
@@ -334,12 +334,12 @@ def load_run(path: Path | str) -> Run | None:
     if not isinstance(doc, dict):
         _warn(path, f"expected a JSON object, found {type(doc).__name__}")
         return None
-    fmt = doc.get("format")
+    fmt = doc.get("format")  # not result data: the run file's JSON
     version: object  # an int once checked below
     if fmt == REPORT_FORMAT:
         version = 0  # a --specperf-json report: same result fields, fewer run fields
     elif fmt == FORMAT:
-        version = doc.get("version")
+        version = doc.get("version")  # not result data: the run file's JSON
         if not isinstance(version, int) or isinstance(version, bool):
             _warn(path, f"format version {version!r} is not an integer")
             return None
@@ -352,12 +352,12 @@ def load_run(path: Path | str) -> Run | None:
     else:
         _warn(path, f"not a pytest-specperf run (format {fmt!r})")
         return None
-    results = doc.get("results")
+    results = doc.get("results")  # not result data: the run file's JSON
     if not isinstance(results, list):
         _warn(path, "missing field 'results' (a list)")
         return None
     for i, r in enumerate(results):
-        if not isinstance(r, dict) or not isinstance(r.get("nodeid"), str) or not r["nodeid"]:
+        if not isinstance(r, dict) or not isinstance(r.get("nodeid"), str) or not r["nodeid"]:  # not result data
             _warn(path, f"results[{i}] has no 'nodeid'")
             return None
     return _normalize(path, doc, version, results)
@@ -382,15 +382,16 @@ def _normalize(path: Path, doc: dict[str, Any], version: int, results: list[dict
         normalized.append(r)
     counter = _counter(path)
     m = _RUN_RE.match(path.name)
-    name = str(doc.get("name") or (m.group(2) if m else path.stem))
+    name = str(doc.get("name") or (m.group(2) if m else path.stem))  # not result data: the run file's JSON
     known = {"format", "version", "name", "created", "results", "commit", "machine", "job", "meta", "partial",
              *TOP_META}
     meta = obj("meta") if version >= 1 else {k: v for k, v in doc.items() if k not in known}
-    return Run(path=path, results=normalized, version=version, format=str(doc.get("format")), counter=counter,
-               name=name, created=text("created") or "", plugin_version=text("plugin_version") or "",
+    fmt = str(doc.get("format"))  # not result data: the run file's JSON
+    return Run(path=path, results=normalized, version=version, format=fmt, counter=counter, name=name,
+               created=text("created") or "", plugin_version=text("plugin_version") or "",
                endpoint=text("endpoint"), model=text("model"), server=text("server"),
                server_version=text("server_version"), commit=obj("commit"), machine=obj("machine"), job=obj("job"),
-               meta=meta, partial=str(doc.get("partial") or ""))
+               meta=meta, partial=str(doc.get("partial") or ""))  # not result data: the run file's JSON
 
 
 def find_run(folder: Path | str, name: str | None = None) -> Path | None:
@@ -421,12 +422,12 @@ def _is_partial(path: Path) -> bool:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return False
-    return isinstance(doc, dict) and bool(doc.get("partial"))
+    return isinstance(doc, dict) and bool(doc.get("partial"))  # not result data: the run file's JSON
 
 
 def machine_key(machine: dict[str, Any] | None) -> str | None:
     """The client machine in one comparable string (hashed host, CPUs, OS, architecture), or None if unknown."""
-    if not machine or not machine.get("host_id"):
+    if not machine or not machine.get("host_id"):  # not result data: the machine's facts
         return None
     return "{host_id}/{cpu_count} cpus/{system} {machine}".format(**{k: machine.get(k) for k in
                                                                      ("host_id", "cpu_count", "system", "machine")})
