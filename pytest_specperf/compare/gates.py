@@ -75,21 +75,16 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
-    if isinstance(result, Result):
-        row = to_dict(result)
-        notes = against_baseline(gate, row, baseline, max_regression, differences, strict, auto=auto)
-        result.comparisons = comparisons_of([row])
-        result.verdict, result.reason = row["verdict"], row["reason"]
-        return notes
+    row = to_dict(result) if isinstance(result, Result) else result  # TRANSITIONAL: the statistics read data
     data = [_data(b) for b in baseline]
-    mine = [b for b in data if b.get("nodeid") == result.get("nodeid")]
+    mine = [b for b in data if b.get("nodeid") == row.get("nodeid")]
     threshold = max_regression or gate.max_regression
-    base, cand = per_trial(mine), per_trial([result])
+    base, cand = per_trial(mine), per_trial([row])
     if auto:
         ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
-    unlike = [*(differences or []), *_case_differences(mine, result)]
+    unlike = [*(differences or []), *_case_differences(mine, row)]
     judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
