@@ -51,7 +51,10 @@ class ReportWriter:
         self.settings = config.stash[SETTINGS]
         self.baseline = baseline
         self.results: list[Recorded] = []  # typed, loaded once from the data the reports carry
-        self.carried: list[dict[str, Any]] = []  # that data, object for object (pytest-html's rows hold it)
+        # that data, object for object (pytest-html's rows hold it): what the outputs read for now (TRANSITIONAL:
+        # the same as plain(self.results), without turning every result back into data after every case; once
+        # report/ normalises typed results at its entry, the outputs get self.results)
+        self.carried: list[dict[str, Any]] = []
         self.saved: Path | None = None
         self.outputs: list[Output] = [cls() for cls in OUTPUTS.values()]
         self.meta = Meta(baseline=None if baseline is None else plain(baseline), redact=[self.settings.api_key or ""],
@@ -107,7 +110,7 @@ class ReportWriter:
         if path is None:
             return
         self._meta()  # the project's metadata hooks are asked once, and only by a run that writes something
-        if self._write(output.option, path, lambda: output.write(plain(self.results), self.meta, path)):
+        if self._write(output.option, path, lambda: output.write(self.carried, self.meta, path)):
             self.written[output.name] = path
 
     def write_live(self) -> None:
@@ -181,7 +184,7 @@ class ReportWriter:
             return
         terminalreporter.section("specperf")
         try:
-            lines = summary(plain(self.results))
+            lines = summary(self.carried)
         except Exception as exc:  # the files above are written; say so rather than lose pytest's summary
             lines = [f"the specperf table could not be drawn ({type(exc).__name__}: {exc}); the results are in "
                      "the JSON file and the saved run"]
