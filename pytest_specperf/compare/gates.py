@@ -27,7 +27,7 @@ KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms
 
 def metrics_for(result: Result | dict[str, Any]) -> tuple[str, ...]:
     """The metrics compared for a result of this kind."""
-    kind = result.kind if isinstance(result, Result) else result.get("kind")  # not result data: an error record's
+    kind = result.kind if isinstance(result, Result) else result.get("kind")
     return KIND_METRICS.get(str(kind), METRICS)
 # Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
 TTFT_FLOOR_S = 0.010
