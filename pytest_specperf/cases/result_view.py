@@ -7,8 +7,8 @@ from typing import Any
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
 
-#: Fields set after measuring, last in a view's order as they were added last (the order ``as_dict`` shows).
-_LATE = ("comparisons", "history", "call")
+#: Fields set after measuring, last in a view's order, in the order they are set (the order ``as_dict`` shows).
+_LATE = ("ab", "comparisons", "arms", "history", "call")
 
 
 class ResultView:
