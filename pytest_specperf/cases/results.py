@@ -176,6 +176,8 @@ class SustainedResult(Result):
     reasoning_accept_len: float | None = None  # tokens per step in each phase (servers sending a chunk per step)
     content_accept_len: float | None = None
     slower_phase: str | None = None  # "reasoning" or "answer": the phase that decoded slower (None: one phase)
+    # A/B and arms of a load case (concurrency > 1): each trial's figures
+    trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
@@ -334,6 +336,7 @@ class SweepResult(Result):
 
     points: list[SweepPoint] = field(default_factory=list)
     decode_tps: float = 0.0  # the lowest point's rate: the one a floor is about
+    repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
 
 
 @dataclass
@@ -385,6 +388,7 @@ class RateResult(Result):
     per_request: list[RateRequest] = field(default_factory=list)
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, CategoryFigures] | None = None  # figures per category (run/categories.py)
+    repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
 
 
 @dataclass
@@ -411,6 +415,7 @@ class CapacityResult(Result):
     client_behind: str = ""
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, CategoryFigures] | None = None  # figures per category at max_rps
+    repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
 
 
 @dataclass
@@ -455,3 +460,4 @@ class SessionResult(Result):
     prompts: str | None = None  # the prompt file the user turns came from
     per_turn: list[TurnFigures] = field(default_factory=list)  # turn -> TTFT p50/p90, prompt, cached, decode
     per_request: list[SessionRequest] = field(default_factory=list)  # every turn of every session
+    repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result

@@ -43,6 +43,8 @@ def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
         got = [row[cat] for row in rows if isinstance(row.get(cat), dict)]
         f: dict[str, Any] = {**got[-1], "n": sum(int(g.get("n") or 0) for g in got), "trials": len(got)}
         for key in MEDIANS:
+            if not any(key in g for g in got):
+                continue  # a figure no trial has (an open-loop one of a closed-loop case): the record leaves it out
             values = [g[key] for g in got if isinstance(g.get(key), int | float) and not isinstance(g.get(key), bool)]
             f[key] = float(np.median(values)) if values else None
         out[cat] = f

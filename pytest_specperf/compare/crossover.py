@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import scipy
 
+from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.compare import trials as compare
 
 #: Figures a load trial gives per level, one value each (the ones comparisons judge).
@@ -193,9 +194,9 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
     return [result["text"]] if unsure and inconclusive == "warn" else []
 
 
-def unjudged(result: dict[str, Any]) -> None:
+def unjudged(result: Result) -> None:
     """Outside A/B, note on a load sweep that its ``min_speedup`` was not judged, and why."""
-    if result.get("kind") == "load_sweep" and result.get("min_speedup") is not None and not result.get("crossover"):
-        result.setdefault("notes", []).append(
-            f"min_speedup {result['min_speedup']:g} not judged: the speedup is B over A per level, which needs "
+    if isinstance(result, LoadSweepResult) and result.min_speedup is not None and not result.crossover:
+        result.notes.append(
+            f"min_speedup {result.min_speedup:g} not judged: the speedup is B over A per level, which needs "
             "an A/B run (--specperf-ab=A_URL,B_URL)")

@@ -6,12 +6,13 @@ and attaches the comparisons to the result dict as plain data (``comparisons``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import arms as arms_table
@@ -24,9 +25,10 @@ KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms
                 "capacity": ("max_rps",)}
 
 
-def metrics_for(result: dict[str, Any]) -> tuple[str, ...]:
+def metrics_for(result: Result | dict[str, Any]) -> tuple[str, ...]:
     """The metrics compared for a result of this kind."""
-    return KIND_METRICS.get(str(result.get("kind")), METRICS)
+    kind = result.kind if isinstance(result, Result) else result.get("kind")
+    return KIND_METRICS.get(str(kind), METRICS)
 # Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
 TTFT_FLOOR_S = 0.010
 
@@ -38,37 +40,51 @@ class Gate:
     max_regression: float = 0.05
     inconclusive: str = "warn"  # pass | warn | fail
 
-    def apply(self, result: dict[str, Any], comparisons: list[CaseComparison], *, judge: bool = True) -> list[str]:
+    def apply(self, result: Result | dict[str, Any], comparisons: list[CaseComparison], *,
+              judge: bool = True) -> list[str]:
         """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
         ``judge=False`` only records them (another gate judges the case)."""
-        own = [cc for cc in comparisons if cc.nodeid == result.get("nodeid")]
-        result["comparisons"] = [cc.as_dict() for cc in own]
-        if not judge:
-            return []
-        fail, warn = compare.gate(own, self.inconclusive)
-        if fail and result.get("verdict") != "error":
-            result["verdict"] = "failed"
-            result["reason"] = "; ".join([r for r in [result.get("reason", "")] if r] + [cc.reason for cc in fail])
+        own = [cc for cc in comparisons if cc.nodeid == (result.nodeid if isinstance(result, Result)
+                                                          else result.get("nodeid"))]
+        fail, warn = compare.gate(own, self.inconclusive) if judge else ([], [])
+        if isinstance(result, Result):
+            result.comparisons = own
+            if fail and result.verdict != "error":
+                result.verdict = "failed"
+                result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
+        else:  # TRANSITIONAL: a row still combined as data (A/B, arms), or the CLI's
+            result["comparisons"] = [cc.as_dict() for cc in own]
+            if fail and result.get("verdict") != "error":
+                result["verdict"] = "failed"
+                result["reason"] = "; ".join([r for r in [result.get("reason", "")] if r] + [cc.reason for cc in fail])
         return [cc.reason for cc in warn]
 
 
-def against_baseline(gate: Gate, result: dict[str, Any], baseline: list[dict[str, Any]],
+def _data(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+    """TRANSITIONAL: a result as the data the statistics below still read."""
+    return to_dict(result) if isinstance(result, Result) else dict(result)
+
+
+def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
                      strict: bool = False, *, auto: bool = False) -> list[str]:
-    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold).
+    """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
+    its ``comparisons``, fails it on a regression. A result given as data (the CLI's) is judged in place.
 
     ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
-    mine = [b for b in baseline if b.get("nodeid") == result.get("nodeid")]
+    row = to_dict(result) if isinstance(result, Result) else result  # TRANSITIONAL: the statistics read data
+    data = [_data(b) for b in baseline]
+    mine = [b for b in data if b.get("nodeid") == row.get("nodeid")]
     threshold = max_regression or gate.max_regression
-    base, cand = per_trial(mine), per_trial([result])
+    base, cand = per_trial(mine), per_trial([row])
     if auto:
         ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
-    unlike = [*(differences or []), *_case_differences(mine, result)]
+    unlike = [*(differences or []), *_case_differences(mine, row)]
     judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
@@ -152,11 +168,12 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     return _ab_summary(arms, _ttft_judged(ccs, a, b, sides=("A", "B")), gate)
 
 
-def until_baseline(gate: Gate, nodeid: str, baseline: list[dict[str, Any]],
+def until_baseline(gate: Gate, nodeid: str, baseline: Sequence[Result | Mapping[str, Any]],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
-    return sequential.until_baseline(baseline, nodeid, max_regression=max_regression or gate.max_regression,
-                                     metrics=METRICS, judge=_ttft_judged)
+    return sequential.until_baseline([_data(b) for b in baseline], nodeid,
+                                     max_regression=max_regression or gate.max_regression, metrics=METRICS,
+                                     judge=_ttft_judged)
 
 
 def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None) -> sequential.Until:
@@ -166,10 +183,10 @@ def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None
                                   floors={"ttft_s": TTFT_FLOOR_S})
 
 
-def saved_notes(gate: Gate, result: dict[str, Any], max_repeat: int, max_regression: float | None = None) -> list[str]:
+def saved_notes(gate: Gate, result: Result, max_repeat: int, max_regression: float | None = None) -> list[str]:
     """Warnings for a saved repeat="auto" run too noisy to judge a candidate of ``max_repeat`` trials against."""
-    return sequential.saved_notes(result, max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
-                                  floors={"ttft_s": TTFT_FLOOR_S})
+    return sequential.saved_notes(_data(result), max_repeat=max_repeat,
+                                  max_regression=max_regression or gate.max_regression, floors={"ttft_s": TTFT_FLOOR_S})
 
 
 def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
@@ -430,10 +447,13 @@ def _cache_differs(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: 
     return out
 
 
-def comparisons_of(results: list[dict[str, Any]]) -> list[CaseComparison]:
-    """Rebuild comparison objects from result dicts (they travel as plain data, e.g. across xdist)."""
-    out = []
+def comparisons_of(results: Sequence[Result | Mapping[str, Any]]) -> list[CaseComparison]:
+    """Every result's comparisons (rebuilt from data where a result is still data: the CLI's)."""
+    out: list[CaseComparison] = []
     for r in results:
+        if isinstance(r, Result):
+            out += r.comparisons or []
+            continue
         for d in r.get("comparisons") or []:
             c = d.get("comparison")
             out.append(CaseComparison(d["nodeid"], d.get("ctx"), d.get("metric"), d["verdict"], d["reason"],

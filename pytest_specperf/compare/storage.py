@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.files import write_temp
 
 FORMAT = "pytest-specperf/run"
@@ -96,6 +99,13 @@ class Run:
     job: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     partial: str = ""  # why the run stopped early ("" for a complete run): never a default baseline
+
+    def typed_results(self) -> list[Result | dict[str, Any]]:
+        """The results as records (``saved_results.load_result``); a case that could not be measured stays its
+        error record (plain data). ConfigError (one line) for a result no version of the plugin wrote.
+
+        ``results`` keep the data as read, for the callers that still read mappings (the CLI, report/)."""
+        return [r if r["verdict"] == "error" else load_result(r) for r in self.results]
 
     @property
     def label(self) -> str:
@@ -217,22 +227,29 @@ def _run_label(name: str | None, commit: dict[str, Any]) -> str:
     """The file name's label: the run's name, else the commit (with -dirty), else "run"."""
     if name:
         label = slug(name)
-    elif commit.get("id") not in (None, "unknown", "unversioned"):
-        label = str(commit["id"])[:12] + ("-dirty" if commit.get("dirty") else "")
+    elif commit.get("id") not in (None, "unknown", "unversioned"):  # not result data: a commit's git facts
+        label = str(commit["id"])[:12] + ("-dirty" if commit.get("dirty") else "")  # not result data
     else:
         label = "run"
     return label or "run"
 
 
-def run_meta(results: Sequence[dict[str, Any]] = (), *, root: Path | str | None = None,
+def _top(result: Result | dict[str, Any], key: str) -> Any:
+    """A result's endpoint, model, server or server version (an error record has none of them)."""
+    return getattr(result, key) if isinstance(result, Result) else result.get(key)  # not result data: error records
+
+
+def run_meta(results: Sequence[Result | dict[str, Any]] = (), *, root: Path | str | None = None,
              **known: Any) -> dict[str, Any]:
     """What identifies a run's measurements, built one way for the saved run, the HTML header and the baseline
     check: plugin version, endpoint, model, server kind and version (the first result's, or ``known`` where no
     result says), this machine, the commit of ``root`` (when given) and the time."""
-    first = results[0] if results else {}
     meta: dict[str, Any] = {"plugin_version": _package_version()}
     for key in TOP_META[1:]:
-        found = next((r[key] for r in results if r.get(key)), None) if key == "server_version" else first.get(key)
+        if key == "server_version":
+            found = next((_top(r, key) for r in results if _top(r, key)), None)
+        else:
+            found = _top(results[0], key) if results else None
         meta[key] = found if found is not None else known.get(key)
     meta["machine"] = machine_info()
     if root is not None:
@@ -241,27 +258,28 @@ def run_meta(results: Sequence[dict[str, Any]] = (), *, root: Path | str | None 
     return meta
 
 
-def save_run(folder: Path | str, results: list[dict[str, Any]], meta: dict[str, Any], name: str | None = None, *,
+def save_run(folder: Path | str, results: Sequence[Result | dict[str, Any]], meta: dict[str, Any],
+             name: str | None = None, *,
              root: Path | str | None = None, redact: Iterable[str] = ()) -> Path:
     """Write a run file atomically into ``folder`` (created if needed) and return its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    given = meta.get("commit")
+    given = meta.get("commit")  # not result data: the run's metadata
     commit = given if isinstance(given, dict) else commit_info(root)
     label = _run_label(name, commit)
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
-        "plugin_version": meta.get("plugin_version") or _package_version(),
+        "plugin_version": meta.get("plugin_version") or _package_version(),  # not result data: the run's metadata
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "name": name or "",
-        "partial": str(meta.get("partial") or ""),
+        "partial": str(meta.get("partial") or ""),  # not result data: the run's metadata
         **{k: meta.get(k) for k in TOP_META[1:]},
         "commit": commit,
         "machine": machine_info(),
         "job": job_info(),
         "meta": {k: v for k, v in meta.items() if k not in (*TOP_META, "commit", "partial")},
-        "results": list(results),
+        "results": [to_dict(r) if isinstance(r, Result) else r for r in results],
     }
     text = json.dumps(doc, indent=2, default=_jsonable)
     for secret in redact:
@@ -316,12 +334,12 @@ def load_run(path: Path | str) -> Run | None:
     if not isinstance(doc, dict):
         _warn(path, f"expected a JSON object, found {type(doc).__name__}")
         return None
-    fmt = doc.get("format")
+    fmt = doc.get("format")  # not result data: the run file's JSON
     version: object  # an int once checked below
     if fmt == REPORT_FORMAT:
         version = 0  # a --specperf-json report: same result fields, fewer run fields
     elif fmt == FORMAT:
-        version = doc.get("version")
+        version = doc.get("version")  # not result data: the run file's JSON
         if not isinstance(version, int) or isinstance(version, bool):
             _warn(path, f"format version {version!r} is not an integer")
             return None
@@ -334,12 +352,12 @@ def load_run(path: Path | str) -> Run | None:
     else:
         _warn(path, f"not a pytest-specperf run (format {fmt!r})")
         return None
-    results = doc.get("results")
+    results = doc.get("results")  # not result data: the run file's JSON
     if not isinstance(results, list):
         _warn(path, "missing field 'results' (a list)")
         return None
     for i, r in enumerate(results):
-        if not isinstance(r, dict) or not isinstance(r.get("nodeid"), str) or not r["nodeid"]:
+        if not isinstance(r, dict) or not isinstance(r.get("nodeid"), str) or not r["nodeid"]:  # not result data
             _warn(path, f"results[{i}] has no 'nodeid'")
             return None
     return _normalize(path, doc, version, results)
@@ -364,15 +382,16 @@ def _normalize(path: Path, doc: dict[str, Any], version: int, results: list[dict
         normalized.append(r)
     counter = _counter(path)
     m = _RUN_RE.match(path.name)
-    name = str(doc.get("name") or (m.group(2) if m else path.stem))
+    name = str(doc.get("name") or (m.group(2) if m else path.stem))  # not result data: the run file's JSON
     known = {"format", "version", "name", "created", "results", "commit", "machine", "job", "meta", "partial",
              *TOP_META}
     meta = obj("meta") if version >= 1 else {k: v for k, v in doc.items() if k not in known}
-    return Run(path=path, results=normalized, version=version, format=str(doc.get("format")), counter=counter,
-               name=name, created=text("created") or "", plugin_version=text("plugin_version") or "",
+    fmt = str(doc.get("format"))  # not result data: the run file's JSON
+    return Run(path=path, results=normalized, version=version, format=fmt, counter=counter, name=name,
+               created=text("created") or "", plugin_version=text("plugin_version") or "",
                endpoint=text("endpoint"), model=text("model"), server=text("server"),
                server_version=text("server_version"), commit=obj("commit"), machine=obj("machine"), job=obj("job"),
-               meta=meta, partial=str(doc.get("partial") or ""))
+               meta=meta, partial=str(doc.get("partial") or ""))  # not result data: the run file's JSON
 
 
 def find_run(folder: Path | str, name: str | None = None) -> Path | None:
@@ -403,12 +422,12 @@ def _is_partial(path: Path) -> bool:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return False
-    return isinstance(doc, dict) and bool(doc.get("partial"))
+    return isinstance(doc, dict) and bool(doc.get("partial"))  # not result data: the run file's JSON
 
 
 def machine_key(machine: dict[str, Any] | None) -> str | None:
     """The client machine in one comparable string (hashed host, CPUs, OS, architecture), or None if unknown."""
-    if not machine or not machine.get("host_id"):
+    if not machine or not machine.get("host_id"):  # not result data: the machine's facts
         return None
     return "{host_id}/{cpu_count} cpus/{system} {machine}".format(**{k: machine.get(k) for k in
                                                                      ("host_id", "cpu_count", "system", "machine")})

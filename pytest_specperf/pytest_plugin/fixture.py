@@ -8,10 +8,16 @@ import pytest
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.result_view import ResultView
+from pytest_specperf.cases.results import Result
 from pytest_specperf.errors import ConfigError, MeasurementError
-from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning
+from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, Recorded, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import error_record, keep_result
 from pytest_specperf.run.target import EndpointSession
+
+
+def _field(r: Recorded, name: str) -> Any:
+    """A field of a kept result, or of an error record (plain data)."""
+    return getattr(r, name, None) if isinstance(r, Result) else r.get(name)
 
 
 class SpecperfFixture:
@@ -37,19 +43,19 @@ class SpecperfFixture:
         except ConfigError as exc:
             raise ConfigError(f"specperf.{exc}") from None  # "specperf.sustained(): unknown keyword ..."
         done = self._item.stash.get(RESULTS, [])
-        n = sum(1 for r in done if r.get("kind") == kind)
-        call = 1 + sum(1 for r in done if "call" in r)  # tells a test's direct calls apart in the table
+        n = sum(1 for r in done if _field(r, "kind") == kind)
+        call = 1 + sum(1 for r in done if _field(r, "call") is not None)  # tells a test's direct calls apart
         try:
             result = self._session.runner.run(spec, f"{self._item.nodeid}#{kind}{n}")
         except MeasurementError as exc:
             keep_result(self._item, {**error_record(self._item, spec, str(exc)), "call": call})
             raise
         result.nodeid = self._item.nodeid
-        record = {**result.as_dict(), "call": call}
-        keep_result(self._item, record)
+        result.call = call
+        keep_result(self._item, result)
         for warning in result.warnings:
             self._item.warn(SpecperfWarning(warning))
-        return ResultView(record)  # the type specperf.result gives: one result type, whatever the route
+        return ResultView.of(result)  # the type specperf.result gives: one result type, whatever the route
 
     def sustained(self, **kwargs: Any) -> ResultView:
         """Measure a sustained case now (same keywords as the marker)."""

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.registry import SPECS, build_spec, marker_help
+from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.yaml_cases import is_case_file
 from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
@@ -37,7 +39,9 @@ from pytest_specperf.pytest_plugin.keys import (
     SETTINGS,
     SHARED,
     SPEC,
+    Recorded,
     SpecperfWarning,
+    plain,
 )
 from pytest_specperf.pytest_plugin.options import add_options, read_settings
 from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
@@ -98,12 +102,13 @@ def pytest_configure(config: pytest.Config) -> None:
     elif settings.save is not None and not is_worker(config):  # a saved run is recorded in the default history
         config.stash[HISTORY] = HistorySession(Target(path=config.rootpath / DEFAULT_FILE), gating=False)
     if not is_worker(config):
-        config.pluginmanager.register(ReportWriter(config, config.stash.get(BASELINE, None)), "specperf-reporter")
+        base = config.stash.get(BASELINE, None)
+        config.pluginmanager.register(ReportWriter(config, base), "specperf-reporter")
         if html_extras.wanted(config):
-            extras = html_extras.HtmlExtras(config, config.stash.get(BASELINE, None))
+            extras = html_extras.HtmlExtras(config, None if base is None else plain(base))
             config.pluginmanager.register(extras, "specperf-html")
 
-def _load_baseline(config: pytest.Config, settings: Settings) -> list[dict[str, Any]]:
+def _load_baseline(config: pytest.Config, settings: Settings) -> list[Recorded]:
     folder = storage_folder(config, settings)
     path = storage.find_run(folder, settings.compare or None)
     if path is None:
@@ -117,8 +122,13 @@ def _load_baseline(config: pytest.Config, settings: Settings) -> list[dict[str, 
         # A corrupt or old baseline is a warning and no comparison, never a crash.
         config.issue_config_time_warning(SpecperfWarning(f"{reason}; comparisons skipped"), stacklevel=2)
         return []
+    try:
+        results = run.typed_results()
+    except ConfigError as exc:  # a result no version wrote: as an unreadable baseline, a warning
+        config.issue_config_time_warning(SpecperfWarning(f"{path}: {exc}; comparisons skipped"), stacklevel=2)
+        return []
     config.stash[BASELINE_RUN] = run
-    return run.results
+    return results
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shared = config.stash.get(SHARED, None)
@@ -237,7 +247,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if isinstance(item, pytest.Function):
         bench = item.funcargs.get("benchmark") if SPEC in item.stash else None
         for r in item.stash.get(RESULTS, []) if bench is not None else []:
-            problem = benchmark_bridge.feed(bench, r)
+            problem = benchmark_bridge.feed(bench, to_dict(r) if isinstance(r, Result) else r)
             if problem:
                 item.warn(SpecperfWarning(problem))
         reason = failed_reason(item)
@@ -269,10 +279,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     sent = item.stash.get(SENT, 0)
     if results[sent:] and (call.when == "call" or report.failed):
         for r in results[sent:]:
-            r["nodeid"] = item.nodeid
-            report.user_properties.append((PROP, r))
+            if isinstance(r, Result):
+                r.nodeid = item.nodeid
+            else:
+                r["nodeid"] = item.nodeid
+            data = to_dict(r) if isinstance(r, Result) else r  # plain data: what xdist sends to the controller
+            report.user_properties.append((PROP, data))
             # JUnit XML writes the item's properties at teardown: flat, string-valued, one per field.
-            item.user_properties.extend(junit_properties(r))
+            item.user_properties.extend(junit_properties(data))
         item.stash[SENT] = len(results)
     return report
 

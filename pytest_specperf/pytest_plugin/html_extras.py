@@ -22,7 +22,7 @@ import pytest
 from markupsafe import escape
 
 from pytest_specperf.errors import shorten
-from pytest_specperf.pytest_plugin.keys import results_of
+from pytest_specperf.pytest_plugin.keys import carried
 from pytest_specperf.report.output import DrawError
 
 #: a 1x1 transparent PNG, replaced by the case's image after the last case
@@ -63,7 +63,7 @@ class HtmlExtras:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Before pytest-html renders the row: one HTML block of figures and one (placeholder) PNG per result."""
-        results = results_of(report)
+        results = carried(report)  # the plain data views read; the writer finds its image by this object
         if not results:
             return
         from pytest_html import extras

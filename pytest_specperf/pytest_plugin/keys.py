@@ -7,17 +7,24 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_view import ResultView
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import storage
 from pytest_specperf.history.session import HistorySession
 from pytest_specperf.run.target import EndpointSession, SharedStart
 from pytest_specperf.settings import Settings
 
+#: What a case leaves: its typed Result, or the error record of a case that could not be measured (plain data:
+#: it has none of a result's figures, and is written as it is).
+Recorded = Result | dict[str, Any]
+
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
 AB_A = pytest.StashKey[EndpointSession]()  # --specperf-ab: SESSION is B (the candidate), this is A
 ARMS = pytest.StashKey[dict[str, EndpointSession]]()  # --specperf-arms: name -> session; SESSION is the baseline's
-BASELINE = pytest.StashKey[list[dict[str, Any]]]()
+BASELINE = pytest.StashKey[list[Recorded]]()
 BASELINE_RUN = pytest.StashKey[storage.Run]()
 BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run
 HISTORY = pytest.StashKey[HistorySession]()  # --specperf-history (gates and records) or --specperf-save (records)
@@ -31,13 +38,34 @@ class SpecperfWarning(pytest.PytestWarning):
 
 
 SPEC = pytest.StashKey[CaseSpec]()
-RESULTS = pytest.StashKey[list[dict[str, Any]]]()
-PROP = "specperf"  # user_properties key carrying a result dict
+RESULTS = pytest.StashKey[list[Recorded]]()
+PROP = "specperf"  # user_properties key carrying a result as plain data (to_dict): what xdist can send
 
 
-def results_of(report: pytest.TestReport) -> list[dict[str, Any]]:
-    """The result dicts a report carries."""
+def carried(report: pytest.TestReport) -> list[dict[str, Any]]:
+    """The results a report carries, as the plain data they travel as."""
     return [v for k, v in report.user_properties if k == PROP and isinstance(v, dict)]
+
+
+def typed(data: dict[str, Any]) -> Recorded:
+    """Carried or saved data back into its Result; an error record stays as it is."""
+    return data if is_error(data) else load_result(data)
+
+
+def is_error(result: Recorded) -> bool:
+    """Whether ``result`` is the error record of a case that could not be measured."""
+    return result.verdict == "error" if isinstance(result, Result) else result.get("verdict") == "error"
+
+
+def plain(results: list[Recorded] | None) -> list[dict[str, Any]]:
+    """Results as plain data, for the outputs and views that still read mappings (TRANSITIONAL: once report/
+    normalises at its entry with ``saved_results.as_result``, the writer hands the typed results as they are)."""
+    return [to_dict(r) if isinstance(r, Result) else r for r in results or []]
+
+
+def results_of(report: pytest.TestReport) -> list[Recorded]:
+    """The results a report carries, typed (error records stay plain)."""
+    return [typed(v) for v in carried(report)]
 
 
 RESULT_OBJ = pytest.StashKey[ResultView]()

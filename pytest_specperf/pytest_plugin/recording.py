@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_view import ResultView
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import crossover, sequential, storage
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
@@ -26,6 +29,7 @@ from pytest_specperf.pytest_plugin.keys import (
     SESSION,
     SETTINGS,
     SPEC,
+    Recorded,
     SpecperfWarning,
 )
 from pytest_specperf.run.registry import kind_for
@@ -54,24 +58,26 @@ def _session_meta(session: EndpointSession) -> dict[str, Any]:
                             server=info.kind if info else None,
                             server_version=info.details.get("version") if info else None)
 
-def keep_result(item: pytest.Item, result: dict[str, Any]) -> None:
-    if result.get("verdict") in ("passed", "failed"):
+def keep_result(item: pytest.Item, result: Recorded) -> None:
+    if isinstance(result, Result) and result.verdict in ("passed", "failed"):
         hooks_verdict(item.config, result)
     item.stash.setdefault(RESULTS, []).append(result)
 
-def hooks_verdict(config: pytest.Config, result: dict[str, Any]) -> None:
-    """Let the project's ``pytest_specperf_verdict`` hooks veto or annotate a judged case."""
-    for change in config.hook.pytest_specperf_verdict(config=config, result=result):
+def hooks_verdict(config: pytest.Config, result: Result) -> None:
+    """Let the project's ``pytest_specperf_verdict`` hooks veto or annotate a judged case.
+
+    The hooks get the result as the documented dict (a copy: they change it by what they return)."""
+    for change in config.hook.pytest_specperf_verdict(config=config, result=to_dict(result)):
         if not isinstance(change, dict):
             continue
         why = str(change.get("reason") or "no reason given")
         verdict = change.get("verdict")
-        if verdict in ("passed", "failed") and verdict != result["verdict"]:
-            was = result["verdict"] + (f": {result['reason']}" if result.get("reason") else "")
-            result["verdict"] = verdict
-            result["reason"] = f"{verdict} by pytest_specperf_verdict ({why}); the plugin said {was}"
+        if verdict in ("passed", "failed") and verdict != result.verdict:
+            was = result.verdict + (f": {result.reason}" if result.reason else "")
+            result.verdict = verdict
+            result.reason = f"{verdict} by pytest_specperf_verdict ({why}); the plugin said {was}"
         if change.get("note"):
-            result.setdefault("notes", []).append(str(change["note"]))
+            result.notes.append(str(change["note"]))
 
 def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
     # The ctx the case asked for (a session's first message, not its last turn's whole history); a kind
@@ -91,13 +97,14 @@ def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, An
 def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate) -> sequential.Until | None:
     """What repeat="auto" waits for besides drift: the comparison with the baseline, or a saved run's size."""
     if BASELINE in config.stash:
-        return gating.until_baseline(gate, nodeid, config.stash[BASELINE], spec.max_regression)
+        baseline: list[Recorded] = config.stash[BASELINE]
+        return gating.until_baseline(gate, nodeid, baseline, spec.max_regression)
     if config.stash[SETTINGS].save is not None:
         return gating.until_saved(gate, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
     return None
 
 
-def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[dict[str, Any], list[str]]:
+def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[Result, list[str]]:
     """Every arm of --specperf-arms, interleaved; the deployed arm judged against the best per level."""
     config = item.config
     sessions, settings = config.stash[ARMS], config.stash[SETTINGS]
@@ -108,25 +115,26 @@ def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[dic
     auto = spec.repeat == "auto"
     one = dataclasses.replace(spec, repeat=1, max_repeat=None) if auto else spec  # a trial per round
 
-    def measure(name: str, levels: list[int] | None) -> Any:
+    def measure(name: str, levels: list[int] | None) -> Result:
         case = one if levels is None or not hasattr(one, "level") else dataclasses.replace(
             one, concurrency=tuple(levels))  # type: ignore[call-arg]  # hasattr(one, "level"): a LoadSweepSpec, which has it
         return sessions[name].runner.run(case, item.nodeid)
 
     trials = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else settings.ab_trials
-    return gating.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
-                           deployed=deployed, max_loss=getattr(spec, "max_loss_vs_best", None),
-                           tokens=dict(settings.arms_tokens or ()) or None, auto=auto)
+    row, notes = gating.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
+                                 deployed=deployed, max_loss=getattr(spec, "max_loss_vs_best", None),
+                                 tokens=dict(settings.arms_tokens or ()) or None, auto=auto)
+    return load_result(row), notes
 
 
-def arms_unjudged(record: dict[str, Any], spec: CaseSpec) -> None:
+def arms_unjudged(record: Result, spec: CaseSpec) -> None:
     """Outside arms mode, note that ``max_loss_vs_best`` was not judged, and why."""
     if spec.KIND == "load_sweep" and spec.repeat == "auto":
-        record.setdefault("notes", []).append(
+        record.notes.append(
             "repeat='auto' not used: a load sweep adds trials per level only across arms (--specperf-arms); "
             "it ran once")
     if getattr(spec, "max_loss_vs_best", None) is not None:
-        record.setdefault("notes", []).append(
+        record.notes.append(
             f"max_loss_vs_best {spec.max_loss_vs_best:g} not judged: it compares arms, which needs "  # type: ignore[attr-defined]
             "--specperf-arms=NAME=URL,...")
 
@@ -150,25 +158,27 @@ def measure_marked(item: pytest.Item) -> None:
                               "as --specperf-arms=A=URL_A,B=URL_B, or give the sweep no repeat")
         elif AB_A in config.stash and auto:
             a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
-            record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
-                                               lambda: session.runner.run(one, item.nodeid),
-                                               spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
+            row, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
+                                            lambda: session.runner.run(one, item.nodeid),
+                                            spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
+            record = load_result(row)  # the trials combined (as data, still) into B's typed result
         elif AB_A in config.stash:
             a = config.stash[AB_A]
-            record, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
-                                          lambda: session.runner.run(spec, item.nodeid),
-                                          settings.ab_trials, gate, spec.max_regression)
+            row, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
+                                       lambda: session.runner.run(spec, item.nodeid),
+                                       settings.ab_trials, gate, spec.max_regression)
+            record = load_result(row)
         else:
             until = _until(config, item.nodeid, spec, gate) if auto else None
-            result = session.runner.run(spec, item.nodeid, until=until)
-            record = result.as_dict()
-            record["nodeid"] = item.nodeid
+            record = session.runner.run(spec, item.nodeid, until=until)
+            record.nodeid = item.nodeid
             crossover.unjudged(record)
             arms_unjudged(record, spec)
             if auto and BASELINE not in config.stash and settings.save is not None:
                 notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
             if BASELINE in config.stash:
-                notes = gating.against_baseline(gate, record, config.stash[BASELINE], spec.max_regression,
+                baseline: list[Recorded] = config.stash[BASELINE]
+                notes = gating.against_baseline(gate, record, baseline, spec.max_regression,
                                                 baseline_differences(config, session), settings.compare_strict,
                                                 auto=auto)
             notes = [*notes, *_against_history(config, record, spec.max_regression or settings.max_regression)]
@@ -180,13 +190,13 @@ def measure_marked(item: pytest.Item) -> None:
         keep_result(item, error_record(item, spec, reason))
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
-    for note in [*notes, *record.get("warnings", [])]:
+    for note in [*notes, *record.warnings]:
         item.warn(SpecperfWarning(note))
     keep_result(item, record)
-    item.stash[RESULT_OBJ] = ResultView(record)
+    item.stash[RESULT_OBJ] = ResultView.of(record)
     return None
 
-def _against_history(config: pytest.Config, record: dict[str, Any], max_regression: float) -> list[str]:
+def _against_history(config: pytest.Config, record: Result, max_regression: float) -> list[str]:
     """--specperf-history: judge the case against its history; an unusable history is one warning per process."""
     history = config.stash.get(HISTORY, None)
     if history is None or not history.gating:
@@ -199,4 +209,4 @@ def _against_history(config: pytest.Config, record: dict[str, Any], max_regressi
 
 
 def failed_reason(item: pytest.Item) -> str:
-    return "; ".join(r["reason"] for r in item.stash.get(RESULTS, []) if r.get("verdict") == "failed")
+    return "; ".join(r.reason for r in item.stash.get(RESULTS, []) if isinstance(r, Result) and r.verdict == "failed")

@@ -16,10 +16,20 @@ from typing import Any
 
 import pytest
 
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.history.store import HistoryError
-from pytest_specperf.pytest_plugin.keys import HISTORY, SETTINGS, SpecperfWarning, results_of
+from pytest_specperf.pytest_plugin.keys import (
+    HISTORY,
+    SETTINGS,
+    Recorded,
+    SpecperfWarning,
+    carried,
+    is_error,
+    plain,
+    typed,
+)
 from pytest_specperf.pytest_plugin.recording import storage_folder
 from pytest_specperf.report.output import Meta, Output, problem
 from pytest_specperf.report.registry import OUTPUTS
@@ -36,23 +46,29 @@ class _OneLine(Exception):
 class ReportWriter:
     """Collects the results from the reports; writes every output asked for, each failure a warning naming it."""
 
-    def __init__(self, config: pytest.Config, baseline: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, config: pytest.Config, baseline: list[Recorded] | None = None) -> None:
         self.config = config
         self.settings = config.stash[SETTINGS]
         self.baseline = baseline
-        self.results: list[dict[str, Any]] = []
+        self.results: list[Recorded] = []  # typed, loaded once from the data the reports carry
+        # that data, object for object (pytest-html's rows hold it): what the outputs read for now (TRANSITIONAL:
+        # the same as plain(self.results), without turning every result back into data after every case; once
+        # report/ normalises typed results at its entry, the outputs get self.results)
+        self.carried: list[dict[str, Any]] = []
         self.saved: Path | None = None
         self.outputs: list[Output] = [cls() for cls in OUTPUTS.values()]
-        self.meta = Meta(baseline=baseline, redact=[self.settings.api_key or ""], root=config.rootpath)
+        self.meta = Meta(baseline=None if baseline is None else plain(baseline), redact=[self.settings.api_key or ""],
+                         root=config.rootpath)
         self._run_meta: dict[str, Any] | None = None
         self.written: dict[str, Path] = {}  # output name -> path, once written
         self.write_errors: dict[str, str] = {}  # option -> what went wrong (first failure only)
         self.history_run: int | None = None  # the run's id in its history, once recorded
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        results = results_of(report)
-        if results:
-            self.results += results
+        data = carried(report)
+        if data:
+            self.carried += data
+            self.results += [typed(d) for d in data]
             self.write_live()  # after every case, so a killed run keeps what it measured
 
     def _write(self, option: str, path: Path | str, write: Callable[[], Any]) -> bool:
@@ -84,7 +100,7 @@ class ReportWriter:
 
     def _meta(self) -> Meta:
         m = self.meta
-        m.endpoint = self.results[0].get("endpoint") if self.results else self.settings.endpoint
+        m.endpoint = _endpoint(self.results[0]) if self.results else self.settings.endpoint
         m.run = self.run_metadata()
         m.paths = {o.name: p for o in self.outputs if (p := o.path(self.settings)) is not None}
         return m
@@ -94,7 +110,7 @@ class ReportWriter:
         if path is None:
             return
         self._meta()  # the project's metadata hooks are asked once, and only by a run that writes something
-        if self._write(output.option, path, lambda: output.write(self.results, self.meta, path)):
+        if self._write(output.option, path, lambda: output.write(self.carried, self.meta, path)):
             self.written[output.name] = path
 
     def write_live(self) -> None:
@@ -127,8 +143,8 @@ class ReportWriter:
             warnings.warn(SpecperfWarning(f"{option}: {why}; {COMPLETE}"), stacklevel=1)
 
     def image_of(self, result: dict[str, Any]) -> Path | None:
-        """The image ``--specperf-plots`` wrote for ``result`` (the same dict object), if any."""
-        for r, path in zip(self.results, self.meta.images, strict=False):
+        """The image ``--specperf-plots`` wrote for ``result`` (the same carried dict object), if any."""
+        for r, path in zip(self.carried, self.meta.images, strict=False):
             if r is result:
                 return path
         return None
@@ -168,7 +184,7 @@ class ReportWriter:
             return
         terminalreporter.section("specperf")
         try:
-            lines = summary(self.results)
+            lines = summary(self.carried)
         except Exception as exc:  # the files above are written; say so rather than lose pytest's summary
             lines = [f"the specperf table could not be drawn ({type(exc).__name__}: {exc}); the results are in "
                      "the JSON file and the saved run"]
@@ -189,11 +205,15 @@ class ReportWriter:
             terminalreporter.write_line(f"{option}: {why}", red=True)
 
 
-def partial_reason(session: pytest.Session, exitstatus: int, results: list[dict[str, Any]]) -> str:
+def _endpoint(result: Recorded) -> str | None:
+    return result.endpoint if isinstance(result, Result) else result.get("endpoint")
+
+
+def partial_reason(session: pytest.Session, exitstatus: int, results: list[Recorded]) -> str:
     """Why a run is not a whole baseline ('' when it is): interrupted, stopped early, or cases that errored."""
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         return "interrupted"
     if session.shouldstop or session.shouldfail:
         return f"stopped early: {session.shouldstop or session.shouldfail}"
-    errors = sum(r.get("verdict") == "error" for r in results)
+    errors = sum(is_error(r) for r in results)
     return f"{errors} case(s) could not be measured" if errors else ""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_specperf.cases.results import LoadSweepResult
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
@@ -273,11 +274,12 @@ def test_with_min_speedup_the_floor_is_the_sweeps_ab_gate(min_speedup: float | N
 
 
 def test_min_speedup_outside_ab_is_a_note_not_a_verdict() -> None:
-    result = {"kind": "load_sweep", "min_speedup": 1.0, "verdict": "passed", "notes": [], "crossover": None}
+    result = LoadSweepResult(kind="load_sweep", endpoint="e", model="m", server="sim", ctx=64, prompt_tokens=None,
+                             min_speedup=1.0)
     crossover.unjudged(result)
-    assert result["verdict"] == "passed"
-    assert result["notes"] == ["min_speedup 1 not judged: the speedup is B over A per level, which needs an A/B run "
-                               "(--specperf-ab=A_URL,B_URL)"]
-    quiet = {"kind": "load_sweep", "min_speedup": None, "notes": []}
+    assert result.verdict == "passed"
+    assert result.notes == ["min_speedup 1 not judged: the speedup is B over A per level, which needs an A/B run "
+                            "(--specperf-ab=A_URL,B_URL)"]
+    quiet = LoadSweepResult(kind="load_sweep", endpoint="e", model="m", server="sim", ctx=64, prompt_tokens=None)
     crossover.unjudged(quiet)
-    assert quiet["notes"] == []
+    assert quiet.notes == []
