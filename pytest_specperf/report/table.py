@@ -430,8 +430,8 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     # the arms table and the crossover are still dicts (issue 36): read by their keys
     gate = (r.arms.get("gate") if isinstance(r.arms, dict) else None) or {}  # not result data yet: arms
     for x in gate.get("levels") or []:  # not result data yet: the arms gate (deployed too slow vs the best here)
-        if isinstance(x, dict) and x.get("users") == n \
-                and x.get("verdict") in ("below", "inconclusive"):  # not result data yet: the arms gate
+        here = isinstance(x, dict) and x.get("users") == n  # not result data yet: the arms gate
+        if here and x.get("verdict") in ("below", "inconclusive"):  # not result data yet: the arms gate
             text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])
             if text in reason:
                 blamed.append(text.removeprefix(f"at {n_users(n)} "))
