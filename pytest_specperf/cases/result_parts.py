@@ -89,15 +89,15 @@ class CategoryFigures:
     # the floor this category was judged on, where one was given per category
     min_tps: float | None = field(default=None, metadata=OMIT)
     min_accept_len: float | None = field(default=None, metadata=OMIT)
-    # A/B in one run (compare/categories.py): B's trials combined, and its speedup over A with its interval
+    # A/B: B's categories over its trials (compare/categories.py), each with its speedup over A and interval
     trials: int | None = field(default=None, metadata=OMIT)
     speedup: float | None = field(default=None, metadata=OMIT)
     speedup_interval: list[float] | None = field(default=None, metadata=OMIT)
     speedup_method: str | None = field(default=None, metadata=OMIT)
     speedup_n_a: int | None = field(default=None, metadata=OMIT)
     speedup_n_b: int | None = field(default=None, metadata=OMIT)
-    speedup_family: int | None = field(default=None, metadata=OMIT)
-    a_decode_tps: float | None = field(default=None, metadata=OMIT)
+    a_decode_tps: float | None = field(default=None, metadata=OMIT)  # A's geometric mean over its trials
+    speedup_family: int | None = field(default=None, metadata=OMIT)  # categories the interval is joint over
 
 
 @dataclass
