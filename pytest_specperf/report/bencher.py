@@ -19,11 +19,11 @@ import numpy as np
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import SweepPoint, case_key
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SessionResult, SweepResult
-from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
 from pytest_specperf.compare.trials import trials
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
+from pytest_specperf.report.table import as_case
 from pytest_specperf.report.table import finite_number as _num
 
 #: result field -> Bencher measure slug
@@ -90,9 +90,9 @@ def _trial_values(unit: Unit, case: dict[str, Any], users: int | None, metric: s
 def bencher_json(results: Iterable[Result | Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Results in Bencher Metric Format (``bencher run --adapter json``)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in map(as_result, results):
-        if r.verdict == "error":
-            continue
+    for r in map(as_case, results):
+        if not isinstance(r, Result) or r.verdict == "error":
+            continue  # nothing measured
         for nodeid, ctx, users, unit in units(r):
             case = case_data(unit, nodeid)
             measures = {}

@@ -17,7 +17,6 @@ import jinja2
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report import table as report
@@ -40,9 +39,9 @@ def _short(nodeid: str) -> str:
     return nodeid.rsplit("/", 1)[-1] or nodeid
 
 
-def metadata(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any]) -> list[tuple[str, str]]:
+def metadata(results: Sequence[Result | report.Row | Mapping[str, Any]], meta: dict[str, Any]) -> list[tuple[str, str]]:
     """The header rows: endpoint, model, server kind and version, commit, machine, plugin version, time."""
-    typed = [as_result(r) for r in results]
+    typed = [report.as_case(r) for r in results]
     first = typed[0] if typed else None
     # ``meta`` is the run's metadata (a saved run's header, or this run's): not result data, read by its keys
     commit = meta.get("commit") or {}  # not result data
@@ -88,8 +87,8 @@ def _change(cc: CaseComparison) -> float | None:
     return None if cc.comparison is None else cc.comparison.change
 
 
-def _cmp_summary(result: Result | Mapping[str, Any]) -> str:
-    r = as_result(result)
+def _cmp_summary(result: Result | report.Row | Mapping[str, Any]) -> str:
+    r = report.as_case(result)
     parts = []
     records = list(r.comparisons or [])
     # a session's users are its sessions at once, not a sweep's levels
@@ -129,7 +128,7 @@ def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] 
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
     meta = meta or {}
-    typed = [as_result(r) for r in results]
+    typed = [report.as_case(r) for r in results]
     data_of = [_json_of(r) for r in results]  # embedded in the page; the views read it too, for now (issue 36)
     base = None if baseline is None else [_json_of(b) for b in baseline]
     cases: list[dict[str, Any]] = []

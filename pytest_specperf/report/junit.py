@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures
 from pytest_specperf.cases.results import LoadLevel, Result, StreamResult
-from pytest_specperf.cases.saved_results import as_result
+from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
 
 #: result fields carried as specperf_<field>
@@ -39,7 +39,7 @@ def _s(v: Any) -> str:
 def junit_properties(result: Result | Mapping[str, Any], comparisons: Iterable[CaseComparison] | None = None
                      ) -> list[tuple[str, str]]:
     """``(name, value)`` string pairs for JUnit XML properties."""
-    r = as_result(result)
+    r = as_case(result)  # an error record: the fields it has
     # each field only where the case's kind has it and it was measured
     props = [(f"specperf_{k}", _s(v)) for k in JUNIT_FIELDS if (v := getattr(r, k, None)) is not None]
     props += [(f"specperf_{k}", " | ".join(texts)) for k, texts in (("warnings", r.warnings), ("notes", r.notes))
@@ -49,8 +49,8 @@ def junit_properties(result: Result | Mapping[str, Any], comparisons: Iterable[C
         props[[k for k, _ in props].index("specperf_concurrency")] = (
             "specperf_concurrency", ",".join(str(c) for c in concurrency))
     if (_num(concurrency) or 1) > 1:
-        props += _stream_props("specperf", getattr(r, "streams", []))
-    levels: list[LoadLevel] = getattr(r, "levels", [])
+        props += _stream_props("specperf", getattr(r, "streams", None) or [])
+    levels: list[LoadLevel] = getattr(r, "levels", None) or []
     for lv in levels:
         props += [(f"specperf_users{lv.concurrency}_{k}", _s(v)) for k in JUNIT_LEVEL_FIELDS
                   if (v := getattr(lv, k)) is not None]
@@ -86,10 +86,10 @@ JUNIT_CATEGORY_FIELDS = ("n", "n_prompts", "decode_tps_p50", "decode_tps_p10", "
 
 def category_props(result: Result | Mapping[str, Any]) -> list[tuple[str, str]]:
     """A prompt file's figures per category (only those the server showed)."""
-    return _category_props(as_result(result))
+    return _category_props(as_case(result))
 
 
-def _category_props(result: Result) -> list[tuple[str, str]]:
+def _category_props(result: Result | Row) -> list[tuple[str, str]]:
     cats: dict[str, CategoryFigures] | None = getattr(result, "categories", None)
     if cats is None:
         return []

@@ -18,7 +18,6 @@ from typing import Any
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, case_key
 from pytest_specperf.cases.results import Result, SweepResult
-from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare import arms
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
@@ -26,6 +25,7 @@ from pytest_specperf.report.table import (
     ATTENTION,
     COLUMNS,
     Row,
+    as_case,
     as_row,
     category_rows,
     cells,
@@ -76,7 +76,7 @@ def markdown_summary(results: Iterable[Result | Mapping[str, Any]], comparisons:
 
     ``plots``: one image link per result (None where it has none), listed under the table.
     """
-    typed = [as_result(r) for r in results]
+    typed = [as_case(r) for r in results]
     ccs = list(comparisons) if comparisons is not None else None
     by_key: dict[str, list[CaseComparison]] = {}
     for cc in ccs or []:
@@ -119,11 +119,11 @@ def markdown_summary(results: Iterable[Result | Mapping[str, Any]], comparisons:
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
-    lines += [line for r in typed for line in arms.markdown_lines(to_dict(r))]
+    lines += [line for r in typed if isinstance(r, Result) for line in arms.markdown_lines(to_dict(r))]
     return "\n".join(lines + _plot_links(typed, plots)) + "\n"
 
 
-def _attention(results: list[Result]) -> list[str]:
+def _attention(results: list[Result | Row]) -> list[str]:
     """Above the table: the cases that errored or failed, errors first, each with its one-line reason."""
     bad = sorted((r for r in results if r.verdict in ATTENTION), key=lambda r: ATTENTION[r.verdict])
     if not bad:
@@ -132,7 +132,7 @@ def _attention(results: list[Result]) -> list[str]:
             for r in bad] + [""]
 
 
-def _plot_links(results: list[Result], plots: Sequence[str | None] | None) -> list[str]:
+def _plot_links(results: list[Result | Row], plots: Sequence[str | None] | None) -> list[str]:
     """The "Plots:" list under the table: one link per result that has a plot."""
     links = [(r, link) for r, link in zip(results, plots or [], strict=False) if link]
     if not links:

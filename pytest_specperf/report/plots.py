@@ -13,15 +13,15 @@ from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
+from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.views.registry import view
 
 
-def case_title(result: Result | Mapping[str, Any]) -> str:
+def case_title(result: Result | Row | Mapping[str, Any]) -> str:
     """"<node id>: <verdict>", the heading of a case's image, so a PNG on its own says what it shows."""
-    r = as_result(result)
+    r = as_case(result)
     return f"{r.nodeid}: {r.verdict or '-'}"
 
 
@@ -30,11 +30,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.")[:120] or "case"
 
 
-def image_names(results: Iterable[Result | Mapping[str, Any]], fmt: str) -> list[str]:
+def image_names(results: Iterable[Result | Row | Mapping[str, Any]], fmt: str) -> list[str]:
     """One unique file name per result (a test that measured several cases gets ``-2``, ``-3``, ...)."""
     seen: dict[str, int] = {}
     names = []
-    for r in map(as_result, results):
+    for r in map(as_case, results):
         base = slug(str(r.nodeid))
         seen[base] = seen.get(base, 0) + 1
         names.append(f"{base}{'' if seen[base] == 1 else f'-{seen[base]}'}.{fmt}")
@@ -47,7 +47,7 @@ def write_case_images(results: Sequence[Result | Mapping[str, Any]], folder: Pat
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
     folder.mkdir(parents=True, exist_ok=True)
-    typed = [as_result(r) for r in results]
+    typed = [as_case(r) for r in results]
     base = None if baseline is None else [_json_of(b) for b in baseline]  # the views read JSON for now (issue 36)
     out: list[Path | None] = []
     for name, r, given in zip(image_names(typed, fmt), typed, results, strict=True):

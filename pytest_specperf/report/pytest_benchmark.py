@@ -14,8 +14,8 @@ from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result, SweepResult
-from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare.trials import trials
+from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
 
 OUTPUT_OPTIONS = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare")
@@ -33,7 +33,7 @@ EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "p
 
 def benchmark_extra_info(result: Result | Mapping[str, Any]) -> dict[str, Any]:
     """Scalar result fields (no lists) for pytest-benchmark's ``benchmark.extra_info``."""
-    r = as_result(result)
+    r = as_case(result)  # an error record: the fields it has
     # each field where the case's kind has it and it holds one finite value
     info = {k: v for k in EXTRA_INFO_FIELDS
             if isinstance(v := getattr(r, k, None), str | int | float | bool) and not (
@@ -44,8 +44,8 @@ def benchmark_extra_info(result: Result | Mapping[str, Any]) -> dict[str, Any]:
 
 def per_token_seconds(result: Result | Mapping[str, Any]) -> list[float]:
     """Seconds per decoded token, one per trial; [] for an errored case."""
-    r = as_result(result)
-    if r.verdict == "error":
+    r = as_case(result)
+    if isinstance(r, Row) or r.verdict == "error":
         return []
     if isinstance(r, SweepResult):
         points = [p for p in r.points if _num(p.decode_tps)]
@@ -70,7 +70,6 @@ def feed(bench: Any, result: Result | Mapping[str, Any]) -> str | None:
     """Give one result's trials to a ``benchmark`` fixture; returns a warning text if it could not."""
     if getattr(bench, "disabled", False):
         return None
-    result = as_result(result)
     seconds = per_token_seconds(result)
     if not seconds:
         return None

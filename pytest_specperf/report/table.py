@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, SweepPoint
+from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, Comparison, SweepPoint
 from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
 from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare import arms
@@ -43,6 +43,10 @@ class Row:
 
     kind: str = ""
     nodeid: str = ""
+    endpoint: str | None = None
+    model: str | None = None
+    server: str | None = None
+    server_version: str | None = None
     call: int | None = None
     content: str = ""
     verdict: str = ""
@@ -105,7 +109,42 @@ def _row_of(record: object, **given: Any) -> Row:
 
 def as_row(r: Row | Result | Mapping[str, Any]) -> Row:
     """``r`` as a table row: a result (typed, or its JSON) gives its case's row."""
-    return r if isinstance(r, Row) else _row_of(as_result(r))
+    if isinstance(r, Row):
+        return r
+    case = as_case(r)
+    return case if isinstance(case, Row) else _row_of(case)
+
+
+def as_case(r: Result | Row | Mapping[str, Any]) -> Result | Row:
+    """What the outputs read of one case: its typed result; or, for the error record of a case that could not be
+    measured (plain data with none of a result's figures, read as it is: what it lacks is shown as missing), its
+    row."""
+    if isinstance(r, Row):
+        return r
+    if isinstance(r, Mapping) and r.get("verdict") == "error":  # not result data: an error record stays plain
+        return error_row(r)
+    return as_result(r)
+
+
+def error_row(record: Mapping[str, Any]) -> Row:
+    """The row of an error record: the fields it has (the asked ctx, tokens, users, ...), the rest None."""
+    given = {name: record[name] for name in _ROW_FIELDS if name in record}
+    comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
+    nested = {"points", "levels", "categories", "ab"}  # figures, which an error record has none of
+    return Row(**{k: v for k, v in given.items() if k not in nested},
+               comparisons=None if comparisons is None else [_comparison(c) for c in comparisons])
+
+
+def _comparison(data: Any) -> CaseComparison:
+    if isinstance(data, CaseComparison):
+        return data
+    names = {f.name for f in dataclasses.fields(CaseComparison)}
+    given = {k: v for k, v in data.items() if k in names}
+    figures = given.pop("comparison", None)
+    if isinstance(figures, Mapping):
+        known = {f.name for f in dataclasses.fields(Comparison)}
+        figures = Comparison(**{k: v for k, v in figures.items() if k in known})
+    return CaseComparison(**given, comparison=figures)
 
 
 def _sweep_low(r: Row) -> str:
@@ -614,7 +653,8 @@ def diagnosis(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
 
 def summary(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
     """The terminal section: failures and errors first with their reasons, then the table."""
-    typed = [as_result(r) for r in results]
-    first = diagnosis(typed)
-    grids = [line for r in typed for line in ["", *arms.text_lines(to_dict(r))] if arms.text_lines(to_dict(r))]
-    return [*first, *([""] if first else []), *table(typed), *grids]
+    cases = [as_case(r) for r in results]
+    first = diagnosis(cases)
+    grids = [lines for r in cases if isinstance(r, Result) for lines in [arms.text_lines(to_dict(r))] if lines]
+    return [*first, *([""] if first else []), *table(cases), *[x for lines in grids for x in ["", *lines]]]
+
