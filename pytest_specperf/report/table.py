@@ -11,7 +11,7 @@ from typing import Any
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, Comparison, SweepPoint
 from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
-from pytest_specperf.cases.saved_results import as_result
+from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result
 from pytest_specperf.compare import arms
 from pytest_specperf.run.load import knee_text
 
@@ -116,18 +116,19 @@ def as_row(r: Row | Result | Mapping[str, Any]) -> Row:
 
 
 def as_case(r: Result | Row | Mapping[str, Any]) -> Result | Row:
-    """What the outputs read of one case: its typed result; or, for the error record of a case that could not be
-    measured (plain data with none of a result's figures, read as it is: what it lacks is shown as missing), its
-    row."""
+    """What the outputs read of one case: its typed result; or its row, read from the data as it is (what it lacks
+    shown as missing), for the error record of a case that could not be measured (plain data with none of a
+    result's figures) and for a kind this version has no record of (a view registered for it draws it)."""
     if isinstance(r, Row):
         return r
-    if isinstance(r, Mapping) and r.get("verdict") == "error":  # not result data: an error record stays plain
+    if isinstance(r, Mapping) and (r.get("verdict") == "error"  # not result data: an error record stays plain
+                                   or r.get("kind") not in RESULT_TYPES):  # not result data: no record to read
         return error_row(r)
     return as_result(r)
 
 
 def error_row(record: Mapping[str, Any]) -> Row:
-    """The row of an error record: the fields it has (the asked ctx, tokens, users, ...), the rest None."""
+    """The row of an error record (or of a kind without a record): the fields it has, the rest None."""
     given = {name: record[name] for name in _ROW_FIELDS if name in record}
     comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
     nested = {"points", "levels", "categories", "ab"}  # figures, which an error record has none of

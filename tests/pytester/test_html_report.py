@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from support.cdp_browser import chromium_path, visit
+from support.result_json import full
 
 from pytest_specperf.report import html as html_report
 from pytest_specperf.report.views import base as figures
@@ -294,8 +295,8 @@ def test_stalls_are_marked_where_the_stream_stalled(pytester: pytest.Pytester) -
 
 def test_embedded_data_is_strict_json() -> None:
     """A window with no step (NaN in the result) must not make the embedded data unparsable in a browser."""
-    result = {"nodeid": "t.py::test_x", "kind": "sustained", "verdict": "passed", "window_step_ms": [5.0, float("nan")],
-              "drift": float("inf")}
+    result = full({"nodeid": "t.py::test_x", "kind": "sustained", "verdict": "passed",
+                   "window_step_ms": [5.0, float("nan")], "drift": float("inf")})
     page = html_report.render([result])
     text = re.search(r'id="specperf-data">(.*?)</script>', page, re.S).group(1)
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the embedded JSON"))
@@ -328,19 +329,24 @@ def _everything() -> list[dict[str, Any]]:
     session_cc = [{"nodeid": "t.py::test_session", "users": 2, "metric": m, "verdict": "passed",
                    "comparison": {"metric": m, "change": 0.1, "change_ci": [0.05, 0.15], "threshold": 0.05}}
                   for m in ("decode_tps", "ttft_s")]
+    # the measured ones complete (support.result_json); the error records as the plugin writes them
     return [
-        {"nodeid": "t.py::test_many_streams", "kind": "sustained", "verdict": "passed", "ctx": 100, "concurrency": 24,
-         "decode_tps": 70.0, "decode_p10_tps": 62.0, "early_tps": 63.0, "late_tps": 84.0, "drift": 0.01,
-         "streams": [_stream(i) for i in range(24)], "notes": ["drift not judged: too few tokens"] * 3},
-        {"nodeid": "t.py::test_categories", "kind": "sustained", "verdict": "failed", "ctx": 120, "decode_tps": 52.0,
-         "reason": "math_reasoning: acceptance 2.90 tokens/step < min_accept_len 4 (n=1 (1 prompt), chunks)",
-         "prompts": "builtin:specbench-mini", "categories": cats},
-        {"nodeid": "t.py::test_sweep", "kind": "load_sweep", "verdict": "passed", "ctx": 100,
-         "concurrency": [1, 2, 4, 8], "levels": levels, "notes": [knee, knee, knee],
-         "categories": dict(list(cats.items())[:3]), "categories_users": 8, "total_tps": 320.0, "decode_tps": 39.0},
-        {"nodeid": "t.py::test_session", "kind": "session", "verdict": "passed", "ctx": 200, "users": 2, "turns": 3,
-         "decode_tps": 50.0, "comparisons": session_cc, "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50, 51]},
-         "notes": ["drift not judged: 64 tokens per turn are too few for windows"] * 3},
+        full({"nodeid": "t.py::test_many_streams", "kind": "sustained", "verdict": "passed", "ctx": 100,
+              "concurrency": 24, "decode_tps": 70.0, "decode_p10_tps": 62.0, "early_tps": 63.0, "late_tps": 84.0,
+              "drift": 0.01, "streams": [_stream(i) for i in range(24)],
+              "notes": ["drift not judged: too few tokens"] * 3}),
+        full({"nodeid": "t.py::test_categories", "kind": "sustained", "verdict": "failed", "ctx": 120,
+              "decode_tps": 52.0,
+              "reason": "math_reasoning: acceptance 2.90 tokens/step < min_accept_len 4 (n=1 (1 prompt), chunks)",
+              "prompts": "builtin:specbench-mini", "categories": cats}),
+        full({"nodeid": "t.py::test_sweep", "kind": "load_sweep", "verdict": "passed", "ctx": 100,
+              "concurrency": [1, 2, 4, 8], "levels": levels, "notes": [knee, knee, knee],
+              "categories": dict(list(cats.items())[:3]), "categories_users": 8, "total_tps": 320.0,
+              "decode_tps": 39.0}),
+        full({"nodeid": "t.py::test_session", "kind": "session", "verdict": "passed", "ctx": 200, "users": 2,
+              "turns": 3, "decode_tps": 50.0, "comparisons": session_cc,
+              "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50, 51]},
+              "notes": ["drift not judged: 64 tokens per turn are too few for windows"] * 3}),
         {"nodeid": "t.py::test_session_error", "kind": "session", "verdict": "error", "ctx": 500, "users": 2,
          "turns": 3, "tokens": 64, "reason": "endpoint http://127.0.0.1:9 is down"},
         {"nodeid": "t.py::test_huge", "kind": "sustained", "verdict": "error", "ctx": 300000, "tokens": 64,
