@@ -289,3 +289,45 @@ def test_an_errored_session_row_says_what_was_asked():
     huge = full({"nodeid": "t.py::test_h", "kind": "sustained", "ctx": 300000, "verdict": "error",
                  "reason": "too long"})
     assert ("ctx", "300000") in view(huge).facts  # never 3e+05
+
+
+# -- issue 36: the outputs read typed results; an error record and a result's JSON as they were written -------------
+
+
+def _error_record():
+    """A case that could not be measured, as the plugin records it: what was asked, none of a result's figures."""
+    return {"nodeid": "t.py::test_down", "kind": "sustained", "ctx": 1000, "content": "prose", "verdict": "error",
+            "reason": "endpoint http://127.0.0.1:9 is down", "tokens": 64, "concurrency": 2}
+
+
+def test_an_error_record_reads_as_it_was_written():
+    from pytest_specperf.report import html as html_report
+    from pytest_specperf.report.bencher import bencher_json
+    from pytest_specperf.report.junit import junit_properties
+    from pytest_specperf.report.markdown import markdown_summary
+    from pytest_specperf.report.pytest_benchmark import benchmark_extra_info, per_token_seconds
+
+    err = _error_record()
+    row = _cells(table([_sustained(), err])[2])
+    # ctx and tokens as asked, users 2; no figure it never measured (a record's 0.0 defaults would read as measured)
+    assert row[2:8] == ["1000", "64", "-", "-", "-", "-"] and row[row.index("error:") - 2] == "2"
+    assert "| 1000 | 64 | - | - | - | - | 2 | - | error: endpoint" in markdown_summary([_sustained(), err])
+    assert dict(junit_properties(err)) == {"specperf_verdict": "error", "specperf_concurrency": "2"}
+    assert bencher_json([err]) == {} and per_token_seconds(err) == []
+    assert benchmark_extra_info(err) == {"kind": "sustained", "content": "prose", "ctx": 1000, "tokens": 64,
+                                         "verdict": "error", "reason": err["reason"], "nodeid": err["nodeid"]}
+    (case,) = html_report.context([err])["cases"]
+    assert case["decode"] == "-" and case["headline"] == "2 users: aggregate - tok/s; per user - tok/s (p10 -)"
+
+
+def test_json_writes_a_record_as_its_json_and_given_json_as_it_is(tmp_path):
+    from pytest_specperf.cases.json_form import to_dict
+    from pytest_specperf.cases.saved_results import load_result
+
+    typed = load_result(_sustained())
+    given = {**_sustained(nodeid="t.py::test_old"), "field_of_a_later_version": 1}  # a saved run's, as read
+    path = tmp_path / "r.json"
+    write_json_atomic(path, [typed, given, _error_record()], {})
+    written = json.loads(path.read_text())["results"]
+    assert written == [to_dict(typed), given, _error_record()]
+    assert list(written[1]) == list(given)  # its keys in their order: the file reads as the run it came from
