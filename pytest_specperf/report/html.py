@@ -67,7 +67,7 @@ def metadata(results: Sequence[Result | report.Row | Mapping[str, Any]], meta: d
                 None)
     if arms and not ab:  # an arms run measured one endpoint per arm: name each
         endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")  # not result data yet
-                             for n, u in arms["endpoints"].items())
+                             for n, u in arms["endpoints"].items())  # not result data yet: arms
     return [
         ("endpoint", endpoint),
         ("model", str(meta.get("model") or (first.model if first else None) or "-")),  # not result data

@@ -443,9 +443,9 @@ def _arms_figures(r: Row, n: Any) -> dict[str, Any]:
     if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:  # not result data yet: arms
         return {}
     # its p10 is a median over trials of another figure: beside a geometric mean it would read as one of its parts
-    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}
+    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}  # not result data yet: the arms table
     if finite_number(mine.get("total_tps")) is not None:  # not result data yet: the arms table
-        out["total_tps"] = mine["total_tps"]
+        out["total_tps"] = mine["total_tps"]  # not result data yet: the arms table
     return out
 
 
@@ -472,7 +472,7 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     for x in gate.get("levels") or []:  # not result data yet: the arms gate (deployed too slow vs the best here)
         here = isinstance(x, dict) and x.get("users") == n  # not result data yet: the arms gate
         if here and x.get("verdict") in ("below", "inconclusive"):  # not result data yet: the arms gate
-            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])
+            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])  # not result data yet: arms
             if text in reason:
                 blamed.append(text.removeprefix(f"at {n_users(n)} "))
     prefix = f"at {n_users(n)}: "
