@@ -10,17 +10,20 @@ pytest.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import case_key
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import SweepPoint, case_key
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SessionResult, SweepResult
 from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
-from pytest_specperf.compare.trials import sub_cases, trials
+from pytest_specperf.compare.trials import trials
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
+from pytest_specperf.report.table import as_case
 from pytest_specperf.report.table import finite_number as _num
 
 #: result field -> Bencher measure slug
@@ -49,30 +52,56 @@ def _measure(value: float | None, values: list[float]) -> dict[str, float] | Non
     return out
 
 
-def _trial_values(case: dict[str, Any], metric: str) -> list[float]:
+#: one comparable unit of a result (as ``compare.trials.sub_cases`` splits it): the case, a level or a point
+Unit = Result | LoadLevel | SweepPoint
+
+
+def units(r: Result) -> list[tuple[str, int | None, int | None, Unit]]:
+    """``(nodeid, ctx, users, unit)`` per comparable unit: a load sweep's levels, a context sweep's points, else
+    the case itself (a session case's users are its sessions at once)."""
+    if isinstance(r, LoadSweepResult):
+        return [(r.nodeid, None, lv.concurrency, lv) for lv in r.levels]
+    if isinstance(r, SweepResult):
+        return [(r.nodeid, int(p.ctx), None, p) for p in r.points]
+    return [(r.nodeid, None, r.users if isinstance(r, SessionResult) else None, r)]
+
+
+def case_data(unit: Unit, nodeid: str) -> dict[str, Any]:
+    """A unit as the JSON ``compare.trials`` and ``compare.crossover`` read (a level is compared as a sustained
+    case, a point as a two-point one)."""
+    if isinstance(unit, LoadLevel):
+        return {**to_dict(unit), "kind": "sustained", "nodeid": nodeid, "users": unit.concurrency}
+    if isinstance(unit, SweepPoint):
+        return {**to_dict(unit), "kind": "two_point", "nodeid": nodeid}
+    return to_dict(unit)
+
+
+def _trial_values(unit: Unit, case: dict[str, Any], users: int | None, metric: str) -> list[float]:
     """The values whose spread the bounds show: one per trial."""
-    users = case.get("users", case.get("concurrency"))
+    if users is None:
+        users = getattr(unit, "concurrency", None)
     if isinstance(users, int) and not isinstance(users, bool) and users > 1:
         if metric not in TRIAL_METRICS:
             return []  # a trial's own figure is kept only for these; its users' spread is not a trial's
-        return [v for f in trial_figures(case) for v in [f.get(metric)] if v is not None]
+        return [v for f in trial_figures(case) for v in [f[metric]] if v is not None]
     return trials(case, metric)
 
 
-def bencher_json(results: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+def bencher_json(results: Iterable[Result | Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Results in Bencher Metric Format (``bencher run --adapter json``)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in results:
-        if r.get("verdict") == "error":
-            continue
-        for nodeid, ctx, case in sub_cases(r):
+    for r in map(as_case, results):
+        if not isinstance(r, Result) or r.verdict == "error":
+            continue  # nothing measured
+        for nodeid, ctx, users, unit in units(r):
+            case = case_data(unit, nodeid)
             measures = {}
             for fieldname, slug in MEASURES.items():
-                m = _measure(_num(case.get(fieldname)), _trial_values(case, fieldname))
+                m = _measure(_num(getattr(unit, fieldname, None)), _trial_values(unit, case, users, fieldname))
                 if m is not None:
                     measures[slug] = m
             if measures:
-                out.setdefault(case_key(nodeid, ctx, case.get("users")), {}).update(measures)
+                out.setdefault(case_key(nodeid, ctx, users), {}).update(measures)
     return out
 
 
@@ -83,6 +112,6 @@ class BencherFile(Output):
     option = "--specperf-bencher"
     setting = "bencher"
 
-    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the Bencher JSON (atomically)."""
         write_text_atomic(path, json.dumps(bencher_json(results), indent=2))

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import CaseComparison
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report import table as report
@@ -35,39 +39,43 @@ def _short(nodeid: str) -> str:
     return nodeid.rsplit("/", 1)[-1] or nodeid
 
 
-def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[str, str]]:
+def metadata(results: Sequence[Result | report.Row | Mapping[str, Any]], meta: dict[str, Any]) -> list[tuple[str, str]]:
     """The header rows: endpoint, model, server kind and version, commit, machine, plugin version, time."""
-    first = results[0] if results else {}
-    commit = meta.get("commit") or {}
-    machine = meta.get("machine") or {}
+    typed = [report.as_case(r) for r in results]
+    first = typed[0] if typed else None
+    # ``meta`` is the run's metadata (a saved run's header, or this run's): not result data, read by its keys
+    commit = meta.get("commit") or {}  # not result data
+    machine = meta.get("machine") or {}  # not result data
     commit_text = "-"
     if commit:
         commit_text = f"{str(commit.get('id', '-'))[:12]}{' (dirty)' if commit.get('dirty') else ''}"
-        if commit.get("branch"):
+        if commit.get("branch"):  # not result data
             commit_text += f" on {commit['branch']}"
     machine_text = "-"
     if machine:
         machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
                         f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
-    server = meta.get("server") or first.get("server") or "-"
-    version = meta.get("server_version") or next((r["server_version"] for r in results if r.get("server_version")),
-                                                  None)
-    endpoint = str(meta.get("endpoint") or first.get("endpoint") or "-")
-    ab = next((r["ab"] for r in results if isinstance(r.get("ab"), dict)), None)
+    server = meta.get("server") or (first.server if first else None) or "-"  # not result data
+    version = meta.get("server_version") or next(  # not result data
+        (r.server_version for r in typed if r.server_version), None)
+    endpoint = str(meta.get("endpoint") or (first.endpoint if first else None) or "-")  # not result data
+    ab = next((r.ab for r in typed if r.ab is not None), None)
     if ab:  # an A/B run measured two endpoints: name both
-        endpoint = f"A {ab.get('a_endpoint', '-')} (baseline), B {ab.get('b_endpoint', '-')} (candidate)"
-    arms = next((r["arms"] for r in results if isinstance(r.get("arms"), dict) and r["arms"].get("endpoints")), None)
+        endpoint = f"A {ab.a_endpoint} (baseline), B {ab.b_endpoint} (candidate)"
+    # the arms table is still a dict (issue 36)
+    arms = next((r.arms for r in typed if isinstance(r.arms, dict) and r.arms.get("endpoints")),  # not result data yet
+                None)
     if arms and not ab:  # an arms run measured one endpoint per arm: name each
-        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")
-                             for n, u in arms["endpoints"].items())
+        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")  # not result data yet
+                             for n, u in arms["endpoints"].items())  # not result data yet: arms
     return [
         ("endpoint", endpoint),
-        ("model", str(meta.get("model") or first.get("model") or "-")),
+        ("model", str(meta.get("model") or (first.model if first else None) or "-")),  # not result data
         ("server", f"{server} {version}" if version else str(server)),
         ("commit", commit_text),
         ("machine", machine_text),
-        ("pytest-specperf", str(meta.get("plugin_version") or __version__)),
-        ("time", str(meta.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))),
+        ("pytest-specperf", str(meta.get("plugin_version") or __version__)),  # not result data
+        ("time", str(meta.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))),  # not result data
     ]
 
 
@@ -75,70 +83,83 @@ def metadata(results: list[dict[str, Any]], meta: dict[str, Any]) -> list[tuple[
 _LEVEL_ORDER = {"regressed": 0, "inconclusive": 1, "improved": 2, "passed": 3}
 
 
-def _cmp_summary(r: dict[str, Any]) -> str:
+def _change(cc: CaseComparison) -> float | None:
+    return None if cc.comparison is None else cc.comparison.change
+
+
+def _cmp_summary(result: Result | report.Row | Mapping[str, Any]) -> str:
+    r = report.as_case(result)
     parts = []
-    records = [cc for cc in r.get("comparisons") or [] if isinstance(cc, dict)]
+    records = list(r.comparisons or [])
     # a session's users are its sessions at once, not a sweep's levels
-    levels = [cc for cc in records
-              if cc.get("users") is not None and cc.get("comparison") and r.get("kind") != "session"]
+    levels = [cc for cc in records if cc.users is not None and cc.comparison and r.kind != "session"]
     for cc in records:
-        c = cc.get("comparison") or {}
+        c = cc.comparison
         if cc in levels:
             continue  # a sweep's levels: one entry per metric below
         if c:
-            parts.append(f"{c.get('metric')} {figures.signed_pct(c.get('change'))} {cc.get('verdict')}")
+            parts.append(f"{c.metric} {figures.signed_pct(c.change)} {cc.verdict}")
         else:
-            parts.append(str(cc.get("verdict", "")))
-    for metric in dict.fromkeys(str(cc.get("metric")) for cc in levels):
-        mine = [cc for cc in levels if str(cc.get("metric")) == metric]
-        worst = min(mine, key=lambda cc: _LEVEL_ORDER.get(str(cc.get("verdict")), 4))
-        verdict = worst.get("verdict")
-        alike = [cc for cc in mine if cc.get("verdict") == verdict]
+            parts.append(str(cc.verdict))
+    for metric in dict.fromkeys(str(cc.metric) for cc in levels):
+        mine = [cc for cc in levels if str(cc.metric) == metric]
+        worst = min(mine, key=lambda cc: _LEVEL_ORDER.get(str(cc.verdict), 4))
+        verdict = worst.verdict
+        alike = [cc for cc in mine if cc.verdict == verdict]
         if len(alike) == len(mine) > 1:  # the same at every level: say so, with the range of the changes
-            found = [report.finite_number((cc.get("comparison") or {}).get("change")) for cc in alike]
+            found = [report.finite_number(_change(cc)) for cc in alike]
             changes = sorted(x for x in found if x is not None)
             span = (f"{figures.signed_pct(changes[0])} to {figures.signed_pct(changes[-1])}" if len(changes) > 1
                     else figures.signed_pct(changes[0]) if changes else "-")
             parts.append(f"{metric} {verdict} at every level ({span}; {report.plural(len(mine), 'level')})")
             continue
-        where = figures.users_text(", ".join(str(cc["users"]) for cc in alike)) if len(alike) > 1 else \
-            figures.users_text(worst["users"])
-        parts.append(f"{metric} {verdict} at {where} (worst {figures.signed_pct(worst['comparison'].get('change'))}; "
+        where = figures.users_text(", ".join(str(cc.users) for cc in alike)) if len(alike) > 1 else \
+            figures.users_text(worst.users)
+        parts.append(f"{metric} {verdict} at {where} (worst {figures.signed_pct(_change(worst))}; "
                      f"{report.plural(len(alike), 'level')} of {len(mine)})" if len(alike) > 1 else
-                     f"{metric} {verdict} at {where} ({figures.signed_pct(worst['comparison'].get('change'))}; "
+                     f"{metric} {verdict} at {where} ({figures.signed_pct(_change(worst))}; "
                      f"{report.plural(len(mine), 'level')} compared)")
     return "; ".join(parts)
 
 
-def context(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
-            baseline: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
+            baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """What the template needs: header rows, summary rows (failures first), one section per case."""
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
     meta = meta or {}
+    typed = [report.as_case(r) for r in results]
+    data_of = [_json_of(r) for r in results]  # embedded in the page; the views read it too, for now (issue 36)
+    base = None if baseline is None else [_json_of(b) for b in baseline]
     cases: list[dict[str, Any]] = []
-    for i, r in enumerate(results):
-        v = view(r, baseline)
+    for i, (r, data) in enumerate(zip(typed, data_of, strict=True)):
+        v = view(data, base)
+        row = report.as_row(r)
         charts = [{"id": c.id, "title": c.title, "data": c.data(),
                    **dict(zip(("svg", "note"), drawing.svg_or_note(c, salt=f"c{i}-{c.id}"), strict=True))}
                   for c in v.charts]
-        verdict = str(r.get("verdict") or "-")
-        cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.get("nodeid", "")),
-                      "short": _short(str(r.get("nodeid", ""))), "kind": str(r.get("kind") or "-"),
-                      "verdict": verdict, "reason": str(r.get("reason") or ""), "facts": v.facts, "charts": charts,
+        verdict = str(r.verdict or "-")
+        cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.nodeid),
+                      "short": _short(str(r.nodeid)), "kind": str(r.kind or "-"),
+                      "verdict": verdict, "reason": str(r.reason or ""), "facts": v.facts, "charts": charts,
                       # each once: an A/B case gathers the same note from every trial, a session from every turn
-                      "warnings": report.once([*(r.get("warnings") or []), *report.notes(r)]),
-                      "decode": figures.fmt(r.get("decode_tps")), "drift": figures.fmt(r.get("drift"), ".2f"),
-                      "headline": report.headline(r),
+                      "warnings": report.once([*(r.warnings or []), *report.notes(row)]),
+                      "decode": figures.fmt(row.decode_tps), "drift": figures.fmt(row.drift, ".2f"),
+                      "headline": report.headline(row),
                       "compared": _cmp_summary(r)})
     summary = sorted(cases, key=lambda c: (VERDICT_ORDER.get(c["verdict"], 5), c["index"]))
     counts: dict[str, int] = {}
     for c in summary:  # in the summary's order: what needs attention first
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    data = {"results": results, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}
-    return {"meta": metadata(results, meta), "cases": cases, "summary": summary, "counts": counts,
+    data = {"results": data_of, "charts": {c["anchor"]: [ch["data"] for ch in c["charts"]] for c in cases}}
+    return {"meta": metadata(typed, meta), "cases": cases, "summary": summary, "counts": counts,
             "counts_text": ", ".join(report.count_text(n, v) for v, n in counts.items()),
             "data": _json_safe(data)}
+
+
+def _json_of(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+    """A result's JSON: a record's ``to_dict``, a result given as JSON (a saved run's) as it is."""
+    return to_dict(result) if isinstance(result, Result) else dict(result)
 
 
 def _json_safe(obj: Any) -> Any:
@@ -152,14 +173,14 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def render(results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
-           baseline: list[dict[str, Any]] | None = None) -> str:
+def render(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
+           baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> str:
     """The report as one HTML document."""
     return _env().get_template("report.html.j2").render(**context(results, meta, baseline))
 
 
-def write(path: Path | str, results: list[dict[str, Any]], meta: dict[str, Any] | None = None,
-          baseline: list[dict[str, Any]] | None = None, redact: list[str] | None = None) -> Path:
+def write(path: Path | str, results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
+          baseline: Sequence[Result | Mapping[str, Any]] | None = None, redact: list[str] | None = None) -> Path:
     """Write the report atomically (a reader never sees half of it); API keys in ``redact`` become ``***``."""
     text = render(results, meta, baseline)
     for secret in redact or []:
@@ -179,7 +200,8 @@ class HtmlReport(Output):
     setting = "html"
     done = "HTML report written to {path}"
 
-    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the report; its header is ``meta.about``, or this run's commit and machine when that is None."""
-        about = meta.about if meta.about is not None else storage.run_meta(results, root=meta.root or Path.cwd())
+        about = meta.about if meta.about is not None else storage.run_meta(  # it reads the results' JSON for now
+            [_json_of(r) for r in results], root=meta.root or Path.cwd())
         write(path, results, about, meta.baseline, redact=list(meta.redact))

@@ -7,10 +7,12 @@ each case as it ends (not a file of its own: pytest's ``--junitxml`` writes them
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_specperf.cases.result_parts import CaseComparison
+from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures
+from pytest_specperf.cases.results import LoadLevel, Result, StreamResult
+from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
 
 #: result fields carried as specperf_<field>
@@ -34,44 +36,46 @@ def _s(v: Any) -> str:
     return str(v)
 
 
-def junit_properties(result: dict[str, Any], comparisons: Iterable[CaseComparison] | None = None
+def junit_properties(result: Result | Mapping[str, Any], comparisons: Iterable[CaseComparison] | None = None
                      ) -> list[tuple[str, str]]:
     """``(name, value)`` string pairs for JUnit XML properties."""
-    props = [(f"specperf_{k}", _s(result[k])) for k in JUNIT_FIELDS if result.get(k) is not None]
-    props += [(f"specperf_{k}", " | ".join(result[k])) for k in ("warnings", "notes") if result.get(k)]
-    if isinstance(result.get("concurrency"), list):  # a load sweep: its levels' list
+    r = as_case(result)  # an error record: the fields it has
+    # each field only where the case's kind has it and it was measured
+    props = [(f"specperf_{k}", _s(v)) for k in JUNIT_FIELDS if (v := getattr(r, k, None)) is not None]
+    props += [(f"specperf_{k}", " | ".join(texts)) for k, texts in (("warnings", r.warnings), ("notes", r.notes))
+              if texts]
+    concurrency = getattr(r, "concurrency", None)
+    if isinstance(concurrency, list):  # a load sweep: its levels' list
         props[[k for k, _ in props].index("specperf_concurrency")] = (
-            "specperf_concurrency", ",".join(str(c) for c in result["concurrency"]))
-    if (_num(result.get("concurrency")) or 1) > 1:
-        props += _stream_props("specperf", result)
-    for lv in result.get("levels") or []:
-        props += [(f"specperf_users{lv['concurrency']}_{k}", _s(lv[k])) for k in JUNIT_LEVEL_FIELDS
-                  if lv.get(k) is not None]
-        props += _stream_props(f"specperf_users{lv['concurrency']}", lv)
-    props += category_props(result)
-    cross = result.get("crossover")
+            "specperf_concurrency", ",".join(str(c) for c in concurrency))
+    if (_num(concurrency) or 1) > 1:
+        props += _stream_props("specperf", getattr(r, "streams", None) or [])
+    levels: list[LoadLevel] = getattr(r, "levels", None) or []
+    for lv in levels:
+        props += [(f"specperf_users{lv.concurrency}_{k}", _s(v)) for k in JUNIT_LEVEL_FIELDS
+                  if (v := getattr(lv, k)) is not None]
+        props += _stream_props(f"specperf_users{lv.concurrency}", lv.streams)
+    props += _category_props(r)
+    cross = getattr(r, "crossover", None)
     if isinstance(cross, dict):
-        props.append(("specperf_crossover", cross.get("text", "")))
-    nodeid = result.get("nodeid")
-    if comparisons is not None:
-        ccs = [cc.as_dict() for cc in comparisons if cc.nodeid == nodeid]
-    else:
-        ccs = [cc for cc in result.get("comparisons") or [] if isinstance(cc, dict)]
+        props.append(("specperf_crossover", cross.get("text", "")))  # not result data yet: crossover is a dict
+    ccs = [cc for cc in comparisons if cc.nodeid == r.nodeid] if comparisons is not None else (r.comparisons or [])
     for cc in ccs:
-        at = (f"_ctx{cc['ctx']}" if cc.get("ctx") is not None else "") + (
-            f"_users{cc['users']}" if cc.get("users") is not None else "")
-        if not cc.get("metric"):
-            props.append(("specperf_cmp" + at, str(cc.get("verdict", ""))))
+        at = (f"_ctx{cc.ctx}" if cc.ctx is not None else "") + (f"_users{cc.users}" if cc.users is not None else "")
+        if not cc.metric:
+            props.append(("specperf_cmp" + at, str(cc.verdict)))
             continue
-        name = f"specperf_cmp_{cc['metric']}" + at
-        props.append((f"{name}_verdict", str(cc.get("verdict", ""))))
-        c = cc.get("comparison") or {}
-        if c.get("change") is not None:
-            props.append((f"{name}_change", _s(c["change"])))
-        if c.get("change_ci"):
-            props.append((f"{name}_ci", ",".join(_s(x) for x in c["change_ci"])))
-        if c.get("p") is not None:
-            props.append((f"{name}_p", _s(c["p"])))
+        name = f"specperf_cmp_{cc.metric}" + at
+        props.append((f"{name}_verdict", str(cc.verdict)))
+        c = cc.comparison
+        if c is None:
+            continue
+        if c.change is not None:
+            props.append((f"{name}_change", _s(c.change)))
+        if c.change_ci:
+            props.append((f"{name}_ci", ",".join(_s(x) for x in c.change_ci)))
+        if c.p is not None:
+            props.append((f"{name}_p", _s(c.p)))
     return props
 
 
@@ -80,17 +84,20 @@ JUNIT_CATEGORY_FIELDS = ("n", "n_prompts", "decode_tps_p50", "decode_tps_p10", "
                          "accept_rate", "drift", "attainment", "speedup")
 
 
-def category_props(result: dict[str, Any]) -> list[tuple[str, str]]:
+def category_props(result: Result | Mapping[str, Any]) -> list[tuple[str, str]]:
     """A prompt file's figures per category (only those the server showed)."""
-    cats = result.get("categories")
-    if not isinstance(cats, dict):
+    return _category_props(as_case(result))
+
+
+def _category_props(result: Result | Row) -> list[tuple[str, str]]:
+    cats: dict[str, CategoryFigures] | None = getattr(result, "categories", None)
+    if cats is None:
         return []
-    return [(f"specperf_cat_{name}_{k}", _s(f[k])) for name, f in cats.items() if isinstance(f, dict)
-            for k in JUNIT_CATEGORY_FIELDS if f.get(k) is not None]
+    return [(f"specperf_cat_{name}_{k}", _s(v)) for name, f in cats.items()
+            for k in JUNIT_CATEGORY_FIELDS if (v := getattr(f, k)) is not None]
 
 
-def _stream_props(prefix: str, case: dict[str, Any]) -> list[tuple[str, str]]:
+def _stream_props(prefix: str, streams: list[StreamResult]) -> list[tuple[str, str]]:
     """A load case's per-stream decode and ttft, comma-separated in stream order."""
-    streams = [x for x in case.get("streams") or [] if isinstance(x, dict)]
-    return [(f"{prefix}_stream_{k}", ",".join(_s(x.get(k)) for x in streams)) for k in ("decode_tps", "ttft_s")
+    return [(f"{prefix}_stream_{k}", ",".join(_s(getattr(x, k)) for x in streams)) for k in ("decode_tps", "ttft_s")
             if streams]

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, case_key
+from pytest_specperf.cases.results import Result, SweepResult
 from pytest_specperf.compare import arms
-from pytest_specperf.compare.trials import sub_cases
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import (
     ATTENTION,
     COLUMNS,
+    Row,
+    as_case,
+    as_row,
     category_rows,
     cells,
     has_load,
@@ -46,7 +50,7 @@ def _case(nodeid: str, suffix: str = "") -> str:
     return f"`{short}`{suffix}"
 
 
-def _row(r: dict[str, Any], case: str, *, verdict: bool = True, load: bool = False) -> list[str]:
+def _row(r: Row, case: str, *, verdict: bool = True, load: bool = False) -> list[str]:
     out = [case, *(_cell(c) for c in cells(r, verdict=verdict))]
     return with_load(out, r) if load else out
 
@@ -65,19 +69,19 @@ def _cmp_cell(ccs: Sequence[CaseComparison]) -> str:
     return "<br>".join(_cell(p) for p in parts)
 
 
-def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[CaseComparison] | None = None,
+def markdown_summary(results: Iterable[Result | Mapping[str, Any]], comparisons: Iterable[CaseComparison] | None = None,
                      against: str = "baseline", plots: Sequence[str | None] | None = None) -> str:
     """The results (and comparisons against ``against``: "baseline" or "A") as a GitHub-flavoured Markdown table
     with notes below it.
 
     ``plots``: one image link per result (None where it has none), listed under the table.
     """
-    results = list(results)
+    typed = [as_case(r) for r in results]
     ccs = list(comparisons) if comparisons is not None else None
     by_key: dict[str, list[CaseComparison]] = {}
     for cc in ccs or []:
         by_key.setdefault(cc.key, []).append(cc)
-    load = has_load(results)
+    load = has_load(typed)
     columns = with_load(COLUMNS) if load else list(COLUMNS)
     header = [*columns, f"vs {against}"] if ccs is not None else columns
     rows: list[list[str]] = []
@@ -89,15 +93,19 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
             shown.add(key)
         rows.append(cells)
 
-    for r in results:
-        nodeid = str(r.get("nodeid", ""))
-        add(_row(shown_case(r), _case(nodeid, f" ({_cell(r.get('kind', ''))})" if r.get("kind") else ""), load=load),
-            nodeid)
-        if r.get("kind") == "ctx_sweep":
-            for _, ctx, point in sub_cases(r):
-                add(_row(point, _case(nodeid, f" @ ctx {ctx}"), verdict=False, load=load), case_key(nodeid, ctx))
+    for result in typed:
+        r = as_row(result)
+        nodeid = r.nodeid
+        add(_row(shown_case(r), _case(nodeid, f" ({_cell(r.kind)})" if r.kind else ""), load=load), nodeid)
+        if isinstance(result, SweepResult):
+            for p in result.points:  # a row per context length, as compared (compare/trials.sub_cases)
+                point = Row(kind="two_point", nodeid=nodeid, ctx=p.ctx, prompt_tokens=p.prompt_tokens,
+                            decode_tps=p.decode_tps)
+                add(_row(point, _case(nodeid, f" @ ctx {p.ctx}"), verdict=False, load=load),
+                    case_key(nodeid, int(p.ctx)))
         for where, lv in level_rows(r):
-            add(_row(lv, _case(nodeid, where), load=True), case_key(nodeid, None, lv.get("concurrency")))
+            add(_row(lv, _case(nodeid, where), load=True),
+                case_key(nodeid, None, lv.concurrency if isinstance(lv.concurrency, int) else None))
         for where, cat in category_rows(r):  # a prompt file's categories: a row each, over their own requests
             add(_row(cat, _case(nodeid, where), load=load), f"{nodeid}{where}")
     for key, group in by_key.items():
@@ -106,30 +114,30 @@ def markdown_summary(results: Iterable[dict[str, Any]], comparisons: Iterable[Ca
             label = _case(g.nodeid, _where(g))
             add([label, *["-"] * (len(columns) - 2), ""], key)
     align = ["---", *["---:"] * (len(columns) - 2), "---", *(["---"] if ccs is not None else [])]
-    lines = _attention(results)
+    lines = _attention(typed)
     lines += ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
-    lines += [line for r in results for line in arms.markdown_lines(r)]
-    return "\n".join(lines + _plot_links(results, plots)) + "\n"
+    lines += [line for r in typed if isinstance(r, Result) for line in arms.markdown_lines(to_dict(r))]
+    return "\n".join(lines + _plot_links(typed, plots)) + "\n"
 
 
-def _attention(results: list[dict[str, Any]]) -> list[str]:
+def _attention(results: list[Result | Row]) -> list[str]:
     """Above the table: the cases that errored or failed, errors first, each with its one-line reason."""
-    bad = sorted((r for r in results if r.get("verdict") in ATTENTION), key=lambda r: ATTENTION[r["verdict"]])
+    bad = sorted((r for r in results if r.verdict in ATTENTION), key=lambda r: ATTENTION[r.verdict])
     if not bad:
         return []
-    return [f"- **{r['verdict']}** {_cell(label(r))}: {_cell(r.get('reason') or 'no reason given')}"
+    return [f"- **{r.verdict}** {_cell(label(r))}: {_cell(r.reason or 'no reason given')}"
             for r in bad] + [""]
 
 
-def _plot_links(results: list[dict[str, Any]], plots: Sequence[str | None] | None) -> list[str]:
+def _plot_links(results: list[Result | Row], plots: Sequence[str | None] | None) -> list[str]:
     """The "Plots:" list under the table: one link per result that has a plot."""
     links = [(r, link) for r, link in zip(results, plots or [], strict=False) if link]
     if not links:
         return []
-    return ["", "Plots:"] + [f"- [{_case(str(r.get('nodeid', '')))}]({link.replace(' ', '%20')})"
+    return ["", "Plots:"] + [f"- [{_case(str(r.nodeid))}]({link.replace(' ', '%20')})"
                              for r, link in links]
 
 
@@ -167,7 +175,7 @@ def links(meta: Meta, relative_to: Path | None) -> list[str | None]:
             for p in meta.images]
 
 
-def render(results: list[dict[str, Any]], meta: Meta, relative_to: Path | None) -> str:
+def render(results: Sequence[Result | Mapping[str, Any]], meta: Meta, relative_to: Path | None) -> str:
     """The Markdown summary of ``results``, linking the case images from ``relative_to``'s folder."""
     return markdown_summary(results, meta.comparisons, against=meta.against, plots=links(meta, relative_to))
 
@@ -179,7 +187,7 @@ class MarkdownSummary(Output):
     option = "--specperf-markdown"
     setting = "markdown"
 
-    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the summary (atomically)."""
         write_text_atomic(path, render(results, meta, path))
 
@@ -196,7 +204,7 @@ class StepSummary(Output):
         summary = os.environ.get(STEP_SUMMARY)
         return Path(summary) if summary and settings.markdown else None
 
-    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Append the summary under a ``## specperf`` heading (links as from the Markdown file)."""
         text = render(results, meta, meta.paths.get(MarkdownSummary.name))
         with open(path, "a", encoding="utf-8") as fh:

@@ -9,7 +9,7 @@ Never imports pytest.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -18,6 +18,7 @@ from pytest_specperf.errors import shorten
 
 if TYPE_CHECKING:
     from pytest_specperf.cases.result_parts import CaseComparison
+    from pytest_specperf.cases.results import Result
     from pytest_specperf.settings import Settings
 
 
@@ -29,7 +30,8 @@ class Meta:
     run: dict[str, Any] = field(default_factory=dict)  # the project's pytest_specperf_run_metadata
     about: dict[str, Any] | None = None  # commit, machine, time of the run (None: this run, measured now)
     root: Path | None = None  # where the commit of this run is read
-    baseline: list[dict[str, Any]] | None = None  # the compared run's results (charts draw its trials)
+    # the compared run's results (charts draw its trials); a plain mapping (a saved run's JSON) is read as one
+    baseline: Sequence[Result | Mapping[str, Any]] | None = None
     comparisons: list[CaseComparison] | None = None  # None: this run was not compared
     against: str = "baseline"  # the other side of the comparisons: "baseline" or "A"
     redact: Sequence[str] = ()  # secrets (an API key) written as ***
@@ -56,8 +58,9 @@ class Output(ABC):
         return getattr(settings, self.setting, None) or None
 
     @abstractmethod
-    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
-        """Write the output for ``results`` to ``path``; raises what drawing or writing raised."""
+    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+        """Write the output for ``results`` (typed results, or their JSON) to ``path``; raises what drawing or
+        writing raised."""
 
 
 class DrawError(Exception):

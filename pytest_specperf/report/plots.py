@@ -7,18 +7,22 @@ something is drawn). Never imports pytest.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.results import Result
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
+from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.views.registry import view
 
 
-def case_title(result: dict[str, Any]) -> str:
+def case_title(result: Result | Row | Mapping[str, Any]) -> str:
     """"<node id>: <verdict>", the heading of a case's image, so a PNG on its own says what it shows."""
-    return f"{result.get('nodeid', '-')}: {result.get('verdict') or '-'}"
+    r = as_case(result)
+    return f"{r.nodeid}: {r.verdict or '-'}"
 
 
 def slug(text: str) -> str:
@@ -26,26 +30,28 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.")[:120] or "case"
 
 
-def image_names(results: Iterable[dict[str, Any]], fmt: str) -> list[str]:
+def image_names(results: Iterable[Result | Row | Mapping[str, Any]], fmt: str) -> list[str]:
     """One unique file name per result (a test that measured several cases gets ``-2``, ``-3``, ...)."""
     seen: dict[str, int] = {}
     names = []
-    for r in results:
-        base = slug(str(r.get("nodeid", "")))
+    for r in map(as_case, results):
+        base = slug(str(r.nodeid))
         seen[base] = seen.get(base, 0) + 1
         names.append(f"{base}{'' if seen[base] == 1 else f'-{seen[base]}'}.{fmt}")
     return names
 
 
-def write_case_images(results: list[dict[str, Any]], folder: Path, fmt: str = "png",
-                      baseline: list[dict[str, Any]] | None = None) -> list[Path | None]:
+def write_case_images(results: Sequence[Result | Mapping[str, Any]], folder: Path, fmt: str = "png",
+                      baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> list[Path | None]:
     """One image per case with charts into ``folder`` (created); None for cases with nothing to draw."""
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
     folder.mkdir(parents=True, exist_ok=True)
+    typed = [as_case(r) for r in results]
+    base = None if baseline is None else [_json_of(b) for b in baseline]  # the views read JSON for now (issue 36)
     out: list[Path | None] = []
-    for name, r in zip(image_names(results, fmt), results, strict=True):
-        v = view(r, baseline)
+    for name, r, given in zip(image_names(typed, fmt), typed, results, strict=True):
+        v = view(_json_of(given), base)
         if not v.charts:
             out.append(None)
             continue
@@ -53,6 +59,11 @@ def write_case_images(results: list[dict[str, Any]], folder: Path, fmt: str = "p
         write_text_atomic(path, drawing.case_image(v, fmt, salt=name, title=case_title(r)))
         out.append(path)
     return out
+
+
+def _json_of(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+    """A result's JSON: a record's ``to_dict``, a result given as JSON (a saved run's) as it is."""
+    return to_dict(result) if isinstance(result, Result) else dict(result)
 
 
 class CasePlots(Output):
@@ -63,6 +74,6 @@ class CasePlots(Output):
     setting = "plots"
     done = "plots written to {path}"
 
-    def write(self, results: list[dict[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the images into the folder ``path``; later outputs (Markdown, pytest-html) link or reuse them."""
         meta.images = write_case_images(results, path, baseline=meta.baseline)

@@ -9,9 +9,13 @@ the verdicts stay with specperf. It has no public way to add measured values, so
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
-from pytest_specperf.compare.trials import sub_cases, trials
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.results import Result, SweepResult
+from pytest_specperf.compare.trials import trials
+from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
 
 OUTPUT_OPTIONS = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare")
@@ -27,26 +31,31 @@ EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "p
                      "verdict", "reason")
 
 
-def benchmark_extra_info(result: dict[str, Any]) -> dict[str, Any]:
+def benchmark_extra_info(result: Result | Mapping[str, Any]) -> dict[str, Any]:
     """Scalar result fields (no lists) for pytest-benchmark's ``benchmark.extra_info``."""
-    info = {k: result[k] for k in EXTRA_INFO_FIELDS
-            if isinstance(result.get(k), str | int | float | bool) and not (
-                isinstance(result[k], float) and not math.isfinite(result[k]))}
-    info["nodeid"] = result.get("nodeid", "")
+    r = as_case(result)  # an error record: the fields it has
+    # each field where the case's kind has it and it holds one finite value
+    info = {k: v for k in EXTRA_INFO_FIELDS
+            if isinstance(v := getattr(r, k, None), str | int | float | bool) and not (
+                isinstance(v, float) and not math.isfinite(v))}
+    info["nodeid"] = r.nodeid
     return info
 
 
-def per_token_seconds(result: dict[str, Any]) -> list[float]:
+def per_token_seconds(result: Result | Mapping[str, Any]) -> list[float]:
     """Seconds per decoded token, one per trial; [] for an errored case."""
-    if result.get("verdict") == "error":
+    r = as_case(result)
+    if isinstance(r, Row) or r.verdict == "error":
         return []
-    case = result
-    if result.get("kind") == "ctx_sweep":
-        points = [c for _, _, c in sub_cases(result) if _num(c.get("decode_tps"))]
+    if isinstance(r, SweepResult):
+        points = [p for p in r.points if _num(p.decode_tps)]
         if not points:
             return []
-        case = min(points, key=lambda c: c["decode_tps"])
-    return [1.0 / x for x in trials(case, "decode_tps") if x > 0]
+        low = min(points, key=lambda p: p.decode_tps)
+        # the slowest point, as the two-point case ``compare.trials`` reads it (its samples are its trials)
+        return [1.0 / x for x in trials({**to_dict(low), "kind": "two_point", "nodeid": r.nodeid}, "decode_tps")
+                if x > 0]
+    return [1.0 / x for x in trials(to_dict(r), "decode_tps") if x > 0]
 
 
 def wanted(config: Any) -> bool:
@@ -57,7 +66,7 @@ def wanted(config: Any) -> bool:
     return any(bool(config.getoption(name, None)) for name in OUTPUT_OPTIONS)
 
 
-def feed(bench: Any, result: dict[str, Any]) -> str | None:
+def feed(bench: Any, result: Result | Mapping[str, Any]) -> str | None:
     """Give one result's trials to a ``benchmark`` fixture; returns a warning text if it could not."""
     if getattr(bench, "disabled", False):
         return None

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, Comparison, SweepPoint
+from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
+from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result
 from pytest_specperf.compare import arms
 from pytest_specperf.run.load import knee_text
 
@@ -29,63 +35,179 @@ def _f(v: Any, spec: str = ".1f") -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text  # never "-0.00"
 
 
-def _sweep_low(r: dict[str, Any]) -> str:
+@dataclass
+class Row:
+    """What one row of the table (and of the Markdown) is drawn from: a case, a load sweep's level or a prompt
+    category. Its fields are the result fields of the same names; one the row's source does not have is None, so
+    a level's or a category's row goes through the same cells as a case's."""
+
+    kind: str = ""
+    nodeid: str = ""
+    endpoint: str | None = None
+    model: str | None = None
+    server: str | None = None
+    server_version: str | None = None
+    call: int | None = None
+    content: str = ""
+    verdict: str = ""
+    reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ctx: float | None = None
+    prompt_tokens: float | None = None
+    completion_tokens: float | None = None
+    tokens: float | None = None
+    short: float | None = None
+    long: float | None = None
+    ttft_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_content_s: float | None = None
+    decode_tps: float | None = None
+    decode_p10_tps: float | None = None
+    early_tps: float | None = None
+    late_tps: float | None = None
+    drift: float | None = None
+    total_tps: float | None = None
+    min_total_tps: Any = None  # one number, or a load sweep's {users: floor}
+    stalls: float | None = None
+    stall_s: float | None = None
+    concurrency: int | list[int] | None = None  # a load case's users, or a load sweep's levels
+    users: int | None = None  # a session case's sessions at once
+    turns: int | None = None
+    repeat: int | None = None
+    reasoning_tokens: int | None = None
+    reasoning_tps: float | None = None
+    content_tokens: int | None = None
+    content_tps: float | None = None
+    cache_hit: float | None = None
+    ttft_growth_ms_per_1k: float | None = None
+    attainment: float | None = None
+    goodput_rps: float | None = None
+    output_tps: float | None = None
+    achieved_rps: float | None = None
+    max_rps: float | None = None
+    bracket: list[float | None] | None = None
+    points: list[SweepPoint] | None = None
+    levels: list[LoadLevel] | None = None
+    knee: int | None = None
+    categories: dict[str, CategoryFigures] | None = None
+    ab: AbSummary | None = None
+    arms: dict[str, Any] | None = None
+    crossover: dict[str, Any] | None = None
+    comparisons: list[CaseComparison] | None = None
+    level: int | None = None  # a load sweep's level row: its users
+
+
+_ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row))
+
+
+def _row_of(record: object, **given: Any) -> Row:
+    """A row of ``record``'s fields of the row's names (the rest None), then ``given``."""
+    have = {name: getattr(record, name) for name in _ROW_FIELDS if hasattr(record, name)}
+    return Row(**{**have, **given})
+
+
+def as_row(r: Row | Result | Mapping[str, Any]) -> Row:
+    """``r`` as a table row: a result (typed, or its JSON) gives its case's row."""
+    if isinstance(r, Row):
+        return r
+    case = as_case(r)
+    return case if isinstance(case, Row) else _row_of(case)
+
+
+def as_case(r: Result | Row | Mapping[str, Any]) -> Result | Row:
+    """What the outputs read of one case: its typed result; or its row, read from the data as it is (what it lacks
+    shown as missing), for the error record of a case that could not be measured (plain data with none of a
+    result's figures) and for a kind this version has no record of (a view registered for it draws it)."""
+    if isinstance(r, Row):
+        return r
+    if isinstance(r, Mapping) and (r.get("verdict") == "error"  # not result data: an error record stays plain
+                                   or r.get("kind") not in RESULT_TYPES):  # not result data: no record to read
+        return error_row(r)
+    return as_result(r)
+
+
+def error_row(record: Mapping[str, Any]) -> Row:
+    """The row of an error record (or of a kind without a record): the fields it has, the rest None."""
+    given = {name: record[name] for name in _ROW_FIELDS if name in record}
+    comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
+    nested = {"points", "levels", "categories", "ab"}  # figures, which an error record has none of
+    return Row(**{k: v for k, v in given.items() if k not in nested},
+               comparisons=None if comparisons is None else [_comparison(c) for c in comparisons])
+
+
+def _comparison(data: Any) -> CaseComparison:
+    if isinstance(data, CaseComparison):
+        return data
+    names = {f.name for f in dataclasses.fields(CaseComparison)}
+    given = {k: v for k, v in data.items() if k in names}
+    figures = given.pop("comparison", None)
+    if isinstance(figures, Mapping):
+        known = {f.name for f in dataclasses.fields(Comparison)}
+        figures = Comparison(**{k: v for k, v in figures.items() if k in known})
+    return CaseComparison(**given, comparison=figures)
+
+
+def _sweep_low(r: Row) -> str:
     """The sweep's decode cell: its figure is the slowest point's, so say so and where."""
-    rated = [p for p in r["points"] if finite_number(p.get("decode_tps")) is not None]
+    rated = [p for p in r.points or [] if finite_number(p.decode_tps) is not None]
     if not rated:
-        return _f(r.get("decode_tps"))
-    low = min(rated, key=lambda p: p["decode_tps"])
-    return f"{_f(low['decode_tps'])} (min, ctx {_f(low.get('ctx'), '.0f')})"
+        return _f(r.decode_tps)
+    low = min(rated, key=lambda p: p.decode_tps)
+    return f"{_f(low.decode_tps)} (min, ctx {_f(low.ctx, '.0f')})"
 
 
-def cells(r: dict[str, Any], *, verdict: bool = True) -> list[str]:
-    """The columns after "case" for one result dict, as plain text (missing values are "-")."""
-    if r.get("kind") == "ctx_sweep" and r.get("points"):
-        pts = r["points"]
-        ctx = f"{_f(pts[0].get('prompt_tokens') or pts[0].get('ctx'), '.0f')}.." \
-              f"{_f(pts[-1].get('prompt_tokens') or pts[-1].get('ctx'), '.0f')}"
+def cells(r: Row | Result | Mapping[str, Any], *, verdict: bool = True) -> list[str]:
+    """The columns after "case" for one result (or row), as plain text (missing values are "-")."""
+    r = as_row(r)
+    if r.kind == "ctx_sweep" and r.points:
+        first, last = r.points[0], r.points[-1]
+        ctx = f"{_f(first.prompt_tokens or first.ctx, '.0f')}..{_f(last.prompt_tokens or last.ctx, '.0f')}"
     else:
-        ctx = _f(r.get("prompt_tokens") or r.get("ctx"), ".0f")
-    if r.get("kind") in ("sustained", "load_sweep", "rate", "capacity", "session"):
-        tokens = _f(r.get("completion_tokens") or r.get("tokens"), ".0f")
-    elif finite_number(r.get("long")) is not None and finite_number(r.get("short")) is not None:
-        tokens = _f(r["long"] - r["short"], ".0f")
+        ctx = _f(r.prompt_tokens or r.ctx, ".0f")
+    if r.kind in ("sustained", "load_sweep", "rate", "capacity", "session"):
+        tokens = _f(r.completion_tokens or r.tokens, ".0f")
+    elif r.long is not None and r.short is not None and finite_number(r.long) is not None \
+            and finite_number(r.short) is not None:
+        tokens = _f(r.long - r.short, ".0f")
     else:
         tokens = "-"
-    ttft = finite_number(r.get("ttft_s"))
-    early, late = finite_number(r.get("early_tps")), finite_number(r.get("late_tps"))
+    ttft = finite_number(r.ttft_s)
+    early, late = finite_number(r.early_tps), finite_number(r.late_tps)
     text = ""
     if verdict:
-        text = open_loop(r) + str(r.get("verdict", ""))
-        if r.get("verdict") != "passed" and r.get("reason"):
-            text = f"{text}: {r['reason']}"
+        text = open_loop(r) + str(r.verdict)
+        if r.verdict != "passed" and r.reason:
+            text = f"{text}: {r.reason}"
         for warning in case_warnings(r):
             text += f"; warning: {warning}"
         for note in notes(r):
             text += f"; {note}"
-    decode = _sweep_low(r) if r.get("kind") == "ctx_sweep" and r.get("points") else _f(r.get("decode_tps"))
-    if finite_number(r.get("decode_p10_tps")) is not None:  # a load case: decode is the median user's
-        decode = f"{decode} (p10 {_f(r['decode_p10_tps'])})"
+    decode = _sweep_low(r) if r.kind == "ctx_sweep" and r.points else _f(r.decode_tps)
+    if finite_number(r.decode_p10_tps) is not None:  # a load case: decode is the median user's
+        decode = f"{decode} (p10 {_f(r.decode_p10_tps)})"
     return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
-            "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.get("drift"), ".2f"), text]
+            "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.drift, ".2f"), text]
 
 
-def case_warnings(r: dict[str, Any]) -> list[str]:
+def case_warnings(r: Row | Result | Mapping[str, Any]) -> list[str]:
     """A row's warnings, each once; a load sweep leaves a level's own ("at 2 users: ...") to that level's row."""
-    out = once(r.get("warnings") or [])
-    if r.get("kind") != "load_sweep":
+    r = as_row(r)
+    out = once(r.warnings or [])
+    if r.kind != "load_sweep":
         return out
-    shown = {f"at {n_users(lv.get('concurrency'))}: " for lv in r.get("levels") or [] if isinstance(lv, dict)}
+    shown = {f"at {n_users(lv.concurrency)}: " for lv in r.levels or []}
     return [w for w in out if not w.startswith(tuple(shown))]
 
 
-def aggregation_note(r: dict[str, Any]) -> str | None:
+def aggregation_note(r: Row | Result | Mapping[str, Any]) -> str | None:
     """Where early -> late and drift are separate medians (over an A/B arm's trials, or a case's streams) that do
     not give each other, say so: else '714.2 -> 668.1' beside drift 0.01 reads as a mistake."""
-    early, late, drift = (finite_number(r.get(k)) for k in ("early_tps", "late_tps", "drift"))
+    r = as_row(r)
+    early, late, drift = finite_number(r.early_tps), finite_number(r.late_tps), finite_number(r.drift)
     if early is None or late is None or drift is None or not early or abs((1 - late / early) - drift) < 0.01:
         return None
-    trials = finite_number(r.get("repeat")) if r.get("ab") or r.get("arms") else None
+    trials = finite_number(r.repeat) if r.ab is not None or r.arms else None
     what = f"{trials:.0f} trials" if trials and trials > 1 else "streams"
     return (f"early -> late and drift are each the median over {what} (drift is the median of their drifts, "
             f"not 1 - late/early of the medians)")
@@ -96,20 +218,21 @@ def once(texts: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(str(t) for t in texts))
 
 
-def phase_notes(r: dict[str, Any]) -> list[str]:
+def phase_notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
     """What a reasoning phase and a session add to a row: each phase's tokens and rate, the first answer
     token; a session's turns and cache-hit share (nothing for a result without them)."""
+    r = as_row(r)
     out = []
-    if r.get("reasoning_tokens"):
-        first = finite_number(r.get("ttft_content_s"))
-        out.append(f"reasoning {r['reasoning_tokens']} tokens at {_f(r.get('reasoning_tps'))} tok/s, answer "
-                   f"{r.get('content_tokens')} at {_f(r.get('content_tps'))} tok/s"
+    if r.reasoning_tokens:
+        first = finite_number(r.ttft_content_s)
+        out.append(f"reasoning {r.reasoning_tokens} tokens at {_f(r.reasoning_tps)} tok/s, answer "
+                   f"{r.content_tokens} at {_f(r.content_tps)} tok/s"
                    + ("" if first is None else f", first answer token {first * 1000:.0f} ms"))
-    if r.get("kind") == "session" and r.get("verdict") != "error":  # an error measured no turn to speak of
-        hit = finite_number(r.get("cache_hit"))
-        growth = finite_number(r.get("ttft_growth_ms_per_1k"))
-        out.append(f"{plural(r.get('users'), 'session')} x {plural(r.get('turns'), 'turn')}, ttft p90 "
-                   f"{(finite_number(r.get('ttft_p90_s')) or 0) * 1000:.0f} ms"
+    if r.kind == "session" and r.verdict != "error":  # an error measured no turn to speak of
+        hit = finite_number(r.cache_hit)
+        growth = finite_number(r.ttft_growth_ms_per_1k)
+        out.append(f"{plural(r.users, 'session')} x {plural(r.turns, 'turn')}, ttft p90 "
+                   f"{(finite_number(r.ttft_p90_s) or 0) * 1000:.0f} ms"
                    + ("" if growth is None else f" ({growth:+.0f} ms per 1k prompt tokens)")
                    + ("" if hit is None else f", cache hit {hit:.0%} of later turns"))
     return out
@@ -119,14 +242,15 @@ def _is_knee(note: str) -> bool:
     return note.startswith(("knee at ", "no knee up to "))
 
 
-def notes(r: dict[str, Any]) -> list[str]:
+def notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
     """A row's notes, each once. A load sweep says its knee once, for the levels shown (an A/B case has one knee
     note per trial), and carries the notes every level shares, which its level rows then leave out."""
-    out = once(r.get("notes") or []) + phase_notes(r)
+    r = as_row(r)
+    out = once(r.notes or []) + phase_notes(r)
     how = aggregation_note(r)
     if how:
         out.append(how)
-    if r.get("kind") != "load_sweep":
+    if r.kind != "load_sweep":
         return out
     on_arms = arms_note(r)
     if on_arms:
@@ -134,36 +258,37 @@ def notes(r: dict[str, Any]) -> list[str]:
     knees = [n for n in out if _is_knee(n)]
     if knees:
         try:
-            knees = [knee_text(r.get("knee"), r["levels"])]
+            knees = [knee_text(r.knee, [to_dict(lv) for lv in r.levels or []])]
         except (KeyError, IndexError, StopIteration, TypeError, ValueError):
             knees = knees[:1]  # levels without the figures the sentence needs: the first trial's words
     return [*knees, *[n for n in out if not _is_knee(n)], *shared_level_notes(r)]
 
 
-def shared_level_notes(r: dict[str, Any]) -> list[str]:
+def shared_level_notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
     """Notes that every level of a load sweep has (e.g. why drift was not judged), said once for the case."""
-    levels = [once(lv.get("notes") or []) for lv in r.get("levels") or [] if isinstance(lv, dict)]
+    levels = [once(lv.notes or []) for lv in as_row(r).levels or []]
     if len(levels) < 2:
         return []
     return [n for n in levels[0] if all(n in other for other in levels[1:])]
 
 
-def label(r: dict[str, Any]) -> str:
+def label(r: Row | Result | Mapping[str, Any]) -> str:
     """The case cell: kind and test name; a direct call (``specperf.sustained(...)``) adds its number and content,
     so several calls in one test are told apart (ctx and tokens have their own columns)."""
-    nodeid = str(r.get("nodeid", ""))
+    r = as_row(r)
+    nodeid = str(r.nodeid)
     case = nodeid.split("::")[-1] or nodeid
-    text = f"[{r.get('kind', '')}] {case}"
-    if r.get("call") is not None:
-        text += f" (call {r['call']}, {r.get('content', '')})"
+    text = f"[{r.kind}] {case}"
+    if r.call is not None:
+        text += f" (call {r.call}, {r.content})"
     return text
 
 
-def _stalls(r: dict[str, Any]) -> str:
-    n = finite_number(r.get("stalls"))
+def _stalls(r: Row) -> str:
+    n = finite_number(r.stalls)
     if not n:
         return "-"
-    return f"{n:.0f} ({_f(r.get('stall_s'), '.1f')} s)"
+    return f"{n:.0f} ({_f(r.stall_s, '.1f')} s)"
 
 
 #: comparison verdicts, most telling first: the case row of a sweep shows its worst
@@ -171,19 +296,19 @@ SEVERITY = {"regressed": 0, "inconclusive": 1, "missing": 2, "skipped": 3, "new"
 METRIC_NAMES = {"decode_tps": "decode", "ttft_s": "ttft", "total_tps": "total"}
 
 
-def _change(c: dict[str, Any], *, where: bool = False) -> str:
+def _change(c: CaseComparison, *, where: bool = False) -> str:
     """One comparison, labelled by metric (and, with ``where``, by its ctx or level): 'decode @ 8 users -12.3%
     regressed'."""
-    metric = METRIC_NAMES.get(str(c.get("metric")), str(c.get("metric") or ""))
+    metric = METRIC_NAMES.get(str(c.metric), str(c.metric or ""))
     at = ""
-    if where and c.get("users") is not None:
-        at = f" @ {n_users(c['users'])}"
-    elif where and c.get("ctx") is not None:
-        at = f" @ ctx {c['ctx']}"
-    change = finite_number((c.get("comparison") or {}).get("change"))
+    if where and c.users is not None:
+        at = f" @ {n_users(c.users)}"
+    elif where and c.ctx is not None:
+        at = f" @ ctx {c.ctx}"
+    change = finite_number(None if c.comparison is None else c.comparison.change)
     if not metric:
-        return f"{at.strip()} {c.get('verdict', '')}".strip()
-    return f"{metric}{at} {'' if change is None else signed_pct(change) + ' '}{c.get('verdict', '')}"
+        return f"{at.strip()} {c.verdict}".strip()
+    return f"{metric}{at} {'' if change is None else signed_pct(change) + ' '}{c.verdict}"
 
 
 def signed_pct(x: float) -> str:
@@ -192,21 +317,22 @@ def signed_pct(x: float) -> str:
     return ("0.0" if float(text) == 0 else text) + "%"
 
 
-def worst(comparisons: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+def worst(comparisons: Iterable[CaseComparison]) -> CaseComparison | None:
     """The most telling comparison: regressed before inconclusive before the rest, then the largest worsening."""
-    def rank(c: dict[str, Any]) -> tuple[int, float]:
-        effect = finite_number((c.get("comparison") or {}).get("effect"))
-        return SEVERITY.get(str(c.get("verdict")), 7), effect if effect is not None else 0.0
+    def rank(c: CaseComparison) -> tuple[int, float]:
+        effect = finite_number(None if c.comparison is None else c.comparison.effect)
+        return SEVERITY.get(str(c.verdict), 7), effect if effect is not None else 0.0
     return min(comparisons, key=rank, default=None)
 
 
-def comparison_cell(r: dict[str, Any]) -> str:
+def comparison_cell(r: Row | Result | Mapping[str, Any]) -> str:
     """The comparison column: a case's own comparisons; for a sweep, also the worst of its points or levels,
     labelled with where (each level's own are on the level's row)."""
-    ccs = [c for c in r.get("comparisons") or [] if isinstance(c, dict)]
-    if r.get("_level") is not None or r.get("kind") == "session":  # a level row's own; a session's users are its own
+    r = as_row(r)
+    ccs = list(r.comparisons or [])
+    if r.level is not None or r.kind == "session":  # a level row's own; a session's users are its own
         return ", ".join(_change(c) for c in ccs) or "-"
-    own = [c for c in ccs if c.get("users") is None and c.get("ctx") is None]
+    own = [c for c in ccs if c.users is None and c.ctx is None]
     parts = [_change(c) for c in own]
     subs = [c for c in ccs if c not in own]
     bad = worst(subs)
@@ -215,64 +341,69 @@ def comparison_cell(r: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def extra_columns(results: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+def extra_columns(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[tuple[str, Any]]:
     """Columns shown only when they say something: stalls when any occurred, the comparison when comparing."""
+    rows = [as_row(r) for r in results]
     extra: list[tuple[str, Any]] = []
-    if any(finite_number(r.get("stalls")) for r in results):
+    if any(finite_number(r.stalls) for r in rows):
         extra.append(("stalls", _stalls))
-    if any("comparisons" in r for r in results):
-        title = "B vs A" if any("ab" in r for r in results) else "vs baseline"
+    if any(r.comparisons is not None for r in rows):
+        title = "B vs A" if any(r.ab is not None for r in rows) else "vs baseline"
         extra.append((title, comparison_cell))
     return extra
 
 
-def has_load(results: Iterable[dict[str, Any]]) -> bool:
+def has_load(results: Iterable[Row | Result | Mapping[str, Any]]) -> bool:
     """Whether any result is a load case (then the table shows LOAD_COLUMNS)."""
-    return any(r.get("kind") in ("load_sweep", "rate", "capacity") or (finite_number(r.get("concurrency")) or 1) > 1
-               for r in results)
+    return any(r.kind in ("load_sweep", "rate", "capacity") or (finite_number(r.concurrency) or 1) > 1
+               for r in map(as_row, results))
 
 
-def with_load(values: Sequence[str], r: dict[str, Any] | None = None) -> list[str]:
+def with_load(values: Sequence[str], r: Row | Result | Mapping[str, Any] | None = None) -> list[str]:
     """``values`` (a row ending in its verdict) with the load cells of ``r`` before the verdict; the
     header's names when ``r`` is None."""
     extra = list(LOAD_COLUMNS) if r is None else [users(r), total_cell(r)]
     return [*values[:-1], *extra, values[-1]]
 
 
-def users(r: dict[str, Any]) -> str:
+def users(r: Row | Result | Mapping[str, Any]) -> str:
     """Concurrent streams: a load case's N, a load sweep's levels (1..8), a session case's sessions at once, 1 for
     single-stream cases, "-" for open-loop cases (their load is a request rate, said with their verdict)."""
-    if r.get("kind") in ("rate", "capacity"):
+    r = as_row(r)
+    if r.kind in ("rate", "capacity"):
         return "-"
-    if r.get("kind") == "session" and finite_number(r.get("users")) is not None:
-        return str(r["users"])  # sessions at once
-    c = r.get("concurrency")
+    if r.kind == "session" and finite_number(r.users) is not None:
+        return str(r.users)  # sessions at once
+    c = r.concurrency
     if isinstance(c, list):
         return f"{c[0]}..{c[-1]}" if len(c) > 1 else str(c[0]) if c else "-"
     return str(c) if finite_number(c) is not None else "1"
 
 
-def total_cell(r: dict[str, Any]) -> str:
+def total_cell(r: Row | Result | Mapping[str, Any]) -> str:
     """Aggregate tok/s, with the floor it was judged against (``min_total_tps``) when the case has one."""
-    floor = finite_number(r.get("min_total_tps"))
-    return _f(r.get("total_tps")) + (f" (min {floor:g})" if floor is not None else "")
+    r = as_row(r)
+    floor = finite_number(r.min_total_tps)
+    return _f(r.total_tps) + (f" (min {floor:g})" if floor is not None else "")
 
 
-def open_loop(r: dict[str, Any]) -> str:
+def open_loop(r: Row | Result | Mapping[str, Any]) -> str:
     """What a rate or capacity case is judged on, ahead of its verdict; '' for other kinds."""
-    if r.get("kind") == "rate" and r.get("attainment") is not None:
-        return (f"attainment {_f(r['attainment'], '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s, "
-                f"{_f(r.get('output_tps'))} tok/s out; ")
-    if r.get("kind") == "capacity":
+    r = as_row(r)
+    if r.kind == "rate" and r.attainment is not None:
+        return (f"attainment {_f(r.attainment, '.2f')}, goodput {_f(r.goodput_rps, '.3g')} req/s, "
+                f"{_f(r.output_tps)} tok/s out; ")
+    if r.kind == "capacity":
         return capacity_text(r) + "; "
     return ""
 
 
-def capacity_text(r: dict[str, Any]) -> str:
+def capacity_text(r: Row | Result | Mapping[str, Any]) -> str:
     """What a capacity search found: a lower bound (the highest rate that met the SLO) and its bracket."""
-    lo, hi = ([*(r.get("bracket") or []), None, None])[:2]
-    lo = finite_number(lo) or finite_number(r.get("max_rps"))
-    hi = finite_number(hi)
+    r = as_row(r)
+    lo_hi: list[Any] = [*(r.bracket or []), None, None]
+    lo = finite_number(lo_hi[0]) or finite_number(r.max_rps)
+    hi = finite_number(lo_hi[1])
     if not lo:
         return "no rate met the SLO" + (f" (capacity < {hi:.3g} req/s)" if hi else "")
     if hi is None:
@@ -280,133 +411,134 @@ def capacity_text(r: dict[str, Any]) -> str:
     return f"capacity >= {lo:.3g} req/s (bracket {lo:.3g}..{hi:.3g})"
 
 
-def level_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """A load sweep's levels as (label suffix, row dict) for a row each under the case's own: each with its
+def level_rows(r: Row | Result | Mapping[str, Any]) -> list[tuple[str, Row]]:
+    """A load sweep's levels as (label suffix, row) for a row each under the case's own: each with its
     comparisons, its aggregate floor, and a verdict that agrees with the case's reason."""
-    if r.get("kind") != "load_sweep":
+    r = as_row(r)
+    if r.kind != "load_sweep":
         return []
-    floors = r.get("min_total_tps")
+    floors = r.min_total_tps
     shared = shared_level_notes(r)
     rows = []
-    for lv in r.get("levels") or []:
-        n = lv.get("concurrency")
+    for lv in r.levels or []:
+        n = lv.concurrency
         floor = floors.get(n, floors.get(str(n))) if isinstance(floors, dict) else floors  # JSON keys are text
-        ccs = [c for c in r.get("comparisons") or [] if isinstance(c, dict) and c.get("users") == n]
-        row = {**lv, "kind": "sustained", "min_total_tps": floor, "comparisons": ccs, "_level": n,
-               "notes": [x for x in once(lv.get("notes") or []) if x not in shared]}
-        row.update(_arms_figures(r, n))
-        rows.append((f" @ {n_users(n)}", {**row, **_level_verdict(r, row)}))
+        ccs = [c for c in r.comparisons or [] if c.users == n]
+        row = _row_of(lv, kind="sustained", min_total_tps=floor, comparisons=ccs, level=n,
+                      notes=[x for x in once(lv.notes or []) if x not in shared])
+        row = dataclasses.replace(row, **_arms_figures(r, n))
+        rows.append((f" @ {n_users(n)}", dataclasses.replace(row, **_level_verdict(r, row))))
     return rows
 
 
-def _arms_figures(r: dict[str, Any], n: Any) -> dict[str, Any]:
+def _arms_figures(r: Row, n: Any) -> dict[str, Any]:
     """On arms (and A/B), a level row shows its arm's per-user decode and aggregate as the arms table does (the
     geometric mean over trials, the centre of its interval), so one arm at one level reads one figure."""
-    t = r.get("arms")
+    t = r.arms  # the arms table: still a dict (issue 36), read by its keys below
     if not isinstance(t, dict):
         return {}
-    mine = next((row["arms"].get(t.get("deployed")) for row in t.get("levels") or []
-                 if isinstance(row, dict) and row.get("users") == n and isinstance(row.get("arms"), dict)), None)
-    if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:
+    mine = next((row["arms"].get(t.get("deployed")) for row in t.get("levels") or []  # not result data yet: arms
+                 if isinstance(row, dict) and row.get("users") == n  # not result data yet: the arms table
+                 and isinstance(row.get("arms"), dict)), None)  # not result data yet: the arms table
+    if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:  # not result data yet: arms
         return {}
     # its p10 is a median over trials of another figure: beside a geometric mean it would read as one of its parts
-    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}
-    if finite_number(mine.get("total_tps")) is not None:
-        out["total_tps"] = mine["total_tps"]
+    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}  # not result data yet: the arms table
+    if finite_number(mine.get("total_tps")) is not None:  # not result data yet: the arms table
+        out["total_tps"] = mine["total_tps"]  # not result data yet: the arms table
     return out
 
 
-def arms_note(r: dict[str, Any]) -> str | None:
+def arms_note(r: Row | Result | Mapping[str, Any]) -> str | None:
     """What a load sweep measured on arms (or A/B) shows as per-user decode on its rows, and why."""
-    t = r.get("arms")
-    if r.get("kind") != "load_sweep" or not isinstance(t, dict) or not t.get("levels"):
+    r = as_row(r)
+    t = r.arms
+    if r.kind != "load_sweep" or not isinstance(t, dict) or not t.get("levels"):  # not result data yet: arms
         return None
     return (f"per-user decode on the level rows: arm {t.get('deployed')}'s geometric mean over its trials, as in the "
             f"arms table")
 
 
-def _level_verdict(r: dict[str, Any], lv: dict[str, Any]) -> dict[str, Any]:
+def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     """The level's own verdict, failed also where the case's reason blames this level (a regression at it, or
     speculation's speedup below ``min_speedup`` there), with those reasons."""
-    reason = str(r.get("reason") or "")
-    if r.get("verdict") != "failed" or not reason:
+    reason = str(r.reason or "")
+    if r.verdict != "failed" or not reason:
         return {}
-    n = lv["_level"]
-    blamed = [str(lv["reason"])] if lv.get("verdict") == "failed" and lv.get("reason") else []
-    gate = ((r.get("arms") or {}).get("gate") if isinstance(r.get("arms"), dict) else None) or {}
-    for x in gate.get("levels") or []:  # the arms gate: the deployed arm too slow against the best here
-        if isinstance(x, dict) and x.get("users") == n and x.get("verdict") in ("below", "inconclusive"):
-            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])
+    n = lv.level
+    blamed = [str(lv.reason)] if lv.verdict == "failed" and lv.reason else []
+    # the arms table and the crossover are still dicts (issue 36): read by their keys
+    gate = (r.arms.get("gate") if isinstance(r.arms, dict) else None) or {}  # not result data yet: arms
+    for x in gate.get("levels") or []:  # not result data yet: the arms gate (deployed too slow vs the best here)
+        here = isinstance(x, dict) and x.get("users") == n  # not result data yet: the arms gate
+        if here and x.get("verdict") in ("below", "inconclusive"):  # not result data yet: the arms gate
+            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])  # not result data yet: arms
             if text in reason:
                 blamed.append(text.removeprefix(f"at {n_users(n)} "))
     prefix = f"at {n_users(n)}: "
-    blamed += [str(c["reason"]).removeprefix(prefix) for c in lv["comparisons"]
-               if c.get("verdict") in ("regressed", "inconclusive") and c.get("reason") and c["reason"] in reason]
-    cross = r.get("crossover") or {}
-    if cross.get("gated") and cross.get("text") and cross["text"] in reason:
-        levels = [x for x in cross.get("levels") or [] if isinstance(x, dict)]
-        failing = [x for x in levels if x.get("verdict") == "below"] or [
-            x for x in levels if x.get("verdict") == "inconclusive"]
+    blamed += [str(c.reason).removeprefix(prefix) for c in lv.comparisons or []
+               if c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
+    cross = r.crossover or {}
+    if cross.get("gated") and cross.get("text") and cross["text"] in reason:  # not result data yet: crossover
+        levels = [x for x in cross.get("levels") or [] if isinstance(x, dict)]  # not result data yet: crossover
+        failing = [x for x in levels if x.get("verdict") == "below"] or [  # not result data yet: crossover
+            x for x in levels if x.get("verdict") == "inconclusive"]  # not result data yet: crossover
         for x in failing:
-            if x.get("users") == n:
-                lo, hi = ([*(x.get("interval") or []), None, None])[:2]
+            if x.get("users") == n:  # not result data yet: crossover
+                lo, hi = ([*(x.get("interval") or []), None, None])[:2]  # not result data yet: crossover
                 blamed.insert(0, f"speedup {_f(x.get('speedup'), '.2f')} [{_f(lo, '.2f')}, {_f(hi, '.2f')}] "
                                  f"under min_speedup {_f(cross.get('floor'), 'g')}")
     return {"verdict": "failed", "reason": "; ".join(once(blamed))} if blamed else {}
 
 
-def category_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """A case over a prompt file: (label suffix, row dict) per category, its figures over its own requests
+def category_rows(r: Row | Result | Mapping[str, Any]) -> list[tuple[str, Row]]:
+    """A case over a prompt file: (label suffix, row) per category, its figures over its own requests
     (the decode cell is the category's median, with its p10; the last cell says n, acceptance and its floors)."""
-    cats = r.get("categories")
-    if not isinstance(cats, dict):
+    r = as_row(r)
+    if r.categories is None:
         return []
-    failed = [p.strip() for p in str(r.get("reason") or "").split(";")] if r.get("verdict") == "failed" else []
+    failed = [p.strip() for p in str(r.reason or "").split(";")] if r.verdict == "failed" else []
     load, level = category_load(r)
     rows = []
-    for name, f in cats.items():
-        if not isinstance(f, dict):
-            continue
+    for name, f in r.categories.items():
         text = category_count(f)
-        if finite_number(f.get("accept_len")) is not None:
-            text += f", accept {_f(f['accept_len'], '.2f')}/step"
-        if finite_number(f.get("accept_rate")) is not None:
-            text += f", rate {_f(f['accept_rate'], '.2f')}"
-        if finite_number(f.get("attainment")) is not None:
-            text += f", SLO met {f['attainment']:.0%}"
-        if finite_number(f.get("speedup")) is not None:  # A/B: B over A, trials as samples
-            lo, hi = ([*(f.get("speedup_interval") or []), None, None])[:2]
-            text += (f", speedup {_f(f['speedup'], '.2f')}x [{_f(lo, '.2f')}, {_f(hi, '.2f')}] over "
-                     f"{f.get('speedup_n_b')} trials")
+        if finite_number(f.accept_len) is not None:
+            text += f", accept {_f(f.accept_len, '.2f')}/step"
+        if finite_number(f.accept_rate) is not None:
+            text += f", rate {_f(f.accept_rate, '.2f')}"
+        if f.attainment is not None and finite_number(f.attainment) is not None:
+            text += f", SLO met {f.attainment:.0%}"
+        if f.speedup is not None and finite_number(f.speedup) is not None:  # A/B: B over A, trials as samples
+            lo, hi = ([*(f.speedup_interval or []), None, None])[:2]
+            text += (f", speedup {_f(f.speedup, '.2f')}x [{_f(lo, '.2f')}, {_f(hi, '.2f')}] over "
+                     f"{f.speedup_n_b} trials")
         mine = [p.removeprefix(f"{name}: ") for p in failed if p.startswith(f"{name}: ")]
         if mine:
             text += "; failed: " + "; ".join(mine)
-        row = {"kind": "sustained", "prompt_tokens": f.get("prompt_tokens_p50"),
-               "completion_tokens": r.get("completion_tokens") or r.get("tokens"), "ttft_s": f.get("ttft_p50_s"),
-               "decode_tps": f.get("decode_tps_p50"), "decode_p10_tps": f.get("decode_tps_p10"),
-               "drift": f.get("drift"), "verdict": text, **load}
+        row = Row(**{"kind": "sustained", "prompt_tokens": f.prompt_tokens_p50,
+                     "completion_tokens": r.completion_tokens or r.tokens, "ttft_s": f.ttft_p50_s,
+                     "decode_tps": f.decode_tps_p50, "decode_p10_tps": f.decode_tps_p10, "drift": f.drift,
+                     "verdict": text, **load})
         rows.append((f" [{name}]" + (f" @ {n_users(level)}" if level is not None else ""), row))
     return rows
 
 
-def category_load(r: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """(the load fields a category row shows, the sweep level its figures come from or None).
+def category_load(r: Row | Result | Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(the load fields of ``Row`` a category row shows, the sweep level its figures come from or None).
 
     A category's requests ran under its case's load: a 4-user case's categories are at 4 users, a session
     case's at its sessions at once, a load sweep's at the level the case's ``categories`` are from (the highest,
     ``categories_users``), which the row names."""
-    kind = r.get("kind")
+    r = as_row(r)
+    kind = r.kind
     if kind in ("rate", "capacity"):
         return {"kind": kind}, None  # a request rate: the users cell is "-", as on the case's own row
     if kind == "session":
-        return {"kind": "session", "users": r.get("users")}, None
+        return {"kind": "session", "users": r.users}, None
     if kind == "load_sweep":
-        level = r.get("categories_users")
-        if level is None:
-            levels = [lv for lv in r.get("levels") or [] if isinstance(lv, dict)]
-            level = levels[-1].get("concurrency") if levels else None
+        level = r.levels[-1].concurrency if r.levels else None  # the JSON's categories_users
         return {"concurrency": level}, level
-    return {"concurrency": r.get("concurrency")}, None
+    return {"concurrency": r.concurrency}, None
 
 
 def plural(n: Any, noun: str) -> str:
@@ -414,11 +546,20 @@ def plural(n: Any, noun: str) -> str:
     return f"{'-' if n is None else n} {noun}" + ("" if str(n) in ("1", "1.0") else "s")
 
 
-def category_count(f: dict[str, Any]) -> str:
+def _figures(f: CategoryFigures | Mapping[str, Any]) -> CategoryFigures:
+    """A category's figures as their record (a mapping is its JSON; keys the record lacks are dropped)."""
+    if isinstance(f, CategoryFigures):
+        return f
+    names = {x.name for x in dataclasses.fields(CategoryFigures)}
+    return CategoryFigures(**{k: v for k, v in f.items() if k in names})
+
+
+def category_count(f: CategoryFigures | Mapping[str, Any]) -> str:
     """'n=3 (1 prompt)': a category's requests and how many distinct prompts they sent; over an A/B arm's trials,
     also each trial's n, which its floors were judged on ('n=3 (1 prompt; 3 trials of n=1)')."""
-    text = f"n={f.get('n')} ({plural(f.get('n_prompts'), 'prompt')}"
-    trials, n = finite_number(f.get("trials")), finite_number(f.get("n"))
+    f = _figures(f)
+    text = f"n={f.n} ({plural(f.n_prompts, 'prompt')}"
+    trials, n = finite_number(f.trials), finite_number(f.n)
     if trials is not None and trials > 1 and n is not None and n % trials == 0:
         text += f"; {trials:.0f} trials of n={n / trials:.0f}"
     elif trials is not None and trials > 1:
@@ -431,36 +572,37 @@ def n_users(n: Any) -> str:
     return f"{n} user" if str(n) == "1" else f"{n} users"
 
 
-def row(r: dict[str, Any]) -> tuple[str, ...]:
-    """One terminal table row from a result dict (the fixed columns)."""
+def row(r: Row | Result | Mapping[str, Any]) -> tuple[str, ...]:
+    """One terminal table row from a result (the fixed columns)."""
     return (label(r), *cells(shown_case(r)))
 
 
-def shown_case(r: dict[str, Any]) -> dict[str, Any]:
+def shown_case(r: Row | Result | Mapping[str, Any]) -> Row:
     """The case row's figures: a sweep on arms shows its highest level's per-user decode and its best aggregate
     as those levels' rows do (the arms table's figures)."""
-    levels = [lv for lv in r.get("levels") or [] if isinstance(lv, dict)] if r.get("kind") == "load_sweep" else []
-    shown = dict(r)
-    if levels and _arms_figures(r, levels[-1].get("concurrency")):
-        shown["decode_tps"] = _arms_figures(r, levels[-1].get("concurrency"))["decode_tps"]
-        totals = [finite_number(_arms_figures(r, lv.get("concurrency")).get("total_tps")) for lv in levels]
-        shown["total_tps"] = max((x for x in totals if x is not None), default=r.get("total_tps"))
-    return shown
+    r = as_row(r)
+    levels = (r.levels or []) if r.kind == "load_sweep" else []
+    if levels and _arms_figures(r, levels[-1].concurrency):
+        figures = [_arms_figures(r, lv.concurrency) for lv in levels]
+        totals = [finite_number(f["total_tps"]) for f in figures if "total_tps" in f]
+        return dataclasses.replace(r, decode_tps=_arms_figures(r, levels[-1].concurrency)["decode_tps"],
+                                   total_tps=max((x for x in totals if x is not None), default=r.total_tps))
+    return r
 
 
-def table(results: Iterable[dict[str, Any]]) -> list[str]:
+def table(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
     """The summary table as lines of aligned columns; the verdict column is last and left unpadded."""
-    results = list(results)
-    load = has_load(results)
-    extra = extra_columns(results)
+    cases = [as_row(r) for r in results]
+    load = has_load(cases)
+    extra = extra_columns(cases)
 
-    def line(values: Sequence[str], source: dict[str, Any] | None = None) -> tuple[str, ...]:
+    def line(values: Sequence[str], source: Row | None = None) -> tuple[str, ...]:
         values = with_load(values, source) if load else list(values)
         shown = [name for name, _ in extra] if source is None else [show(source) for _, show in extra]
         return (*values[:-1], *shown, values[-1])
 
     rows = [line(COLUMNS)]
-    for r in results:
+    for r in cases:
         subs = [*level_rows(r), *category_rows(r)]
         for x, src in [(row(r), shown_case(r)), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in subs)]:
             rows.append(line(x, src))
@@ -477,40 +619,43 @@ def count_text(n: int, verdict: str) -> str:
     return f"{n} {verdict}" + ("s" if n != 1 and verdict in ("error", "warning") else "")
 
 
-def headline(r: dict[str, Any]) -> str:
+def headline(r: Row | Result | Mapping[str, Any]) -> str:
     """A result's figures in a few words, in the terms its kind is judged on (a summary's figures cell)."""
-    kind = r.get("kind")
+    r = as_row(r)
+    kind = r.kind
     if kind == "rate":
-        return (f"attainment {_f(r.get('attainment'), '.2f')}, goodput {_f(r.get('goodput_rps'), '.3g')} req/s "
-                f"at {_f(r.get('achieved_rps'), '.3g')} req/s offered")
+        return (f"attainment {_f(r.attainment, '.2f')}, goodput {_f(r.goodput_rps, '.3g')} req/s "
+                f"at {_f(r.achieved_rps, '.3g')} req/s offered")
     if kind == "capacity":
         return capacity_text(r)
     if kind == "load_sweep":
-        top = next((lv for lv in reversed(r.get("levels") or []) if isinstance(lv, dict)), {})
-        return (f"{users(r)} users: aggregate up to {_f(r.get('total_tps'))} tok/s; per user "
-                f"{_f(top.get('decode_tps'))} tok/s (p10 {_f(top.get('decode_p10_tps'))}) at "
-                f"{n_users(top.get('concurrency', '-'))}")
-    if (finite_number(r.get("concurrency")) or 1) > 1:
-        return (f"{n_users(r['concurrency'])}: aggregate {total_cell(r)} tok/s; per user {_f(r.get('decode_tps'))} "
-                f"tok/s (p10 {_f(r.get('decode_p10_tps'))})")
-    if kind == "ctx_sweep" and r.get("points"):
+        top = r.levels[-1] if r.levels else None
+        return (f"{users(r)} users: aggregate up to {_f(r.total_tps)} tok/s; per user "
+                f"{_f(None if top is None else top.decode_tps)} tok/s "
+                f"(p10 {_f(None if top is None else top.decode_p10_tps)}) at "
+                f"{n_users('-' if top is None else top.concurrency)}")
+    if (finite_number(r.concurrency) or 1) > 1:
+        return (f"{n_users(r.concurrency)}: aggregate {total_cell(r)} tok/s; per user {_f(r.decode_tps)} "
+                f"tok/s (p10 {_f(r.decode_p10_tps)})")
+    if kind == "ctx_sweep" and r.points:
         return f"decode {_sweep_low(r)} tok/s"
-    return f"decode {_f(r.get('decode_tps'))} tok/s"
+    return f"decode {_f(r.decode_tps)} tok/s"
 
 
 #: what needs attention first, in the summaries
 ATTENTION = {"error": 0, "failed": 1}
 
 
-def diagnosis(results: Iterable[dict[str, Any]]) -> list[str]:
+def diagnosis(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
     """One line per case that failed or errored, errors first then failures, each with its one-line reason."""
-    bad = sorted((r for r in results if r.get("verdict") in ATTENTION), key=lambda r: ATTENTION[r["verdict"]])
-    return [f"{str(r['verdict']).upper()} {label(r)}: {r.get('reason') or 'no reason given'}" for r in bad]
+    bad = sorted((r for r in map(as_row, results) if r.verdict in ATTENTION), key=lambda r: ATTENTION[r.verdict])
+    return [f"{str(r.verdict).upper()} {label(r)}: {r.reason or 'no reason given'}" for r in bad]
 
 
-def summary(results: Iterable[dict[str, Any]]) -> list[str]:
+def summary(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
     """The terminal section: failures and errors first with their reasons, then the table."""
-    results = list(results)
-    first = diagnosis(results)
-    grids = [line for r in results for line in ["", *arms.text_lines(r)] if arms.text_lines(r)]
-    return [*first, *([""] if first else []), *table(results), *grids]
+    cases = [as_case(r) for r in results]
+    first = diagnosis(cases)
+    grids = [lines for r in cases if isinstance(r, Result) for lines in [arms.text_lines(to_dict(r))] if lines]
+    return [*first, *([""] if first else []), *table(cases), *[x for lines in grids for x in ["", *lines]]]
+

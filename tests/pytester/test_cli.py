@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.result_json import full
 
 from pytest_specperf import cli
 from pytest_specperf.compare import storage
@@ -165,8 +166,8 @@ def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_no
     from pytest_specperf.report import html as html_report
 
     folder = tmp_path / "runs"
-    result = {"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,
-              "samples_tps": [49.0, 50.0, 51.0], "ctx": 64}
+    result = full({"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,
+                   "samples_tps": [49.0, 50.0, 51.0], "ctx": 64})
     storage.save_run(folder, [result], {}, "one")
     out_file = tmp_path / "r.html"
 

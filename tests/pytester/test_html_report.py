@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from support.cdp_browser import chromium_path, visit
+from support.result_json import full
 
 from pytest_specperf.report import html as html_report
 from pytest_specperf.report.views import base as figures
@@ -294,8 +295,8 @@ def test_stalls_are_marked_where_the_stream_stalled(pytester: pytest.Pytester) -
 
 def test_embedded_data_is_strict_json() -> None:
     """A window with no step (NaN in the result) must not make the embedded data unparsable in a browser."""
-    result = {**BASE, "nodeid": "t.py::test_x", "kind": "sustained", "verdict": "passed",
-              "window_step_ms": [5.0, float("nan")], "drift": float("inf")}
+    result = full({"nodeid": "t.py::test_x", "kind": "sustained", "verdict": "passed",
+                   "window_step_ms": [5.0, float("nan")], "drift": float("inf")})
     page = html_report.render([result])
     text = re.search(r'id="specperf-data">(.*?)</script>', page, re.S).group(1)
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the embedded JSON"))
@@ -304,24 +305,13 @@ def test_embedded_data_is_strict_json() -> None:
 
 # -- issue 37: a report holding every kind of row, read at 1366 and 1920 px ----------------------------------------
 
-#: The fields every result has: a view reads a complete result (typed, or its JSON), as a run records it.
-BASE = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
-
 CATS = ["multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag", "coding", "tool_call"]
 
 
 def _stream(i: int) -> dict[str, Any]:
     rates = [60.0 + i + 3 * j for j in range(9)]
     return {"prompt_tokens": 100, "completion_tokens": 300, "ttft_s": 0.05 + 0.01 * i, "window_tokens": 32,
-            "window_tps": rates, "early_tps": rates[1], "late_tps": rates[-2], "drift": 0.01, "stalls": [],
-            "total_s": 5.0, "decode_tps": rates[4], "client_tps": rates[4], "trend_p": None, "tokens_per_chunk": 1.0,
-            "count_source": "usage", "counts_exact": True}
-
-
-def _comparison(metric: str) -> dict[str, Any]:
-    return {"metric": metric, "direction": "higher", "verdict": "passed", "effect": 0.1, "ci": [0.05, 0.15],
-            "change": 0.1, "change_ci": [0.05, 0.15], "p": 0.5, "n_base": 2, "n_cand": 2, "mde": 0.1, "noise": 0.01,
-            "noise_source": "measured", "trials_needed": 5, "threshold": 0.05, "method": "welch", "reason": ""}
+            "window_tps": rates, "early_tps": rates[1], "late_tps": rates[-2], "drift": 0.01, "stalls": []}
 
 
 def _everything() -> list[dict[str, Any]]:
@@ -336,25 +326,27 @@ def _everything() -> list[dict[str, Any]]:
     levels = [{"concurrency": n, "decode_tps": 60.0 / n ** 0.2, "decode_p10_tps": 55.0 / n ** 0.2,
                "total_tps": 60.0 * n ** 0.8, "ttft_p50_s": 0.01 * n, "ttft_p90_s": 0.012 * n, "verdict": "passed",
                "notes": [knee]} for n in (1, 2, 4, 8)]
-    session_cc = [{"nodeid": "t.py::test_session", "ctx": None, "users": 2, "metric": m, "verdict": "passed",
-                   "reason": "", "comparison": _comparison(m)} for m in ("decode_tps", "ttft_s")]
+    session_cc = [{"nodeid": "t.py::test_session", "users": 2, "metric": m, "verdict": "passed",
+                   "comparison": {"metric": m, "change": 0.1, "change_ci": [0.05, 0.15], "threshold": 0.05}}
+                  for m in ("decode_tps", "ttft_s")]
+    # the measured ones complete (support.result_json); the error records as the plugin writes them
     return [
-        {**BASE, "nodeid": "t.py::test_many_streams", "kind": "sustained", "verdict": "passed", "ctx": 100,
-         "concurrency": 24, "decode_tps": 70.0, "decode_p10_tps": 62.0, "early_tps": 63.0, "late_tps": 84.0,
-         "drift": 0.01,
-         "streams": [_stream(i) for i in range(24)], "notes": ["drift not judged: too few tokens"] * 3},
-        {**BASE, "nodeid": "t.py::test_categories", "kind": "sustained", "verdict": "failed", "ctx": 120,
-         "decode_tps": 52.0,
-         "reason": "math_reasoning: acceptance 2.90 tokens/step < min_accept_len 4 (n=1 (1 prompt), chunks)",
-         "prompts": "builtin:specbench-mini", "categories": cats},
-        {**BASE, "nodeid": "t.py::test_sweep", "kind": "load_sweep", "verdict": "passed", "ctx": 100,
-         "concurrency": [1, 2, 4, 8], "levels": levels, "notes": [knee, knee, knee],
-         "categories": dict(list(cats.items())[:3]), "categories_users": 8, "total_tps": 320.0, "decode_tps": 39.0},
-        {**BASE, "nodeid": "t.py::test_session", "kind": "session", "verdict": "passed", "ctx": 200, "users": 2,
-         "turns": 3, "decode_tps": 50.0, "comparisons": session_cc,
-         "ab": {"trials": 2, "a_endpoint": "http://a", "b_endpoint": "http://b", "a_decode_tps": [45.0, 46.0],
-                "b_decode_tps": [50, 51]},
-         "notes": ["drift not judged: 64 tokens per turn are too few for windows"] * 3},
+        full({"nodeid": "t.py::test_many_streams", "kind": "sustained", "verdict": "passed", "ctx": 100,
+              "concurrency": 24, "decode_tps": 70.0, "decode_p10_tps": 62.0, "early_tps": 63.0, "late_tps": 84.0,
+              "drift": 0.01, "streams": [_stream(i) for i in range(24)],
+              "notes": ["drift not judged: too few tokens"] * 3}),
+        full({"nodeid": "t.py::test_categories", "kind": "sustained", "verdict": "failed", "ctx": 120,
+              "decode_tps": 52.0,
+              "reason": "math_reasoning: acceptance 2.90 tokens/step < min_accept_len 4 (n=1 (1 prompt), chunks)",
+              "prompts": "builtin:specbench-mini", "categories": cats}),
+        full({"nodeid": "t.py::test_sweep", "kind": "load_sweep", "verdict": "passed", "ctx": 100,
+              "concurrency": [1, 2, 4, 8], "levels": levels, "notes": [knee, knee, knee],
+              "categories": dict(list(cats.items())[:3]), "categories_users": 8, "total_tps": 320.0,
+              "decode_tps": 39.0}),
+        full({"nodeid": "t.py::test_session", "kind": "session", "verdict": "passed", "ctx": 200, "users": 2,
+              "turns": 3, "decode_tps": 50.0, "comparisons": session_cc,
+              "ab": {"a_decode_tps": [45.0, 46.0], "b_decode_tps": [50, 51]},
+              "notes": ["drift not judged: 64 tokens per turn are too few for windows"] * 3}),
         {"nodeid": "t.py::test_session_error", "kind": "session", "verdict": "error", "ctx": 500, "users": 2,
          "turns": 3, "tokens": 64, "reason": "endpoint http://127.0.0.1:9 is down"},
         {"nodeid": "t.py::test_huge", "kind": "sustained", "verdict": "error", "ctx": 300000, "tokens": 64,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.load_helpers import true_decode
+from support.result_json import full
 
 from pytest_specperf.report.table import table
 from pytest_specperf.sim import FAULT_HEADER, SimServer, faults
@@ -97,8 +98,9 @@ def test_comparison_column_in_ab(pytester: pytest.Pytester) -> None:
 
 
 def test_no_negative_zero() -> None:
-    lines = table([{"nodeid": "t.py::test_x", "kind": "sustained", "ctx": 64, "completion_tokens": 300,
-                    "decode_tps": 50.0, "early_tps": 50.0, "late_tps": 50.02, "drift": -0.0004, "verdict": "passed"}])
+    lines = table([full({"nodeid": "t.py::test_x", "kind": "sustained", "ctx": 64, "completion_tokens": 300,
+                         "decode_tps": 50.0, "early_tps": 50.0, "late_tps": 50.02, "drift": -0.0004,
+                         "verdict": "passed"})])
     assert "-0.00" not in lines[1] and " 0.00 " in lines[1]
     assert "stalls" not in lines[0] and "vs baseline" not in lines[0]  # columns only when they say something
 

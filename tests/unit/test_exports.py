@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from support.result_json import full
 
 from pytest_specperf.compare.trials import compare_runs
 from pytest_specperf.report.bencher import bencher_json
@@ -17,23 +18,24 @@ from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.report.markdown import COLUMNS, markdown_summary
 from pytest_specperf.report.pytest_benchmark import benchmark_extra_info, per_token_seconds
 
-LONG = {"nodeid": "perf_cases/test_decode.py::test_long[a|b]", "kind": "sustained", "endpoint": "http://h:8000",
+LONG = full({"nodeid": "perf_cases/test_decode.py::test_long[a|b]", "kind": "sustained", "endpoint": "http://h:8000",
         "model": "m", "server": "vllm", "ctx": 5000, "prompt_tokens": 5003, "completion_tokens": 1500,
         "verdict": "passed", "reason": "", "decode_tps": 48.1, "ttft_s": 0.21, "client_tps": 45.0,
         "early_tps": 49.0, "late_tps": 47.5, "drift": 0.02, "repeat": 3,
         "window_tps": [49.0, 48.0, 47.5],
         "streams": [{"decode_tps": 48.0, "ttft_s": 0.20, "drift": 0.01, "client_tps": 44.0},
                     {"decode_tps": 48.1, "ttft_s": 0.21, "drift": -0.01, "client_tps": 45.0},
-                    {"decode_tps": 48.5, "ttft_s": 0.23, "drift": 0.03, "client_tps": 45.5}]}
-BURST = {"nodeid": "perf_cases/test_decode.py::test_burst", "kind": "two_point", "ctx": 5000, "prompt_tokens": 5001,
-         "short": 8, "long": 264, "verdict": "failed", "reason": "two-point decode 66.8 tok/s < min_tps 70",
-         "decode_tps": 66.8, "samples_tps": [66.1, 66.8, 67.0]}
-SWEEP = {"nodeid": "perf_cases/test_decode.py::test_sweep", "kind": "ctx_sweep", "ctx": 1024, "verdict": "passed",
-         "decode_tps": 50.2, "points": [
+                    {"decode_tps": 48.5, "ttft_s": 0.23, "drift": 0.03, "client_tps": 45.5}]})
+BURST = full({"nodeid": "perf_cases/test_decode.py::test_burst", "kind": "two_point", "ctx": 5000,
+              "prompt_tokens": 5001, "short": 8, "long": 264, "verdict": "failed",
+              "reason": "two-point decode 66.8 tok/s < min_tps 70", "decode_tps": 66.8,
+              "samples_tps": [66.1, 66.8, 67.0]})
+SWEEP = full({"nodeid": "perf_cases/test_decode.py::test_sweep", "kind": "ctx_sweep", "ctx": 1024,
+              "verdict": "passed", "decode_tps": 50.2, "points": [
              {"ctx": 64, "prompt_tokens": 64, "decode_tps": 250.1, "samples_tps": [249.0, 250.1, 251.0]},
-             {"ctx": 1024, "prompt_tokens": 1026, "decode_tps": 50.2, "samples_tps": [50.0, 50.2, 50.9]}]}
-DOWN = {"nodeid": "perf_cases/test_decode.py::test_down", "kind": "sustained", "verdict": "error",
-        "reason": "connection refused"}
+             {"ctx": 1024, "prompt_tokens": 1026, "decode_tps": 50.2, "samples_tps": [50.0, 50.2, 50.9]}]})
+DOWN = full({"nodeid": "perf_cases/test_decode.py::test_down", "kind": "sustained", "verdict": "error",
+             "reason": "connection refused"})
 RESULTS = [LONG, BURST, SWEEP, DOWN]
 
 
@@ -71,8 +73,8 @@ def _shifted(results: list[dict], factor: float) -> list[dict]:
 
 
 def test_markdown_with_comparisons() -> None:
-    base = [LONG, BURST, {"nodeid": "perf_cases/test_decode.py::test_gone", "kind": "two_point",
-                          "verdict": "passed", "decode_tps": 60.0, "samples_tps": [60.0]}]
+    base = [LONG, BURST, full({"nodeid": "perf_cases/test_decode.py::test_gone", "kind": "two_point",
+                               "verdict": "passed", "decode_tps": 60.0, "samples_tps": [60.0]})]
     rng = np.random.default_rng(0)
     noisy = {**BURST, "samples_tps": list(66 * np.exp(rng.normal(0, 0.3, 3)))}
     cand = [_shifted([LONG], 0.7)[0], noisy, SWEEP]
@@ -115,7 +117,7 @@ def test_bencher_bounds_of_a_load_level_span_its_trials_not_its_users() -> None:
                         {"decode_tps": 52.0, "ttft_s": 0.12, "total_tps": 152.0}]}
     single = {"concurrency": 2, "decode_tps": 60.0, "total_tps": 119.0,
               "streams": [{"decode_tps": 55.0}, {"decode_tps": 65.0}]}
-    sweep = {"nodeid": "t.py::test_load", "kind": "load_sweep", "verdict": "passed", "levels": [level, single]}
+    sweep = full({"nodeid": "t.py::test_load", "kind": "load_sweep", "verdict": "passed", "levels": [level, single]})
     bmf = bencher_json([sweep])
     three, two = bmf["t.py::test_load@users=3"], bmf["t.py::test_load@users=2"]
     assert three["decode-tps"] == {"value": 51.0, "lower_value": 50.0, "upper_value": 52.0}
@@ -157,8 +159,8 @@ def test_markdown_carries_the_noise_floor_verdict_of_json_and_junit() -> None:
 
     def case(ttft: float) -> dict:
         streams = [{"decode_tps": 100.0 + i * 0.1, "ttft_s": ttft + i * 1e-5} for i in range(5)]
-        return {"nodeid": "t::c", "kind": "sustained", "verdict": "passed", "reason": "", "decode_tps": 100.2,
-                "ttft_s": ttft, "streams": streams}
+        return full({"nodeid": "t::c", "kind": "sustained", "verdict": "passed", "reason": "", "decode_tps": 100.2,
+                     "ttft_s": ttft, "streams": streams})
 
     base, cand = case(0.010), case(0.015)  # +50%, significant, but 5 ms: under the 10 ms floor
     gating.against_baseline(gating.Gate(), cand, [base])

@@ -3,6 +3,8 @@
 import json
 import os
 
+from support.result_json import full
+
 from pytest_specperf.report.json_file import write_json_atomic
 from pytest_specperf.report.table import COLUMNS, count_text, n_users, signed_pct, summary, table
 
@@ -11,12 +13,12 @@ def _sustained(**kw):
     base = {"nodeid": "perf_cases/test_x.py::test_long", "kind": "sustained", "prompt_tokens": 5003, "ctx": 5000,
             "completion_tokens": 1500, "ttft_s": 0.25, "decode_tps": 33.4, "early_tps": 48.1, "late_tps": 28.4,
             "drift": 0.41, "verdict": "failed", "reason": "drift 0.41 > 0.15"}
-    return {**base, **kw}
+    return full({**base, **kw})
 
 
 def test_table_has_every_column_and_the_diagnosis():
-    lines = table([_sustained(), {"nodeid": "t.py::test_b", "kind": "two_point", "prompt_tokens": 5001,
-                                   "short": 8, "long": 264, "decode_tps": 66.8, "verdict": "passed"}])
+    lines = table([_sustained(), full({"nodeid": "t.py::test_b", "kind": "two_point", "prompt_tokens": 5001,
+                                        "short": 8, "long": 264, "decode_tps": 66.8, "verdict": "passed"})])
     assert lines[0].split() [:2] == ["case", "ctx"]
     for col in COLUMNS:
         assert col in lines[0]
@@ -30,8 +32,8 @@ def test_table_has_every_column_and_the_diagnosis():
 
 
 def test_error_rows_show_the_reason():
-    lines = table([{"nodeid": "t.py::test_c", "kind": "sustained", "ctx": 1000, "verdict": "error",
-                    "reason": "endpoint http://x is down"}])
+    lines = table([full({"nodeid": "t.py::test_c", "kind": "sustained", "ctx": 1000, "verdict": "error",
+                         "reason": "endpoint http://x is down"})])
     assert lines[1].endswith("error: endpoint http://x is down")
 
 
@@ -65,11 +67,11 @@ def _ab_sweep():
     levels = [_level(1, 120.0, 120.0), _level(8, 25.0, 200.0)]
     ccs = [_cmp(1, "decode_tps", 1.5, "improved"), _cmp(1, "total_tps", 1.5, "improved"),
            _cmp(8, "decode_tps", -0.192, "regressed"), _cmp(8, "total_tps", -0.2, "regressed")]
-    return {"nodeid": "t.py::test_ab", "kind": "load_sweep", "ctx": 1000, "tokens": 160, "concurrency": [1, 8],
+    return full({"nodeid": "t.py::test_ab", "kind": "load_sweep", "ctx": 1000, "tokens": 160, "concurrency": [1, 8],
             "levels": levels, "knee": 1, "total_tps": 200.0, "decode_tps": 25.0, "verdict": "failed",
             "reason": f"{cross['text']}; {ccs[2]['reason']}", "crossover": cross, "comparisons": ccs, "ab": {},
             "notes": ["knee at 1 user: aggregate 120.0 -> 190.0 tok/s at 8 users, under 10% growth per doubling",
-                      "knee at 1 user: aggregate 118.0 -> 201.0 tok/s at 8 users, under 10% growth per doubling"]}
+                      "knee at 1 user: aggregate 118.0 -> 201.0 tok/s at 8 users, under 10% growth per doubling"]})
 
 
 def test_each_level_carries_its_own_comparison_and_a_verdict_that_agrees_with_the_case():
@@ -88,10 +90,10 @@ def test_each_level_carries_its_own_comparison_and_a_verdict_that_agrees_with_th
 
 
 def test_open_loop_rows_say_what_they_are_judged_on():
-    rate = {"nodeid": "t.py::test_rate", "kind": "rate", "ctx": 200, "achieved_rps": 3.9, "attainment": 0.95,
-            "goodput_rps": 3.7, "output_tps": 250.0, "verdict": "passed"}
-    cap = {"nodeid": "t.py::test_cap", "kind": "capacity", "ctx": 200, "max_rps": 4.2, "bracket": [4.2, 4.8],
-           "verdict": "passed"}
+    rate = full({"nodeid": "t.py::test_rate", "kind": "rate", "ctx": 200, "achieved_rps": 3.9, "attainment": 0.95,
+                 "goodput_rps": 3.7, "output_tps": 250.0, "verdict": "passed"})
+    cap = full({"nodeid": "t.py::test_cap", "kind": "capacity", "ctx": 200, "max_rps": 4.2, "bracket": [4.2, 4.8],
+                "verdict": "passed"})
     none = {**cap, "nodeid": "t.py::test_none", "max_rps": 0.0, "bracket": [None, 1.0]}
     header, r, c, n = table([rate, cap, none])
     users_at = header.index("users") + len("users")
@@ -103,8 +105,8 @@ def test_open_loop_rows_say_what_they_are_judged_on():
 
 def test_failures_and_errors_come_first_with_their_reasons():
     ok = _sustained(nodeid="t.py::test_ok", verdict="passed", reason="")
-    err = {"nodeid": "t.py::test_err", "kind": "sustained", "ctx": 1000, "concurrency": 2, "verdict": "error",
-           "reason": "ctx 1000000 + 64 tokens > the 32768 the server serves", "call": 1, "content": "prose"}
+    err = full({"nodeid": "t.py::test_err", "kind": "sustained", "ctx": 1000, "concurrency": 2, "verdict": "error",
+                "reason": "ctx 1000000 + 64 tokens > the 32768 the server serves", "call": 1, "content": "prose"})
     lines = summary([ok, _sustained(), err])
     assert lines[0] == f"ERROR [sustained] test_err (call 1, prose): {err['reason']}"
     assert lines[1] == "FAILED [sustained] test_long: drift 0.41 > 0.15" and lines[2] == ""
@@ -124,16 +126,14 @@ def test_small_words():
 def test_html_summary_diagnosis_first_with_figures_per_kind():
     from pytest_specperf.report import html as html_report
 
-    # a view reads a complete result (typed, or its JSON): the fields every result has
-    base = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
-    rate = {**base, "nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
-            "goodput_rps": 3.7, "verdict": "passed"}
-    cap = {**base, "nodeid": "t.py::test_cap", "kind": "capacity", "max_rps": 4.2, "bracket": [4.2, 4.8],
-           "verdict": "passed"}
-    load = {**base, "nodeid": "t.py::test_load", "kind": "sustained", "concurrency": 4, "decode_tps": 40.0,
-            "decode_p10_tps": 36.0, "total_tps": 150.0, "min_total_tps": 200, "verdict": "failed",
-            "reason": "aggregate 150.0 tok/s < min_total_tps 200 with 4 users"}
-    errs = [{"nodeid": f"t.py::test_e{i}", "kind": "sustained", "verdict": "error", "reason": "server down"}
+    rate = full({"nodeid": "t.py::test_rate", "kind": "rate", "achieved_rps": 3.9, "attainment": 0.95,
+                 "goodput_rps": 3.7, "verdict": "passed"})
+    cap = full({"nodeid": "t.py::test_cap", "kind": "capacity", "max_rps": 4.2, "bracket": [4.2, 4.8],
+                "verdict": "passed"})
+    load = full({"nodeid": "t.py::test_load", "kind": "sustained", "concurrency": 4, "decode_tps": 40.0,
+                 "decode_p10_tps": 36.0, "total_tps": 150.0, "min_total_tps": 200, "verdict": "failed",
+                 "reason": "aggregate 150.0 tok/s < min_total_tps 200 with 4 users"})
+    errs = [full({"nodeid": f"t.py::test_e{i}", "kind": "sustained", "verdict": "error", "reason": "server down"})
             for i in (1, 2)]
     ctx = html_report.context([rate, cap, load, *errs])
     rows = {c["short"].split("::")[-1]: c for c in ctx["summary"]}
@@ -153,10 +153,10 @@ def test_ab_header_names_both_endpoints_and_the_server_version():
     from pytest_specperf.report import html as html_report
 
     ab = {"a_endpoint": "http://a:8000", "b_endpoint": "http://b:8001", "trials": 5}
-    sweep = {"nodeid": "t.py::test_s", "kind": "load_sweep", "endpoint": "http://b:8001", "server": "vllm",
-             "verdict": "passed", "ab": ab}  # a result without the version first
-    r = {"nodeid": "t.py::test_x", "kind": "sustained", "endpoint": "http://b:8001", "server": "vllm",
-         "server_version": "0.11.0", "verdict": "passed", "ab": ab}
+    sweep = full({"nodeid": "t.py::test_s", "kind": "load_sweep", "endpoint": "http://b:8001", "server": "vllm",
+                  "verdict": "passed", "ab": ab})  # a result without the version first
+    r = full({"nodeid": "t.py::test_x", "kind": "sustained", "endpoint": "http://b:8001", "server": "vllm",
+              "server_version": "0.11.0", "verdict": "passed", "ab": ab})
     meta = dict(html_report.metadata([sweep, r], storage.run_meta([sweep, r], root=".")))
     assert meta["endpoint"] == "A http://a:8000 (baseline), B http://b:8001 (candidate)"
     assert meta["server"] == "vllm 0.11.0"
@@ -193,21 +193,22 @@ def _cells(line):
 def test_session_and_category_rows_say_their_users_and_a_sweeps_categories_their_level():
     from pytest_specperf.report.table import category_rows, users
 
-    session = {"nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "ctx": 200, "verdict": "passed",
-               "decode_tps": 40.0, "total_tps": 80.0}
+    session = full({"nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "ctx": 200,
+                    "verdict": "passed", "decode_tps": 40.0, "decode_p10_tps": 36.0, "total_tps": 80.0})
     assert users(session) == "2"
-    loaded = {"nodeid": "t.py::test_c", "kind": "sustained", "concurrency": 4, "verdict": "passed",
-              "decode_tps": 50.0, "categories": {"qa": _cat(2, 2), "rag": _cat(1, 1)}}
+    loaded = full({"nodeid": "t.py::test_c", "kind": "sustained", "concurrency": 4, "verdict": "passed",
+                   "decode_tps": 50.0, "categories": {"qa": _cat(2, 2), "rag": _cat(1, 1)}})
     assert [users(row) for _, row in category_rows(loaded)] == ["4", "4"]
-    sweep = {"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 2, 8], "verdict": "passed",
-             "levels": [{"concurrency": n, "decode_tps": 50.0} for n in (1, 2, 8)],
-             "categories": {"qa": _cat(3, 3)}, "categories_users": 8}
+    sweep = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 2, 8], "verdict": "passed",
+                  "levels": [{"concurrency": n, "decode_tps": 50.0} for n in (1, 2, 8)],
+                  "categories": {"qa": _cat(3, 3)}, "categories_users": 8})
     ((where, row),) = category_rows(sweep)
     assert where == " [qa] @ 8 users" and users(row) == "8"
     lines = table([session, loaded, sweep])
     header = lines[0].split("  ")
     users_at = [h.strip() for h in header if h.strip()].index("users")
-    assert next(line for line in lines if "[session]" in line).split()[users_at + 1] == "2"  # label has two words
+    # the label has a word more, the decode cell ("40.0 (p10 36.0)") two
+    assert next(line for line in lines if "[session]" in line).split()[users_at + 3] == "2"
     assert any(line.strip().startswith("[qa] @ 8 users") for line in lines)
 
 
@@ -220,9 +221,9 @@ def test_counts_read_as_counts():
     assert plural(2, "session") == "2 sessions" and plural(1, "turn") == "1 turn"
     levels = [{"nodeid": "t.py::w", "users": n, "metric": "decode_tps", "verdict": "improved",
                "comparison": {"metric": "decode_tps", "change": ch}} for n, ch in ((1, 1.96), (2, 1.5), (4, 1.2))]
-    text = html_report._cmp_summary({"kind": "load_sweep", "comparisons": levels})
+    text = html_report._cmp_summary(full({"kind": "load_sweep", "comparisons": levels}))
     assert text == "decode_tps improved at every level (+120.0% to +196.0%; 3 levels)"
-    one = html_report._cmp_summary({"kind": "load_sweep", "comparisons": levels[:1]})
+    one = html_report._cmp_summary(full({"kind": "load_sweep", "comparisons": levels[:1]}))
     assert one == "decode_tps improved at 1 user (+196.0%; 1 level compared)"
 
 
@@ -233,18 +234,19 @@ def test_a_level_row_on_arms_agrees_with_its_case_and_the_arms_table():
     gate_levels = [{"users": 4, "verdict": "below", "ratio": 0.5, "interval": [0.4, 0.6], "best": "fast",
                     "deployed_tps": 550.3, "best_tps": 1100.0}]
     reason = arms.loss_text("slow", gate_levels[0], 0.05)
-    r = {"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 4], "verdict": "failed", "reason": reason,
+    r = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 4], "verdict": "failed",
+              "reason": reason,
          "levels": [{"concurrency": 1, "decode_tps": 700.0, "verdict": "passed"},
                     {"concurrency": 4, "decode_tps": 542.5, "decode_p10_tps": 530.0, "total_tps": 2170.0,
                      "verdict": "passed"}],
          "arms": {"names": ["slow", "fast"], "deployed": "slow", "baseline": "slow",
                   "levels": [{"users": 1, "arms": {"slow": {"decode_tps": 701.0, "total_tps": 701.0}}},
                              {"users": 4, "arms": {"slow": {"decode_tps": 550.3, "total_tps": 2201.2}}}],
-                  "gate": {"deployed": "slow", "max_loss_vs_best": 0.05, "levels": gate_levels}}}
+                  "gate": {"deployed": "slow", "max_loss_vs_best": 0.05, "levels": gate_levels}}})
     rows = dict(level_rows(r))
-    assert rows[" @ 4 users"]["verdict"] == "failed" and "slow loses more than" in rows[" @ 4 users"]["reason"]
-    assert rows[" @ 1 user"]["verdict"] == "passed"
-    assert rows[" @ 4 users"]["decode_tps"] == 550.3  # the arms table's figure, not the median's 542.5
+    assert rows[" @ 4 users"].verdict == "failed" and "slow loses more than" in str(rows[" @ 4 users"].reason)
+    assert rows[" @ 1 user"].verdict == "passed"
+    assert rows[" @ 4 users"].decode_tps == 550.3  # the arms table's figure, not the median's 542.5
     lines = table([r])
     assert "550.3" in lines[1] and "542.5" not in "".join(lines)
 
@@ -262,12 +264,12 @@ def test_notes_once_in_the_html():
     from pytest_specperf.report import html as html_report
 
     knee = "no knee up to 8 users: aggregate grows >= 10% per doubling"
-    base = {"endpoint": "http://127.0.0.1:1", "model": "m", "server": "sim", "ctx": 100, "prompt_tokens": None}
-    sweep = {**base, "nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 8], "verdict": "passed",
-             "notes": [knee, knee, knee], "levels": [{"concurrency": 1}, {"concurrency": 8}]}
+    sweep = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 8], "verdict": "passed",
+                  "notes": [knee, knee, knee],
+                  "levels": [{"concurrency": 1, "total_tps": 50.0}, {"concurrency": 8, "total_tps": 400.0}]})
     why = "drift not judged: 64 tokens per turn are too few for windows"
-    session = {**base, "nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "verdict": "passed",
-               "notes": [why, why, why]}
+    session = full({"nodeid": "t.py::test_s", "kind": "session", "users": 2, "turns": 3, "verdict": "passed",
+                    "notes": [why, why, why]})
     import re
 
     page = html_report.render([sweep, session])
@@ -279,10 +281,53 @@ def test_notes_once_in_the_html():
 def test_an_errored_session_row_says_what_was_asked():
     from pytest_specperf.report.views.registry import view
 
-    err = {"nodeid": "t.py::test_s", "kind": "session", "ctx": 500, "users": 2, "turns": 3, "tokens": 64,
-           "verdict": "error", "reason": "endpoint down"}
+    err = full({"nodeid": "t.py::test_s", "kind": "session", "ctx": 500, "users": 2, "turns": 3, "tokens": 64,
+                "verdict": "error", "reason": "endpoint down"})
     (line,) = table([err])[1:]
     assert "None" not in line and "session(s)" not in line and "ttft p90" not in line
     assert _cells(line)[2] == "500"  # its ctx as the case asked (a recorded error carries it), not its last turn's
-    huge = {"nodeid": "t.py::test_h", "kind": "sustained", "ctx": 300000, "verdict": "error", "reason": "too long"}
+    huge = full({"nodeid": "t.py::test_h", "kind": "sustained", "ctx": 300000, "verdict": "error",
+                 "reason": "too long"})
     assert ("ctx", "300000") in view(huge).facts  # never 3e+05
+
+
+# -- issue 36: the outputs read typed results; an error record and a result's JSON as they were written -------------
+
+
+def _error_record():
+    """A case that could not be measured, as the plugin records it: what was asked, none of a result's figures."""
+    return {"nodeid": "t.py::test_down", "kind": "sustained", "ctx": 1000, "content": "prose", "verdict": "error",
+            "reason": "endpoint http://127.0.0.1:9 is down", "tokens": 64, "concurrency": 2}
+
+
+def test_an_error_record_reads_as_it_was_written():
+    from pytest_specperf.report import html as html_report
+    from pytest_specperf.report.bencher import bencher_json
+    from pytest_specperf.report.junit import junit_properties
+    from pytest_specperf.report.markdown import markdown_summary
+    from pytest_specperf.report.pytest_benchmark import benchmark_extra_info, per_token_seconds
+
+    err = _error_record()
+    row = _cells(table([_sustained(), err])[2])
+    # ctx and tokens as asked, users 2; no figure it never measured (a record's 0.0 defaults would read as measured)
+    assert row[2:8] == ["1000", "64", "-", "-", "-", "-"] and row[row.index("error:") - 2] == "2"
+    assert "| 1000 | 64 | - | - | - | - | 2 | - | error: endpoint" in markdown_summary([_sustained(), err])
+    assert dict(junit_properties(err)) == {"specperf_verdict": "error", "specperf_concurrency": "2"}
+    assert bencher_json([err]) == {} and per_token_seconds(err) == []
+    assert benchmark_extra_info(err) == {"kind": "sustained", "content": "prose", "ctx": 1000, "tokens": 64,
+                                         "verdict": "error", "reason": err["reason"], "nodeid": err["nodeid"]}
+    (case,) = html_report.context([err])["cases"]
+    assert case["decode"] == "-" and case["headline"] == "2 users: aggregate - tok/s; per user - tok/s (p10 -)"
+
+
+def test_json_writes_a_record_as_its_json_and_given_json_as_it_is(tmp_path):
+    from pytest_specperf.cases.json_form import to_dict
+    from pytest_specperf.cases.saved_results import load_result
+
+    typed = load_result(_sustained())
+    given = {**_sustained(nodeid="t.py::test_old"), "field_of_a_later_version": 1}  # a saved run's, as read
+    path = tmp_path / "r.json"
+    write_json_atomic(path, [typed, given, _error_record()], {})
+    written = json.loads(path.read_text())["results"]
+    assert written == [to_dict(typed), given, _error_record()]
+    assert list(written[1]) == list(given)  # its keys in their order: the file reads as the run it came from
