@@ -2,7 +2,8 @@
 
 A record's attribute names are its JSON keys. A field made with ``field(default=None, metadata=OMIT)`` is left
 out while it is None (it exists only on some results: an A/B trial number, the comparisons of a compared run),
-so adding one does not change the keys of every saved run. A record may add derived keys with ``json_extras()``.
+so adding one does not change the keys of every saved run. A record may add derived keys with ``json_extras()``,
+and name in ``JSON_LAST`` the fields written last (a result's fields set after measuring, as they always were).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def _plain(x: Any) -> Any:
         extras = getattr(x, "json_extras", None)
         if extras is not None:
             out.update(extras())
+        for name in getattr(x, "JSON_LAST", ()):  # fields set after measuring: last, as they were always written
+            if name in out:
+                out[name] = out.pop(name)
         return out
     if isinstance(x, list | tuple):
         return [_plain(v) for v in x]

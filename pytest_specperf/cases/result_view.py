@@ -7,9 +7,6 @@ from typing import Any
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
 
-#: Fields set after measuring, last in a view's order, in the order they are set (the order ``as_dict`` shows).
-_LATE = ("ab", "comparisons", "arms", "history", "call")
-
 
 class ResultView:
     """A case's result as recorded (the ``--specperf-json`` fields): ``r.decode_tps`` or ``r["decode_tps"]``.
@@ -23,11 +20,7 @@ class ResultView:
     @classmethod
     def of(cls, result: Result) -> ResultView:
         """The view of a typed result: its JSON fields, as ``--specperf-json`` writes them."""
-        data = to_dict(result)
-        for key in _LATE:
-            if key in data:
-                data[key] = data.pop(key)
-        return cls(data)
+        return cls(to_dict(result))
 
     def __getattr__(self, name: str) -> Any:
         __tracebackhide__ = True  # a misspelt field is the test's mistake: show its line, not this one

@@ -8,7 +8,7 @@ inside a result (a stream's stalls, a level, a category, a comparison) are in ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_specperf.cases.json_form import OMIT, to_dict
 from pytest_specperf.cases.result_parts import (
@@ -29,6 +29,9 @@ from pytest_specperf.cases.result_parts import (
 @dataclass
 class Result:
     """Fields every case has."""
+
+    #: fields set after measuring: written last in the JSON, in the order they are set
+    JSON_LAST: ClassVar[tuple[str, ...]] = ("ab", "comparisons", "arms", "history", "call")
 
     kind: str
     endpoint: str
@@ -160,6 +163,7 @@ class SustainedResult(Result):
     warmup_drain_streams: list[StreamResult] = field(default_factory=list)  # those requests' streams
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None  # load cases: the 99th-percentile request's TTFT (the tail users wait)
     step_ms: float | None = None  # median engine step time (servers that send one chunk per step)
     late_p50_s: float | None = None  # the client's send lateness, its bound and verdict (lateness.py)
     late_p99_s: float | None = None
@@ -194,6 +198,7 @@ class LoadLevel:
     ttft_s: float = 0.0
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None
     step_ms: float | None = None
     drift: float | None = None
     drift_verdict: str = "not judged"

@@ -13,7 +13,6 @@ from typing import Any
 
 import cattrs
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import (
     CapacityResult,
     LoadSweepResult,
@@ -57,5 +56,5 @@ def load_result(data: Mapping[str, Any]) -> Result:
 
 
 def as_result(data: Result | Mapping[str, Any]) -> Result:
-    """``data`` as a typed record, its parts typed too (a record still holding dicts inside is rebuilt)."""
-    return load_result(to_dict(data) if isinstance(data, Result) else data)
+    """``data`` as a typed record: a record as it is, JSON (a saved run's result) loaded."""
+    return data if isinstance(data, Result) else load_result(data)

@@ -27,7 +27,6 @@ from pytest_specperf.pytest_plugin.keys import (
     SpecperfWarning,
     carried,
     is_error,
-    plain,
     typed,
 )
 from pytest_specperf.pytest_plugin.recording import storage_folder
@@ -50,14 +49,12 @@ class ReportWriter:
         self.config = config
         self.settings = config.stash[SETTINGS]
         self.baseline = baseline
-        self.results: list[Recorded] = []  # typed, loaded once from the data the reports carry
-        # that data, object for object (pytest-html's rows hold it): what the outputs read for now (TRANSITIONAL:
-        # the same as plain(self.results), without turning every result back into data after every case; once
-        # report/ normalises typed results at its entry, the outputs get self.results)
+        self.results: list[Recorded] = []  # typed, loaded once from the data the reports carry: what outputs read
+        # that data, object for object: pytest-html's rows hold these objects, and find their images by them
         self.carried: list[dict[str, Any]] = []
         self.saved: Path | None = None
         self.outputs: list[Output] = [cls() for cls in OUTPUTS.values()]
-        self.meta = Meta(baseline=None if baseline is None else plain(baseline), redact=[self.settings.api_key or ""],
+        self.meta = Meta(baseline=baseline, redact=[self.settings.api_key or ""],
                          root=config.rootpath)
         self._run_meta: dict[str, Any] | None = None
         self.written: dict[str, Path] = {}  # output name -> path, once written
@@ -110,7 +107,7 @@ class ReportWriter:
         if path is None:
             return
         self._meta()  # the project's metadata hooks are asked once, and only by a run that writes something
-        if self._write(output.option, path, lambda: output.write(self.carried, self.meta, path)):
+        if self._write(output.option, path, lambda: output.write(self.results, self.meta, path)):
             self.written[output.name] = path
 
     def write_live(self) -> None:
@@ -184,7 +181,7 @@ class ReportWriter:
             return
         terminalreporter.section("specperf")
         try:
-            lines = summary(self.carried)
+            lines = summary(self.results)
         except Exception as exc:  # the files above are written; say so rather than lose pytest's summary
             lines = [f"the specperf table could not be drawn ({type(exc).__name__}: {exc}); the results are in "
                      "the JSON file and the saved run"]

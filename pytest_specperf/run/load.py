@@ -9,6 +9,7 @@ users are served, so the aggregate there would describe a smaller load.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -156,6 +157,7 @@ def _result(context: CaseContext, spec: SustainedSpec, nodeid: str, streams: lis
         decode_tps=med(decode), client_tps=med([s.client_tps for s in streams]),
         decode_p10_tps=float(np.percentile(decode, 10)), total_tps=total, common_window_s=window,
         ttft_p50_s=float(np.percentile(ttft, 50)), ttft_p90_s=float(np.percentile(ttft, 90)),
+        ttft_p99_s=float(np.percentile(ttft, 99)),
         tokens_per_chunk=med([s.tokens_per_chunk for s in streams]),
         stalls=sum(len(s.stalls) for s in streams), stall_s=sum(x.gap_s for s in streams for x in s.stalls),
         bursts=sum(len(s.bursts) for s in streams),
@@ -290,28 +292,19 @@ def _users(n: int) -> str:
     return f"{n} user{'' if n == 1 else 's'}"
 
 
+#: A level's own fields; every other field of a LoadLevel is its SustainedResult's of the same name.
+_LEVEL_OWN = frozenset({"accept_len", "accept_source", "kind", "trials"})
+
+
 def level_fields(r: SustainedResult) -> LoadLevel:
-    """One level of a sweep: the load fields of its result, mean accepted length, verdict and streams."""
+    """One level of a sweep: the load fields of its result (every LoadLevel field a sustained result has, so a
+    figure added to both is carried without a word here), mean accepted length, verdict and streams."""
+    shared = {f.name: getattr(r, f.name) for f in dataclasses.fields(LoadLevel) if f.name not in _LEVEL_OWN}
+    shared["warnings"], shared["notes"] = list(r.warnings), list(r.notes)  # a level's own, appended to later
     acc = r.acceptance
-    return LoadLevel(
-        concurrency=r.concurrency, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-        decode_tps=r.decode_tps, decode_p10_tps=r.decode_p10_tps, total_tps=r.total_tps,
-        common_window_s=r.common_window_s, ttft_s=r.ttft_s, ttft_p50_s=r.ttft_p50_s, ttft_p90_s=r.ttft_p90_s,
-        step_ms=r.step_ms, drift=r.drift, drift_verdict=r.drift_verdict, drift_gate=r.drift_gate,
-        early_tps=r.early_tps, late_tps=r.late_tps, stalls=r.stalls, stall_s=r.stall_s,
-        tokens_per_chunk=r.tokens_per_chunk, verdict=r.verdict, reason=r.reason, warnings=list(r.warnings),
-        notes=list(r.notes), streams=r.streams, late_p50_s=r.late_p50_s, late_p99_s=r.late_p99_s,
-        late_bound_s=r.late_bound_s, client_behind=r.client_behind,
-        # closed loop with refill: requests sent, and the warm-up and drain left out of the judged figures
-        requests=r.requests, warmup_s=r.warmup_s, drain_s=r.drain_s, warmup_requests=r.warmup_requests,
-        drain_requests=r.drain_requests, warmup_drain_streams=r.warmup_drain_streams,
-        # the reasoning phase at this level (None where no stream reasoned), as a sustained result has it
-        ttft_content_s=r.ttft_content_s, reasoning_tokens=r.reasoning_tokens, content_tokens=r.content_tokens,
-        reasoning_tps=r.reasoning_tps, content_tps=r.content_tps, reasoning_accept_len=r.reasoning_accept_len,
-        content_accept_len=r.content_accept_len, slower_phase=r.slower_phase,
-        accept_len=acc.mean_len if acc is not None else None, accept_source=acc.source if acc is not None else None,
-        categories=r.categories,  # a prompt file's figures per category at this level, or None
-        kind="sustained")  # compared like a sustained case: per-stream decode, aggregate per level
+    return LoadLevel(**shared, accept_len=acc.mean_len if acc is not None else None,
+                     accept_source=acc.source if acc is not None else None,
+                     kind="sustained")  # compared like a sustained case: per-stream decode, aggregate per level
 
 
 def knee(points: list[tuple[int, float | None]]) -> int | None:

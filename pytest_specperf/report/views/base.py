@@ -8,7 +8,6 @@ The views of each kind build on this module (``single``, ``load``); ``registry``
 from __future__ import annotations
 
 import statistics
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -90,23 +89,9 @@ ResultLike = Result | Mapping[str, Any]
 View = Callable[[ResultLike, Sequence[ResultLike]], CaseView]
 
 
-#: The records ``typed`` built, by id: a view hands its typed result on to the views every kind shares
-#: (``registry.view``), and ``as_result`` rebuilds every record it is given (TRANSITIONAL, issue 36: while
-#: producers may still put dicts inside a result). These records never leave the views, so none changes after.
-_BUILT: dict[int, weakref.ref[Result]] = {}
-
-
 def typed(result: ResultLike) -> Result:
-    """A view's result as one typed record, its parts typed too: each view normalises once, at its entry."""
-    if isinstance(result, Result):
-        ref = _BUILT.get(id(result))
-        if ref is not None and ref() is result:
-            return result
-    r = as_result(result)
-    if len(_BUILT) > 4096:  # ids of records since dropped: forget them rather than grow
-        _BUILT.clear()
-    _BUILT[id(r)] = weakref.ref(r)
-    return r
+    """A view's result as one typed record: a record as it is, JSON (a saved run's) loaded once at the entry."""
+    return as_result(result)
 
 
 R = TypeVar("R", bound=Result)

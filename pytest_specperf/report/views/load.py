@@ -130,6 +130,9 @@ def load_sweep(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
              (f"per user at {users_text(top_users)}",
               f"median {fmt(top and top.decode_tps)}, p10 {fmt(top and top.decode_p10_tps)} tok/s"),
              ("TTFT p90", " -> ".join(fmt(_ms(lv.ttft_p90_s), ".0f") for lv in levels) + " ms"),
+             # measured since this field was added: a run saved before shows no line rather than dashes
+             *([("TTFT p99", " -> ".join(fmt(_ms(lv.ttft_p99_s), ".0f") for lv in levels) + " ms")]
+               if any(lv.ttft_p99_s is not None for lv in levels) else []),
              ("knee", f"at {users_text(knee)}" if knee is not None else f"none up to {users_text(top_users)}"),
              ("floors", f"min_tps {_floor_text(r.min_tps)}, min_total_tps {_floor_text(r.min_total_tps)}")]
     phased = [lv for lv in levels if lv.reasoning_tokens]
