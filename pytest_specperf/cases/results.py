@@ -163,7 +163,8 @@ class SustainedResult(Result):
     warmup_drain_streams: list[StreamResult] = field(default_factory=list)  # those requests' streams
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
-    ttft_p99_s: float | None = None  # load cases: the 99th-percentile request's TTFT (the tail users wait)
+    # load cases: the 99th-percentile request's TTFT (the tail users wait); added later, so left out while None
+    ttft_p99_s: float | None = field(default=None, metadata=OMIT)
     step_ms: float | None = None  # median engine step time (servers that send one chunk per step)
     late_p50_s: float | None = None  # the client's send lateness, its bound and verdict (lateness.py)
     late_p99_s: float | None = None
@@ -198,7 +199,7 @@ class LoadLevel:
     ttft_s: float = 0.0
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
-    ttft_p99_s: float | None = None
+    ttft_p99_s: float | None = field(default=None, metadata=OMIT)
     step_ms: float | None = None
     drift: float | None = None
     drift_verdict: str = "not judged"
