@@ -19,7 +19,8 @@ from pytest_specperf.sim.model import expected_user_tps
 CASES = """
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=200, max_loss_vs_best=0.05, deployed="k4")
+@pytest.mark.load_sweep(concurrency=[1, 4, 16], tokens=64, ctx=200, max_loss_vs_best=0.05, deployed="k4",
+                        repeat="auto", max_repeat=10)
 def test_sweep(specperf):
     pass
 
@@ -66,18 +67,21 @@ def _run_arms(pytester: pytest.Pytester, sims: dict[str, SimServer], cases: str,
     return res, json.loads(out.read_text())["results"][0]
 
 
-def _true_trials(sim: SimServer) -> dict[int, list[float]]:
-    """Per level, each trial's median user as the simulator ran it: the sweep's requests (64 tokens) in
-    arrival order are, trial after trial, 1, 4 and 16 requests started together."""
+def _true_trials(sim: SimServer, trials: dict[int, int]) -> dict[int, list[float]]:
+    """Per level, each trial's median user as the simulator ran it. ``trials``: per level, the trials the arm ran.
+    The sweep's requests (64 tokens) in arrival order are, round after round, 1, 4 and 16 requests started
+    together, a round sweeping only the levels still open (repeat="auto": a level that had n trials was in the
+    first n rounds)."""
     recs = sorted((r for r in sim.requests() if r["max_tokens"] == 64), key=lambda r: r["arrival_monotonic"])
-    assert len(recs) == 3 * sum(LEVELS)
+    assert len(recs) == sum(u * n for u, n in trials.items())
     out: dict[int, list[float]] = {u: [] for u in LEVELS}
     i = 0
-    for _ in range(3):
+    for round_ in range(max(trials.values())):
         for users in LEVELS:
-            chunk = recs[i:i + users]
-            i += users
-            out[users].append(float(np.median([true_decode(sim.truth(r["id"])) for r in chunk])))
+            if trials[users] > round_:
+                chunk = recs[i:i + users]
+                i += users
+                out[users].append(float(np.median([true_decode(sim.truth(r["id"])) for r in chunk])))
     return out
 
 
@@ -88,7 +92,7 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert best == {"1": "k4", "4": "k1", "16": "off"}  # the profile's known answer: the best K falls with load
     pytester.makepyfile(test_arms=CASES)
     out, md, html = (pytester.path / n for n in ("r.json", "s.md", "r.html"))
-    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}", "--specperf-ab-trials=3",
+    res = pytester.runpytest_subprocess(f"--specperf-arms={_urls(arm_sims)}",
                                         "--specperf-arms-tokens=off=0,k1=1,k4=4", f"--specperf-json={out}",
                                         f"--specperf-markdown={md}", f"--specperf-html={html}",
                                         "-p", "no:cacheprovider")
@@ -99,27 +103,29 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert four["arms"]["gate"]["levels"][0]["verdict"] == "holds"
     r = results["test_sweep"]
     t = r["arms"]
+    for row in t["levels"]:
+        print("DIAGP", row["users"], {n: round(a["decode_tps"] / truth[row["users"]][n] - 1, 3) for n, a in row["arms"].items()}, {n: len(a["trials"]) for n, a in row["arms"].items()})
+    print("DIAG4", four["arms"]["levels"][0]["arms"]["off"]["trials"], four["arms"]["trials"])
     assert t["schedule"] == best
     assert t["num_speculative_tokens"] == {"1": 4, "4": 1, "16": 0}
-    recorded = {name: _true_trials(sim) for name, sim in arm_sims.items()}
+    recorded = {name: _true_trials(sim, {row["users"]: len(row["arms"][name]["trials"]) for row in t["levels"]})
+                for name, sim in arm_sims.items()}
     for row in t["levels"]:
         for name, fig in row["arms"].items():
             # every trial's median user as measured against the simulator's recorded steps: the trials' median
             # within 5 %, each trial within 10 % (a 64-token stream at 1 user lasts about 130 ms, so a read 7 ms
             # late at one of its ends is 5 %: seen beside other jobs)
             got, want = fig["trials"], recorded[name][row["users"]]
+            print("DIAG", row["users"], name, [round(g / w - 1, 3) for g, w in zip(got, want)])
             assert np.median(got) == pytest.approx(np.median(want), rel=0.05), (row["users"], name)
             assert got == pytest.approx(want, rel=0.10), (row["users"], name)
-    # k4 is deployed: best alone, far behind at 4 and 16 users; the reason names the levels and figures
+    # k4 is deployed: best alone, 25 % or more behind at 4 and 16 users; the reason names the levels and figures.
+    # repeat="auto" decides each: three trials on a quiet machine, more where a busy one adds noise per trial
     assert r["verdict"] == "failed"
     gate = {lv["users"]: lv["verdict"] for lv in t["gate"]["levels"]}
-    assert gate[1] == "holds" and gate[16] == "below"
+    assert gate == {1: "holds", 4: "below", 16: "below"}
     assert "at 16 users k4 loses more than max_loss_vs_best 0.05 against the best arm off" in r["reason"]
-    # at 4 users k4 is 26% behind k1 by the profile: below, unless three trials on a busy machine (11% noise per
-    # trial seen beside other jobs) leave even that undecided; never shown within the tolerance
-    assert gate[4] in ("below", "inconclusive")
-    if gate[4] == "below":
-        assert "at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k1" in r["reason"]
+    assert "at 4 users k4 loses more than max_loss_vs_best 0.05 against the best arm k1" in r["reason"]
     assert "at 1 user" not in r["reason"]
     res.assert_outcomes(failed=1, passed=1)
     text = res.stdout.str()
@@ -148,7 +154,10 @@ def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
     res.assert_outcomes(passed=1)
     t = r["arms"]
     n = t["trials"]["off"]
-    assert t["trials"] == {"off": n, "k1": n, "k4": n} and 3 <= n <= 6
+    assert t["trials"] == {"off": n, "k1": n, "k4": n} and n >= 3
+    # the budget is max_repeat full sweeps in level-trials: a level decided early leaves its share to the open one
+    assert sum(len(row["arms"]["off"]["trials"]) for row in t["levels"]) <= 6 * len(t["levels"])
+    print("DIAGA", {row["users"]: row["arms"]["off"]["trials"] for row in t["levels"]}, n)
     assert t["schedule"] == {"4": "k1", "16": "off"}
     assert all(row["decided"] for row in t["levels"])
     if n > 3:
