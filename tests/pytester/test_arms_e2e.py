@@ -103,9 +103,6 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert four["arms"]["gate"]["levels"][0]["verdict"] == "holds"
     r = results["test_sweep"]
     t = r["arms"]
-    for row in t["levels"]:
-        print("DIAGP", row["users"], {n: round(a["decode_tps"] / truth[row["users"]][n] - 1, 3) for n, a in row["arms"].items()}, {n: len(a["trials"]) for n, a in row["arms"].items()})
-    print("DIAG4", four["arms"]["levels"][0]["arms"]["off"]["trials"], four["arms"]["trials"])
     assert t["schedule"] == best
     assert t["num_speculative_tokens"] == {"1": 4, "4": 1, "16": 0}
     recorded = {name: _true_trials(sim, {row["users"]: len(row["arms"][name]["trials"]) for row in t["levels"]})
@@ -116,7 +113,6 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
             # within 5 %, each trial within 10 % (a 64-token stream at 1 user lasts about 130 ms, so a read 7 ms
             # late at one of its ends is 5 %: seen beside other jobs)
             got, want = fig["trials"], recorded[name][row["users"]]
-            print("DIAG", row["users"], name, [round(g / w - 1, 3) for g, w in zip(got, want)])
             assert np.median(got) == pytest.approx(np.median(want), rel=0.05), (row["users"], name)
             assert got == pytest.approx(want, rel=0.10), (row["users"], name)
     # k4 is deployed: best alone, 25 % or more behind at 4 and 16 users; the reason names the levels and figures.
@@ -157,7 +153,6 @@ def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
     assert t["trials"] == {"off": n, "k1": n, "k4": n} and n >= 3
     # the budget is max_repeat full sweeps in level-trials: a level decided early leaves its share to the open one
     assert sum(len(row["arms"]["off"]["trials"]) for row in t["levels"]) <= 6 * len(t["levels"])
-    print("DIAGA", {row["users"]: row["arms"]["off"]["trials"] for row in t["levels"]}, n)
     assert t["schedule"] == {"4": "k1", "16": "off"}
     assert all(row["decided"] for row in t["levels"])
     if n > 3:
