@@ -132,10 +132,14 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     assert all(f"{n} http://127.0.0.1:" in page for n in ARMS)  # the header names every arm's endpoint
 
 
-AUTO = """
+AUTO_REPEAT = 6
+# 56 tokens: streams of about 200 ms at 4 users (32 tokens' 110 ms left trials 20 % apart beside CPU hogs, as a
+# late wake-up of tens of ms is a larger share of a shorter stream), and a length no other case here asks for,
+# so the sweep's truth (64 tokens) stays its own
+AUTO = f"""
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[4, 16], tokens=32, ctx=200, repeat="auto", max_repeat=6)
+@pytest.mark.load_sweep(concurrency=[4, 16], tokens=56, ctx=200, repeat="auto", max_repeat={AUTO_REPEAT})
 def test_auto(specperf):
     pass
 """
@@ -145,17 +149,24 @@ def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
                                                    arm_sims: dict[str, SimServer]) -> None:
     # The best arm leads by 26 % or more at both levels: on a quiet machine decided at the first look (three trials
     # per arm). Beside other jobs a trial can be noisy enough to need more, so what is checked is the rule itself:
-    # every level decided at the end, and, past the first look, some level still open one round before.
+    # rounds go on while a level is open and the budget allows one more, and stop at the first look where every
+    # level is decided (some level still open one round before).
     res, r = _run_arms(pytester, arm_sims, AUTO)
     res.assert_outcomes(passed=1)
     t = r["arms"]
     n = t["trials"]["off"]
     assert t["trials"] == {"off": n, "k1": n, "k4": n} and n >= 3
-    # the budget is max_repeat full sweeps in level-trials: a level decided early leaves its share to the open one
-    assert sum(len(row["arms"]["off"]["trials"]) for row in t["levels"]) <= 6 * len(t["levels"])
-    assert t["schedule"] == {"4": "k1", "16": "off"}
-    assert all(row["decided"] for row in t["levels"])
-    if n > 3:
+    # the budget is max_repeat full sweeps in level-trials: a level decided early leaves its share to the open ones,
+    # and a round costs one level-trial per open level
+    budget = AUTO_REPEAT * len(t["levels"])
+    spent = sum(len(row["arms"]["off"]["trials"]) for row in t["levels"])
+    still_open = [row["users"] for row in t["levels"] if not row["decided"]]
+    assert spent <= budget
+    assert not still_open or spent + len(still_open) > budget, f"stopped with {still_open} open and budget left"
+    assert {u: b for u, b in t["schedule"].items() if int(u) not in still_open} == \
+        {u: b for u, b in {"4": "k1", "16": "off"}.items() if int(u) not in still_open}
+    assert len(still_open) < len(t["levels"]), "no level decided"
+    if n > 3 and not still_open:
         last = [row for row in t["levels"] if len(row["arms"]["off"]["trials"]) == n]
         assert last, "a round ran with every level already decided"
 
