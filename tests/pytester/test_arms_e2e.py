@@ -110,11 +110,14 @@ def test_three_arms_find_the_schedule_the_profile_implies(pytester: pytest.Pytes
     for row in t["levels"]:
         for name, fig in row["arms"].items():
             # every trial's median user as measured against the simulator's recorded steps: the trials' median
-            # within 5 %, each trial within 10 % (a 64-token stream at 1 user lasts about 130 ms, so a read 7 ms
-            # late at one of its ends is 5 %: seen beside other jobs)
+            # within 5 %, and each trial within 10 % but one in four (at least one). A 64-token stream lasts
+            # 130-220 ms at 1 and 4 users; the client's read of a trial's first tokens, stalled 46 ms beside CPU
+            # hogs (load 11), put one trial of twelve 29 % above its truth. A figure from the wrong trial, level or
+            # arm misses every trial.
             got, want = fig["trials"], recorded[name][row["users"]]
             assert np.median(got) == pytest.approx(np.median(want), rel=0.05), (row["users"], name)
-            assert got == pytest.approx(want, rel=0.10), (row["users"], name)
+            off = [(g, w) for g, w in zip(got, want, strict=True) if abs(g / w - 1) > 0.10]
+            assert len(off) <= max(1, len(got) // 4), (row["users"], name, off)
     # k4 is deployed: best alone, 25 % or more behind at 4 and 16 users; the reason names the levels and figures.
     # repeat="auto" decides each: three trials on a quiet machine, more where a busy one adds noise per trial
     assert r["verdict"] == "failed"
