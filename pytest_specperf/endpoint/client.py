@@ -338,13 +338,15 @@ class Client:
             body["min_tokens"] = max_tokens
         if caps.spec_details:
             body["return_spec_tokens_details"] = True
-        if salt is None and self.cold:
+        fresh = salt is None and self.cold
+        if fresh:
             salt = cold_salt()
         if salt and caps.cold_by == "cache_salt":
             body["cache_salt"] = salt
         elif salt and caps.cold_by == "cache_prompt":
             body["cache_prompt"] = salt in self._salts
-            self._salts.add(salt)
+            if not fresh:  # a fresh salt is never sent again: remembering it would grow by one per request
+                self._salts.add(salt)
         if stream:
             body["stream_options"] = {"include_usage": True}
             if caps.continuous_usage:

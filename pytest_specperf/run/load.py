@@ -23,7 +23,7 @@ from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResu
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_closed_loop, run_streams, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.run import acceptance, categories, drift, lateness, stream_figures
+from pytest_specperf.run import acceptance, cached_share, categories, drift, lateness, stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, judge_sustained, settle
 
@@ -242,6 +242,8 @@ def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSw
     for c in spec.concurrency:
         lspec = spec.level(c)
         r = sustained_load(context, lspec, f"{nodeid}@c={c}")
+        # each level's TTFT floors are judged here, so each needs its own cached share first (the runner's comes after)
+        cached_share.attach(r, context.cold_allowance(spec.api), spec.prefix_cache)
         judge_sustained(r, lspec, context.judging)
         levels.append(level_fields(r))
     info = context.client.info or context.client.detect()

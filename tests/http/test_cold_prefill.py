@@ -136,3 +136,40 @@ def test_a_cold_prompt_keeps_its_length_whatever_its_tag() -> None:
 def test_a_bad_prefix_cache_keyword_is_named() -> None:
     with pytest.raises(ConfigError, match=r"sustained\(\): prefix_cache must be 'cold' .* or 'warm'.*got 'hot'"):
         build_spec("sustained", {"prefix_cache": "hot"})
+
+
+class SaltStrippingClient(Client):
+    """A gateway that forwards only the fields it knows: vLLM's cache_salt never reaches the server."""
+
+    def body(self, *args: Any, **kw: Any) -> tuple[str, dict[str, Any]]:
+        path, body = super().body(*args, **kw)
+        body.pop("cache_salt", None)
+        return path, body
+
+
+def test_each_load_level_says_where_its_ttft_came_from_the_cache(sim: SimServer) -> None:
+    """A sweep run again resends its prompts; with the salt stripped the server serves them from cache. Each level,
+    judged as it is measured, says that its TTFT measures the cache (its own note, not only the case's)."""
+    spec = build_spec("load_sweep", {"concurrency": [1, 2], "tokens": 40, "ctx": 500})
+    with SaltStrippingClient(sim.url, timeout=30) as client:
+        runner = Runner(client)
+        runner.run(spec, "t::sweep_cache")
+        r = runner.run(spec, "t::sweep_cache")
+    for lv in r.levels:
+        truth = [sim.truth(s.response_id)["cached_tokens"] for s in lv.streams]
+        assert min(truth) > 400  # the server's own count: every prompt came back cached
+        assert lv.ttft_cache.startswith(f"ttft inconclusive: {lv.concurrency} of {lv.concurrency} requests")
+        assert lv.ttft_cache in lv.notes
+
+
+def test_a_fresh_salt_is_not_remembered_but_a_named_one_is() -> None:
+    """llama.cpp: a request's own fresh salt is sent once (cache_prompt false); only a named salt's later
+    requests may reuse its slot, so only named salts are kept (one per request would grow without bound)."""
+    with SimServer("healthy", speed=10, in_process=True, overrides={"dialect": "llamacpp"}) as s, \
+            Client(s.url, timeout=30) as client:
+        client.detect()
+        bodies = [client.body("hello", 4, "completions", False, 0, 0.0)[1] for _ in range(50)]
+        assert all(b["cache_prompt"] is False for b in bodies) and client._salts == set()
+        named = [client.body("hello", 4, "completions", False, 0, 0.0, salt="conversation-1")[1]["cache_prompt"]
+                 for _ in range(2)]
+    assert named == [False, True]
