@@ -80,10 +80,10 @@ def hooks_verdict(config: pytest.Config, result: Result) -> None:
             result.notes.append(str(change["note"]))
 
 def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
-    # The ctx the case asked for (a session's first message, not its last turn's whole history); a kind
-    # without one records its largest prompt (a sweep's longest ctx), as the kind says.
-    asked = getattr(spec, "ctx", None)
-    ctx = asked if isinstance(asked, int) and not isinstance(asked, bool) else kind_for(spec).context_needed(spec)[0]
+    # The ctx the case asked for: a session's first message (not its last turn's whole history); any other kind
+    # its largest prompt as the kind says (a sweep's longest ctx, a prompt file's longest prompt), since every
+    # spec inherits a default ctx that a sweep or a prompt file never uses.
+    ctx = spec.ctx if spec.KIND == "session" else kind_for(spec).context_needed(spec)[0]
     record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": ctx, "content": spec.content,
               "verdict": "error", "reason": reason}
     # concurrency and users: an errored load case or session still says how many users it was for

@@ -95,6 +95,8 @@ def test_cut_connection_on_two_point_and_sweep_is_a_named_error(pytester: pytest
     rows = _results(out)
     assert sorted(r["kind"] for r in rows) == ["ctx_sweep", "two_point"]
     assert all(r["verdict"] == "error" and "server closed the connection" in r["reason"] for r in rows)
+    # each records the ctx it asked for: the sweep its longest, not the default ctx it never used
+    assert {r["kind"]: r["ctx"] for r in rows} == {"two_point": 64, "ctx_sweep": 128}
 
 
 # -- 3. output paths -----------------------------------------------------------------------------------------------
