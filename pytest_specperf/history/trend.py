@@ -14,7 +14,7 @@ import numpy as np
 
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
-from pytest_specperf.history import noise, records
+from pytest_specperf.history import decide, noise, records
 from pytest_specperf.history.store import Store
 
 #: runs a trend shows (the most recent)
@@ -67,7 +67,8 @@ def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[dict[st
             continue
         runs = [h for h, _ in kept]
         means = [float(np.mean(logs)) for _, logs in kept]
-        changes = cp.change_points(means)
+        # as the gate: change points only from decide.CHANGE_MIN_RUNS runs on (shorter series mark spurious ones)
+        changes = cp.change_points(means) if len(means) >= decide.CHANGE_MIN_RUNS else []
         n = int(np.median([len(logs) for _, logs in kept]))
         pred = noise.predict([logs for _, logs in kept], n)
         shown = kept[-SHOWN:]

@@ -40,8 +40,9 @@ def verdict(pairs: list[tuple[int | None, int | None]], allowance: int) -> str:
         return ""
     p, c = max(hot, key=lambda x: x[1] / x[0] if x[0] else 0.0)
     return (f"ttft inconclusive: {len(hot)} of {len(pairs)} requests meant to be cold came back from the server's "
-            f"prefix cache (up to {c} of {p} prompt tokens cached), so their TTFT measures the cache; another "
-            "client sent the same prompts, or the server ignored the request's cache salt or tag")
+            f"prefix cache (up to {c} of {p} prompt tokens cached), so their TTFT measures the cache (another "
+            "client sent the same prompts, or a proxy or the server dropped the cache salt or tag); measure on an "
+            "endpoint no other client shares, or ask prefix_cache='warm' if a cached prefill is what you mean")
 
 
 def _pairs(items: Iterable[StreamResult | RateRequest | SessionRequest]) -> list[tuple[int | None, int | None]]:

@@ -10,7 +10,7 @@ describe a client that could not keep its schedule, not the server.
 The bound (see docs/open-loop.md):
 
 - open loop (rate, capacity probes): ``LATE_SHARE`` (10%) of the tightest SLO bound that lateness
-  is counted into (``ttft_s``, ``e2e_s``: both run from the scheduled arrival), so at most 1% of
+  is counted into (``ttft_s``, ``ttft_content_s``, ``e2e_s``: all run from the scheduled arrival), so at most 1% of
   requests lose more than a tenth of their budget to the client. With neither bound (``tpot_ms``
   only, which lateness does not enter) what lateness can distort is the load offered: the median
   lateness is then held to 10% of the schedule's span (requests / rps), past which the requests

@@ -49,3 +49,21 @@ def test_trend_of_an_unknown_case_names_the_known_ones(tmp_path: Path, capsys: p
     assert cli.main(["trend", "case", "--history", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no runs of 'case'" in err and "known cases include: t.py::case" in err
+
+
+def test_trend_marks_no_change_where_the_gate_would_not_look_for_one(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Fewer runs than the gate's change-point check needs: the trend shows the runs but marks no change, since the
+    gate would mark none (a short series' change points are often spurious)."""
+    from pytest_specperf.history.decide import CHANGE_MIN_RUNS
+
+    folder, db = tmp_path / "runs", tmp_path / "h.sqlite"
+    rng = np.random.default_rng(9)
+    n = CHANGE_MIN_RUNS - 1
+    for i in range(n):
+        _save(folder, i, 0.0 if i < n - 3 else math.log(0.85), rng)  # the step the longer history above marks
+    assert cli.main(["--storage", str(folder), "history", "--import", "--history", str(db)]) == 0
+    capsys.readouterr()
+    assert cli.main(["trend", "t.py::case", "--history", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "<- change" not in out
