@@ -67,6 +67,15 @@ def parse_target(text: str, root: Path | str) -> Target:
     return Target(path=path if path.is_absolute() else Path(root) / path)
 
 
+#: The oldest SQLite the history's SQL runs on (INSERT ... RETURNING came in 3.35).
+MIN_SQLITE = (3, 35, 0)
+
+
+def sqlite_too_old(version: tuple[int, int, int]) -> bool:
+    """Whether SQLite ``version`` lacks what the history's SQL uses."""
+    return version < MIN_SQLITE
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
 
@@ -94,6 +103,10 @@ class Store:
                                    "pip install 'pytest-specperf[postgres]'") from None
             return psycopg.connect(self.target.url, connect_timeout=max(1, int(self.timeout)), autocommit=True)
         assert self.target.path is not None
+        if sqlite_too_old(sqlite3.sqlite_version_info):
+            raise HistoryError(f"history {self.target.path}: this Python's SQLite is {sqlite3.sqlite_version}, and the "
+                               f"history needs {'.'.join(map(str, MIN_SQLITE))} or later (INSERT ... RETURNING); use a "
+                               "Python built with a newer SQLite, or a postgresql:// history")
         if self.target.path.is_dir():
             raise HistoryError(f"history {self.target.path} is a folder; give a file name, e.g. "
                                f"{self.target.path / 'history.sqlite'}")

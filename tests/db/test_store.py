@@ -110,6 +110,25 @@ def test_a_corrupt_sqlite_file_is_one_line_naming_the_fix(tmp_path: Path) -> Non
     assert "\n" not in text and str(path) in text and "move it aside" in text
 
 
+def test_an_sqlite_too_old_for_the_history_is_one_line_naming_the_fix(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """INSERT ... RETURNING (the history's) needs SQLite 3.35: an older one is refused up front, not blamed on the
+    path's permissions when the first run is written."""
+    from pytest_specperf.history import store as store_module
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+    assert conn.execute("INSERT INTO t (v) VALUES ('x') RETURNING id").fetchone() == (1,)  # what the history uses
+    assert not store_module.sqlite_too_old(sqlite3.sqlite_version_info)
+    assert store_module.sqlite_too_old((3, 34, 1)) and not store_module.sqlite_too_old((3, 35, 0))
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    with pytest.raises(HistoryError) as info:
+        Store(Target(path=tmp_path / "h.sqlite"))
+    text = str(info.value)
+    assert "\n" not in text and "SQLite is 3.31.1" in text and "3.35.0 or later" in text and "postgresql://" in text
+
+
 def test_a_locked_sqlite_file_is_one_line_after_the_timeout(tmp_path: Path) -> None:
     path = tmp_path / "history.sqlite"
     schema.open_store(Store(Target(path=path))).close()
