@@ -36,13 +36,13 @@ def _trial_values(arm: Sequence[Case], category: str) -> list[float]:
 
 def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
     """One arm's categories over its trials: counts summed, figures the median over trials."""
-    rows = [c for r in arm if isinstance(c := r.get("categories"), dict)]  # untyped part: trial rows being combined
+    rows = [c for r in arm if isinstance(c := r.get("categories"), dict)]  # untyped part: trial rows
     if not rows:
         return None
     out: dict[str, dict[str, Any]] = {}
     for cat in dict.fromkeys(c for row in rows for c in row):
         got = [row[cat] for row in rows if isinstance(row.get(cat), dict)]
-        n = sum(int(g.get("n") or 0) for g in got)  # untyped part: trial rows being combined
+        n = sum(int(g.get("n") or 0) for g in got)  # untyped part: trial rows
         f: dict[str, Any] = {**got[-1], "n": n, "trials": len(got)}
         for key in MEDIANS:
             if not any(key in g for g in got):

@@ -177,7 +177,7 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
           ) -> list[str]:
     """Attach the crossover to B's summary; with ``min_speedup`` it is the sweep's A/B gate: a level below
     the floor fails it, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
-    result = crossover(arm_a, arm_b, summary.get("min_speedup"))  # untyped part: trial rows being combined
+    result = crossover(arm_a, arm_b, summary.get("min_speedup"))  # untyped part: trial rows
     summary["crossover"] = result
     if not result["gated"]:
         summary.setdefault("notes", []).append(result["text"])
@@ -186,14 +186,14 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
     below = [lv for lv in result["levels"] if lv["verdict"] == "below"]
     unsure = [lv for lv in result["levels"] if lv["verdict"] == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    if fail and summary.get("verdict") != "error":  # untyped part: trial rows being combined
+    if fail and summary.get("verdict") != "error":  # untyped part: trial rows
         # The crossover names the first level that does not hold; the levels failing past it are named too.
         more = [f"at {_users(lv['users'])}: {'below' if lv['verdict'] == 'below' else 'not shown to reach'} "
                 f"min_speedup {floor:g}, {level_text(lv)}"
                 for lv in sorted(fail, key=lambda lv: lv["users"]) if lv["users"] != result["users"]]
         summary["verdict"] = "failed"
         # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
-        prior = summary.get("reason", "")  # untyped part: trial rows being combined
+        prior = summary.get("reason", "")  # untyped part: trial rows
         summary["reason"] = "; ".join([result["text"], *more] + [x for x in [prior] if x])
         return []
     return [result["text"]] if unsure and inconclusive == "warn" else []

@@ -396,7 +396,7 @@ def decided(comparisons: Iterable[CaseComparison]) -> bool:
 Measure = Callable[[], dict[str, Any]]  # one trial's result dict
 #: per-metric trial values so far (and ``text_sha``, each trial's text hash, where known) -> decided
 Until = Callable[[dict[str, list[Any]]], bool]
-Judge = Callable[[list[CaseComparison], list[dict[str, Any]], list[dict[str, Any]]], list[CaseComparison]]
+Judge = Callable[[list[CaseComparison], Sequence[Case], Sequence[Case]], list[CaseComparison]]
 
 
 #: Trials a repeat="auto" run saved with nothing to compare takes at least; it goes on while its own noise says
@@ -470,7 +470,7 @@ def saved_notes(result: Case, *, max_repeat: int, max_regression: float,
     return notes
 
 
-def until_baseline(baseline: list[dict[str, Any]], nodeid: str, *, max_regression: float, metrics: Sequence[str],
+def until_baseline(baseline: Sequence[Case], nodeid: str, *, max_regression: float, metrics: Sequence[str],
                    judge: Judge | None = None) -> Until:
     """The runner's ``until`` against a stored run: True once every metric is decided on the trials so far, or
     once every baseline trial is paired (a paired test has no more pairs to add)."""
