@@ -54,7 +54,7 @@ class Gate:
             if fail and result.verdict != "error":
                 result.verdict = "failed"
                 result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
-        else:  # TRANSITIONAL: a row still combined as data (A/B, arms), or the CLI's
+        else:  # untyped part: trial rows (A/B and arms combine them as data), or the CLI's data
             result["comparisons"] = [cc.as_dict() for cc in own]
             if fail and read(result, "verdict") != "error":
                 result["verdict"] = "failed"
