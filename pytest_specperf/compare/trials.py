@@ -14,11 +14,12 @@ Public API
     ``burst_tps``); two_point ``decode_tps`` -> ``samples_tps``; any other kind or metric -> ``[result[metric]]``.
     A ``ctx_sweep`` has no trials of its own (``[]``): expand it with ``sub_cases``.
 ``sub_cases(result) -> list[tuple[str, int | None, case]]``
-    ``(nodeid, ctx, case)`` (a typed result gives typed parts, a mapping mappings): one entry for an ordinary
-    case (ctx None), one per point for a sweep (ctx = the
+    ``(nodeid, ctx, case)``: one entry for an ordinary case (ctx None), one per point for a sweep (ctx = the
     asked ctx; the point gets ``kind`` and ``nodeid``), one per level for a load sweep (ctx None; the level
     gets ``kind`` "sustained", ``nodeid`` and ``users``, its concurrency). ``case_key(nodeid, ctx, users)`` is
-    ``nodeid``, ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key.
+    ``nodeid``, ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key. A typed result gives its
+    typed parts (a ``LoadLevel``, whose ``users_of`` is its concurrency; a ``SweepPoint``, read as two-point),
+    a mapping gives mappings: every function here reads either (``read``), so both give the same figures.
 ``compare_case(base, cand, *, direction, max_regression=0.05, alpha=0.01, metric="value", noise_floor=0.03,
 decide_at=20, against="baseline") -> Comparison``
     The rule for one metric of one case, below. ``Comparison.as_dict()`` is JSON-able.
