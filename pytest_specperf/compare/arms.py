@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 import scipy
 
+from pytest_specperf.cases.results import LoadLevel
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.trials import Case, read
 
 #: How far (ratio) from the best an arm still counts as "as good" for repeat="auto" without max_loss_vs_best.
 DEFAULT_TOLERANCE = 0.05
@@ -46,24 +48,27 @@ def measure(measures: Mapping[str, Callable[[], dict[str, Any]]], trials: int) -
     return out
 
 
-def levels_of(results: Sequence[dict[str, Any]]) -> list[int]:
+def levels_of(results: Sequence[Case]) -> list[int]:
     """The load levels (users) the results measured: a sweep's levels, else the case's own concurrency (1)."""
     seen: list[int] = []
     for r in results:
-        users = r.get("concurrency")
+        users = read(r, "concurrency")
         found = users if isinstance(users, list) else [users if isinstance(users, int) else 1]
         seen += [u for u in found if isinstance(u, int) and u not in seen]
     return sorted(seen)
 
 
-def values(results: Sequence[dict[str, Any]], users: int, metric: str = "decode_tps") -> list[float]:
+def values(results: Sequence[Case], users: int, metric: str = "decode_tps") -> list[float]:
     """One value per trial at ``users``: a sweep's level rows, else the case itself (a sustained load case)."""
     out: list[float] = []
     for r in results:
-        if r.get("kind") == "load_sweep":
-            rows = [lv for lv in r.get("levels") or [] if isinstance(lv, dict) and lv.get("concurrency") == users]
+        rows: list[Case]
+        if read(r, "kind") == "load_sweep":
+            rows = [lv for lv in read(r, "levels") or []
+                    if isinstance(lv, dict | LoadLevel) and read(lv, "concurrency") == users]
         else:
-            rows = [r] if (r.get("concurrency") if isinstance(r.get("concurrency"), int) else 1) == users else []
+            own = read(r, "concurrency")
+            rows = [r] if (own if isinstance(own, int) else 1) == users else []
         out += [v for row in rows for f in crossover.trial_figures(row) for v in [f.get(metric)] if v is not None]
     return out
 
@@ -175,21 +180,22 @@ def gate(t: dict[str, Any], max_loss: float) -> dict[str, Any]:
     judged = []
     for row in t["levels"]:
         mine = row["arms"].get(deployed) or {}
-        if not mine.get("n"):
+        if not mine.get("n"):  # untyped part: arms table
             continue
         if row["best"] == deployed:
             judged.append({"users": row["users"], "verdict": "holds", "ratio": 1.0, "interval": [1.0, 1.0]})
             continue
         c = row["vs_best"][deployed]
+        alpha = row.get("alpha", compare.ALPHA)  # untyped part: arms table
         lo = math.log(c["interval"][0])
-        hi = math.log(c.get("case_high", c["interval"][1]))  # the case's share of alpha decides a failure
+        hi = math.log(c.get("case_high", c["interval"][1]))  # untyped part: arms table; the case's alpha decides
         verdict = "below" if hi < floor else "holds" if lo >= floor else "inconclusive"
-        noise = _noise(mine.get("trials") or [], row["arms"][row["best"]].get("trials") or [])
+        best_trials = row["arms"][row["best"]].get("trials") or []  # untyped part: arms table
+        noise = _noise(mine.get("trials") or [], best_trials)  # untyped part: arms table
         judged.append({"users": row["users"], "verdict": verdict, "ratio": c["ratio"], "interval": c["interval"],
                        "best": row["best"], "deployed_tps": mine["decode_tps"],
                        "best_tps": row["arms"][row["best"]]["decode_tps"], "noise": noise,
-                       "trials_needed": None if noise is None else trials_to_hold(noise, max_loss,
-                                                                                  row.get("alpha", compare.ALPHA))})
+                       "trials_needed": None if noise is None else trials_to_hold(noise, max_loss, alpha)})
     return {"deployed": deployed, "max_loss_vs_best": max_loss, "levels": judged}
 
 
@@ -198,7 +204,7 @@ def loss_text(deployed: str, lv: dict[str, Any], max_loss: float) -> str:
     lo, hi = lv["interval"]
     what = "loses more than" if lv["verdict"] == "below" else "is not shown within"
     need = ""
-    if lv["verdict"] == "inconclusive" and lv.get("trials_needed"):
+    if lv["verdict"] == "inconclusive" and lv.get("trials_needed"):  # untyped part: arms table
         need = (f"; at {lv['noise']:.1%} noise per trial about {lv['trials_needed']} trials per arm show an equal arm "
                 'within it (repeat="auto" adds trials until decided)')
     return (f"at {_users(lv['users'])} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
@@ -210,17 +216,18 @@ def apply(summary: dict[str, Any], t: dict[str, Any], inconclusive: str) -> list
     """Attach the arms table to the case's row; with ``max_loss_vs_best`` judge it: a level ``below`` fails the
     case, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
     summary["arms"] = t
-    g = t.get("gate")
+    g = t.get("gate")  # untyped part: arms table
     if not g:
         summary.setdefault("notes", []).append(t["text"])
         return []
     below = [lv for lv in g["levels"] if lv["verdict"] == "below"]
     unsure = [lv for lv in g["levels"] if lv["verdict"] == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    if fail and summary.get("verdict") != "error":
+    if fail and summary.get("verdict") != "error":  # untyped part: trial rows
         summary["verdict"] = "failed"
         reasons = [loss_text(g["deployed"], lv, g["max_loss_vs_best"]) for lv in fail]
-        summary["reason"] = "; ".join(reasons + [x for x in [summary.get("reason", "")] if x])
+        prior = summary.get("reason", "")  # untyped part: trial rows
+        summary["reason"] = "; ".join(reasons + [x for x in [prior] if x])
     summary.setdefault("notes", []).append(t["text"])
     if unsure and inconclusive == "warn":
         return [loss_text(g["deployed"], lv, g["max_loss_vs_best"]) for lv in unsure]
@@ -236,7 +243,7 @@ def schedule_text(t: dict[str, Any]) -> str:
         tie = f" (tied: {', '.join(row['tied'])})" if row["tied"] else ""
         parts.append(f"{_users(row['users'])} -> {row['best']}{tie}")
     text = "best arm per level: " + ", ".join(parts)
-    if t.get("num_speculative_tokens"):
+    if t.get("num_speculative_tokens"):  # untyped part: arms table
         pairs = ", ".join(f'"{k}": {v}' for k, v in t["num_speculative_tokens"].items())
         text += f"; num_speculative_tokens by batch size: {{{pairs}}}"
     return text
@@ -252,12 +259,13 @@ def settled(t: dict[str, Any]) -> list[int]:
     too (``holds`` or ``below``). A deployed arm shown slower than the best but not shown within the loss is
     decided for the schedule yet inconclusive for the gate; with identical arms that is the luckiest arm ahead
     by chance, and more trials settle it."""
-    open_gate = {lv["users"] for lv in (t.get("gate") or {}).get("levels") or [] if lv["verdict"] == "inconclusive"}
+    gated = (t.get("gate") or {}).get("levels") or []  # untyped part: arms table
+    open_gate = {lv["users"] for lv in gated if lv["verdict"] == "inconclusive"}
     return [u for u in decided(t) if u not in open_gate]
 
 
 def _cell(arm: dict[str, Any], mark: str) -> str:
-    if not arm.get("n"):
+    if not arm.get("n"):  # untyped part: arms table
         return "-"
     lo, hi = arm["decode_interval"]
     return f"{arm['decode_tps']:.1f} [{lo:.1f}, {hi:.1f}]{mark}"
@@ -274,29 +282,29 @@ def grid(t: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for row in t["levels"]:
         best = row["arms"][row["best"]]
         rows.append([str(row["users"]), *(_cell(row["arms"][n], _mark(row, n)) for n in t["names"]),
-                     f"{best['total_tps']:.1f}" if best.get("total_tps") is not None else "-"])
+                     "-" if best.get("total_tps") is None else f"{best['total_tps']:.1f}"])  # untyped part: arms table
     return header, rows
 
 
-def text_lines(result: dict[str, Any]) -> list[str]:
+def text_lines(result: Case) -> list[str]:
     """The terminal's arms table of one result (none when it has no arms comparison)."""
-    t = result.get("arms")
-    if not isinstance(t, dict) or not t.get("levels"):
+    t = read(result, "arms")
+    if not isinstance(t, dict) or not t.get("levels"):  # untyped part: arms table
         return []
     header, rows = grid(t)
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    lines = [f"arms of {result.get('nodeid', '')}: per-user decode tok/s [98% interval], * best, ~ tied with it"]
+    lines = [f"arms of {read(result, 'nodeid', '')}: per-user decode tok/s [98% interval], * best, ~ tied with it"]
     lines += ["  " + "  ".join(x[i].rjust(widths[i]) for i in range(len(header))) for x in [header, *rows]]
     return [*lines, "  " + t["text"]]
 
 
-def markdown_lines(result: dict[str, Any]) -> list[str]:
+def markdown_lines(result: Case) -> list[str]:
     """The Markdown arms table of one result (none when it has no arms comparison)."""
-    t = result.get("arms")
-    if not isinstance(t, dict) or not t.get("levels"):
+    t = read(result, "arms")
+    if not isinstance(t, dict) or not t.get("levels"):  # untyped part: arms table
         return []
     header, rows = grid(t)
-    out = ["", f"Arms of `{result.get('nodeid', '')}`: per-user decode tok/s [98% interval], "
+    out = ["", f"Arms of `{read(result, 'nodeid', '')}`: per-user decode tok/s [98% interval], "
                "**best** in bold, ~ tied with it", "",
            "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
     for row, cells in zip(t["levels"], rows, strict=True):

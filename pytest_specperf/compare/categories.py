@@ -11,23 +11,24 @@ arms show some category below 1 at most ``ALPHA`` of the time however many categ
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pytest_specperf.compare.crossover import log_interval, speedup_level
-from pytest_specperf.compare.trials import ALPHA
+from pytest_specperf.compare.trials import ALPHA, Case, read
 
 #: Figures a combined row shows per category as the median over an arm's trials.
 MEDIANS = ("decode_tps_p50", "decode_tps_p10", "ttft_p50_s", "accept_len", "accept_rate", "drift",
            "prompt_tokens_p50", "attainment")
 
 
-def _trial_values(arm: list[dict[str, Any]], category: str) -> list[float]:
+def _trial_values(arm: Sequence[Case], category: str) -> list[float]:
     out = []
     for r in arm:
-        f = (r.get("categories") or {}).get(category) or {}
-        v = f.get("decode_tps_p50")
+        f = (read(r, "categories") or {}).get(category) or {}
+        v = read(f, "decode_tps_p50")
         if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
             out.append(float(v))
     return out
@@ -35,13 +36,14 @@ def _trial_values(arm: list[dict[str, Any]], category: str) -> list[float]:
 
 def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
     """One arm's categories over its trials: counts summed, figures the median over trials."""
-    rows = [c for r in arm if isinstance(c := r.get("categories"), dict)]
+    rows = [c for r in arm if isinstance(c := r.get("categories"), dict)]  # untyped part: trial rows
     if not rows:
         return None
     out: dict[str, dict[str, Any]] = {}
     for cat in dict.fromkeys(c for row in rows for c in row):
         got = [row[cat] for row in rows if isinstance(row.get(cat), dict)]
-        f: dict[str, Any] = {**got[-1], "n": sum(int(g.get("n") or 0) for g in got), "trials": len(got)}
+        n = sum(int(g.get("n") or 0) for g in got)  # untyped part: trial rows
+        f: dict[str, Any] = {**got[-1], "n": n, "trials": len(got)}
         for key in MEDIANS:
             if not any(key in g for g in got):
                 continue  # a figure no trial has (an open-loop one of a closed-loop case): the record leaves it out
@@ -51,7 +53,7 @@ def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
     return out
 
 
-def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]]) -> None:
+def apply(summary: dict[str, Any], arm_a: Sequence[Case], arm_b: list[dict[str, Any]]) -> None:
     """Put B's categories over its trials into ``summary``, each with its speedup over A and interval."""
     combined = combine(arm_b)
     if combined is None:

@@ -22,13 +22,16 @@ assumed, as ``compare.compare_case`` does; the level's ``method`` and the text s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import scipy
 
-from pytest_specperf.cases.results import LoadSweepResult, Result
+from pytest_specperf.cases.result_parts import LevelTrial
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.trials import Case, read
 
 #: Figures a load trial gives per level, one value each (the ones comparisons judge).
 TRIAL_METRICS = ("decode_tps", "ttft_s", "total_tps")
@@ -42,34 +45,35 @@ def _positive(v: Any) -> float | None:
     return float(v)
 
 
-def _stream_median(case: dict[str, Any], metric: str) -> float | None:
-    values = [x for s in case.get("streams") or [] if isinstance(s, dict)
-              for x in [_positive(s.get(metric))] if x is not None]
+def _stream_median(case: Case, metric: str) -> float | None:
+    values = [x for s in read(case, "streams") or [] if isinstance(s, dict | StreamResult)
+              for x in [_positive(read(s, metric))] if x is not None]
     return float(np.median(values)) if values else None
 
 
-def trial_figures(case: dict[str, Any]) -> list[dict[str, float | None]]:
+def trial_figures(case: Case) -> list[dict[str, float | None]]:
     """One dict of ``TRIAL_METRICS`` per trial of a load level or ``sustained(concurrency=N)`` result.
 
     A row that combines trials carries them in ``trials``; a single trial gives its own figures: the
     median user (the row's ``decode_tps``, ``ttft_s``; from its streams when the row lacks them) and the
     aggregate ``total_tps``. A value that was not measured is None.
     """
-    if isinstance(case.get("trials"), list):
-        return [{m: _positive(t.get(m)) for m in TRIAL_METRICS} for t in case["trials"] if isinstance(t, dict)]
+    rows = read(case, "trials")
+    if isinstance(rows, list):
+        return [{m: _positive(read(t, m)) for m in TRIAL_METRICS} for t in rows if isinstance(t, dict | LevelTrial)]
     out: dict[str, float | None] = {}
     for m in TRIAL_METRICS:
-        own = _positive(case.get(m))
+        own = _positive(read(case, m))
         out[m] = own if own is not None or m == "total_tps" else _stream_median(case, m)
     return [out]
 
 
-def trial_values(results: list[dict[str, Any]], users: int) -> list[float]:
+def trial_values(results: Sequence[Case], users: int) -> list[float]:
     """One per-user decode rate per trial at ``users``: each trial's median user, over one arm's results."""
     out: list[float] = []
     for r in results:
-        for lv in r.get("levels") or []:
-            if isinstance(lv, dict) and lv.get("concurrency") == users:
+        for lv in read(r, "levels") or []:
+            if isinstance(lv, dict | LoadLevel) and read(lv, "concurrency") == users:
                 out += [v for f in trial_figures(lv) for v in [f["decode_tps"]] if v is not None]
     return out
 
@@ -121,13 +125,13 @@ def speedup_level(users: int, a: list[float], b: list[float], floor: float, fami
             "family": family, "case_high": math.exp(hi_case)}
 
 
-def crossover(arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], min_speedup: float | None = None
+def crossover(arm_a: Sequence[Case], arm_b: Sequence[Case], min_speedup: float | None = None
               ) -> dict[str, Any]:
     """Per level B's speedup over A for users, and the first level that does not hold the floor (1, or
     ``min_speedup``). ``arm_a``, ``arm_b``: each arm's load-sweep results, one per trial (or combined rows)."""
     floor = 1.0 if min_speedup is None else float(min_speedup)
     pairs = [(users, trial_values(arm_a, users), trial_values(arm_b, users))
-             for users in ((arm_b[0].get("concurrency") or []) if arm_b else [])]
+             for users in ((read(arm_b[0], "concurrency") or []) if arm_b else [])]
     pairs = [(users, a, b) for users, a, b in pairs if a and b]
     # Every level can fail the case: the intervals are joint over them (Bonferroni), so the case holds ALPHA.
     levels = [speedup_level(users, a, b, floor, family=len(pairs)) for users, a, b in pairs]
@@ -148,7 +152,7 @@ def level_text(lv: dict[str, Any]) -> str:
     how = {"welch": "", "prediction": "; noise from one arm's spread",
            "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}[lv["method"]]
     joint = ""
-    if lv.get("family", 1) > 1 and lv.get("verdict") != "holds":
+    if lv.get("family", 1) > 1 and lv.get("verdict") != "holds":  # untyped part: crossover
         # a below needs the case's share of alpha: the bound it was judged on, beside the level's own interval
         joint = f"; at the case's 1% over {lv['family']} levels up to {lv['case_high']:.2f}"
     return (f"speedup {lv['speedup']:.2f} [{lo:.2f}, {hi:.2f}] ({lv['b_decode_tps']:.1f} vs "
@@ -173,7 +177,7 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
           ) -> list[str]:
     """Attach the crossover to B's summary; with ``min_speedup`` it is the sweep's A/B gate: a level below
     the floor fails it, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
-    result = crossover(arm_a, arm_b, summary.get("min_speedup"))
+    result = crossover(arm_a, arm_b, summary.get("min_speedup"))  # untyped part: trial rows
     summary["crossover"] = result
     if not result["gated"]:
         summary.setdefault("notes", []).append(result["text"])
@@ -182,14 +186,15 @@ def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict
     below = [lv for lv in result["levels"] if lv["verdict"] == "below"]
     unsure = [lv for lv in result["levels"] if lv["verdict"] == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    if fail and summary.get("verdict") != "error":
+    if fail and summary.get("verdict") != "error":  # untyped part: trial rows
         # The crossover names the first level that does not hold; the levels failing past it are named too.
         more = [f"at {_users(lv['users'])}: {'below' if lv['verdict'] == 'below' else 'not shown to reach'} "
                 f"min_speedup {floor:g}, {level_text(lv)}"
                 for lv in sorted(fail, key=lambda lv: lv["users"]) if lv["users"] != result["users"]]
         summary["verdict"] = "failed"
         # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
-        summary["reason"] = "; ".join([result["text"], *more] + [x for x in [summary.get("reason", "")] if x])
+        prior = summary.get("reason", "")  # untyped part: trial rows
+        summary["reason"] = "; ".join([result["text"], *more] + [x for x in [prior] if x])
         return []
     return [result["text"]] if unsure and inconclusive == "warn" else []
 

@@ -6,18 +6,21 @@ and attaches the comparisons to the result dict as plain data (``comparisons``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.trials import Case, read
+
+_T = TypeVar("_T", SustainedResult, LoadLevel)
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
 #: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
@@ -27,7 +30,7 @@ KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms
 
 def metrics_for(result: Result | dict[str, Any]) -> tuple[str, ...]:
     """The metrics compared for a result of this kind."""
-    kind = result.kind if isinstance(result, Result) else result.get("kind")
+    kind = read(result, "kind")
     return KIND_METRICS.get(str(kind), METRICS)
 # Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
 TTFT_FLOOR_S = 0.010
@@ -44,25 +47,25 @@ class Gate:
               judge: bool = True) -> list[str]:
         """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
         ``judge=False`` only records them (another gate judges the case)."""
-        own = [cc for cc in comparisons if cc.nodeid == (result.nodeid if isinstance(result, Result)
-                                                          else result.get("nodeid"))]
+        own = [cc for cc in comparisons if cc.nodeid == read(result, "nodeid")]
         fail, warn = compare.gate(own, self.inconclusive) if judge else ([], [])
         if isinstance(result, Result):
             result.comparisons = own
             if fail and result.verdict != "error":
                 result.verdict = "failed"
                 result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
-        else:  # TRANSITIONAL: a row still combined as data (A/B, arms), or the CLI's
+        else:  # untyped part: trial rows (A/B and arms combine them as data), or the CLI's data
             result["comparisons"] = [cc.as_dict() for cc in own]
-            if fail and result.get("verdict") != "error":
+            if fail and read(result, "verdict") != "error":
                 result["verdict"] = "failed"
-                result["reason"] = "; ".join([r for r in [result.get("reason", "")] if r] + [cc.reason for cc in fail])
+                prior = read(result, "reason", "")
+                result["reason"] = "; ".join([r for r in [prior] if r] + [cc.reason for cc in fail])
         return [cc.reason for cc in warn]
 
 
-def _data(result: Result | Mapping[str, Any]) -> dict[str, Any]:
-    """TRANSITIONAL: a result as the data the statistics below still read."""
-    return to_dict(result) if isinstance(result, Result) else dict(result)
+def _data(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
+    """A result as the statistics below read it: a typed one as it is, data (the CLI's) as a plain dict."""
+    return result if isinstance(result, Result) else dict(result)
 
 
 def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
@@ -75,9 +78,9 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
-    row = to_dict(result) if isinstance(result, Result) else result  # TRANSITIONAL: the statistics read data
+    row = result
     data = [_data(b) for b in baseline]
-    mine = [b for b in data if b.get("nodeid") == row.get("nodeid")]
+    mine = [b for b in data if read(b, "nodeid") == read(row, "nodeid")]
     threshold = max_regression or gate.max_regression
     base, cand = per_trial(mine), per_trial([row])
     if auto:
@@ -89,32 +92,52 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
 
-def _is_load(result: dict[str, Any]) -> bool:
+def _is_load(result: Case) -> bool:
     """A load sweep, or a sustained case whose streams ran at once (concurrency > 1)."""
-    users = result.get("concurrency")
-    return result.get("kind") == "load_sweep" or (
-        result.get("kind") == "sustained" and isinstance(users, int) and not isinstance(users, bool) and users > 1)
+    users = read(result, "concurrency")
+    return read(result, "kind") == "load_sweep" or (
+        read(result, "kind") == "sustained" and isinstance(users, int) and not isinstance(users, bool) and users > 1)
 
 
 def _one_trial(case: dict[str, Any], figures: dict[str, float | None]) -> dict[str, Any]:
     return {**{k: v for k, v in case.items() if k not in ("streams", "trials")}, **figures}
 
 
-def per_trial(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _one_typed_trial(case: _T, figures: dict[str, float | None]) -> _T:
+    """``_one_trial`` of a typed result or level: its figures those of one trial, no streams or trials left."""
+    changes: dict[str, Any] = {"streams": [], "trials": None, **figures}
+    return dataclasses.replace(case, **changes)
+
+
+def _per_typed_trial(r: Result) -> list[Result]:
+    """``per_trial`` of one typed load result (a sustained load case, or a load sweep)."""
+    if isinstance(r, LoadSweepResult):
+        levels = [(lv, crossover.trial_figures(lv)) for lv in r.levels if isinstance(lv, LoadLevel)]
+        return [dataclasses.replace(r, levels=[_one_typed_trial(lv, f[i]) for lv, f in levels if i < len(f)])
+                for i in range(max((len(f) for _, f in levels), default=1))]
+    if isinstance(r, SustainedResult):
+        return [_one_typed_trial(r, f) for f in crossover.trial_figures(r)]
+    return [r]
+
+
+def per_trial(results: Sequence[Case]) -> list[Any]:
     """Results as comparisons see them: a load case gives one value per trial per level (that trial's median
     user, its aggregate), not one per stream, since the streams of one trial share the engine's batched steps.
 
     A row that combines trials (an A/B arm, ``aggregate``) becomes one result per trial; other results
     pass unchanged (a sustained case's sequential streams are its trials).
     """
-    out: list[dict[str, Any]] = []
+    out: list[Any] = []
     for r in results:
-        if not isinstance(r, dict) or r.get("verdict") == "error" or not _is_load(r):
+        if isinstance(r, Result) and r.verdict != "error" and _is_load(r) and r.kind in ("sustained", "load_sweep"):
+            out += _per_typed_trial(r)
+        elif not isinstance(r, dict) or r.get("verdict") == "error" or not _is_load(r):  # untyped part: trial rows
             out.append(r)
-        elif r.get("kind") == "sustained":
+        elif r.get("kind") == "sustained":  # untyped part: trial rows
             out += [_one_trial(r, f) for f in crossover.trial_figures(r)]
         else:
-            levels = [(lv, crossover.trial_figures(lv)) for lv in r.get("levels") or [] if isinstance(lv, dict)]
+            rows = r.get("levels") or []  # untyped part: trial rows
+            levels = [(lv, crossover.trial_figures(lv)) for lv in rows if isinstance(lv, dict)]
             for i in range(max((len(f) for _, f in levels), default=1)):
                 out.append({**r, "levels": [_one_trial(lv, f[i]) for lv, f in levels if i < len(f)]})
     return out
@@ -122,13 +145,13 @@ def per_trial(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def speedup_gated(result: dict[str, Any]) -> bool:
     """A load sweep with ``min_speedup``: in A/B its speedup floor is its gate, instead of the regression gate."""
-    return result.get("kind") == "load_sweep" and result.get("min_speedup") is not None
+    return read(result, "kind") == "load_sweep" and read(result, "min_speedup") is not None
 
 
-def _case_differences(base: list[dict[str, Any]], result: dict[str, Any]) -> list[str]:
+def _case_differences(base: Sequence[Case], result: Case) -> list[str]:
     """Per-case settings that make a baseline measure something else (sampling temperature)."""
-    temps = {b.get("temperature", 0.0) for b in base}
-    now = result.get("temperature", 0.0)
+    temps = {read(b, "temperature", 0.0) for b in base}
+    now = read(result, "temperature", 0.0)
     return [f"temperature: {t!r} (baseline) != {now!r} (now)" for t in temps if t != now]
 
 
@@ -185,7 +208,7 @@ def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None
 
 def saved_notes(gate: Gate, result: Result, max_repeat: int, max_regression: float | None = None) -> list[str]:
     """Warnings for a saved repeat="auto" run too noisy to judge a candidate of ``max_repeat`` trials against."""
-    return sequential.saved_notes(_data(result), max_repeat=max_repeat,
+    return sequential.saved_notes(result, max_repeat=max_repeat,
                                   max_regression=max_regression or gate.max_regression, floors={"ttft_s": TTFT_FLOOR_S})
 
 
@@ -208,15 +231,15 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
                      "a": {k: v for k, v in a_row.items() if k in AGGREGATED},
                      "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
                      "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
-    if summary.get("kind") == "load_sweep":
-        summary["ab"]["a_levels"] = a_row.get("levels")  # A's rows, every trial: what the speedups divide by
+    if summary.get("kind") == "load_sweep":  # untyped part: trial rows
+        summary["ab"]["a_levels"] = a_row.get("levels")  # untyped part: A's rows, every trial (the speedups' divisor)
     gated = speedup_gated(summary)  # then the floor (crossover.apply) judges it; comparisons are only shown
     warnings = gate.apply(summary, ccs, judge=not gated)
     if gated:
         summary.setdefault("notes", []).append(
             f"A/B judged by min_speedup {summary['min_speedup']:g}, B's per-user speedup at every level; the "
             "per-level comparisons are shown, not gated")
-    if summary.get("kind") == "load_sweep":
+    if summary.get("kind") == "load_sweep":  # untyped part: trial rows
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
         summary["arms"] = arms_table.table(arms, baseline="A", deployed="B")  # the two-arm case, shown as N arms
     categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
@@ -265,14 +288,17 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
                 break
             cost = len(open_levels)
     row = aggregate(results[deployed or baseline], arm=deployed or baseline)
-    if auto and row.get("kind") == "load_sweep":
+    if auto and row.get("kind") == "load_sweep":  # untyped part: trial rows
         # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
         row["concurrency"] = arms_table.levels_of(results[deployed or baseline])
-        row["levels"] = sorted(row.get("levels") or [], key=lambda lv: lv.get("concurrency") or 0)
-        row["decode_tps"] = row["levels"][-1].get("decode_tps") if row["levels"] else row.get("decode_tps")
+        levels = row.get("levels") or []  # untyped part: trial rows
+        row["levels"] = sorted(levels, key=lambda lv: lv.get("concurrency") or 0)  # untyped part: trial rows
+        top = row["levels"][-1].get("decode_tps") if row["levels"] else None  # untyped part: trial rows
+        row["decode_tps"] = top if row["levels"] else row.get("decode_tps")  # untyped part: trial rows
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
-    t["endpoints"] = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}
-    if row.get("kind") in KIND_METRICS:  # open-loop kinds have no per-user decode per level to rank arms by
+    t["endpoints"] = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}  # untyped part: trial rows
+    # open-loop kinds have no per-user decode per level to rank arms by
+    if row.get("kind") in KIND_METRICS:  # untyped part: trial rows
         row["arms"] = {**t, "levels": []}
         row.setdefault("notes", []).append("arms measured; open-loop cases are not ranked per level")
         return row, []
@@ -297,15 +323,16 @@ def aggregate(trials: list[dict[str, Any]], arm: str | None = None) -> dict[str,
     for key in ("streams", "samples_tps", "server_samples_tps", "warnings", "notes"):
         if any(key in r for r in trials):
             out[key] = [x for r in trials for x in r.get(key) or []]
-    if any(r.get("verdict") == "failed" for r in trials):
+    if any(r.get("verdict") == "failed" for r in trials):  # untyped part: trial rows
         out["verdict"] = "failed"
-    out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))
-    out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)
-    out["started_at"] = min(r.get("started_at", 0.0) for r in trials)
+    out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))  # untyped part: trial rows
+    out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)  # untyped part: trial rows
+    out["started_at"] = min(r.get("started_at", 0.0) for r in trials)  # untyped part: trial rows
     if len(trials) > 1 and _is_load(out):
-        if out.get("kind") == "load_sweep":
+        if out.get("kind") == "load_sweep":  # untyped part: trial rows
             out["levels"] = combine_levels(trials, arm)
-            totals = [lv["total_tps"] for lv in out["levels"] if _number(lv.get("total_tps")) is not None]
+            level_totals = [lv.get("total_tps") for lv in out["levels"]]  # untyped part: trial rows
+            totals = [t for t in level_totals if _number(t) is not None]
             out["total_tps"] = max(totals) if totals else None  # the best level, as for one trial
         else:
             out.update(_combined_load(list(enumerate(trials)), arm))
@@ -335,26 +362,31 @@ def _combined_load(entries: list[tuple[int, dict[str, Any]]], arm: str | None = 
     arm and trial gave it), and each trial's own figures in ``trials``. Where a trial's drift failed or was
     inconclusive the row shows that trial's drift (the worst), not the median of all: one level, one drift."""
     n = len(entries)
-    worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
-    out: dict[str, Any] = {"verdict": worst.get("verdict")}
+    worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]  # untyped part: trial rows
+    out: dict[str, Any] = {"verdict": worst.get("verdict")}  # untyped part: trial rows
     for key in LEVEL_MEDIANS:
         values = [x for _, row in entries for x in [_number(row.get(key))] if x is not None]
         if any(key in row for _, row in entries):
             out[key] = float(np.median(values)) if values else None
-    drifted = [row for _, row in entries if row.get("drift_verdict") in ("failed", "inconclusive")]
+    bad = ("failed", "inconclusive")
+    drifted = [row for _, row in entries if row.get("drift_verdict") in bad]  # untyped part: trial rows
     if drifted:
-        decided = max(drifted, key=lambda r: (_SEVERITY.get(str(r.get("drift_verdict")), 0), _number(r.get("drift"))
-                                              or 0.0))
+        def severity(r: dict[str, Any]) -> tuple[int, float]:
+            drift = _number(r.get("drift")) or 0.0  # untyped part: trial rows
+            return _SEVERITY.get(str(r.get("drift_verdict")), 0), drift  # untyped part: trial rows
+
+        decided = max(drifted, key=severity)
         out.update({key: decided.get(key) for key in DRIFT_FIELDS if key in decided})
     for key in ("stalls", "stall_s"):
         if any(key in row for _, row in entries):
             out[key] = sum(_number(row.get(key)) or 0 for _, row in entries)
-    out["streams"] = [{**s, "trial": i} for i, row in entries for s in row.get("streams") or [] if isinstance(s, dict)]
+    streams = [(i, row.get("streams") or []) for i, row in entries]  # untyped part: trial rows
+    out["streams"] = [{**s, "trial": i} for i, ss in streams for s in ss if isinstance(s, dict)]
     for key in ("warnings", "notes"):
         out[key] = list(dict.fromkeys(x for _, row in entries for x in row.get(key) or []))
     who = f"arm {arm}, " if arm else ""
     out["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row['reason']}" for i, row in entries
-                                            if row.get("reason")))
+                                            if row.get("reason")))  # untyped part: trial rows
     out["trials"] = [crossover.trial_figures(row)[0] for _, row in entries]
     return out
 
@@ -364,29 +396,28 @@ def combine_levels(trials: list[dict[str, Any]], arm: str | None = None) -> list
     (medians), under the worst of their verdicts, never one trial's figures under another's verdict."""
     by_users: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
     for i, r in enumerate(trials):
-        for lv in r.get("levels") or []:
+        for lv in r.get("levels") or []:  # untyped part: trial rows
             if isinstance(lv, dict):
-                by_users.setdefault(lv.get("concurrency"), []).append((i, lv))
+                by_users.setdefault(lv.get("concurrency"), []).append((i, lv))  # untyped part: trial rows
     rows = []
     for entries in by_users.values():
-        worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]
+        worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]  # untyped part: trial rows
         rows.append({**worst, **_combined_load(entries, arm)})
     return rows
 
 
-def _median_ttft(results: list[dict[str, Any]]) -> dict[tuple[str, int | None, int | None], float]:
+def _median_ttft(results: Sequence[Case]) -> dict[tuple[str, int | None, int | None], float]:
     """The median TTFT of each sub-case (a case, sweep point or load level) over its trials."""
     values: dict[tuple[str, int | None, int | None], list[float]] = {}
     for r in results:
-        if not isinstance(r, dict) or r.get("verdict") == "error":
+        if not isinstance(r, dict | Result) or read(r, "verdict") == "error":
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
-            values.setdefault((nodeid, ctx, case.get("users")), []).extend(compare.trials(case, "ttft_s"))
+            values.setdefault((nodeid, ctx, compare.users_of(case)), []).extend(compare.trials(case, "ttft_s"))
     return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
-def _ttft_floor(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]]
-                ) -> list[CaseComparison]:
+def _ttft_floor(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]) -> list[CaseComparison]:
     """A TTFT change smaller than TTFT_FLOOR_S in absolute terms is noise, not news: it passes, saying why, for a
     case, a sweep point and each load level alike (an 'improved' inside the floor is no more real than a
     'regressed')."""
@@ -408,28 +439,27 @@ def _ttft_floor(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: lis
 CACHE_SHARE_GAP = 0.10
 
 
-def _median_share(results: list[dict[str, Any]]) -> float | None:
-    values = [float(r["cached_share"]) for r in results if _number(r.get("cached_share")) is not None]
+def _median_share(results: Sequence[Case]) -> float | None:
+    values = [float(read(r, "cached_share")) for r in results if _number(read(r, "cached_share")) is not None]
     return float(np.median(values)) if values else None
 
 
-def _ttft_judged(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]],
+def _ttft_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
                  sides: tuple[str, str] = ("baseline", "now")) -> list[CaseComparison]:
     """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``)."""
     return _cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides)
 
 
-def _ab_judged(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]]
-               ) -> list[CaseComparison]:
+def _ab_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]) -> list[CaseComparison]:
     return _ttft_judged(ccs, base, cand, ("A", "B"))
 
 
-def _cache_differs(ccs: list[CaseComparison], base: list[dict[str, Any]], cand: list[dict[str, Any]],
+def _cache_differs(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
                    sides: tuple[str, str]) -> list[CaseComparison]:
     """Sides whose cached shares differ (or whose cold requests came back cached) measured the prefix cache,
     not the server, in their TTFT: that comparison is inconclusive and every reason names the shares."""
     b, c = _median_share(base), _median_share(cand)
-    hot = next((r["ttft_cache"] for r in [*base, *cand] if r.get("ttft_cache")), "")
+    hot = next((read(r, "ttft_cache") for r in [*base, *cand] if read(r, "ttft_cache")), "")
     differ = b is not None and c is not None and abs(b - c) > CACHE_SHARE_GAP
     if not differ and not hot:
         return ccs
@@ -454,8 +484,9 @@ def comparisons_of(results: Sequence[Result | Mapping[str, Any]]) -> list[CaseCo
         if isinstance(r, Result):
             out += r.comparisons or []
             continue
-        for d in r.get("comparisons") or []:
-            c = d.get("comparison")
-            out.append(CaseComparison(d["nodeid"], d.get("ctx"), d.get("metric"), d["verdict"], d["reason"],
-                                      Comparison(**c) if c else None, d.get("q"), d.get("users")))
+        for d in read(r, "comparisons") or []:
+            c = read(d, "comparison")
+            out.append(CaseComparison(read(d, "nodeid"), read(d, "ctx"), read(d, "metric"), read(d, "verdict"),
+                                      read(d, "reason"), Comparison(**c) if c else None, read(d, "q"),
+                                      read(d, "users")))
     return out

@@ -55,7 +55,9 @@ import scipy  # scipy.special and .stats load on first use: a run without statis
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
+from pytest_specperf.cases.results import Result, StreamResult
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.trials import Case, read
 
 ALPHA = 0.01  # false alarms per case: regressed when nothing changed, over all its gated metrics together
 BETA = 0.05  # misses: passed at a regression of twice the threshold
@@ -328,23 +330,24 @@ def pairs_needed(sd: float, max_regression: float, *, alpha: float = ALPHA, beta
     return None
 
 
-def _has(results: Sequence[dict[str, Any]], metric: str) -> bool:
-    return any(x > 0 for r in results if isinstance(r, dict) and r.get("verdict") != "error"
+def _has(results: Sequence[Case], metric: str) -> bool:
+    return any(x > 0 for r in results if isinstance(r, dict | Result) and read(r, "verdict") != "error"
                for _, _, case in compare.sub_cases(r) for x in compare.trials(case, metric))
 
 
-def gated_metrics(base: Sequence[dict[str, Any]], cand: Sequence[dict[str, Any]], metrics: Sequence[str]) -> list[str]:
+def gated_metrics(base: Sequence[Case], cand: Sequence[Case], metrics: Sequence[str]) -> list[str]:
     """The metrics of ``metrics`` both sides measured: the ones a case is judged on, which share its alpha."""
     return [m for m in metrics if _has(base, m) and _has(cand, m)]
 
 
-def text_keys(results: Sequence[dict[str, Any]]) -> list[str | None]:
+def text_keys(results: Sequence[Case]) -> list[str | None]:
     """Per trial, in order, the hash of its prompt and generated text (``text_sha``); [] without streams."""
-    return [s.get("text_sha") if isinstance(s, dict) else None
-            for r in results if isinstance(r, dict) and r.get("kind") == "sustained" for s in r.get("streams") or []]
+    return [read(s, "text_sha") if isinstance(s, dict | StreamResult) else None
+            for r in results if isinstance(r, dict | Result) and read(r, "kind") == "sustained"
+            for s in read(r, "streams") or []]
 
 
-def pairable(base: Sequence[dict[str, Any]], cand: Sequence[dict[str, Any]]) -> int:
+def pairable(base: Sequence[Case], cand: Sequence[Case]) -> int:
     """How many trials pair (0: none): candidate trial i generated the same text from the same prompt as baseline
     trial i, for every candidate trial up to the baseline's count. Same text means the same accepted drafts
     step by step (greedy decoding), so the pair's difference carries no share of the text's noise."""
@@ -355,7 +358,7 @@ def pairable(base: Sequence[dict[str, Any]], cand: Sequence[dict[str, Any]]) -> 
     return n
 
 
-def sprt_runs(base_results: Iterable[dict[str, Any]], cand_results: Iterable[dict[str, Any]], *,
+def sprt_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *,
                  max_regression: float, metrics: Sequence[str], against: str = "baseline",
                  final: bool = False) -> list[CaseComparison]:
     """``compare.compare_runs`` with the sequential verdict on every compared metric, for one case.
@@ -393,7 +396,7 @@ def decided(comparisons: Iterable[CaseComparison]) -> bool:
 Measure = Callable[[], dict[str, Any]]  # one trial's result dict
 #: per-metric trial values so far (and ``text_sha``, each trial's text hash, where known) -> decided
 Until = Callable[[dict[str, list[Any]]], bool]
-Judge = Callable[[list[CaseComparison], list[dict[str, Any]], list[dict[str, Any]]], list[CaseComparison]]
+Judge = Callable[[list[CaseComparison], Sequence[Case], Sequence[Case]], list[CaseComparison]]
 
 
 #: Trials a repeat="auto" run saved with nothing to compare takes at least; it goes on while its own noise says
@@ -446,14 +449,14 @@ def until_saved(*, max_repeat: int, max_regression: float, floors: dict[str, flo
     return done
 
 
-def saved_notes(result: dict[str, Any], *, max_repeat: int, max_regression: float,
+def saved_notes(result: Case, *, max_repeat: int, max_regression: float,
                 floors: dict[str, float] | None = None) -> list[str]:
     """What a saved repeat="auto" run cannot do as a baseline: one line per metric whose noise needs more
     trials than ``max_repeat`` gave it."""
-    streams = [s for s in result.get("streams") or [] if isinstance(s, dict)]
-    values: dict[str, list[Any]] = {m: [s.get(m) for s in streams] for m in SIZED}
+    streams = [s for s in read(result, "streams") or [] if isinstance(s, dict | StreamResult)]
+    values: dict[str, list[Any]] = {m: [read(s, m) for s in streams] for m in SIZED}
     if not streams:
-        values = {"decode_tps": list(result.get("samples_tps") or [])}
+        values = {"decode_tps": list(read(result, "samples_tps") or [])}
     n = len(next(iter(values.values()), []))
     notes = []
     for m, (sd, need) in saved_size(values, max_repeat=max_repeat, max_regression=max_regression,
@@ -467,15 +470,15 @@ def saved_notes(result: dict[str, Any], *, max_repeat: int, max_regression: floa
     return notes
 
 
-def until_baseline(baseline: list[dict[str, Any]], nodeid: str, *, max_regression: float, metrics: Sequence[str],
+def until_baseline(baseline: Sequence[Case], nodeid: str, *, max_regression: float, metrics: Sequence[str],
                    judge: Judge | None = None) -> Until:
     """The runner's ``until`` against a stored run: True once every metric is decided on the trials so far, or
     once every baseline trial is paired (a paired test has no more pairs to add)."""
-    mine = [b for b in baseline if b.get("nodeid") == nodeid]
+    mine = [b for b in baseline if read(b, "nodeid") == nodeid]
     n_base = len(text_keys(mine))
 
     def done(values: dict[str, list[Any]]) -> bool:
-        texts = values.get("text_sha") or []
+        texts = values.get("text_sha") or []  # not result data: the runner's values so far, by name
         gauged = {m: v for m, v in values.items() if m != "text_sha"}
         n = max((len(v) for v in gauged.values()), default=0)
         streams = [{**{m: v[i] for m, v in gauged.items() if i < len(v)},

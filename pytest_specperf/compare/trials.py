@@ -13,11 +13,13 @@ Public API
     One value per trial: sustained -> ``streams[*][metric]`` (falls back to ``[result[metric]]``, e.g. for
     ``burst_tps``); two_point ``decode_tps`` -> ``samples_tps``; any other kind or metric -> ``[result[metric]]``.
     A ``ctx_sweep`` has no trials of its own (``[]``): expand it with ``sub_cases``.
-``sub_cases(result) -> list[tuple[str, int | None, dict]]``
+``sub_cases(result) -> list[tuple[str, int | None, case]]``
     ``(nodeid, ctx, case)``: one entry for an ordinary case (ctx None), one per point for a sweep (ctx = the
     asked ctx; the point gets ``kind`` and ``nodeid``), one per level for a load sweep (ctx None; the level
     gets ``kind`` "sustained", ``nodeid`` and ``users``, its concurrency). ``case_key(nodeid, ctx, users)`` is
-    ``nodeid``, ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key.
+    ``nodeid``, ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key. A typed result gives its
+    typed parts (a ``LoadLevel``, whose ``users_of`` is its concurrency; a ``SweepPoint``, read as two-point),
+    a mapping gives mappings: every function here reads either (``read``), so both give the same figures.
 ``compare_case(base, cand, *, direction, max_regression=0.05, alpha=0.01, metric="value", noise_floor=0.03,
 decide_at=20, against="baseline") -> Comparison``
     The rule for one metric of one case, below. ``Comparison.as_dict()`` is JSON-able.
@@ -74,16 +76,18 @@ is otherwise inconclusive, saying how many trials would settle it. The reason sa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
-from pytest_specperf.cases.result_parts import CaseComparison, Comparison
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison, SweepPoint
+from pytest_specperf.cases.results import LoadLevel, Result, StreamResult
 
 #: which way is better, per metric; all are positive quantities, compared as logs.
 DIRECTIONS: dict[str, str] = {
@@ -131,34 +135,83 @@ def _values(items: Iterable[Any]) -> list[float]:
     return [x for x in (_num(v) for v in items) if x is not None]
 
 
-def trials(result: dict[str, Any], metric: str) -> list[float]:
+#: What the functions below read: a typed result or one of its comparable parts (a load level, a sweep point),
+#: or the same as a mapping (a saved run's JSON, or the partial rows the unit tests and benchmarks build).
+Case = Result | LoadLevel | SweepPoint | Mapping[str, Any]
+
+
+def read(x: object, name: str, default: Any = None) -> Any:
+    """Field ``name`` of a record (by attribute) or a mapping (by key); ``default`` where it has none."""
+    if isinstance(x, Mapping):
+        return x.get(name, default)
+    return getattr(x, name, default)
+
+
+def _has(x: object, name: str) -> bool:
+    """Whether a stream (a record or a mapping) carries the field ``name`` at all (its value may be None)."""
+    if isinstance(x, Mapping):
+        return name in x
+    return dataclasses.is_dataclass(x) and name in {f.name for f in dataclasses.fields(x)}
+
+
+def _kind(case: object) -> str:
+    # A sweep point's record has no kind: it is a two-point measurement (its JSON has no "streams").
+    return "two_point" if isinstance(case, SweepPoint) else str(read(case, "kind", ""))
+
+
+def users_of(case: object) -> Any:
+    """The users of a sub-case from ``sub_cases``: a load level's concurrency, a session's users; else None."""
+    if isinstance(case, LoadLevel):
+        return case.concurrency
+    return read(case, "users")
+
+
+def trials(result: Case, metric: str) -> list[float]:
     """Per-trial finite values of ``metric`` (see the module docstring); [] when there are none."""
-    kind = result.get("kind", "")
+    kind = _kind(result)
     if kind == "ctx_sweep":
         return []
     if kind == "sustained":
-        streams = [s for s in result.get("streams") or [] if isinstance(s, dict) and metric in s]
+        streams = [s for s in read(result, "streams") or [] if _has(s, metric)]
         if streams:
-            return _values(s[metric] for s in streams)
-    if kind == "two_point" and metric == "decode_tps" and result.get("samples_tps"):
-        return _values(result["samples_tps"])
-    return _values([result.get(metric)])
+            return _values(read(s, metric) for s in streams)
+    if kind == "two_point" and metric == "decode_tps" and read(result, "samples_tps"):
+        return _values(read(result, "samples_tps"))
+    return _values([read(result, metric)])
 
 
-def sub_cases(result: dict[str, Any]) -> list[tuple[str, int | None, dict[str, Any]]]:
-    """``(nodeid, ctx, case)`` per comparable unit: the case itself, or each point of a sweep."""
-    nodeid = str(result.get("nodeid", ""))
-    if result.get("kind") == "load_sweep":
-        return [(nodeid, None, {**lv, "kind": "sustained", "nodeid": nodeid, "users": lv.get("concurrency")})
-                for lv in result.get("levels") or [] if isinstance(lv, dict)]
-    if result.get("kind") != "ctx_sweep":
+@overload
+def sub_cases(result: dict[str, Any]) -> list[tuple[str, int | None, dict[str, Any]]]: ...
+@overload
+def sub_cases(result: Case) -> list[tuple[str, int | None, Case]]: ...
+def sub_cases(result: Case) -> list[tuple[str, int | None, Any]]:
+    """``(nodeid, ctx, case)`` per comparable unit: the case itself, or each point of a sweep.
+
+    A typed result gives its typed parts (a ``LoadLevel``, whose ``users_of`` is its concurrency; a ``SweepPoint``);
+    a mapping gives mappings, as the module docstring says."""
+    nodeid = str(read(result, "nodeid", ""))
+    kind = read(result, "kind")
+    if kind == "load_sweep":
+        out_lv: list[tuple[str, int | None, Any]] = []
+        for lv in read(result, "levels") or []:
+            if isinstance(lv, dict):
+                out_lv.append((nodeid, None, {**lv, "kind": "sustained", "nodeid": nodeid,
+                                              "users": read(lv, "concurrency")}))
+            elif isinstance(lv, LoadLevel):
+                level = lv if lv.kind == "sustained" else dataclasses.replace(lv, kind="sustained")
+                out_lv.append((nodeid, None, level))
+        return out_lv
+    if kind != "ctx_sweep":
         return [(nodeid, None, result)]
-    out: list[tuple[str, int | None, dict[str, Any]]] = []
-    for p in result.get("points") or []:
+    out: list[tuple[str, int | None, Any]] = []
+    for p in read(result, "points") or []:
+        if isinstance(p, SweepPoint):
+            out.append((nodeid, int(p.ctx) if isinstance(p.ctx, int | float) else None, p))
+            continue
         if not isinstance(p, dict):
             continue
-        kind = p.get("kind") or ("sustained" if "streams" in p else "two_point")
-        ctx = p.get("ctx")
+        kind = read(p, "kind") or ("sustained" if "streams" in p else "two_point")
+        ctx = read(p, "ctx")
         out.append((nodeid, int(ctx) if isinstance(ctx, int | float) else None, {**p, "kind": kind, "nodeid": nodeid}))
     return out
 
@@ -339,24 +392,24 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
 
 @dataclass
 class _Entry:
-    cases: list[dict[str, Any]] = field(default_factory=list)
+    cases: list[Case] = field(default_factory=list)
 
 
 _Key = tuple[str, int | None, int | None]  # nodeid, sweep ctx, load level
 
 
-def _index(results: Iterable[dict[str, Any]]) -> tuple[dict[_Key, _Entry], dict[str, str]]:
+def _index(results: Iterable[Case]) -> tuple[dict[_Key, _Entry], dict[str, str]]:
     """Sub-cases by (nodeid, ctx, users), pooling repeats of one nodeid; errored nodeids with their reasons apart."""
     idx: dict[_Key, _Entry] = {}
     errors: dict[str, str] = {}
     for r in results:
-        if not isinstance(r, dict):
+        if not isinstance(r, dict | Result):
             continue
-        if r.get("verdict") == "error":
-            errors.setdefault(str(r.get("nodeid", "")), str(r.get("reason", "")) or "error")
+        if read(r, "verdict") == "error":
+            errors.setdefault(str(read(r, "nodeid", "")), str(read(r, "reason", "")) or "error")
             continue
         for nodeid, ctx, case in sub_cases(r):
-            idx.setdefault((nodeid, ctx, case.get("users")), _Entry()).cases.append(case)
+            idx.setdefault((nodeid, ctx, users_of(case)), _Entry()).cases.append(case)
     return idx, errors
 
 
@@ -377,12 +430,12 @@ def prompt_pairs(base: _Entry, cand: _Entry, metric: str) -> tuple[list[float], 
     def by_prompt(entry: _Entry) -> dict[str, list[float]] | None:
         out: dict[str, list[float]] = {}
         for case in entry.cases:
-            for st in case.get("streams") or []:
-                if not isinstance(st, dict) or not st.get("prompt_id"):
+            for st in read(case, "streams") or []:
+                if not isinstance(st, dict | StreamResult) or not read(st, "prompt_id"):
                     return None
-                v = _num(st.get(metric))
+                v = _num(read(st, metric))
                 if v is not None and v > 0:
-                    out.setdefault(str(st["prompt_id"]), []).append(v)
+                    out.setdefault(str(read(st, "prompt_id")), []).append(v)
         return out or None
 
     b, c = by_prompt(base), by_prompt(cand)
@@ -496,7 +549,7 @@ def _errored_only(base: dict[_Key, _Entry], base_err: dict[str, str], cand: dict
     return out
 
 
-def compare_runs(base_run: Any, cand_results: Iterable[dict[str, Any]], *,
+def compare_runs(base_run: Any, cand_results: Iterable[Case], *,
                  max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
                  alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
                  against: str = "baseline", rule: Callable[..., Comparison] | None = None) -> list[CaseComparison]:
@@ -540,7 +593,7 @@ def _with_q(out: list[CaseComparison]) -> list[CaseComparison]:
     return out
 
 
-def compare_ab(results_a: Iterable[dict[str, Any]], results_b: Iterable[dict[str, Any]], *,
+def compare_ab(results_a: Iterable[Case], results_b: Iterable[Case], *,
                max_regression: float = AB_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
                alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR,
                decide_at: int | None = DECIDE_AT) -> list[CaseComparison]:

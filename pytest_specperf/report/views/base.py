@@ -186,12 +186,6 @@ def _other_side(r: Result) -> tuple[str, str]:
     return ("A", "B") if r.ab is not None else ("baseline", "current")
 
 
-def _plain(r: Result) -> dict[str, Any]:
-    # TRANSITIONAL (issue 36): compare/trials.py's sub_cases and trials read dicts until the compare helper's
-    # branch types them; the lead drops this at the merge.
-    return to_dict(r)
-
-
 def _base_trials(r: Result, cc: CaseComparison, baseline: list[Result]) -> tuple[str, list[float]]:
     """The other side's trials for a comparison: A from an A/B run, else the matching baseline case."""
     metric = cc.metric or ""
@@ -204,7 +198,7 @@ def _base_trials(r: Result, cc: CaseComparison, baseline: list[Result]) -> tuple
         return "A", [] if a is None else [a]
     key = case_key(cc.nodeid, cc.ctx)
     for b in baseline:
-        for nodeid, ctx, case in sub_cases(_plain(b)):
+        for nodeid, ctx, case in sub_cases(b):
             if case_key(nodeid, ctx) == key:
                 return "baseline", trials(case, metric)
     return "baseline", []
@@ -215,7 +209,7 @@ def _cand_trials(r: Result, cc: CaseComparison) -> list[float]:
     ab = r.ab
     if ab is not None and metric == "decode_tps" and cc.ctx is None:
         return [float(x) for x in ab.b_decode_tps]
-    for _nodeid, ctx, case in sub_cases(_plain(r)):
+    for _nodeid, ctx, case in sub_cases(r):
         if ctx == cc.ctx:
             return trials(case, metric)
     return []

@@ -3,7 +3,6 @@ Spec-Bench leaderboard row; each category's n (requests) is in the view's facts 
 
 from __future__ import annotations
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import CapacityResult, LoadSweepResult, RateResult, Result, SustainedResult
 from pytest_specperf.report.table import category_count, finite_number
@@ -95,9 +94,8 @@ def facts(result: ResultLike) -> list[tuple[str, str]]:
     at = f" @ {users_text(level)}" if level is not None else ""
     out = []
     for name, f in cats.items():
-        # TRANSITIONAL (issue 36): report/table.py's category_count reads a dict until the report helper's branch
         out.append((f"category {name}" + at,
-                    f"{category_count(to_dict(f))}, decode {fmt(f.decode_tps_p50)} tok/s "
+                    f"{category_count(f)}, decode {fmt(f.decode_tps_p50)} tok/s "
                     f"(p10 {fmt(f.decode_tps_p10)}), TTFT p50 {fmt(_figure(f, 'ttft_p50_ms'), '.1f', ' ms')}, "
                     f"accept {fmt(f.accept_len, '.2f')}/step, rate {fmt(f.accept_rate, '.2f')}, "
                     f"drift {fmt(f.drift, '.2f')}"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import StreamResult, SustainedResult, SweepResult, TwoPointResult
 from pytest_specperf.report.table import finite_number
 from pytest_specperf.report.views.base import (
@@ -86,8 +85,7 @@ def sustained(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
     """Cumulative tokens, window rates, tokens per step and step time per window, burst gap."""
     r = typed_as(result, SustainedResult)
     acc = r.acceptance
-    # TRANSITIONAL (issue 36): run/acceptance.py's slowdown_split reads a dict until the run helper's branch
-    att = None if r.attribution is None else to_dict(r.attribution)
+    att = r.attribution
     facts = [
         *common_facts(r),
         *_stream_facts(r),
