@@ -48,13 +48,16 @@ def metadata(results: Sequence[Result | report.Row | Mapping[str, Any]], meta: d
     machine = meta.get("machine") or {}  # not result data
     commit_text = "-"
     if commit:
-        commit_text = f"{str(commit.get('id', '-'))[:12]}{' (dirty)' if commit.get('dirty') else ''}"
+        dirty = " (dirty)" if commit.get("dirty") else ""  # not result data
+        commit_text = f"{str(commit.get('id', '-'))[:12]}{dirty}"  # not result data
         if commit.get("branch"):  # not result data
             commit_text += f" on {commit['branch']}"
     machine_text = "-"
     if machine:
-        machine_text = (f"{machine.get('system', '?')} {machine.get('machine', '')}, {machine.get('cpu_count', '?')} "
-                        f"CPUs, Python {machine.get('python_version', '?')}, host {machine.get('host_id', '?')}")
+        system, arch = machine.get("system", "?"), machine.get("machine", "")  # not result data
+        cpus = machine.get("cpu_count", "?")  # not result data
+        python, host = machine.get("python_version", "?"), machine.get("host_id", "?")  # not result data
+        machine_text = f"{system} {arch}, {cpus} CPUs, Python {python}, host {host}"
     server = meta.get("server") or (first.server if first else None) or "-"  # not result data
     version = meta.get("server_version") or next(  # not result data
         (r.server_version for r in typed if r.server_version), None)
@@ -63,11 +66,11 @@ def metadata(results: Sequence[Result | report.Row | Mapping[str, Any]], meta: d
     if ab:  # an A/B run measured two endpoints: name both
         endpoint = f"A {ab.a_endpoint} (baseline), B {ab.b_endpoint} (candidate)"
     # the arms table is still a dict (issue 36)
-    arms = next((r.arms for r in typed if isinstance(r.arms, dict) and r.arms.get("endpoints")),  # not result data yet
+    arms = next((r.arms for r in typed if isinstance(r.arms, dict) and r.arms.get("endpoints")),  # untyped part
                 None)
     if arms and not ab:  # an arms run measured one endpoint per arm: name each
-        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")  # not result data yet
-                             for n, u in arms["endpoints"].items())  # not result data yet: arms
+        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")  # untyped part
+                             for n, u in arms["endpoints"].items())  # untyped part: arms
     return [
         ("endpoint", endpoint),
         ("model", str(meta.get("model") or (first.model if first else None) or "-")),  # not result data

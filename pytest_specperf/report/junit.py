@@ -58,7 +58,7 @@ def junit_properties(result: Result | Mapping[str, Any], comparisons: Iterable[C
     props += _category_props(r)
     cross = getattr(r, "crossover", None)
     if isinstance(cross, dict):
-        props.append(("specperf_crossover", cross.get("text", "")))  # not result data yet: crossover is a dict
+        props.append(("specperf_crossover", cross.get("text", "")))  # untyped part: crossover is a dict
     ccs = [cc for cc in comparisons if cc.nodeid == r.nodeid] if comparisons is not None else (r.comparisons or [])
     for cc in ccs:
         at = (f"_ctx{cc.ctx}" if cc.ctx is not None else "") + (f"_users{cc.users}" if cc.users is not None else "")

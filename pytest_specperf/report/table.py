@@ -437,15 +437,15 @@ def _arms_figures(r: Row, n: Any) -> dict[str, Any]:
     t = r.arms  # the arms table: still a dict (issue 36), read by its keys below
     if not isinstance(t, dict):
         return {}
-    mine = next((row["arms"].get(t.get("deployed")) for row in t.get("levels") or []  # not result data yet: arms
-                 if isinstance(row, dict) and row.get("users") == n  # not result data yet: the arms table
-                 and isinstance(row.get("arms"), dict)), None)  # not result data yet: the arms table
-    if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:  # not result data yet: arms
+    mine = next((row["arms"].get(t.get("deployed")) for row in t.get("levels") or []  # untyped part: arms
+                 if isinstance(row, dict) and row.get("users") == n  # untyped part: the arms table
+                 and isinstance(row.get("arms"), dict)), None)  # untyped part: the arms table
+    if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:  # untyped part: arms
         return {}
     # its p10 is a median over trials of another figure: beside a geometric mean it would read as one of its parts
-    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}  # not result data yet: the arms table
-    if finite_number(mine.get("total_tps")) is not None:  # not result data yet: the arms table
-        out["total_tps"] = mine["total_tps"]  # not result data yet: the arms table
+    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}  # untyped part: the arms table
+    if finite_number(mine.get("total_tps")) is not None:  # untyped part: the arms table
+        out["total_tps"] = mine["total_tps"]  # untyped part: the arms table
     return out
 
 
@@ -453,10 +453,10 @@ def arms_note(r: Row | Result | Mapping[str, Any]) -> str | None:
     """What a load sweep measured on arms (or A/B) shows as per-user decode on its rows, and why."""
     r = as_row(r)
     t = r.arms
-    if r.kind != "load_sweep" or not isinstance(t, dict) or not t.get("levels"):  # not result data yet: arms
+    if r.kind != "load_sweep" or not isinstance(t, dict) or not t.get("levels"):  # untyped part: arms
         return None
-    return (f"per-user decode on the level rows: arm {t.get('deployed')}'s geometric mean over its trials, as in the "
-            f"arms table")
+    deployed = t.get("deployed")  # untyped part
+    return f"per-user decode on the level rows: arm {deployed}'s geometric mean over its trials, as in the arms table"
 
 
 def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
@@ -468,26 +468,27 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     n = lv.level
     blamed = [str(lv.reason)] if lv.verdict == "failed" and lv.reason else []
     # the arms table and the crossover are still dicts (issue 36): read by their keys
-    gate = (r.arms.get("gate") if isinstance(r.arms, dict) else None) or {}  # not result data yet: arms
-    for x in gate.get("levels") or []:  # not result data yet: the arms gate (deployed too slow vs the best here)
-        here = isinstance(x, dict) and x.get("users") == n  # not result data yet: the arms gate
-        if here and x.get("verdict") in ("below", "inconclusive"):  # not result data yet: the arms gate
-            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])  # not result data yet: arms
+    gate = (r.arms.get("gate") if isinstance(r.arms, dict) else None) or {}  # untyped part: arms
+    for x in gate.get("levels") or []:  # untyped part: the arms gate (deployed too slow vs the best here)
+        here = isinstance(x, dict) and x.get("users") == n  # untyped part: the arms gate
+        if here and x.get("verdict") in ("below", "inconclusive"):  # untyped part: the arms gate
+            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])  # untyped part: arms
             if text in reason:
                 blamed.append(text.removeprefix(f"at {n_users(n)} "))
     prefix = f"at {n_users(n)}: "
     blamed += [str(c.reason).removeprefix(prefix) for c in lv.comparisons or []
                if c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
     cross = r.crossover or {}
-    if cross.get("gated") and cross.get("text") and cross["text"] in reason:  # not result data yet: crossover
-        levels = [x for x in cross.get("levels") or [] if isinstance(x, dict)]  # not result data yet: crossover
-        failing = [x for x in levels if x.get("verdict") == "below"] or [  # not result data yet: crossover
-            x for x in levels if x.get("verdict") == "inconclusive"]  # not result data yet: crossover
+    if cross.get("gated") and cross.get("text") and cross["text"] in reason:  # untyped part: crossover
+        levels = [x for x in cross.get("levels") or [] if isinstance(x, dict)]  # untyped part: crossover
+        failing = [x for x in levels if x.get("verdict") == "below"] or [  # untyped part: crossover
+            x for x in levels if x.get("verdict") == "inconclusive"]  # untyped part: crossover
         for x in failing:
-            if x.get("users") == n:  # not result data yet: crossover
-                lo, hi = ([*(x.get("interval") or []), None, None])[:2]  # not result data yet: crossover
-                blamed.insert(0, f"speedup {_f(x.get('speedup'), '.2f')} [{_f(lo, '.2f')}, {_f(hi, '.2f')}] "
-                                 f"under min_speedup {_f(cross.get('floor'), 'g')}")
+            if x.get("users") == n:  # untyped part: crossover
+                lo, hi = ([*(x.get("interval") or []), None, None])[:2]  # untyped part: crossover
+                speedup, floor = x.get("speedup"), cross.get("floor")  # untyped part
+                blamed.insert(0, f"speedup {_f(speedup, '.2f')} [{_f(lo, '.2f')}, {_f(hi, '.2f')}] "
+                                 f"under min_speedup {_f(floor, 'g')}")
     return {"verdict": "failed", "reason": "; ".join(once(blamed))} if blamed else {}
 
 

@@ -34,7 +34,7 @@ VIEWS: dict[str, View] = {
 def view(result: ResultLike, baseline: Sequence[ResultLike] | None = None) -> CaseView:
     """The view of one result: its kind's view (the generic one otherwise), plus its comparisons."""
     if isinstance(result, Mapping):
-        kind, verdict = result.get("kind"), result.get("verdict")  # the JSON, before typing
+        kind, verdict = result.get("kind"), result.get("verdict")  # untyped part: the JSON, before typing
         if verdict == "error":
             # An errored case's record holds only what the case asked (no endpoint, no figures): it is not a
             # measured result to type, and nothing in it can be drawn. Shown as recorded.

@@ -38,8 +38,8 @@ def _chart(n: int, e: dict[str, Any], title: str) -> Chart | None:
     for c in e.get("changes") or []:  # untyped part: a history entry
         x = float(int(c.get("index", 0)) + 1)  # untyped part: a history entry
         if x >= first:
-            chart.levels.append(Level(x - 0.5, f"change at run {c.get('run') or 'this'} ({c.get('commit')}): "
-                                               f"{c.get('effect', 0):+.1%}", axis="x"))
+            run, commit, effect = c.get("run") or "this", c.get("commit"), c.get("effect", 0)  # untyped part
+            chart.levels.append(Level(x - 0.5, f"change at run {run} ({commit}): {effect:+.1%}", axis="x"))
     return chart
 
 
@@ -47,7 +47,7 @@ def charts(result: ResultLike) -> list[Chart]:
     """The trend charts of a result judged against its history (none without one)."""
     out = []
     for n, e in enumerate(x for x in typed(result).history or [] if isinstance(x, dict)):
-        title = f"{e.get('metric')} over {e.get('runs')} runs: {e.get('verdict')}"
+        title = f"{e.get('metric')} over {e.get('runs')} runs: {e.get('verdict')}"  # untyped part
         effect = e.get("effect")  # untyped part: a history entry
         if effect is not None:
             title += f" ({float(effect):+.1%} vs predicted)"
@@ -61,8 +61,8 @@ def trend_charts(entries: list[dict[str, Any]]) -> list[Chart]:
     """``specperf trend``'s charts: the history alone, with the interval the next run is predicted in."""
     out = []
     for n, e in enumerate(entries):  # not result data: history/trend.py's entries, no run's result
-        chart = _chart(n, e, f"{e.get('key')} {e.get('metric')}: {e.get('runs')} runs, "
-                             f"{len(e.get('changes') or [])} change point(s)")
+        chart = _chart(n, e, f"{e.get('key')} {e.get('metric')}: {e.get('runs')} runs, "  # untyped part
+                             f"{len(e.get('changes') or [])} change point(s)")  # untyped part
         if chart is not None:
             out.append(chart)
     return out
@@ -75,7 +75,8 @@ def facts(result: ResultLike) -> list[tuple[str, str]]:
         effect = e.get("effect") if isinstance(e, dict) else None  # untyped part: a history entry
         if effect is not None:
             began = e.get("began")  # untyped part: a history entry
-            where = f"; change began at run {began.get('run') or 'now'} ({began.get('commit')})" if began else ""
-            out.append((f"history {e.get('metric')}", f"{float(effect):+.1%} vs {e.get('runs')} runs: "
-                                                       f"{e.get('verdict')}{where}"))
+            at, commit = (began.get("run") or "now", began.get("commit")) if began else (None, None)  # untyped part
+            where = f"; change began at run {at} ({commit})" if began else ""
+            metric, runs, verdict = e.get("metric"), e.get("runs"), e.get("verdict")  # untyped part
+            out.append((f"history {metric}", f"{float(effect):+.1%} vs {runs} runs: {verdict}{where}"))
     return out
