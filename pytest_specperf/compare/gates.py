@@ -7,7 +7,7 @@ and attaches the comparisons to the result dict as plain data (``comparisons``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -70,9 +70,11 @@ def _data(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
 
 def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
-                     strict: bool = False, *, auto: bool = False) -> list[str]:
+                     strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
     its ``comparisons``, fails it on a regression. A result given as data (the CLI's) is judged in place.
+    ``keys``: judge only these units of the case (``case_key``: its levels, its sweep points), the rest being
+    judged elsewhere (the history gate falls back here for the units whose history is short).
 
     ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
@@ -89,6 +91,8 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
     unlike = [*(differences or []), *_case_differences(mine, row)]
     judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
+    if keys is not None:
+        judged = [cc for cc in judged if cc.key in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
 

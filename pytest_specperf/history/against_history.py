@@ -142,6 +142,8 @@ def _fall_back(store: Store, result: dict[str, Any], short: list[tuple[str, list
     base = records.result_of(store, latest.run_id, nodeid)
     if base is None:
         return [f"{head}; the latest run's result is missing, not judged"]
-    notes = gating.against_baseline(gating.Gate(max_regression, inconclusive), result, [base])
+    # only the short units: the others were judged against their history above
+    notes = gating.against_baseline(gating.Gate(max_regression, inconclusive), result, [base],
+                                    keys={key for key, _ in short})
     return [f"{head}; judged against the latest (run {latest.run_id}, commit {latest.commit}) by the baseline "
             "rule", *notes]

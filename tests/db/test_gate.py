@@ -73,3 +73,27 @@ def test_a_short_history_says_so_and_uses_the_baseline_rule(store: Store) -> Non
                "commit c02) by the baseline rule" in n for n in notes)
     assert cand["verdict"] == "failed" and cand["history"] == []
     assert [c["verdict"] for c in cand["comparisons"] if c["metric"] == "decode_tps"] == ["regressed"]
+
+
+def _sweep(level_values: dict[int, float]) -> dict:
+    levels = [{"concurrency": n, "kind": "sustained", "verdict": "passed", "decode_tps": v, "total_tps": v * n,
+               "ttft_s": 0.5, "streams": [{"decode_tps": v, "ttft_s": 0.5}] * n} for n, v in level_values.items()]
+    return {"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed", "ctx": 100,
+            "tokens": 200, "concurrency": list(level_values), "levels": levels}
+
+
+def test_a_short_level_falls_back_alone_and_the_others_keep_their_history(store: Store) -> None:
+    """A level new to the sweep has no history: it alone is judged against the latest run. The levels with a history
+    are judged by it, not again against that one run, here an outlier 15 % faster than their usual."""
+    rng = np.random.default_rng(6)
+    for i in range(8):  # the last of them with the new level
+        usual = {1: float(100 * math.exp(rng.normal(0, 0.01))), 2: float(90 * math.exp(rng.normal(0, 0.01)))}
+        records.record_run(store, [_sweep(usual if i < 7 else {**usual, 4: 70.0})], _meta(i))
+    records.record_run(store, [_sweep({1: 115.0, 2: 103.5, 4: 70.0})], _meta(8))  # the latest: lucky at 1 and 2
+    cand = _sweep({1: 100.0, 2: 90.0, 4: 70.0})  # the usual figures
+    notes = against_history.judge(store, cand, {}, max_regression=0.05)
+    assert any("t::sweep@users=4 has 2 earlier run(s)" in n and "by the baseline rule" in n for n in notes), notes
+    assert {e["key"] for e in cand["history"]} == {"t::sweep@users=1", "t::sweep@users=2"}
+    assert all(e["verdict"] == "passed" for e in cand["history"])
+    assert {c["key"] for c in cand.get("comparisons", [])} <= {"t::sweep@users=4"}
+    assert cand["verdict"] == "passed", cand["reason"]
