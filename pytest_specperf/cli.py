@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -94,11 +93,8 @@ def load(folder: Path, name: str) -> storage.Run:
         known = ", ".join(p.stem for p in storage.list_runs(folder)[-5:])
         hint = f"known: {known}" if known else f"no saved runs in {folder}; save one with pytest --specperf-save"
         raise UsageError(f"no run {name!r} in {folder} ({hint}); `specperf list` shows them")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run = storage.load_run(path)
+    run, why = storage.read_run(path)
     if run is None:
-        why = str(caught[0].message) if caught else f"{path} could not be read"
         raise UsageError(_why(why))
     return run
 
@@ -131,11 +127,9 @@ def cmd_list(folder: Path) -> int:
     if not paths:
         print(f"no saved runs in {folder}; save one with pytest --specperf-save")
     for path in paths:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run = storage.load_run(path)
+        run, reason = storage.read_run(path)
         if run is None:
-            why = _why(str(caught[0].message)) if caught else str(path)
+            why = _why(reason)
             print(f"{path.stem}  unreadable: {why}")
             skipped.append(f"{path.name} ({why.split(': ', 1)[-1]})")
             continue

@@ -315,6 +315,16 @@ def _warn(path: Path, why: str) -> None:
     warnings.warn(f"specperf: skipping run file {path}: {why}", SpecperfStorageWarning, stacklevel=3)
 
 
+def read_run(path: Path | str) -> tuple[Run | None, str]:
+    """``load_run`` for callers that show why a run cannot be used: the run and "", or None and the reason."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = load_run(path)
+    if run is not None:
+        return run, ""
+    return None, str(caught[0].message) if caught else f"{path} could not be read"
+
+
 def load_run(path: Path | str) -> Run | None:
     """Read a run file; ``None`` with a one-line warning when it cannot be used."""
     path = Path(path)

@@ -8,7 +8,6 @@ way ``storage.load_run`` names them.
 from __future__ import annotations
 
 import hashlib
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,9 @@ def import_runs(store: Store, paths: list[Path]) -> tuple[list[str], list[str]]:
     done: list[str] = []
     skipped: list[str] = []
     for path in paths:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run = storage.load_run(path)
+        run, reason = storage.read_run(path)
         if run is None:
-            why = str(caught[0].message).split(": ", 2)[-1] if caught else "unreadable"
+            why = reason.split(": ", 2)[-1]
             skipped.append(f"{path.name}: {why}")
             continue
         source = "json:" + hashlib.sha256(path.read_bytes()).hexdigest()[:24]

@@ -7,7 +7,6 @@ JSON file are built the same way with and without xdist, by the one process that
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +113,8 @@ def _load_baseline(config: pytest.Config, settings: Settings) -> list[Recorded]:
     if path is None:
         what = f"saved run {settings.compare!r}" if settings.compare else "saved run"
         raise pytest.UsageError(f"--specperf-compare: no {what} in {folder}; save one first with --specperf-save")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run = storage.load_run(path)
+    run, reason = storage.read_run(path)
     if run is None:
-        reason = str(caught[0].message) if caught else f"{path} could not be read"
         # A corrupt or old baseline is a warning and no comparison, never a crash.
         config.issue_config_time_warning(SpecperfWarning(f"{reason}; comparisons skipped"), stacklevel=2)
         return []
