@@ -9,7 +9,7 @@ wrote is refused with a one-line error. Numbers are kept as written (an ``int`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import cattrs
 
@@ -53,6 +53,14 @@ def load_result(data: Mapping[str, Any]) -> Result:
     except cattrs.BaseValidationError as exc:
         why = "; ".join(str(e) for e in cattrs.transform_error(exc))[:300]
         raise ConfigError(f"a {kind} result cannot be read ({why}); the saved run is damaged: save it again") from None
+
+
+R = TypeVar("R")
+
+
+def load_part(data: Mapping[str, Any], cls: type[R]) -> R:
+    """One record inside a result (a comparison, a level), read from its JSON by the same rules as a result."""
+    return _converter.structure(dict(data), cls)
 
 
 def as_result(data: Result | Mapping[str, Any]) -> Result:

@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import CaseComparison, Comparison
+from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.saved_results import load_part
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
@@ -488,9 +489,5 @@ def comparisons_of(results: Sequence[Result | Mapping[str, Any]]) -> list[CaseCo
         if isinstance(r, Result):
             out += r.comparisons or []
             continue
-        for d in read(r, "comparisons") or []:
-            c = read(d, "comparison")
-            out.append(CaseComparison(read(d, "nodeid"), read(d, "ctx"), read(d, "metric"), read(d, "verdict"),
-                                      read(d, "reason"), Comparison(**c) if c else None, read(d, "q"),
-                                      read(d, "users")))
+        out += [load_part(d, CaseComparison) for d in read(r, "comparisons") or []]
     return out

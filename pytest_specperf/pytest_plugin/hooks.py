@@ -40,7 +40,6 @@ from pytest_specperf.pytest_plugin.keys import (
     SPEC,
     Recorded,
     SpecperfWarning,
-    plain,
 )
 from pytest_specperf.pytest_plugin.options import add_options, read_settings
 from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
@@ -104,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
         base = config.stash.get(BASELINE, None)
         config.pluginmanager.register(ReportWriter(config, base), "specperf-reporter")
         if html_extras.wanted(config):
-            extras = html_extras.HtmlExtras(config, None if base is None else plain(base))
+            extras = html_extras.HtmlExtras(config, base)
             config.pluginmanager.register(extras, "specperf-html")
 
 def _load_baseline(config: pytest.Config, settings: Settings) -> list[Recorded]:

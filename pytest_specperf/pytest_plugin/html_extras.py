@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 from markupsafe import escape
 
 from pytest_specperf.errors import shorten
-from pytest_specperf.pytest_plugin.keys import carried
+from pytest_specperf.pytest_plugin.keys import Recorded, carried
 from pytest_specperf.report.output import DrawError
 
 #: a 1x1 transparent PNG, replaced by the case's image after the last case
@@ -51,7 +52,7 @@ def _note_html(result: dict[str, Any], exc: BaseException) -> str:
 class HtmlExtras:
     """Adds ``extras`` to reports carrying specperf results; draws their images after the last case."""
 
-    def __init__(self, config: pytest.Config, baseline: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, config: pytest.Config, baseline: Sequence[Recorded] | None = None) -> None:
         self.config = config
         self.baseline = baseline
         self.pending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (image extra, its result)

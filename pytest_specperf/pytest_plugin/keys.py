@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
@@ -55,12 +54,6 @@ def typed(data: dict[str, Any]) -> Recorded:
 def is_error(result: Recorded) -> bool:
     """Whether ``result`` is the error record of a case that could not be measured."""
     return result.verdict == "error" if isinstance(result, Result) else result.get("verdict") == "error"
-
-
-def plain(results: list[Recorded] | None) -> list[dict[str, Any]]:
-    """Results as plain data, for the outputs and views that still read mappings (TRANSITIONAL: once report/
-    normalises at its entry with ``saved_results.as_result``, the writer hands the typed results as they are)."""
-    return [to_dict(r) if isinstance(r, Result) else r for r in results or []]
 
 
 def results_of(report: pytest.TestReport) -> list[Recorded]:

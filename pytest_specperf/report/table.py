@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, Comparison, SweepPoint
+from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, SweepPoint
 from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
-from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result
+from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result, load_part
 from pytest_specperf.compare import arms
 from pytest_specperf.run.load import knee_text
 
@@ -136,16 +136,8 @@ def error_row(record: Mapping[str, Any]) -> Row:
                comparisons=None if comparisons is None else [_comparison(c) for c in comparisons])
 
 
-def _comparison(data: Any) -> CaseComparison:
-    if isinstance(data, CaseComparison):
-        return data
-    names = {f.name for f in dataclasses.fields(CaseComparison)}
-    given = {k: v for k, v in data.items() if k in names}
-    figures = given.pop("comparison", None)
-    if isinstance(figures, Mapping):
-        known = {f.name for f in dataclasses.fields(Comparison)}
-        figures = Comparison(**{k: v for k, v in figures.items() if k in known})
-    return CaseComparison(**given, comparison=figures)
+def _comparison(data: CaseComparison | Mapping[str, Any]) -> CaseComparison:
+    return data if isinstance(data, CaseComparison) else load_part(data, CaseComparison)
 
 
 def _sweep_low(r: Row) -> str:
