@@ -63,13 +63,9 @@ def cold_pairs(result: Result) -> list[tuple[int | None, int | None]]:
 
 
 def attach(result: Result, allowance: int, mode: str) -> None:
-    """Set ``cached_share`` (and each load level's) and, for a cold case, ``ttft_cache`` where it came back cached."""
+    """Set ``cached_share`` and, for a cold case, ``ttft_cache`` where it came back cached. A load sweep's levels
+    got theirs as each was measured (``load.load_sweep``: before it was judged); here the case's, over them all."""
     pairs = cold_pairs(result)
     result.prefix_cache = mode
     result.cached_share = share(pairs)
-    if isinstance(result, LoadSweepResult):
-        for lv in result.levels:
-            lv_pairs = _pairs(lv.streams)
-            lv.cached_share = share(lv_pairs)
-            lv.ttft_cache = verdict(lv_pairs, allowance) if mode == "cold" else ""
     result.ttft_cache = verdict(pairs, allowance) if mode == "cold" else ""
