@@ -7,14 +7,15 @@ and attaches the comparisons to the result dict as plain data (``comparisons``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import CaseComparison
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.json_form import OMIT
+from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
+from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_part
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
@@ -22,6 +23,7 @@ from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
 
 _T = TypeVar("_T", SustainedResult, LoadLevel)
+_R = TypeVar("_R", bound=Result)
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
 #: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
@@ -148,7 +150,7 @@ def per_trial(results: Sequence[Case]) -> list[Any]:
     return out
 
 
-def speedup_gated(result: dict[str, Any]) -> bool:
+def speedup_gated(result: Case) -> bool:
     """A load sweep with ``min_speedup``: in A/B its speedup floor is its gate, instead of the regression gate."""
     return read(result, "kind") == "load_sweep" and read(result, "min_speedup") is not None
 
@@ -187,9 +189,11 @@ def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparis
 
 
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
-           max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+           max_regression: float | None = None) -> tuple[Result, list[str]]:
     """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
-    arms = arms_table.measure({"A": lambda: measure_a().as_dict(), "B": lambda: measure_b().as_dict()}, trials)
+    # TRANSITIONAL until the arms branch: arms_table.measure is annotated with dicts; it returns what it calls
+    arms = cast("dict[str, list[Result]]", arms_table.measure(
+        cast("dict[str, Callable[[], dict[str, Any]]]", {"A": measure_a, "B": measure_b}), trials))
     a, b = per_trial(arms["A"]), per_trial(arms["B"])
     ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
@@ -218,37 +222,57 @@ def saved_notes(gate: Gate, result: Result, max_repeat: int, max_regression: flo
 
 
 def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
-                max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+                max_regression: float | None = None) -> tuple[Result, list[str]]:
     """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
-    a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
-                                  max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
-                                  metrics=METRICS, judge=_ab_judged)
+    a, b, ccs = sequential.run_ab(measure_a, measure_b, max_repeat=max_repeat,
+                                  max_regression=max_regression or gate.max_regression, metrics=METRICS,
+                                  judge=_ab_judged)
     summary, warnings = _ab_summary({"A": a, "B": b}, ccs, gate)
     return summary, warnings + sequential.noise_warnings(ccs)
 
 
-def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate
-                ) -> tuple[dict[str, Any], list[str]]:
+def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: Gate) -> tuple[Result, list[str]]:
     trials = len(arms["B"])
     summary = aggregate(arms["B"], arm="B")
     a_row = aggregate(arms["A"], arm="A")
-    summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
-                     "a": {k: v for k, v in a_row.items() if k in AGGREGATED},
-                     "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
-                     "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
-    if summary.get("kind") == "load_sweep":  # untyped part: trial rows
-        summary["ab"]["a_levels"] = a_row.get("levels")  # untyped part: A's rows, every trial (the speedups' divisor)
+    # ``a`` stays a mapping of scalars on purpose: A's aggregated figures under B's field names, whichever kind
+    summary.ab = AbSummary(trials=trials, a_endpoint=arms["A"][0].endpoint, b_endpoint=summary.endpoint,
+                           a={k: getattr(a_row, k) for k in _json_fields(a_row) if k in AGGREGATED},
+                           a_decode_tps=[read(r, "decode_tps") for r in arms["A"]],
+                           b_decode_tps=[read(r, "decode_tps") for r in arms["B"]])
+    if isinstance(summary, LoadSweepResult) and isinstance(a_row, LoadSweepResult):
+        summary.ab.a_levels = a_row.levels  # A's rows, every trial (the speedups' divisor)
     gated = speedup_gated(summary)  # then the floor (crossover.apply) judges it; comparisons are only shown
     warnings = gate.apply(summary, ccs, judge=not gated)
-    if gated:
-        summary.setdefault("notes", []).append(
-            f"A/B judged by min_speedup {summary['min_speedup']:g}, B's per-user speedup at every level; the "
+    if gated and isinstance(summary, LoadSweepResult):
+        summary.notes.append(
+            f"A/B judged by min_speedup {summary.min_speedup:g}, B's per-user speedup at every level; the "
             "per-level comparisons are shown, not gated")
-    if summary.get("kind") == "load_sweep":  # untyped part: trial rows
-        warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
-        summary["arms"] = arms_table.table(arms, baseline="A", deployed="B")  # the two-arm case, shown as N arms
+    if isinstance(summary, LoadSweepResult):
+        # TRANSITIONAL until the arms branch: crossover.apply and arms_table.table are annotated with dicts
+        warnings += _applied_as_data(summary, lambda data: crossover.apply(
+            data, cast("list[dict[str, Any]]", arms["A"]), cast("list[dict[str, Any]]", arms["B"]),
+            gate.inconclusive))
+        summary.arms = arms_table.table(cast("dict[str, list[dict[str, Any]]]", arms), baseline="A",
+                                        deployed="B")  # the two-arm case, shown as N arms
     categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
     return summary, warnings
+
+
+def _applied_as_data(summary: Result, apply: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    """TRANSITIONAL until the arms branch (its ``apply`` take the typed summary): ``crossover.apply`` and
+    ``arms_table.apply`` still write a mapping; they get the fields they read and write, and what they wrote is
+    set back on the summary."""
+    data: dict[str, Any] = {"verdict": summary.verdict, "reason": summary.reason, "notes": summary.notes}
+    if isinstance(summary, LoadSweepResult):
+        data["min_speedup"] = summary.min_speedup
+    warnings = apply(data)
+    summary.verdict, summary.reason, summary.notes = data["verdict"], data["reason"], data["notes"]
+    if "crossover" in data and isinstance(summary, LoadSweepResult):
+        summary.crossover = data["crossover"]
+    if "arms" in data:
+        summary.arms = data["arms"]
+    return warnings
 
 
 #: One trial of one arm: ``(arm name, levels)`` -> its result; ``levels`` None runs the case as written, else
@@ -258,7 +282,7 @@ ArmMeasure = Callable[[str, "list[int] | None"], Result]
 
 def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, baseline: str,
              deployed: str | None = None, max_loss: float | None = None, tokens: dict[str, int] | None = None,
-             auto: bool = False) -> tuple[dict[str, Any], list[str]]:
+             auto: bool = False) -> tuple[Result, list[str]]:
     """Measure every arm interleaved (``trials`` each; with ``auto`` rounds until every level's best arm is
     decided, at most ``trials`` full sweeps' worth of level-trials per arm, spent on the open levels) and judge
     the deployed arm against the best; returns its row and warnings.
@@ -266,11 +290,14 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
     The case's row is the deployed arm's (the baseline's when none is named), every trial combined; the arms
     comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
     """
+    # every arm's trials, typed; TRANSITIONAL until the arms branch: list[Any], as arms_table is annotated with dicts
+    results: dict[str, list[Any]]
     if not auto:
-        def trial(n: str) -> Callable[[], dict[str, Any]]:  # binds this arm's name now, not the loop's last
-            return lambda: measure(n, None).as_dict()
+        def trial(n: str) -> Callable[[], Result]:  # binds this arm's name now, not the loop's last
+            return lambda: measure(n, None)
 
-        results = arms_table.measure({n: trial(n) for n in names}, trials)
+        results = cast("dict[str, list[Any]]", arms_table.measure(
+            cast("dict[str, Callable[[], dict[str, Any]]]", {n: trial(n) for n in names}), trials))
     else:
         results = {n: [] for n in names}
         open_levels: list[int] | None = None
@@ -279,7 +306,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
         budget, spent, round_, cost = trials, 0, 0, 1  # per arm; a round costs its open levels (all at first)
         while spent + cost <= budget:
             for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
-                results[n].append(measure(n, open_levels).as_dict())
+                results[n].append(measure(n, open_levels))
             if round_ == 0:
                 cost = max(1, len(arms_table.levels_of(results[names[0]])))
                 budget = trials * cost
@@ -292,22 +319,21 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
             if not open_levels:
                 break
             cost = len(open_levels)
-    row = aggregate(results[deployed or baseline], arm=deployed or baseline)
-    if auto and row.get("kind") == "load_sweep":  # untyped part: trial rows
+    row: Result = aggregate(results[deployed or baseline], arm=deployed or baseline)
+    if auto and isinstance(row, LoadSweepResult):
         # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
-        row["concurrency"] = arms_table.levels_of(results[deployed or baseline])
-        levels = row.get("levels") or []  # untyped part: trial rows
-        row["levels"] = sorted(levels, key=lambda lv: lv.get("concurrency") or 0)  # untyped part: trial rows
-        top = row["levels"][-1].get("decode_tps") if row["levels"] else None  # untyped part: trial rows
-        row["decode_tps"] = top if row["levels"] else row.get("decode_tps")  # untyped part: trial rows
+        row.concurrency = arms_table.levels_of(results[deployed or baseline])
+        row.levels = sorted(row.levels, key=lambda lv: lv.concurrency or 0)
+        row.decode_tps = row.levels[-1].decode_tps if row.levels else row.decode_tps
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
-    t["endpoints"] = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}  # untyped part: trial rows
+    t["endpoints"] = {n: rs[0].endpoint for n, rs in results.items() if rs}
     # open-loop kinds have no per-user decode per level to rank arms by
-    if row.get("kind") in KIND_METRICS:  # untyped part: trial rows
-        row["arms"] = {**t, "levels": []}
-        row.setdefault("notes", []).append("arms measured; open-loop cases are not ranked per level")
+    if row.kind in KIND_METRICS:
+        row.arms = {**t, "levels": []}
+        row.notes.append("arms measured; open-loop cases are not ranked per level")
         return row, []
-    return row, arms_table.apply(row, t, gate.inconclusive)
+    # TRANSITIONAL until the arms branch: arms_table.apply still writes a mapping
+    return row, _applied_as_data(row, lambda data: arms_table.apply(data, t, gate.inconclusive))
 
 
 #: Scalar figures an A/B row shows as the median over an arm's trials.
@@ -315,32 +341,47 @@ AGGREGATED = ("decode_tps", "client_tps", "ttft_s", "total_s", "early_tps", "lat
               "burst_tps", "burst_gap", "t_short_s", "t_long_s", "prompt_tokens", "completion_tokens")
 
 
-def aggregate(trials: list[dict[str, Any]], arm: str | None = None) -> dict[str, Any]:
+def _json_fields(record: object) -> list[str]:
+    """The fields of ``record`` its JSON carries, in order: an optional field (``OMIT``) only while it is set."""
+    return [f.name for f in dataclasses.fields(record)  # type: ignore[arg-type]  # every caller passes a record
+            if getattr(record, f.name) is not None or not all(f.metadata.get(k) for k in OMIT)]
+
+
+def _carries(records: Iterable[object], key: str) -> bool:
+    """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by)."""
+    return any(key in _json_fields(r) for r in records)
+
+
+def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
     """One row for several trials of a case: medians of the figures, every stream and sample kept, the worst
     verdict with every distinct reason. A load sweep's level rows combine every trial the same way
     (``combine_levels``); a load case keeps each trial's figures in ``trials``, its streams say their trial.
-    ``arm`` names the arm the trials measured in the reasons that say which trial gave them."""
-    out = dict(trials[-1])
+    ``arm`` names the arm the trials measured in the reasons that say which trial gave them. The row is a record
+    of the trials' kind, its other fields the last trial's."""
+    changes: dict[str, Any] = {}  # the fields that differ from the last trial's
     for key in AGGREGATED:
-        values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
+        values = [v for r in trials for v in [getattr(r, key, None)] if isinstance(v, int | float)
+                  and not isinstance(v, bool)]
         if values:
-            out[key] = float(np.median(values))
+            changes[key] = float(np.median(values))
     for key in ("streams", "samples_tps", "server_samples_tps", "warnings", "notes"):
-        if any(key in r for r in trials):
-            out[key] = [x for r in trials for x in r.get(key) or []]
-    if any(r.get("verdict") == "failed" for r in trials):  # untyped part: trial rows
-        out["verdict"] = "failed"
-    out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))  # untyped part: trial rows
-    out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)  # untyped part: trial rows
-    out["started_at"] = min(r.get("started_at", 0.0) for r in trials)  # untyped part: trial rows
+        if _carries(trials, key):
+            changes[key] = [x for r in trials for x in getattr(r, key, None) or []]
+    if any(r.verdict == "failed" for r in trials):
+        changes["verdict"] = "failed"
+    changes["reason"] = "; ".join(dict.fromkeys(r.reason for r in trials if r.reason))
+    if hasattr(trials[-1], "repeat"):  # every kind's trials count
+        changes["repeat"] = sum(int(getattr(r, "repeat", None) or 1) for r in trials)
+    changes["started_at"] = min(r.started_at for r in trials)
+    out = dataclasses.replace(trials[-1], **changes)
     if len(trials) > 1 and _is_load(out):
-        if out.get("kind") == "load_sweep":  # untyped part: trial rows
-            out["levels"] = combine_levels(trials, arm)
-            level_totals = [lv.get("total_tps") for lv in out["levels"]]  # untyped part: trial rows
-            totals = [t for t in level_totals if _number(t) is not None]
-            out["total_tps"] = max(totals) if totals else None  # the best level, as for one trial
-        else:
-            out.update(_combined_load(list(enumerate(trials)), arm))
+        if isinstance(out, LoadSweepResult):
+            out.levels = combine_levels([r for r in trials if isinstance(r, LoadSweepResult)], arm)
+            totals = [t for t in (lv.total_tps for lv in out.levels) if t is not None and _number(t) is not None]
+            out.total_tps = max(totals) if totals else None  # the best level, as for one trial
+        elif isinstance(out, SustainedResult):
+            load = _combined_load(out, list(enumerate(t for t in trials if isinstance(t, SustainedResult))), arm)
+            return cast(_R, load)  # a SustainedResult, as the trials are
     return out
 
 
@@ -361,54 +402,48 @@ def _number(v: Any) -> float | None:
 DRIFT_FIELDS = ("drift", "early_tps", "late_tps", "drift_gate", "drift_verdict")
 
 
-def _combined_load(entries: list[tuple[int, dict[str, Any]]], arm: str | None = None) -> dict[str, Any]:
-    """The fields of one load row (a level, or a sustained load case) over trials ``(index, row)``: medians,
-    summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and which
-    arm and trial gave it), and each trial's own figures in ``trials``. Where a trial's drift failed or was
+def _combined_load(base: _T, entries: list[tuple[int, _T]], arm: str | None = None) -> _T:
+    """``base`` with the fields of one load row (a level, or a sustained load case) over trials ``(index, row)``:
+    medians, summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and
+    which arm and trial gave it), and each trial's own figures in ``trials``. Where a trial's drift failed or was
     inconclusive the row shows that trial's drift (the worst), not the median of all: one level, one drift."""
     n = len(entries)
-    worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]  # untyped part: trial rows
-    out: dict[str, Any] = {"verdict": worst.get("verdict")}  # untyped part: trial rows
+    rows = [row for _, row in entries]
+    changes: dict[str, Any] = {"verdict": max(rows, key=lambda r: _SEVERITY.get(r.verdict, 0)).verdict}
     for key in LEVEL_MEDIANS:
-        values = [x for _, row in entries for x in [_number(row.get(key))] if x is not None]
-        if any(key in row for _, row in entries):
-            out[key] = float(np.median(values)) if values else None
+        values = [x for row in rows for x in [_number(getattr(row, key, None))] if x is not None]
+        if _carries(rows, key):
+            changes[key] = float(np.median(values)) if values else None
     bad = ("failed", "inconclusive")
-    drifted = [row for _, row in entries if row.get("drift_verdict") in bad]  # untyped part: trial rows
+    drifted = [row for row in rows if row.drift_verdict in bad]
     if drifted:
-        def severity(r: dict[str, Any]) -> tuple[int, float]:
-            drift = _number(r.get("drift")) or 0.0  # untyped part: trial rows
-            return _SEVERITY.get(str(r.get("drift_verdict")), 0), drift  # untyped part: trial rows
+        def severity(r: _T) -> tuple[int, float]:
+            return _SEVERITY.get(r.drift_verdict, 0), _number(r.drift) or 0.0
 
         decided = max(drifted, key=severity)
-        out.update({key: decided.get(key) for key in DRIFT_FIELDS if key in decided})
+        changes.update({key: getattr(decided, key) for key in DRIFT_FIELDS})
     for key in ("stalls", "stall_s"):
-        if any(key in row for _, row in entries):
-            out[key] = sum(_number(row.get(key)) or 0 for _, row in entries)
-    streams = [(i, row.get("streams") or []) for i, row in entries]  # untyped part: trial rows
-    out["streams"] = [{**s, "trial": i} for i, ss in streams for s in ss if isinstance(s, dict)]
+        if _carries(rows, key):
+            changes[key] = sum(_number(getattr(row, key, None)) or 0 for row in rows)
+    changes["streams"] = [dataclasses.replace(s, trial=i) for i, row in entries for s in row.streams]
     for key in ("warnings", "notes"):
-        out[key] = list(dict.fromkeys(x for _, row in entries for x in row.get(key) or []))
+        changes[key] = list(dict.fromkeys(x for row in rows for x in getattr(row, key) or []))
     who = f"arm {arm}, " if arm else ""
-    out["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row['reason']}" for i, row in entries
-                                            if row.get("reason")))  # untyped part: trial rows
-    out["trials"] = [crossover.trial_figures(row)[0] for _, row in entries]
-    return out
+    changes["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row.reason}" for i, row in entries
+                                                if row.reason))
+    changes["trials"] = [LevelTrial(**crossover.trial_figures(row)[0]) for row in rows]
+    return dataclasses.replace(base, **changes)
 
 
-def combine_levels(trials: list[dict[str, Any]], arm: str | None = None) -> list[dict[str, Any]]:
+def combine_levels(trials: Sequence[LoadSweepResult], arm: str | None = None) -> list[LoadLevel]:
     """A load sweep's level rows over every trial, in the sweep's order: each shows what all trials measured
     (medians), under the worst of their verdicts, never one trial's figures under another's verdict."""
-    by_users: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+    by_users: dict[int, list[tuple[int, LoadLevel]]] = {}
     for i, r in enumerate(trials):
-        for lv in r.get("levels") or []:  # untyped part: trial rows
-            if isinstance(lv, dict):
-                by_users.setdefault(lv.get("concurrency"), []).append((i, lv))  # untyped part: trial rows
-    rows = []
-    for entries in by_users.values():
-        worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]  # untyped part: trial rows
-        rows.append({**worst, **_combined_load(entries, arm)})
-    return rows
+        for lv in r.levels:
+            by_users.setdefault(lv.concurrency, []).append((i, lv))
+    return [_combined_load(max((lv for _, lv in entries), key=lambda lv: _SEVERITY.get(lv.verdict, 0)), entries, arm)
+            for entries in by_users.values()]
 
 
 def _median_ttft(results: Sequence[Case]) -> dict[tuple[str, int | None, int | None], float]:

@@ -8,15 +8,17 @@ with an offset per trial that every stream of the trial shares (they share the e
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from pytest_specperf.cases.results import LoadSweepResult
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from tests.support.result_json import full
 
 
 def _trial(rng: np.random.Generator, rates: dict[int, float], between: float = 0.025, within: float = 0.01,
@@ -109,7 +111,7 @@ def _fake_measure(rng: np.random.Generator, truth: dict[str, dict[int, float]], 
         calls.append((name, levels))
         rates = {u: r for u, r in truth[name].items() if levels is None or u in levels}
         result = {**_trial(rng, rates, **kw), "endpoint": name, "decode_tps": 1.0, "verdict": "passed", "nodeid": "t"}
-        return SimpleNamespace(as_dict=lambda: result)
+        return load_result(full(result))
     return measure
 
 
@@ -120,15 +122,16 @@ def test_auto_stops_measuring_a_level_once_its_best_arm_is_decided() -> None:
     calls: list[tuple[str, Any]] = []
     row, _ = gating.run_arms(_fake_measure(np.random.default_rng(5), truth, calls), list(truth), 20,
                              gating.Gate(), baseline="off", auto=True)
-    t = row["arms"]
+    t = row.arms
     by_level = {lv["users"]: {n: a["n"] for n, a in lv["arms"].items()} for lv in t["levels"]}
     assert by_level[1] == {"off": 3, "k2": 3, "k4": 3}
     assert by_level[8]["off"] > 3 and by_level[8]["off"] == by_level[8]["k2"]
     assert all(levels == [8] for _, levels in calls[9:])  # after the first look only the open level runs
     assert t["schedule"]["1"] == "k4"
     # the row speaks for every level though later trials swept 8 users only
-    assert row["concurrency"] == [1, 8] and [lv["concurrency"] for lv in row["levels"]] == [1, 8]
-    assert row["decode_tps"] == row["levels"][-1]["decode_tps"]
+    assert isinstance(row, LoadSweepResult)
+    assert row.concurrency == [1, 8] and [lv.concurrency for lv in row.levels] == [1, 8]
+    assert row.decode_tps == row.levels[-1].decode_tps
 
 
 def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
@@ -137,8 +140,8 @@ def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
     row, _ = gating.run_arms(_fake_measure(np.random.default_rng(1), truth, calls), list(truth), 2,
                              gating.Gate(), baseline="a", deployed="c")
     assert [n for n, _ in calls] == compare.arm_order(list(truth), 2)
-    assert row["endpoint"] == "c" and row["arms"]["deployed"] == "c"
-    assert row["arms"]["endpoints"] == {"a": "a", "b": "b", "c": "c"}
+    assert row.endpoint == "c" and row.arms is not None and row.arms["deployed"] == "c"
+    assert row.arms["endpoints"] == {"a": "a", "b": "b", "c": "c"}
 
 
 def test_auto_picks_right_on_close_arms_with_fewer_trials_than_a_fixed_design_that_decides_as_often() -> None:
@@ -150,9 +153,9 @@ def test_auto_picks_right_on_close_arms_with_fewer_trials_than_a_fixed_design_th
     for _ in range(40):
         row, _ = gating.run_arms(_fake_measure(rng, truth, [], between=0.04), list(truth), 20, gating.Gate(),
                                  baseline="a", auto=True)
-        lv = row["arms"]["levels"][0]
+        lv = row.arms["levels"][0]
         wrong += lv["best"] != "a" or not lv["decided"]
-        trials.append(np.mean(list(row["arms"]["trials"].values())))
+        trials.append(np.mean(list(row.arms["trials"].values())))
     assert wrong <= 1, wrong
     assert 3 <= float(np.mean(trials)) < 10, np.mean(trials)
 
@@ -166,10 +169,10 @@ def test_ab_is_the_two_arm_case_its_arms_table_agrees_with_the_crossover() -> No
     def result(arm: str) -> Any:
         r = {**next(by_arm[arm]), "endpoint": arm, "decode_tps": 1.0, "verdict": "passed", "nodeid": "t",
              "min_speedup": None}
-        return SimpleNamespace(as_dict=lambda: r)
+        return load_result(full(r))
 
     summary, _ = gating.run_ab(lambda: result("A"), lambda: result("B"), 5, gating.Gate())
-    t, cross = summary["arms"], summary["crossover"]
+    t, cross = summary.arms, summary.crossover  # type: ignore[attr-defined]  # a load sweep's
     assert t["names"] == ["A", "B"] and t["schedule"] == {"4": "B", "8": "A"}
     for row, lv in zip(t["levels"], cross["levels"], strict=True):
         other = "A" if row["best"] == "B" else "B"
@@ -204,7 +207,7 @@ def test_auto_spends_a_decided_levels_budget_on_the_open_ones() -> None:
     calls: list[tuple[str, Any]] = []
     row, _ = gating.run_arms(_fake_measure(np.random.default_rng(3), truth, calls), list(truth), 6, gating.Gate(),
                              baseline="a", max_loss=0.05, auto=True)
-    n = {lv["users"]: lv["arms"]["a"]["n"] for lv in row["arms"]["levels"]}
+    n = {lv["users"]: lv["arms"]["a"]["n"] for lv in row.arms["levels"]}
     assert n == {1: 3, 8: 9}
     for name in truth:
         assert sum(len(levels or [1, 8]) for arm, levels in calls if arm == name) == 12
@@ -234,7 +237,7 @@ def test_auto_holds_identical_arms_over_a_four_level_sweep_and_fails_a_slower_de
         for _ in range(runs):
             row, _ = gating.run_arms(_fake_measure(rng, truth, [], between=0.03), list(truth), 20, gating.Gate(),
                                      baseline="a", max_loss=0.05, auto=True)
-            vs = [lv["verdict"] for lv in row["arms"]["gate"]["levels"]]
+            vs = [lv["verdict"] for lv in row.arms["gate"]["levels"]]
             verdicts[key].append("below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds")
     assert verdicts["same"].count("holds") == 30, verdicts["same"]
     assert verdicts["slower"].count("below") == 10, verdicts["slower"]
