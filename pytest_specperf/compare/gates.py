@@ -16,7 +16,7 @@ import numpy as np
 from pytest_specperf.cases.json_form import OMIT
 from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
 from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
-from pytest_specperf.cases.saved_results import load_part
+from pytest_specperf.cases.saved_results import load_part, load_result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
@@ -57,7 +57,7 @@ class Gate:
             if fail and result.verdict != "error":
                 result.verdict = "failed"
                 result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
-        else:  # untyped part: trial rows (A/B and arms combine them as data), or the CLI's data
+        else:  # a result given as data, judged in place: the history gate's (history/against_history.py)
             result["comparisons"] = [cc.as_dict() for cc in own]
             if fail and read(result, "verdict") != "error":
                 result["verdict"] = "failed"
@@ -66,16 +66,19 @@ class Gate:
         return [cc.reason for cc in warn]
 
 
-def _data(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
-    """A result as the statistics below read it: a typed one as it is, data (the CLI's) as a plain dict."""
-    return result if isinstance(result, Result) else dict(result)
+def _record(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
+    """A result as the statistics below read it: its record, data (the history's) loaded into one; a case that
+    could not be measured stays its error record, plain data (as ``storage.Run.typed_results`` keeps it)."""
+    if isinstance(result, Result):
+        return result
+    return dict(result) if read(result, "verdict") == "error" else load_result(result)
 
 
 def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
                      strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
-    its ``comparisons``, fails it on a regression. A result given as data (the CLI's) is judged in place.
+    its ``comparisons``, fails it on a regression. A result given as data (the history's) is judged in place.
     ``keys``: judge only these units of the case (``case_key``: its levels, its sweep points), the rest being
     judged elsewhere (the history gate falls back here for the units whose history is short).
 
@@ -83,15 +86,14 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
-    row = result
-    data = [_data(b) for b in baseline]
-    mine = [b for b in data if read(b, "nodeid") == read(row, "nodeid")]
+    row = _record(result)
+    mine = [b for b in map(_record, baseline) if read(b, "nodeid") == read(row, "nodeid")]
     threshold = max_regression or gate.max_regression
     base, cand = per_trial(mine), per_trial([row])
     if auto:
         ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
     else:
-        ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
+        ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(row))
     unlike = [*(differences or []), *_case_differences(mine, row)]
     judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
     if keys is not None:
@@ -106,12 +108,8 @@ def _is_load(result: Case) -> bool:
         read(result, "kind") == "sustained" and isinstance(users, int) and not isinstance(users, bool) and users > 1)
 
 
-def _one_trial(case: dict[str, Any], figures: dict[str, float | None]) -> dict[str, Any]:
-    return {**{k: v for k, v in case.items() if k not in ("streams", "trials")}, **figures}
-
-
 def _one_typed_trial(case: _T, figures: dict[str, float | None]) -> _T:
-    """``_one_trial`` of a typed result or level: its figures those of one trial, no streams or trials left."""
+    """A result or level as one of its trials: that trial's figures, no streams or trials left."""
     changes: dict[str, Any] = {"streams": [], "trials": None, **figures}
     return dataclasses.replace(case, **changes)
 
@@ -127,26 +125,19 @@ def _per_typed_trial(r: Result) -> list[Result]:
     return [r]
 
 
-def per_trial(results: Sequence[Case]) -> list[Any]:
+def per_trial(results: Sequence[Result | dict[str, Any]]) -> list[Result | dict[str, Any]]:
     """Results as comparisons see them: a load case gives one value per trial per level (that trial's median
     user, its aggregate), not one per stream, since the streams of one trial share the engine's batched steps.
 
     A row that combines trials (an A/B arm, ``aggregate``) becomes one result per trial; other results
-    pass unchanged (a sustained case's sequential streams are its trials).
+    pass unchanged (a sustained case's sequential streams are its trials, an error record is plain data).
     """
-    out: list[Any] = []
+    out: list[Result | dict[str, Any]] = []
     for r in results:
         if isinstance(r, Result) and r.verdict != "error" and _is_load(r) and r.kind in ("sustained", "load_sweep"):
             out += _per_typed_trial(r)
-        elif not isinstance(r, dict) or r.get("verdict") == "error" or not _is_load(r):  # untyped part: trial rows
-            out.append(r)
-        elif r.get("kind") == "sustained":  # untyped part: trial rows
-            out += [_one_trial(r, f) for f in crossover.trial_figures(r)]
         else:
-            rows = r.get("levels") or []  # untyped part: trial rows
-            levels = [(lv, crossover.trial_figures(lv)) for lv in rows if isinstance(lv, dict)]
-            for i in range(max((len(f) for _, f in levels), default=1)):
-                out.append({**r, "levels": [_one_trial(lv, f[i]) for lv, f in levels if i < len(f)]})
+            out.append(r)
     return out
 
 
@@ -203,7 +194,7 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
 def until_baseline(gate: Gate, nodeid: str, baseline: Sequence[Result | Mapping[str, Any]],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
-    return sequential.until_baseline([_data(b) for b in baseline], nodeid,
+    return sequential.until_baseline([_record(b) for b in baseline], nodeid,
                                      max_regression=max_regression or gate.max_regression, metrics=METRICS,
                                      judge=_ttft_judged)
 

@@ -162,14 +162,15 @@ def test_comparisons_of_a_load_case_take_one_value_per_trial() -> None:
 
     a = [trial(o) for o in rng.normal(0, 0.03, 5)]
     b = [trial(o) for o in rng.normal(0, 0.03, 5)]
-    ccs = compare.compare_ab(gating.per_trial(a), gating.per_trial(b), metrics=("decode_tps", "total_tps"))
+    ta, tb = [load_result(full(r)) for r in a], [load_result(full(r)) for r in b]
+    ccs = compare.compare_ab(gating.per_trial(ta), gating.per_trial(tb), metrics=("decode_tps", "total_tps"))
     assert [(cc.comparison.n_base, cc.comparison.n_cand) for cc in ccs if cc.comparison] == [(5, 5), (5, 5)]
     # The combined A/B row keeps the trials, so a later --specperf-compare against it sees them too.
-    row = gating.aggregate([load_result(full(r)) for r in b])
+    row = gating.aggregate(tb)
     assert isinstance(row, SustainedResult) and row.trials is not None
     assert [t.decode_tps for t in row.trials] == [r["decode_tps"] for r in b]
     assert [s.trial for s in row.streams] == [i for i in range(5) for _ in range(8)]
-    again = compare.compare_runs(gating.per_trial([row]), gating.per_trial(a), metrics=("decode_tps",))
+    again = compare.compare_runs(gating.per_trial([row]), gating.per_trial(ta), metrics=("decode_tps",))
     assert (again[0].comparison.n_base, again[0].comparison.n_cand) == (5, 5)
 
 
