@@ -1,16 +1,21 @@
 """A/B and arms trials combine as typed records (issue 36): ``gates.aggregate`` of typed trials writes the JSON
 the combine rules say, key for key and type for type (medians as floats, stalls summed, the worst verdict, the
 drift of the trial that decided it, each distinct reason naming arm and trial, every stream tagged with its
-trial, each trial's figures in ``trials``). The expected JSON is built here from those rules, by hand."""
+trial, each trial's figures in ``trials``; per prompt category: counts summed, medians, B's speedup over A).
+The expected JSON is built here from those rules, by hand."""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+import pytest
+
 from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult, SustainedResult
-from pytest_specperf.compare import gates
+from pytest_specperf.compare import categories, gates
 
 
 def _stream(tps: float, rid: str) -> StreamResult:
@@ -137,3 +142,34 @@ def test_the_ab_summary_is_bs_row_with_as_figures_in_ab() -> None:
 def test_a_combined_row_is_a_record_of_the_trials_kind() -> None:
     trials: list[Result] = [_single("http://b", 100.0, 0.1)]
     assert type(gates.aggregate(trials)) is SustainedResult
+
+
+def _with_categories(cats: dict[str, CategoryFigures]) -> SustainedResult:
+    return SustainedResult(kind="sustained", endpoint="http://b", model="m", server="vllm", ctx=500, prompt_tokens=500,
+                           prompts="p.yaml", categories=cats)
+
+
+def test_an_arms_categories_combine_by_the_rules_and_carry_bs_speedup() -> None:
+    def trial(v: float, accept: float | None, n: int = 2) -> SustainedResult:
+        return _with_categories({"qa": CategoryFigures(n=n, n_prompts=2, decode_tps_p50=v, accept_len=accept),
+                                 "code": CategoryFigures(n=1, n_prompts=1, decode_tps_p50=v / 2)})
+
+    a = [trial(v, None) for v in (10.0, 30.0, 20.0)]
+    b = [trial(v, acc, n) for v, acc, n in ((40.0, 3.0, 2), (20.0, 2.0, 3), (90.0, 2.5, 2))]
+    combined = categories.combine(b)
+    assert combined is not None and list(combined) == ["qa", "code"]
+    # counts summed, figures the median over trials (as floats), None where no trial has one; trials counted;
+    # an optional figure no trial has (attainment: open loop) stays out
+    qa = {**to_dict(b[-1].categories["qa"]), "n": 7, "decode_tps_p50": 40.0, "accept_len": 2.5, "trials": 3}  # type: ignore[index]
+    assert _dumps(to_dict(combined["qa"])) == _dumps(qa)
+    summary = _with_categories({})
+    categories.apply(summary, a, b)
+    assert summary.categories is not None
+    got = summary.categories["qa"]
+    geo = math.exp(sum(map(math.log, (40.0, 20.0, 90.0))) / 3 - sum(map(math.log, (10.0, 30.0, 20.0))) / 3)
+    assert got.speedup == pytest.approx(geo) and got.a_decode_tps == pytest.approx((10.0 * 30.0 * 20.0) ** (1 / 3))
+    assert (got.speedup_n_a, got.speedup_n_b, got.speedup_family, got.n, got.trials) == (3, 3, 2, 7, 3)
+    assert got.speedup is not None and got.speedup_interval is not None
+    assert got.speedup_interval[0] <= got.speedup <= got.speedup_interval[1]
+    assert list(to_dict(got))[-8:] == ["trials", "speedup", "speedup_interval", "speedup_method", "speedup_n_a",
+                                       "speedup_n_b", "a_decode_tps", "speedup_family"]
