@@ -337,7 +337,7 @@ class ArmsTable:
     endpoints: dict[str, str | None] | None = field(default=None, metadata=OMIT)  # an arms run: each arm's URL
 
 
-@dataclass
+@dataclass(kw_only=True)  # keywords only: ``method`` may be absent (runs saved before it), later fields not
 class SpeedupLevel:
     """B's speedup over A for users at one level (``compare/crossover.py``): the ratio of per-trial decode, its
     interval and verdict against the floor, and the trials it rests on."""
@@ -346,7 +346,7 @@ class SpeedupLevel:
     speedup: float
     interval: list[float]
     verdict: str  # holds | below | inconclusive
-    method: str  # welch | prediction | noise-floor
+    method: str | None = field(default=None, metadata=OMIT)  # welch | prediction | noise-floor
     a_decode_tps: float
     b_decode_tps: float
     n_a: int

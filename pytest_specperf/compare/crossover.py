@@ -151,13 +151,14 @@ def level_text(lv: SpeedupLevel) -> str:
     """One level's speedup, interval and what they rest on, in words."""
     lo, hi = lv.interval
     how = {"welch": "", "prediction": "; noise from one arm's spread",
-           "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}[lv.method]
+           "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}
+    how_text = how.get(lv.method or "", "")  # none before runs said what the interval rests on
     joint = ""
     if (lv.family or 1) > 1 and lv.verdict != "holds":
         # a below needs the case's share of alpha: the bound it was judged on, beside the level's own interval
         joint = f"; at the case's 1% over {lv.family} levels up to {lv.case_high:.2f}"
     return (f"speedup {lv.speedup:.2f} [{lo:.2f}, {hi:.2f}] ({lv.b_decode_tps:.1f} vs "
-            f"{lv.a_decode_tps:.1f} tok/s per user, {lv.n_b} vs {lv.n_a} trials{how}{joint})")
+            f"{lv.a_decode_tps:.1f} tok/s per user, {lv.n_b} vs {lv.n_a} trials{how_text}{joint})")
 
 
 def _text(first: SpeedupLevel | None, floor: float, levels: list[SpeedupLevel]) -> str:
