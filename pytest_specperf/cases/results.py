@@ -293,6 +293,11 @@ class Probe:
     categories: dict[str, CategoryFigures] | None = None
     tokens_per_chunk: float | None = None
     step_ms: float | None = None
+    # prompt and cached tokens over the probe's answered requests, where the server reports cached tokens
+    prompt_tokens: int | None = field(default=None, metadata=OMIT)
+    cached_tokens: int | None = field(default=None, metadata=OMIT)
+    # why this probe's TTFT is inconclusive: requests meant to be cold came back cached (run/cached_share.py)
+    ttft_cache: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
