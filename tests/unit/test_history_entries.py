@@ -30,8 +30,8 @@ ENTRY: dict[str, Any] = {
               "before": 3002.0006952300914, "after": 992.740924008949, "effect": -0.669306897368037,
               "level_before": 3002.0006952300914, "level_now": 992.740924008949},
     "since": 3,
-    "reason": "test_perf.py::test_case decode_tps: a change began at run 11 (commit unversioned, 2026-12-06T04:55:23Z): "
-              "3002 before, 992.7 now (-66.9% over 3 runs)",
+    "reason": "test_perf.py::test_case decode_tps: a change began at run 11 (commit unversioned, "
+              "2026-12-06T04:55:23Z): 3002 before, 992.7 now (-66.9% over 3 runs)",
 }
 
 
