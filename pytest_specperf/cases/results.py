@@ -17,6 +17,7 @@ from pytest_specperf.cases.result_parts import (
     Burst,
     CaseComparison,
     CategoryFigures,
+    HistoryEntry,
     LevelTrial,
     RateRequest,
     SessionRequest,
@@ -62,7 +63,7 @@ class Result:
     # N arms in one run: the users x arms table (compare/arms.py)
     arms: dict[str, Any] | None = field(default=None, metadata=OMIT)
     # the history gate's entry per metric (history/)
-    history: list[dict[str, Any]] | None = field(default=None, metadata=OMIT)
+    history: list[HistoryEntry] | None = field(default=None, metadata=OMIT)
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
 
     def as_dict(self) -> dict[str, Any]:
