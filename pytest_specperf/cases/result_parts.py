@@ -245,6 +245,81 @@ class CaseComparison:
         return to_dict(self)
 
 
+# history entries: the history gate's record per unit and metric (history/against_history.py, a result's
+# ``history``) and ``specperf trend``'s per metric (history/trend.py). Keyword-only, so that fields with defaults
+# (the ones an entry may lack, as the views have always tolerated) can keep their place in the JSON's key order.
+
+
+@dataclass(kw_only=True)
+class TrendPoint:
+    """One run in a trend: its geometric mean and the 95 % interval of that mean, in the metric's own units."""
+
+    run: int = 0  # its id in the history
+    commit: str = ""  # short commit id, or "-"
+    created: str = ""
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(kw_only=True)
+class ChangePoint:
+    """A change point: the run it began at (``run`` None: this run) and the levels on either side of it."""
+
+    index: int  # among the case's runs in the history (the first shown is ``first_shown``)
+    run: int | None = None
+    commit: str = ""  # short commit id; "this run" when it began now
+    created: str = ""  # "" when it began now
+    before: float
+    after: float
+    effect: float
+    # only on an entry's ``began`` (the change that decided it): the mean level before it and of the last segment
+    level_before: float | None = field(default=None, metadata=OMIT)
+    level_now: float | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(kw_only=True)
+class HistoryEntry:
+    """One unit and metric of a result judged against its history: the verdict, the prediction interval this run
+    was judged by, the recent runs and change points (what the trend charts draw)."""
+
+    key: str = ""  # the unit's case key (``case_key``)
+    metric: str
+    verdict: str  # passed | regressed | improved
+    by: str = ""  # "step" or "change point": which check decided ("" when passed)
+    runs: int  # earlier runs the prediction rests on
+    value: float  # this run's, in the metric's own units
+    predicted: float
+    interval: list[float]  # [low, high] this run was predicted in
+    effect: float  # this run against the prediction, better-is-positive
+    p: float | None = None
+    between: float = 0.0  # run-to-run noise (relative)
+    within: float = 0.0  # within-run noise (relative)
+    series: list[TrendPoint] = field(default_factory=list)  # the most recent earlier runs, oldest first
+    first_shown: int = 0  # index of ``series[0]`` among the runs
+    changes: list[ChangePoint] = field(default_factory=list)
+    began: ChangePoint | None = field(default=None, metadata=OMIT)  # the recent change that decided the verdict
+    since: int | None = field(default=None, metadata=OMIT)  # runs since ``began`` (this one included)
+    reason: str = ""
+
+
+@dataclass(kw_only=True)
+class MetricTrend:
+    """``specperf trend``'s view of one metric of a case: its runs and change points, and the interval the next run
+    is predicted in (the prediction's fields None while the history is too short for one)."""
+
+    key: str
+    metric: str
+    runs: int
+    first_shown: int = 0
+    series: list[TrendPoint] = field(default_factory=list)
+    changes: list[ChangePoint] = field(default_factory=list)
+    predicted: float | None = field(default=None, metadata=OMIT)
+    interval: list[float] | None = field(default=None, metadata=OMIT)
+    between: float | None = field(default=None, metadata=OMIT)
+    within: float | None = field(default=None, metadata=OMIT)
+
+
 # the arms table and the crossover
 
 

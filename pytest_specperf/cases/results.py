@@ -19,6 +19,7 @@ from pytest_specperf.cases.result_parts import (
     CaseComparison,
     CategoryFigures,
     Crossover,
+    HistoryEntry,
     LevelTrial,
     RateRequest,
     SessionRequest,
@@ -64,7 +65,7 @@ class Result:
     # N arms in one run: the users x arms table (compare/arms.py)
     arms: ArmsTable | None = field(default=None, metadata=OMIT)
     # the history gate's entry per metric (history/)
-    history: list[dict[str, Any]] | None = field(default=None, metadata=OMIT)
+    history: list[HistoryEntry] | None = field(default=None, metadata=OMIT)
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
 
     def as_dict(self) -> dict[str, Any]:
@@ -295,6 +296,11 @@ class Probe:
     categories: dict[str, CategoryFigures] | None = None
     tokens_per_chunk: float | None = None
     step_ms: float | None = None
+    # prompt and cached tokens over the probe's answered requests, where the server reports cached tokens
+    prompt_tokens: int | None = field(default=None, metadata=OMIT)
+    cached_tokens: int | None = field(default=None, metadata=OMIT)
+    # why this probe's TTFT is inconclusive: requests meant to be cold came back cached (run/cached_share.py)
+    ttft_cache: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
