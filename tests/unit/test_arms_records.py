@@ -145,3 +145,20 @@ def test_a_built_table_writes_the_gate_keys_a_saved_run_has() -> None:
     cross = crossover.crossover([trial(50.0)], [trial(100.0)], min_speedup=1.0)
     assert list(to_dict(cross)) == ["floor", "gated", "levels", "users", "speedup", "interval", "verdict", "text"]
     assert load_part(to_dict(cross), Crossover) == cross
+
+
+def test_the_table_and_the_crossover_read_typed_trials_as_they_read_their_json() -> None:
+    # the trials helper's rows become records: the same figures whichever form the trials come in
+    rng = np.random.default_rng(5)
+
+    def trial(rate: float) -> dict[str, Any]:
+        return full({"kind": "load_sweep", "concurrency": [1, 4], "levels": [
+            {"concurrency": u, "streams": [{"decode_tps": float(rate / u * x)} for x in rng.lognormal(0, 0.02, 4)]}
+            for u in (1, 4)]})
+
+    plain = {"off": [trial(50.0) for _ in range(3)], "k2": [trial(90.0) for _ in range(3)]}
+    typed = {name: [load_result(r) for r in rs] for name, rs in plain.items()}
+    t = arms.table(typed, baseline="off", max_loss=0.05)
+    assert t == arms.table(plain, baseline="off", max_loss=0.05) and [lv.users for lv in t.levels] == [1, 4]
+    assert crossover.crossover(typed["off"], typed["k2"]) == crossover.crossover(plain["off"], plain["k2"])
+    assert crossover.crossover(typed["off"], typed["k2"]).levels[0].n_a == 3
