@@ -318,3 +318,130 @@ class MetricTrend:
     interval: list[float] | None = field(default=None, metadata=OMIT)
     between: float | None = field(default=None, metadata=OMIT)
     within: float | None = field(default=None, metadata=OMIT)
+
+
+# the arms table and the crossover
+
+
+@dataclass
+class ArmFigures:
+    """One arm at one level of the arms table: the geometric mean over its trials of per-user decode and of the
+    aggregate, each with its interval; ``n`` trials measured it (0: the arm did not reach the level)."""
+
+    decode_tps: float | None = None
+    decode_interval: list[float] | None = None
+    n: int = 0
+    total_tps: float | None = None
+    total_interval: list[float] | None = None
+    trials: list[float] | None = field(default=None, metadata=OMIT)  # per-trial decode (the gate's noise)
+
+
+@dataclass
+class VsBest:
+    """One arm against the level's best: the ratio of their decode, its interval and what the interval rests on."""
+
+    ratio: float
+    interval: list[float]
+    method: str  # welch | prediction | noise-floor
+    case_high: float | None = field(default=None, metadata=OMIT)  # upper bound at the case's share of alpha
+
+
+@dataclass
+class ArmsLevel:
+    """One load level of the arms table: every arm's figures, the best arm, the arms tied with it, and whether
+    the best is decided."""
+
+    users: int
+    arms: dict[str, ArmFigures] = field(default_factory=dict)
+    best: str = ""
+    vs_best: dict[str, VsBest] = field(default_factory=dict)
+    alpha: float | None = field(default=None, metadata=OMIT)  # per side, for each comparison with the best
+    tied: list[str] = field(default_factory=list)
+    decided: bool = False
+
+
+@dataclass
+class ArmsGateLevel:
+    """The deployed arm at one level against ``max_loss_vs_best``: ``holds``, ``below`` or ``inconclusive``.
+
+    Where the deployed arm is the best only the first four keys are written; elsewhere every key, ``noise`` and
+    ``trials_needed`` even when None (``json_extras``)."""
+
+    users: int
+    verdict: str
+    ratio: float
+    interval: list[float]
+    best: str | None = field(default=None, metadata=OMIT)
+    deployed_tps: float | None = field(default=None, metadata=OMIT)
+    best_tps: float | None = field(default=None, metadata=OMIT)
+    noise: float | None = field(default=None, metadata=OMIT)  # pooled per-trial log-sd of the two arms
+    trials_needed: int | None = field(default=None, metadata=OMIT)  # per arm, to show an equal arm within
+
+    def json_extras(self) -> dict[str, Any]:
+        """A level judged against another arm writes ``noise`` and ``trials_needed`` as null when unknown; they
+        are the last keys, so adding them here keeps the order."""
+        return {} if self.best is None else {"noise": self.noise, "trials_needed": self.trials_needed}
+
+
+@dataclass
+class ArmsGate:
+    """The deployed arm against the best at every level (``max_loss_vs_best``)."""
+
+    deployed: str
+    max_loss_vs_best: float
+    levels: list[ArmsGateLevel] = field(default_factory=list)
+
+
+@dataclass
+class ArmsTable:
+    """The arms comparison of one case (``compare/arms.py``): per level every arm, the best one, the schedule
+    (users as a string -> best arm) and, with ``max_loss_vs_best``, the deployed arm's gate."""
+
+    names: list[str]
+    baseline: str
+    deployed: str
+    trials: dict[str, int] = field(default_factory=dict)
+    levels: list[ArmsLevel] = field(default_factory=list)
+    schedule: dict[str, str] = field(default_factory=dict)
+    max_loss_vs_best: float | None = None
+    # every arm's speculative tokens, where all are known; then the schedule as batch size -> tokens
+    tokens: dict[str, int] | None = field(default=None, metadata=OMIT)
+    num_speculative_tokens: dict[str, int] | None = field(default=None, metadata=OMIT)
+    gate: ArmsGate | None = None
+    text: str = ""
+    endpoints: dict[str, str | None] | None = field(default=None, metadata=OMIT)  # an arms run: each arm's URL
+
+
+@dataclass(kw_only=True)  # keywords only: ``method`` may be absent (runs saved before it), later fields not
+class SpeedupLevel:
+    """B's speedup over A for users at one level (``compare/crossover.py``): the ratio of per-trial decode, its
+    interval and verdict against the floor, and the trials it rests on."""
+
+    users: int
+    speedup: float
+    interval: list[float]
+    verdict: str  # holds | below | inconclusive
+    method: str | None = field(default=None, metadata=OMIT)  # welch | prediction | noise-floor
+    a_decode_tps: float
+    b_decode_tps: float
+    n_a: int
+    n_b: int
+    a_trials: list[float] | None = field(default=None, metadata=OMIT)
+    b_trials: list[float] | None = field(default=None, metadata=OMIT)
+    family: int | None = field(default=None, metadata=OMIT)  # levels the interval is joint over (Bonferroni)
+    case_high: float | None = field(default=None, metadata=OMIT)  # upper bound at the case's share of alpha
+
+
+@dataclass
+class Crossover:
+    """A/B on a load sweep: B's speedup per level and the first level that does not hold the floor (its users,
+    speedup, interval and verdict; None where every level holds)."""
+
+    floor: float = 1.0
+    gated: bool = False  # min_speedup given: the crossover is the sweep's A/B gate
+    levels: list[SpeedupLevel] = field(default_factory=list)
+    users: int | None = None
+    speedup: float | None = None
+    interval: list[float] | None = None
+    verdict: str | None = None
+    text: str = ""

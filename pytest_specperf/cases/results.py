@@ -13,10 +13,12 @@ from typing import Any, ClassVar
 from pytest_specperf.cases.json_form import OMIT, to_dict
 from pytest_specperf.cases.result_parts import (
     Acceptance,
+    ArmsTable,
     Attribution,
     Burst,
     CaseComparison,
     CategoryFigures,
+    Crossover,
     HistoryEntry,
     LevelTrial,
     RateRequest,
@@ -61,7 +63,7 @@ class Result:
     comparisons: list[CaseComparison] | None = field(default=None, metadata=OMIT)
     ab: AbSummary | None = field(default=None, metadata=OMIT)  # A/B in one run: what A measured
     # N arms in one run: the users x arms table (compare/arms.py)
-    arms: dict[str, Any] | None = field(default=None, metadata=OMIT)
+    arms: ArmsTable | None = field(default=None, metadata=OMIT)
     # the history gate's entry per metric (history/)
     history: list[HistoryEntry] | None = field(default=None, metadata=OMIT)
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
@@ -313,7 +315,7 @@ class LoadSweepResult(Result):
     total_tps: float | None = None  # the highest aggregate over levels
     min_total_tps: Any = None  # the asked aggregate floor: one number, or {users: floor}
     min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
-    crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
+    crossover: Crossover | None = None  # A/B only: per-level speedups and the first level B is slower
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, CategoryFigures] | None = None  # figures per category at the highest level
     repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result

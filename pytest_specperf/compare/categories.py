@@ -65,8 +65,7 @@ def apply(summary: dict[str, Any], arm_a: Sequence[Case], arm_b: list[dict[str, 
         # joint over the categories (Bonferroni): "some category below" holds the case's rate, not one category's
         d, lo, hi, method = log_interval(np.log(a), np.log(b), ALPHA / len(measured))
         lv = speedup_level(0, a, b, 1.0)
-        lv.update(interval=[math.exp(min(lo, d)), math.exp(max(hi, d))], method=method, family=len(measured))
-        f.update(speedup=lv["speedup"], speedup_interval=lv["interval"], speedup_method=lv["method"],
-                 speedup_n_a=lv["n_a"], speedup_n_b=lv["n_b"], a_decode_tps=lv["a_decode_tps"],
-                 speedup_family=lv["family"])
+        f.update(speedup=lv.speedup, speedup_interval=[math.exp(min(lo, d)), math.exp(max(hi, d))],
+                 speedup_method=method, speedup_n_a=lv.n_a, speedup_n_b=lv.n_b, a_decode_tps=lv.a_decode_tps,
+                 speedup_family=len(measured))
     summary["categories"] = combined

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from pytest_specperf.cases.json_form import to_dict  # TRANSITIONAL: the arms table into dict rows (trials branch)
 from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_part
@@ -246,7 +247,8 @@ def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison]
             "per-level comparisons are shown, not gated")
     if summary.get("kind") == "load_sweep":  # untyped part: trial rows
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
-        summary["arms"] = arms_table.table(arms, baseline="A", deployed="B")  # the two-arm case, shown as N arms
+        # the two-arm case, shown as N arms; TRANSITIONAL: as data while the summary is a dict (trials branch)
+        summary["arms"] = to_dict(arms_table.table(arms, baseline="A", deployed="B"))
     categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
     return summary, warnings
 
@@ -288,7 +290,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
                 continue
             t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss)
             done = set(arms_table.settled(t))
-            open_levels = [row["users"] for row in t["levels"] if row["users"] not in done]
+            open_levels = [row.users for row in t.levels if row.users not in done]
             if not open_levels:
                 break
             cost = len(open_levels)
@@ -301,10 +303,10 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
         top = row["levels"][-1].get("decode_tps") if row["levels"] else None  # untyped part: trial rows
         row["decode_tps"] = top if row["levels"] else row.get("decode_tps")  # untyped part: trial rows
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
-    t["endpoints"] = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}  # untyped part: trial rows
+    t.endpoints = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}  # untyped part: trial rows
     # open-loop kinds have no per-user decode per level to rank arms by
     if row.get("kind") in KIND_METRICS:  # untyped part: trial rows
-        row["arms"] = {**t, "levels": []}
+        row["arms"] = to_dict(replace(t, levels=[]))  # TRANSITIONAL: as data while the row is a dict
         row.setdefault("notes", []).append("arms measured; open-loop cases are not ranked per level")
         return row, []
     return row, arms_table.apply(row, t, gate.inconclusive)
