@@ -69,7 +69,7 @@ def sweep(rng: np.random.Generator, levels: list[int], trials: int = 5) -> list[
 
 def crossover_fails(rng: np.random.Generator, n_levels: int) -> bool:
     lv = list(range(1, n_levels + 1))
-    return any(x["verdict"] == "below" for x in crossover.crossover(sweep(rng, lv), sweep(rng, lv), 1.0)["levels"])
+    return any(x.verdict == "below" for x in crossover.crossover(sweep(rng, lv), sweep(rng, lv), 1.0).levels)
 
 
 def category_arm(rng: np.random.Generator, k: int, trials: int = 5) -> list[Result]:
@@ -90,7 +90,7 @@ def categories_fail(rng: np.random.Generator, k: int) -> bool:
 def arms_gate(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
     lv = list(range(1, n_levels + 1))
     t = arms.table({name: sweep(rng, lv) for name in "abcd"[:n_arms]}, baseline="a", max_loss=0.05)
-    vs = [x["verdict"] for x in t["gate"]["levels"]]
+    vs = [x.verdict for x in t.gate.levels] if t.gate is not None else []
     return "below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds"
 
 

@@ -75,9 +75,9 @@ def main() -> None:
         below = holds = before = 0
         for _ in range(args.comparisons):
             a, b = arm(rng, trials, between, within, 1.0), arm(rng, trials, between, within, speedup)
-            [lv] = crossover.crossover(a, b, min_speedup=1.0)["levels"]
-            below += lv["verdict"] == "below"
-            holds += lv["verdict"] == "holds"
+            [lv] = crossover.crossover(a, b, min_speedup=1.0).levels
+            below += lv.verdict == "below"
+            holds += lv.verdict == "holds"
             before += pooled_streams(a, b, 1.0) == "below"
         n = args.comparisons
         print(f"| {trials} | {between:.2f} | {within:.2f} | {speedup:.2f} | {below / n:.2%} | {holds / n:.2%} "

@@ -114,11 +114,20 @@ def gate_cost(runs: int = 100, repeats: int = 20) -> tuple[float, float]:
 
     rng = np.random.default_rng(7)
 
-    def result() -> dict:
-        streams = [{"decode_tps": float(100 * math.exp(rng.normal(0, 0.03))),
+    from pytest_specperf.cases.results import Result
+    from pytest_specperf.cases.saved_results import load_result
+
+    # a stream's fields the gate does not read
+    rest = {"prompt_tokens": None, "completion_tokens": 200, "total_s": 1.0, "client_tps": 0.0, "window_tokens": None,
+            "window_tps": [], "early_tps": None, "late_tps": None, "drift": None, "trend_p": None, "stalls": [],
+            "tokens_per_chunk": 1.0, "count_source": "usage", "counts_exact": True}
+
+    def result() -> Result:
+        streams = [{**rest, "decode_tps": float(100 * math.exp(rng.normal(0, 0.03))),
                     "ttft_s": float(0.1 * math.exp(rng.normal(0, 0.03)))} for _ in range(5)]
-        return {"nodeid": "t.py::case", "kind": "sustained", "model": "m", "server": "sim", "verdict": "passed",
-                "decode_tps": 100.0, "ttft_s": 0.1, "streams": streams}
+        return load_result({"nodeid": "t.py::case", "kind": "sustained", "endpoint": "", "model": "m", "server": "sim",
+                            "ctx": 100, "prompt_tokens": None, "verdict": "passed", "decode_tps": 100.0, "ttft_s": 0.1,
+                            "streams": streams})
 
     meta = {"created": "2026-01-01T00:00:00Z", "model": "m", "server": "sim", "commit": {"id": "c"}}
     with tempfile.TemporaryDirectory() as tmp:

@@ -275,15 +275,15 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
     for note in notes:
         print(f"note: {note}")
     for e in entries:
-        print(f"{e['key']} {e['metric']}: {e['runs']} run(s)")
-        changes = {c["index"]: c for c in e["changes"]}
-        for i, s in enumerate(e["series"], start=e["first_shown"]):
-            mark = f"  <- change {changes[i]['effect']:+.1%}" if i in changes else ""
-            print(f"  run {s['run']:>5}  {s['created'] or '-':20}  {s['commit']:12}  {s['value']:.4g} "
-                  f"[{s['lo']:.4g}, {s['hi']:.4g}]{mark}")
-        if "interval" in e:
-            print(f"  next run predicted {e['predicted']:.4g} in [{e['interval'][0]:.4g}, {e['interval'][1]:.4g}] "
-                  f"(run-to-run {e['between']:.1%}, within-run {e['within']:.1%})")
+        print(f"{e.key} {e.metric}: {e.runs} run(s)")
+        changes = {c.index: c for c in e.changes}
+        for i, s in enumerate(e.series, start=e.first_shown):
+            mark = f"  <- change {changes[i].effect:+.1%}" if i in changes else ""
+            print(f"  run {s.run:>5}  {s.created or '-':20}  {s.commit:12}  {s.value:.4g} "
+                  f"[{s.lo:.4g}, {s.hi:.4g}]{mark}")
+        if e.interval is not None and e.predicted is not None:  # a prediction: all four of its fields set
+            print(f"  next run predicted {e.predicted:.4g} in [{e.interval[0]:.4g}, {e.interval[1]:.4g}] "
+                  f"(run-to-run {e.between or 0.0:.1%}, within-run {e.within or 0.0:.1%})")
     if output is not None:
         if output.suffix.lower() not in (".png", ".svg"):
             raise UsageError(f"-o {output}: give a .png or .svg file name")

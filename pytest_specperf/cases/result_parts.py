@@ -243,3 +243,205 @@ class CaseComparison:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data, with ``key``."""
         return to_dict(self)
+
+
+# history entries: the history gate's record per unit and metric (history/against_history.py, a result's
+# ``history``) and ``specperf trend``'s per metric (history/trend.py). Keyword-only, so that fields with defaults
+# (the ones an entry may lack, as the views have always tolerated) can keep their place in the JSON's key order.
+
+
+@dataclass(kw_only=True)
+class TrendPoint:
+    """One run in a trend: its geometric mean and the 95 % interval of that mean, in the metric's own units."""
+
+    run: int = 0  # its id in the history
+    commit: str = ""  # short commit id, or "-"
+    created: str = ""
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(kw_only=True)
+class ChangePoint:
+    """A change point: the run it began at (``run`` None: this run) and the levels on either side of it."""
+
+    index: int  # among the case's runs in the history (the first shown is ``first_shown``)
+    run: int | None = None
+    commit: str = ""  # short commit id; "this run" when it began now
+    created: str = ""  # "" when it began now
+    before: float
+    after: float
+    effect: float
+    # only on an entry's ``began`` (the change that decided it): the mean level before it and of the last segment
+    level_before: float | None = field(default=None, metadata=OMIT)
+    level_now: float | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(kw_only=True)
+class HistoryEntry:
+    """One unit and metric of a result judged against its history: the verdict, the prediction interval this run
+    was judged by, the recent runs and change points (what the trend charts draw)."""
+
+    key: str = ""  # the unit's case key (``case_key``)
+    metric: str
+    verdict: str  # passed | regressed | improved
+    by: str = ""  # "step" or "change point": which check decided ("" when passed)
+    runs: int  # earlier runs the prediction rests on
+    value: float  # this run's, in the metric's own units
+    predicted: float
+    interval: list[float]  # [low, high] this run was predicted in
+    effect: float  # this run against the prediction, better-is-positive
+    p: float | None = None
+    between: float = 0.0  # run-to-run noise (relative)
+    within: float = 0.0  # within-run noise (relative)
+    series: list[TrendPoint] = field(default_factory=list)  # the most recent earlier runs, oldest first
+    first_shown: int = 0  # index of ``series[0]`` among the runs
+    changes: list[ChangePoint] = field(default_factory=list)
+    began: ChangePoint | None = field(default=None, metadata=OMIT)  # the recent change that decided the verdict
+    since: int | None = field(default=None, metadata=OMIT)  # runs since ``began`` (this one included)
+    reason: str = ""
+
+
+@dataclass(kw_only=True)
+class MetricTrend:
+    """``specperf trend``'s view of one metric of a case: its runs and change points, and the interval the next run
+    is predicted in (the prediction's fields None while the history is too short for one)."""
+
+    key: str
+    metric: str
+    runs: int
+    first_shown: int = 0
+    series: list[TrendPoint] = field(default_factory=list)
+    changes: list[ChangePoint] = field(default_factory=list)
+    predicted: float | None = field(default=None, metadata=OMIT)
+    interval: list[float] | None = field(default=None, metadata=OMIT)
+    between: float | None = field(default=None, metadata=OMIT)
+    within: float | None = field(default=None, metadata=OMIT)
+
+
+# the arms table and the crossover
+
+
+@dataclass
+class ArmFigures:
+    """One arm at one level of the arms table: the geometric mean over its trials of per-user decode and of the
+    aggregate, each with its interval; ``n`` trials measured it (0: the arm did not reach the level)."""
+
+    decode_tps: float | None = None
+    decode_interval: list[float] | None = None
+    n: int = 0
+    total_tps: float | None = None
+    total_interval: list[float] | None = None
+    trials: list[float] | None = field(default=None, metadata=OMIT)  # per-trial decode (the gate's noise)
+
+
+@dataclass
+class VsBest:
+    """One arm against the level's best: the ratio of their decode, its interval and what the interval rests on."""
+
+    ratio: float
+    interval: list[float]
+    method: str  # welch | prediction | noise-floor
+    case_high: float | None = field(default=None, metadata=OMIT)  # upper bound at the case's share of alpha
+
+
+@dataclass
+class ArmsLevel:
+    """One load level of the arms table: every arm's figures, the best arm, the arms tied with it, and whether
+    the best is decided."""
+
+    users: int
+    arms: dict[str, ArmFigures] = field(default_factory=dict)
+    best: str = ""
+    vs_best: dict[str, VsBest] = field(default_factory=dict)
+    alpha: float | None = field(default=None, metadata=OMIT)  # per side, for each comparison with the best
+    tied: list[str] = field(default_factory=list)
+    decided: bool = False
+
+
+@dataclass
+class ArmsGateLevel:
+    """The deployed arm at one level against ``max_loss_vs_best``: ``holds``, ``below`` or ``inconclusive``.
+
+    Where the deployed arm is the best only the first four keys are written; elsewhere every key, ``noise`` and
+    ``trials_needed`` even when None (``json_extras``)."""
+
+    users: int
+    verdict: str
+    ratio: float
+    interval: list[float]
+    best: str | None = field(default=None, metadata=OMIT)
+    deployed_tps: float | None = field(default=None, metadata=OMIT)
+    best_tps: float | None = field(default=None, metadata=OMIT)
+    noise: float | None = field(default=None, metadata=OMIT)  # pooled per-trial log-sd of the two arms
+    trials_needed: int | None = field(default=None, metadata=OMIT)  # per arm, to show an equal arm within
+
+    def json_extras(self) -> dict[str, Any]:
+        """A level judged against another arm writes ``noise`` and ``trials_needed`` as null when unknown; they
+        are the last keys, so adding them here keeps the order."""
+        return {} if self.best is None else {"noise": self.noise, "trials_needed": self.trials_needed}
+
+
+@dataclass
+class ArmsGate:
+    """The deployed arm against the best at every level (``max_loss_vs_best``)."""
+
+    deployed: str
+    max_loss_vs_best: float
+    levels: list[ArmsGateLevel] = field(default_factory=list)
+
+
+@dataclass
+class ArmsTable:
+    """The arms comparison of one case (``compare/arms.py``): per level every arm, the best one, the schedule
+    (users as a string -> best arm) and, with ``max_loss_vs_best``, the deployed arm's gate."""
+
+    names: list[str]
+    baseline: str
+    deployed: str
+    trials: dict[str, int] = field(default_factory=dict)
+    levels: list[ArmsLevel] = field(default_factory=list)
+    schedule: dict[str, str] = field(default_factory=dict)
+    max_loss_vs_best: float | None = None
+    # every arm's speculative tokens, where all are known; then the schedule as batch size -> tokens
+    tokens: dict[str, int] | None = field(default=None, metadata=OMIT)
+    num_speculative_tokens: dict[str, int] | None = field(default=None, metadata=OMIT)
+    gate: ArmsGate | None = None
+    text: str = ""
+    endpoints: dict[str, str | None] | None = field(default=None, metadata=OMIT)  # an arms run: each arm's URL
+
+
+@dataclass(kw_only=True)  # keywords only: ``method`` may be absent (runs saved before it), later fields not
+class SpeedupLevel:
+    """B's speedup over A for users at one level (``compare/crossover.py``): the ratio of per-trial decode, its
+    interval and verdict against the floor, and the trials it rests on."""
+
+    users: int
+    speedup: float
+    interval: list[float]
+    verdict: str  # holds | below | inconclusive
+    method: str | None = field(default=None, metadata=OMIT)  # welch | prediction | noise-floor
+    a_decode_tps: float
+    b_decode_tps: float
+    n_a: int
+    n_b: int
+    a_trials: list[float] | None = field(default=None, metadata=OMIT)
+    b_trials: list[float] | None = field(default=None, metadata=OMIT)
+    family: int | None = field(default=None, metadata=OMIT)  # levels the interval is joint over (Bonferroni)
+    case_high: float | None = field(default=None, metadata=OMIT)  # upper bound at the case's share of alpha
+
+
+@dataclass
+class Crossover:
+    """A/B on a load sweep: B's speedup per level and the first level that does not hold the floor (its users,
+    speedup, interval and verdict; None where every level holds)."""
+
+    floor: float = 1.0
+    gated: bool = False  # min_speedup given: the crossover is the sweep's A/B gate
+    levels: list[SpeedupLevel] = field(default_factory=list)
+    users: int | None = None
+    speedup: float | None = None
+    interval: list[float] | None = None
+    verdict: str | None = None
+    text: str = ""

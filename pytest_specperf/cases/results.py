@@ -13,10 +13,13 @@ from typing import Any, ClassVar
 from pytest_specperf.cases.json_form import OMIT, to_dict
 from pytest_specperf.cases.result_parts import (
     Acceptance,
+    ArmsTable,
     Attribution,
     Burst,
     CaseComparison,
     CategoryFigures,
+    Crossover,
+    HistoryEntry,
     LevelTrial,
     RateRequest,
     SessionRequest,
@@ -60,9 +63,9 @@ class Result:
     comparisons: list[CaseComparison] | None = field(default=None, metadata=OMIT)
     ab: AbSummary | None = field(default=None, metadata=OMIT)  # A/B in one run: what A measured
     # N arms in one run: the users x arms table (compare/arms.py)
-    arms: dict[str, Any] | None = field(default=None, metadata=OMIT)
+    arms: ArmsTable | None = field(default=None, metadata=OMIT)
     # the history gate's entry per metric (history/)
-    history: list[dict[str, Any]] | None = field(default=None, metadata=OMIT)
+    history: list[HistoryEntry] | None = field(default=None, metadata=OMIT)
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
 
     def as_dict(self) -> dict[str, Any]:
@@ -293,6 +296,11 @@ class Probe:
     categories: dict[str, CategoryFigures] | None = None
     tokens_per_chunk: float | None = None
     step_ms: float | None = None
+    # prompt and cached tokens over the probe's answered requests, where the server reports cached tokens
+    prompt_tokens: int | None = field(default=None, metadata=OMIT)
+    cached_tokens: int | None = field(default=None, metadata=OMIT)
+    # why this probe's TTFT is inconclusive: requests meant to be cold came back cached (run/cached_share.py)
+    ttft_cache: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
@@ -307,7 +315,7 @@ class LoadSweepResult(Result):
     total_tps: float | None = None  # the highest aggregate over levels
     min_total_tps: Any = None  # the asked aggregate floor: one number, or {users: floor}
     min_speedup: float | None = None  # A/B only: asked floor on B / A per-user decode
-    crossover: dict[str, Any] | None = None  # A/B only: per-level speedups and the first level B is slower
+    crossover: Crossover | None = None  # A/B only: per-level speedups and the first level B is slower
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, CategoryFigures] | None = None  # figures per category at the highest level
     repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result

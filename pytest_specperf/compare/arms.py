@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy
 
-from pytest_specperf.cases.results import LoadLevel
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import ArmFigures, ArmsGate, ArmsGateLevel, ArmsLevel, ArmsTable, VsBest
+from pytest_specperf.cases.results import LoadLevel, Result
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
@@ -39,10 +41,12 @@ from pytest_specperf.compare.trials import Case, read
 #: How far (ratio) from the best an arm still counts as "as good" for repeat="auto" without max_loss_vs_best.
 DEFAULT_TOLERANCE = 0.05
 
+T = TypeVar("T")
 
-def measure(measures: Mapping[str, Callable[[], dict[str, Any]]], trials: int) -> dict[str, list[dict[str, Any]]]:
+
+def measure(measures: Mapping[str, Callable[[], T]], trials: int) -> dict[str, list[T]]:
     """Every arm's results, ``trials`` each, measured interleaved in ``trials.arm_order``."""
-    out: dict[str, list[dict[str, Any]]] = {name: [] for name in measures}
+    out: dict[str, list[T]] = {name: [] for name in measures}
     for name in compare.arm_order(list(measures), trials):
         out[name].append(measures[name]())
     return out
@@ -85,15 +89,15 @@ def mean_interval(xs: Sequence[float], alpha: float = compare.ALPHA) -> tuple[fl
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
-def _figures(xs: list[float]) -> dict[str, Any]:
+def _figures(xs: list[float]) -> tuple[float | None, list[float] | None, int]:
     if not xs:
-        return {"value": None, "interval": None, "n": 0}
+        return None, None, 0
     g, lo, hi = mean_interval(xs)
-    return {"value": g, "interval": [lo, hi], "n": len(xs)}
+    return g, [lo, hi], len(xs)
 
 
-def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: float = DEFAULT_TOLERANCE,
-          levels: int = 1) -> dict[str, Any] | None:
+def level(users: int, arms: Mapping[str, Sequence[Case]], tolerance: float = DEFAULT_TOLERANCE,
+          levels: int = 1) -> ArmsLevel | None:
     """One level: every arm's per-user decode and aggregate with intervals, the best arm, the ones tied with it,
     and whether the best is decided. None when no arm measured the level. ``levels``: how many levels the case
     judges; the comparisons with the best share ``ALPHA`` over all of them."""
@@ -101,18 +105,17 @@ def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: f
     measured = {name: xs for name, xs in per_user.items() if xs}
     if not measured:
         return None
-    row: dict[str, Any] = {"users": users, "arms": {}}
+    figures: dict[str, ArmFigures] = {}
     for name, rs in arms.items():
-        dec = _figures(per_user[name])
-        agg = _figures(values(rs, users, "total_tps"))
-        row["arms"][name] = {"decode_tps": dec["value"], "decode_interval": dec["interval"], "n": dec["n"],
-                             "total_tps": agg["value"], "total_interval": agg["interval"],
-                             "trials": [float(x) for x in per_user[name]]}
+        dec, dec_interval, n = _figures(per_user[name])
+        agg, agg_interval, _ = _figures(values(rs, users, "total_tps"))
+        figures[name] = ArmFigures(decode_tps=dec, decode_interval=dec_interval, n=n, total_tps=agg,
+                                   total_interval=agg_interval, trials=[float(x) for x in per_user[name]])
     best = max(measured, key=lambda n: float(np.mean(np.log(measured[n]))))
     # Bonferroni over the N - 1 comparisons with the best (the best is the luckiest arm); a level's `below`
     # also splits ALPHA over the case's levels (``case_high``), so the case, not each level, holds it.
     alpha = compare.ALPHA / max(1, len(measured) - 1)
-    vs: dict[str, Any] = {}
+    vs: dict[str, VsBest] = {}
     for name, xs in measured.items():
         if name == best:
             continue
@@ -120,32 +123,30 @@ def level(users: int, arms: Mapping[str, Sequence[dict[str, Any]]], tolerance: f
         d, lo, hi, method = crossover.log_interval(lb, lx, alpha)
         lo, hi = min(lo, d), max(hi, d)
         hi_case = max(d, crossover.log_interval(lb, lx, alpha / levels)[2]) if levels > 1 else hi
-        vs[name] = {"ratio": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "method": method,
-                    "case_high": math.exp(hi_case)}
+        vs[name] = VsBest(ratio=math.exp(d), interval=[math.exp(lo), math.exp(hi)], method=method,
+                          case_high=math.exp(hi_case))
     floor = math.log(1 - tolerance)  # the gate's own bound: decided and max_loss_vs_best use one tolerance
-    row.update(best=best, vs_best=vs, alpha=alpha,
-               tied=[n for n, c in vs.items() if math.log(c["interval"][1]) >= 0],
-               decided=all(math.log(c["interval"][1]) < 0 or
-                           (math.log(c["interval"][0]) >= floor) for c in vs.values()))
-    return row
+    return ArmsLevel(users=users, arms=figures, best=best, vs_best=vs, alpha=alpha,
+                     tied=[n for n, c in vs.items() if math.log(c.interval[1]) >= 0],
+                     decided=all(math.log(c.interval[1]) < 0 or
+                                 (math.log(c.interval[0]) >= floor) for c in vs.values()))
 
 
-def table(arms: Mapping[str, Sequence[dict[str, Any]]], *, baseline: str, deployed: str | None = None,
-          max_loss: float | None = None, tokens: Mapping[str, int] | None = None) -> dict[str, Any]:
+def table(arms: Mapping[str, Sequence[Case]], *, baseline: str, deployed: str | None = None,
+          max_loss: float | None = None, tokens: Mapping[str, int] | None = None) -> ArmsTable:
     """The arms comparison of one case: every level, the schedule, and (``max_loss``) the deployed arm's verdict."""
     names = list(arms)
     tolerance = DEFAULT_TOLERANCE if max_loss is None else max_loss
     users_all = levels_of([r for rs in arms.values() for r in rs])
     rows = [row for users in users_all for row in [level(users, arms, tolerance, len(users_all))] if row is not None]
-    out: dict[str, Any] = {"names": names, "baseline": baseline, "deployed": deployed or baseline,
-                           "trials": {n: len(rs) for n, rs in arms.items()}, "levels": rows,
-                           "schedule": {str(r["users"]): r["best"] for r in rows},
-                           "max_loss_vs_best": max_loss}
+    out = ArmsTable(names=names, baseline=baseline, deployed=deployed or baseline,
+                    trials={n: len(rs) for n, rs in arms.items()}, levels=rows,
+                    schedule={str(r.users): r.best for r in rows}, max_loss_vs_best=max_loss)
     if tokens and all(n in tokens for n in names):
-        out["tokens"] = dict(tokens)
-        out["num_speculative_tokens"] = {str(r["users"]): int(tokens[r["best"]]) for r in rows}
-    out["gate"] = gate(out, max_loss) if max_loss is not None else None
-    out["text"] = schedule_text(out)
+        out.tokens = dict(tokens)
+        out.num_speculative_tokens = {str(r.users): int(tokens[r.best]) for r in rows}
+    out.gate = gate(out, max_loss) if max_loss is not None else None
+    out.text = schedule_text(out)
     return out
 
 
@@ -173,143 +174,161 @@ def _noise(*trials: Sequence[float]) -> float | None:
     return math.sqrt(sum(float(((x - x.mean()) ** 2).sum()) for x in logs) / dof) if dof else None
 
 
-def gate(t: dict[str, Any], max_loss: float) -> dict[str, Any]:
+def gate(t: ArmsTable, max_loss: float) -> ArmsGate:
     """The deployed arm against the best at every level: per level ``holds``, ``below`` or ``inconclusive``."""
-    deployed = t["deployed"]
+    deployed = t.deployed
     floor = math.log(1 - max_loss)
     judged = []
-    for row in t["levels"]:
-        mine = row["arms"].get(deployed) or {}
-        if not mine.get("n"):  # untyped part: arms table
+    for row in t.levels:
+        mine = row.arms.get(deployed)  # an arm's name: data, not a field
+        if mine is None or not mine.n:
             continue
-        if row["best"] == deployed:
-            judged.append({"users": row["users"], "verdict": "holds", "ratio": 1.0, "interval": [1.0, 1.0]})
+        if row.best == deployed:
+            judged.append(ArmsGateLevel(users=row.users, verdict="holds", ratio=1.0, interval=[1.0, 1.0]))
             continue
-        c = row["vs_best"][deployed]
-        alpha = row.get("alpha", compare.ALPHA)  # untyped part: arms table
-        lo = math.log(c["interval"][0])
-        hi = math.log(c.get("case_high", c["interval"][1]))  # untyped part: arms table; the case's alpha decides
+        c = row.vs_best[deployed]
+        alpha = compare.ALPHA if row.alpha is None else row.alpha
+        lo = math.log(c.interval[0])
+        hi = math.log(c.interval[1] if c.case_high is None else c.case_high)  # the case's alpha decides
         verdict = "below" if hi < floor else "holds" if lo >= floor else "inconclusive"
-        best_trials = row["arms"][row["best"]].get("trials") or []  # untyped part: arms table
-        noise = _noise(mine.get("trials") or [], best_trials)  # untyped part: arms table
-        judged.append({"users": row["users"], "verdict": verdict, "ratio": c["ratio"], "interval": c["interval"],
-                       "best": row["best"], "deployed_tps": mine["decode_tps"],
-                       "best_tps": row["arms"][row["best"]]["decode_tps"], "noise": noise,
-                       "trials_needed": None if noise is None else trials_to_hold(noise, max_loss, alpha)})
-    return {"deployed": deployed, "max_loss_vs_best": max_loss, "levels": judged}
+        best = row.arms[row.best]
+        noise = _noise(mine.trials or [], best.trials or [])
+        judged.append(ArmsGateLevel(users=row.users, verdict=verdict, ratio=c.ratio, interval=c.interval,
+                                    best=row.best, deployed_tps=mine.decode_tps, best_tps=best.decode_tps,
+                                    noise=noise,
+                                    trials_needed=None if noise is None else trials_to_hold(noise, max_loss, alpha)))
+    return ArmsGate(deployed=deployed, max_loss_vs_best=max_loss, levels=judged)
 
 
-def loss_text(deployed: str, lv: dict[str, Any], max_loss: float) -> str:
+def loss_text(deployed: str, lv: ArmsGateLevel, max_loss: float) -> str:
     """One judged level in words: where, how much slower than the best, and the figures."""
-    lo, hi = lv["interval"]
-    what = "loses more than" if lv["verdict"] == "below" else "is not shown within"
+    lo, hi = lv.interval
+    what = "loses more than" if lv.verdict == "below" else "is not shown within"
     need = ""
-    if lv["verdict"] == "inconclusive" and lv.get("trials_needed"):  # untyped part: arms table
-        need = (f"; at {lv['noise']:.1%} noise per trial about {lv['trials_needed']} trials per arm show an equal arm "
+    if lv.verdict == "inconclusive" and lv.trials_needed:
+        need = (f"; at {lv.noise:.1%} noise per trial about {lv.trials_needed} trials per arm show an equal arm "
                 'within it (repeat="auto" adds trials until decided)')
-    return (f"at {_users(lv['users'])} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
-            f"{lv['best']}: {lv['deployed_tps']:.1f} vs {lv['best_tps']:.1f} tok/s per user, ratio "
-            f"{lv['ratio']:.2f} [{lo:.2f}, {hi:.2f}]{need}")
+    return (f"at {_users(lv.users)} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
+            f"{lv.best}: {lv.deployed_tps:.1f} vs {lv.best_tps:.1f} tok/s per user, ratio "
+            f"{lv.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}")
 
 
-def apply(summary: dict[str, Any], t: dict[str, Any], inconclusive: str) -> list[str]:
+def _write(summary: Result | dict[str, Any], t: ArmsTable, note: str, reason: str | None) -> None:
+    """Put the table and its note on the case's summary, and with ``reason`` fail it."""
+    if isinstance(summary, dict):  # TRANSITIONAL: gates.py passes dicts until the trials branch
+        summary["arms"] = to_dict(t)
+        if reason is not None:
+            summary.update(verdict="failed", reason=reason)
+        summary.setdefault("notes", []).append(note)
+        return
+    summary.arms = t
+    if reason is not None:
+        summary.verdict, summary.reason = "failed", reason
+    summary.notes.append(note)
+
+
+def apply(summary: Result | dict[str, Any], t: ArmsTable, inconclusive: str) -> list[str]:
     """Attach the arms table to the case's row; with ``max_loss_vs_best`` judge it: a level ``below`` fails the
     case, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
-    summary["arms"] = t
-    g = t.get("gate")  # untyped part: arms table
-    if not g:
-        summary.setdefault("notes", []).append(t["text"])
+    g = t.gate
+    if g is None:
+        _write(summary, t, t.text, None)
         return []
-    below = [lv for lv in g["levels"] if lv["verdict"] == "below"]
-    unsure = [lv for lv in g["levels"] if lv["verdict"] == "inconclusive"]
+    below = [lv for lv in g.levels if lv.verdict == "below"]
+    unsure = [lv for lv in g.levels if lv.verdict == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    if fail and summary.get("verdict") != "error":  # untyped part: trial rows
-        summary["verdict"] = "failed"
-        reasons = [loss_text(g["deployed"], lv, g["max_loss_vs_best"]) for lv in fail]
-        prior = summary.get("reason", "")  # untyped part: trial rows
-        summary["reason"] = "; ".join(reasons + [x for x in [prior] if x])
-    summary.setdefault("notes", []).append(t["text"])
+    reason = None
+    if fail and read(summary, "verdict") != "error":
+        reasons = [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in fail]
+        prior = read(summary, "reason", "")
+        reason = "; ".join(reasons + [x for x in [prior] if x])
+    _write(summary, t, t.text, reason)
     if unsure and inconclusive == "warn":
-        return [loss_text(g["deployed"], lv, g["max_loss_vs_best"]) for lv in unsure]
+        return [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in unsure]
     return []
 
 
-def schedule_text(t: dict[str, Any]) -> str:
+def schedule_text(t: ArmsTable) -> str:
     """The schedule in one line: the best arm per level, ties named, and the speculative tokens when known."""
-    if not t["levels"]:
+    if not t.levels:
         return "arms not compared: no level measured on any arm"
     parts = []
-    for row in t["levels"]:
-        tie = f" (tied: {', '.join(row['tied'])})" if row["tied"] else ""
-        parts.append(f"{_users(row['users'])} -> {row['best']}{tie}")
+    for row in t.levels:
+        tie = f" (tied: {', '.join(row.tied)})" if row.tied else ""
+        parts.append(f"{_users(row.users)} -> {row.best}{tie}")
     text = "best arm per level: " + ", ".join(parts)
-    if t.get("num_speculative_tokens"):  # untyped part: arms table
-        pairs = ", ".join(f'"{k}": {v}' for k, v in t["num_speculative_tokens"].items())
+    if t.num_speculative_tokens:
+        pairs = ", ".join(f'"{k}": {v}' for k, v in t.num_speculative_tokens.items())
         text += f"; num_speculative_tokens by batch size: {{{pairs}}}"
     return text
 
 
-def decided(t: dict[str, Any]) -> list[int]:
+def decided(t: ArmsTable) -> list[int]:
     """The levels whose best arm is decided (``level``'s ``decided``)."""
-    return [row["users"] for row in t["levels"] if row["decided"]]
+    return [row.users for row in t.levels if row.decided]
 
 
-def settled(t: dict[str, Any]) -> list[int]:
+def settled(t: ArmsTable) -> list[int]:
     """The levels repeat="auto" may stop measuring: the best arm decided and, with ``max_loss_vs_best``, the gate
     too (``holds`` or ``below``). A deployed arm shown slower than the best but not shown within the loss is
     decided for the schedule yet inconclusive for the gate; with identical arms that is the luckiest arm ahead
     by chance, and more trials settle it."""
-    gated = (t.get("gate") or {}).get("levels") or []  # untyped part: arms table
-    open_gate = {lv["users"] for lv in gated if lv["verdict"] == "inconclusive"}
+    gated = t.gate.levels if t.gate is not None else []
+    open_gate = {lv.users for lv in gated if lv.verdict == "inconclusive"}
     return [u for u in decided(t) if u not in open_gate]
 
 
-def _cell(arm: dict[str, Any], mark: str) -> str:
-    if not arm.get("n"):  # untyped part: arms table
+def _cell(arm: ArmFigures | None, mark: str) -> str:
+    if arm is None or not arm.n or arm.decode_interval is None:
         return "-"
-    lo, hi = arm["decode_interval"]
-    return f"{arm['decode_tps']:.1f} [{lo:.1f}, {hi:.1f}]{mark}"
+    lo, hi = arm.decode_interval
+    return f"{arm.decode_tps:.1f} [{lo:.1f}, {hi:.1f}]{mark}"
 
 
-def _mark(row: dict[str, Any], name: str) -> str:
-    return " *" if row["best"] == name else " ~" if name in row["tied"] else ""
+def _mark(row: ArmsLevel, name: str) -> str:
+    return " *" if row.best == name else " ~" if name in row.tied else ""
 
 
-def grid(t: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def grid(t: ArmsTable) -> tuple[list[str], list[list[str]]]:
     """The users x arms grid: header and rows of per-user decode [interval], best ``*``, tied with it ``~``."""
-    header = ["users", *t["names"], "aggregate of the best"]
+    header = ["users", *t.names, "aggregate of the best"]
     rows = []
-    for row in t["levels"]:
-        best = row["arms"][row["best"]]
-        rows.append([str(row["users"]), *(_cell(row["arms"][n], _mark(row, n)) for n in t["names"]),
-                     "-" if best.get("total_tps") is None else f"{best['total_tps']:.1f}"])  # untyped part: arms table
+    for row in t.levels:
+        best = row.arms[row.best]
+        rows.append([str(row.users), *(_cell(row.arms.get(n), _mark(row, n)) for n in t.names),
+                     "-" if best.total_tps is None else f"{best.total_tps:.1f}"])
     return header, rows
 
 
-def text_lines(result: Case) -> list[str]:
+def _table_of(result: Result) -> ArmsTable | None:
+    """The result's arms table when it compared arms at some level."""
+    return result.arms if result.arms is not None and result.arms.levels else None
+
+
+def text_lines(result: Result) -> list[str]:
     """The terminal's arms table of one result (none when it has no arms comparison)."""
-    t = read(result, "arms")
-    if not isinstance(t, dict) or not t.get("levels"):  # untyped part: arms table
+    t = _table_of(result)
+    if t is None:
         return []
     header, rows = grid(t)
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    lines = [f"arms of {read(result, 'nodeid', '')}: per-user decode tok/s [98% interval], * best, ~ tied with it"]
+    lines = [f"arms of {result.nodeid}: per-user decode tok/s [98% interval], * best, ~ tied with it"]
     lines += ["  " + "  ".join(x[i].rjust(widths[i]) for i in range(len(header))) for x in [header, *rows]]
-    return [*lines, "  " + t["text"]]
+    return [*lines, "  " + t.text]
 
 
-def markdown_lines(result: Case) -> list[str]:
+def markdown_lines(result: Result) -> list[str]:
     """The Markdown arms table of one result (none when it has no arms comparison)."""
-    t = read(result, "arms")
-    if not isinstance(t, dict) or not t.get("levels"):  # untyped part: arms table
+    t = _table_of(result)
+    if t is None:
         return []
     header, rows = grid(t)
-    out = ["", f"Arms of `{read(result, 'nodeid', '')}`: per-user decode tok/s [98% interval], "
+    out = ["", f"Arms of `{result.nodeid}`: per-user decode tok/s [98% interval], "
                "**best** in bold, ~ tied with it", "",
            "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
-    for row, cells in zip(t["levels"], rows, strict=True):
+    for row, cells in zip(t.levels, rows, strict=True):
         # the best in bold instead of its " *": "** *" would read as emphasis markers
-        shown = [f"**{c.removesuffix(' *')}**" if 0 < i <= len(t["names"]) and t["names"][i - 1] == row["best"]
+        shown = [f"**{c.removesuffix(' *')}**" if 0 < i <= len(t.names) and t.names[i - 1] == row.best
                  else c for i, c in enumerate(cells)]
         out.append("| " + " | ".join(shown) + " |")
-    return [*out, "", t["text"]]
+    return [*out, "", t.text]

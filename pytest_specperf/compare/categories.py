@@ -74,9 +74,9 @@ def apply(summary: Result, arm_a: Sequence[Case], arm_b: Sequence[Result]) -> No
         f = combined[cat]
         # joint over the categories (Bonferroni): "some category below" holds the case's rate, not one category's
         d, lo, hi, method = log_interval(np.log(a), np.log(b), ALPHA / len(measured))
-        lv = speedup_level(0, a, b, 1.0)  # read(): a mapping today, a record once the crossover's levels are typed
-        f.speedup, f.speedup_interval = read(lv, "speedup"), [math.exp(min(lo, d)), math.exp(max(hi, d))]
+        lv = speedup_level(0, a, b, 1.0)
+        f.speedup, f.speedup_interval = lv.speedup, [math.exp(min(lo, d)), math.exp(max(hi, d))]
         f.speedup_method, f.speedup_family = method, len(measured)
-        f.speedup_n_a, f.speedup_n_b, f.a_decode_tps = read(lv, "n_a"), read(lv, "n_b"), read(lv, "a_decode_tps")
+        f.speedup_n_a, f.speedup_n_b, f.a_decode_tps = lv.n_a, lv.n_b, lv.a_decode_tps
     if isinstance(summary, SustainedResult | LoadSweepResult | RateResult | CapacityResult):  # kinds with categories
         summary.categories = combined

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import scipy
 
-from pytest_specperf.cases.result_parts import LevelTrial
+from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.result_parts import Crossover, LevelTrial, SpeedupLevel
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
@@ -106,7 +107,7 @@ def log_interval(la: np.ndarray, lb: np.ndarray, alpha: float = compare.ALPHA,
     return d, d - half, d + half, method
 
 
-def speedup_level(users: int, a: list[float], b: list[float], floor: float, family: int = 1) -> dict[str, Any]:
+def speedup_level(users: int, a: list[float], b: list[float], floor: float, family: int = 1) -> SpeedupLevel:
     """B's speedup over A at one level from per-trial values, its interval and verdict against ``floor``.
 
     ``family``: how many levels can fail the case. The interval is the level's own (98 %); ``below`` needs the
@@ -119,14 +120,14 @@ def speedup_level(users: int, a: list[float], b: list[float], floor: float, fami
     hi_case = max(d, log_interval(la, lb, compare.ALPHA / max(1, family))[2]) if family > 1 else hi
     log_floor = math.log(floor)
     verdict = "below" if hi_case < log_floor else "holds" if lo >= log_floor else "inconclusive"
-    return {"users": users, "speedup": math.exp(d), "interval": [math.exp(lo), math.exp(hi)], "verdict": verdict,
-            "method": method, "a_decode_tps": math.exp(float(la.mean())), "b_decode_tps": math.exp(float(lb.mean())),
-            "n_a": len(a), "n_b": len(b), "a_trials": [float(x) for x in a], "b_trials": [float(x) for x in b],
-            "family": family, "case_high": math.exp(hi_case)}
+    return SpeedupLevel(users=users, speedup=math.exp(d), interval=[math.exp(lo), math.exp(hi)], verdict=verdict,
+                        method=method, a_decode_tps=math.exp(float(la.mean())),
+                        b_decode_tps=math.exp(float(lb.mean())), n_a=len(a), n_b=len(b),
+                        a_trials=[float(x) for x in a], b_trials=[float(x) for x in b], family=family,
+                        case_high=math.exp(hi_case))
 
 
-def crossover(arm_a: Sequence[Case], arm_b: Sequence[Case], min_speedup: float | None = None
-              ) -> dict[str, Any]:
+def crossover(arm_a: Sequence[Case], arm_b: Sequence[Case], min_speedup: float | None = None) -> Crossover:
     """Per level B's speedup over A for users, and the first level that does not hold the floor (1, or
     ``min_speedup``). ``arm_a``, ``arm_b``: each arm's load-sweep results, one per trial (or combined rows)."""
     floor = 1.0 if min_speedup is None else float(min_speedup)
@@ -135,68 +136,85 @@ def crossover(arm_a: Sequence[Case], arm_b: Sequence[Case], min_speedup: float |
     pairs = [(users, a, b) for users, a, b in pairs if a and b]
     # Every level can fail the case: the intervals are joint over them (Bonferroni), so the case holds ALPHA.
     levels = [speedup_level(users, a, b, floor, family=len(pairs)) for users, a, b in pairs]
-    first = next((lv for lv in levels if lv["verdict"] != "holds"), None)
-    return {"floor": floor, "gated": min_speedup is not None, "levels": levels,
-            "users": first["users"] if first else None, "speedup": first["speedup"] if first else None,
-            "interval": first["interval"] if first else None, "verdict": first["verdict"] if first else None,
-            "text": _text(first, floor, levels)}
+    first = next((lv for lv in levels if lv.verdict != "holds"), None)
+    return Crossover(floor=floor, gated=min_speedup is not None, levels=levels,
+                     users=first.users if first else None, speedup=first.speedup if first else None,
+                     interval=first.interval if first else None, verdict=first.verdict if first else None,
+                     text=_text(first, floor, levels))
 
 
 def _users(n: int) -> str:
     return f"{n} user" + ("" if n == 1 else "s")
 
 
-def level_text(lv: dict[str, Any]) -> str:
+def level_text(lv: SpeedupLevel) -> str:
     """One level's speedup, interval and what they rest on, in words."""
-    lo, hi = lv["interval"]
+    lo, hi = lv.interval
     how = {"welch": "", "prediction": "; noise from one arm's spread",
-           "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}[lv["method"]]
+           "noise-floor": f"; no spread to measure, {compare.NOISE_FLOOR:.0%} per trial assumed"}
+    how_text = how.get(lv.method or "", "")  # none before runs said what the interval rests on
     joint = ""
-    if lv.get("family", 1) > 1 and lv.get("verdict") != "holds":  # untyped part: crossover
+    if (lv.family or 1) > 1 and lv.verdict != "holds":
         # a below needs the case's share of alpha: the bound it was judged on, beside the level's own interval
-        joint = f"; at the case's 1% over {lv['family']} levels up to {lv['case_high']:.2f}"
-    return (f"speedup {lv['speedup']:.2f} [{lo:.2f}, {hi:.2f}] ({lv['b_decode_tps']:.1f} vs "
-            f"{lv['a_decode_tps']:.1f} tok/s per user, {lv['n_b']} vs {lv['n_a']} trials{how}{joint})")
+        joint = f"; at the case's 1% over {lv.family} levels up to {lv.case_high:.2f}"
+    return (f"speedup {lv.speedup:.2f} [{lo:.2f}, {hi:.2f}] ({lv.b_decode_tps:.1f} vs "
+            f"{lv.a_decode_tps:.1f} tok/s per user, {lv.n_b} vs {lv.n_a} trials{how_text}{joint})")
 
 
-def _text(first: dict[str, Any] | None, floor: float, levels: list[dict[str, Any]]) -> str:
+def _text(first: SpeedupLevel | None, floor: float, levels: list[SpeedupLevel]) -> str:
     if not levels:
         return "crossover not judged: no level measured on both arms"
     plain = floor == 1.0
     if first is None:
         what = "B faster for users" if plain else f"B's speedup at or above min_speedup {floor:g}"
-        return f"{what} at every level up to {_users(levels[-1]['users'])} (the whole interval)"
-    if first["verdict"] == "below":
+        return f"{what} at every level up to {_users(levels[-1].users)} (the whole interval)"
+    if first.verdict == "below":
         what = "slower for users" if plain else f"under min_speedup {floor:g}"
     else:
         what = "not shown faster for users" if plain else f"not shown to reach min_speedup {floor:g}"
-    return f"B {what} from {_users(first['users'])}: {level_text(first)}"
+    return f"B {what} from {_users(first.users)}: {level_text(first)}"
 
 
-def apply(summary: dict[str, Any], arm_a: list[dict[str, Any]], arm_b: list[dict[str, Any]], inconclusive: str
+def _write(summary: Result | dict[str, Any], result: Crossover, note: str | None, reason: str | None) -> None:
+    """Put the crossover on B's summary, with ``note`` among its notes, and with ``reason`` fail it."""
+    if isinstance(summary, dict):  # TRANSITIONAL: gates.py passes dicts until the trials branch
+        summary["crossover"] = to_dict(result)
+        if reason is not None:
+            summary.update(verdict="failed", reason=reason)
+        if note is not None:
+            summary.setdefault("notes", []).append(note)
+        return
+    if isinstance(summary, LoadSweepResult):  # the only kind with a crossover
+        summary.crossover = result
+    if reason is not None:
+        summary.verdict, summary.reason = "failed", reason
+    if note is not None:
+        summary.notes.append(note)
+
+
+def apply(summary: Result | dict[str, Any], arm_a: Sequence[Case], arm_b: Sequence[Case], inconclusive: str
           ) -> list[str]:
     """Attach the crossover to B's summary; with ``min_speedup`` it is the sweep's A/B gate: a level below
     the floor fails it, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
-    result = crossover(arm_a, arm_b, summary.get("min_speedup"))  # untyped part: trial rows
-    summary["crossover"] = result
-    if not result["gated"]:
-        summary.setdefault("notes", []).append(result["text"])
+    result = crossover(arm_a, arm_b, read(summary, "min_speedup"))
+    if not result.gated:
+        _write(summary, result, result.text, None)
         return []
-    floor = result["floor"]
-    below = [lv for lv in result["levels"] if lv["verdict"] == "below"]
-    unsure = [lv for lv in result["levels"] if lv["verdict"] == "inconclusive"]
+    floor = result.floor
+    below = [lv for lv in result.levels if lv.verdict == "below"]
+    unsure = [lv for lv in result.levels if lv.verdict == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    if fail and summary.get("verdict") != "error":  # untyped part: trial rows
+    if fail and read(summary, "verdict") != "error":
         # The crossover names the first level that does not hold; the levels failing past it are named too.
-        more = [f"at {_users(lv['users'])}: {'below' if lv['verdict'] == 'below' else 'not shown to reach'} "
+        more = [f"at {_users(lv.users)}: {'below' if lv.verdict == 'below' else 'not shown to reach'} "
                 f"min_speedup {floor:g}, {level_text(lv)}"
-                for lv in sorted(fail, key=lambda lv: lv["users"]) if lv["users"] != result["users"]]
-        summary["verdict"] = "failed"
+                for lv in sorted(fail, key=lambda lv: lv.users) if lv.users != result.users]
         # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
-        prior = summary.get("reason", "")  # untyped part: trial rows
-        summary["reason"] = "; ".join([result["text"], *more] + [x for x in [prior] if x])
+        prior = read(summary, "reason", "")
+        _write(summary, result, None, "; ".join([result.text, *more] + [x for x in [prior] if x]))
         return []
-    return [result["text"]] if unsure and inconclusive == "warn" else []
+    _write(summary, result, None, None)
+    return [result.text] if unsure and inconclusive == "warn" else []
 
 
 def unjudged(result: Result) -> None:

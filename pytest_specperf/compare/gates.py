@@ -182,9 +182,7 @@ def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparis
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
            max_regression: float | None = None) -> tuple[Result, list[str]]:
     """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
-    # TRANSITIONAL until the arms branch: arms_table.measure is annotated with dicts; it returns what it calls
-    arms = cast("dict[str, list[Result]]", arms_table.measure(
-        cast("dict[str, Callable[[], dict[str, Any]]]", {"A": measure_a, "B": measure_b}), trials))
+    arms = arms_table.measure({"A": measure_a, "B": measure_b}, trials)
     a, b = per_trial(arms["A"]), per_trial(arms["B"])
     ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
@@ -240,30 +238,10 @@ def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: 
             f"A/B judged by min_speedup {summary.min_speedup:g}, B's per-user speedup at every level; the "
             "per-level comparisons are shown, not gated")
     if isinstance(summary, LoadSweepResult):
-        # TRANSITIONAL until the arms branch: crossover.apply and arms_table.table are annotated with dicts
-        warnings += _applied_as_data(summary, lambda data: crossover.apply(
-            data, cast("list[dict[str, Any]]", arms["A"]), cast("list[dict[str, Any]]", arms["B"]),
-            gate.inconclusive))
-        summary.arms = arms_table.table(cast("dict[str, list[dict[str, Any]]]", arms), baseline="A",
-                                        deployed="B")  # the two-arm case, shown as N arms
+        warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
+        summary.arms = arms_table.table(arms, baseline="A", deployed="B")  # the two-arm case, shown as N arms
     categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
     return summary, warnings
-
-
-def _applied_as_data(summary: Result, apply: Callable[[dict[str, Any]], list[str]]) -> list[str]:
-    """TRANSITIONAL until the arms branch (its ``apply`` take the typed summary): ``crossover.apply`` and
-    ``arms_table.apply`` still write a mapping; they get the fields they read and write, and what they wrote is
-    set back on the summary."""
-    data: dict[str, Any] = {"verdict": summary.verdict, "reason": summary.reason, "notes": summary.notes}
-    if isinstance(summary, LoadSweepResult):
-        data["min_speedup"] = summary.min_speedup
-    warnings = apply(data)
-    summary.verdict, summary.reason, summary.notes = data["verdict"], data["reason"], data["notes"]
-    if "crossover" in data and isinstance(summary, LoadSweepResult):
-        summary.crossover = data["crossover"]
-    if "arms" in data:
-        summary.arms = data["arms"]
-    return warnings
 
 
 #: One trial of one arm: ``(arm name, levels)`` -> its result; ``levels`` None runs the case as written, else
@@ -281,14 +259,12 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
     The case's row is the deployed arm's (the baseline's when none is named), every trial combined; the arms
     comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
     """
-    # every arm's trials, typed; TRANSITIONAL until the arms branch: list[Any], as arms_table is annotated with dicts
-    results: dict[str, list[Any]]
+    results: dict[str, list[Result]]
     if not auto:
         def trial(n: str) -> Callable[[], Result]:  # binds this arm's name now, not the loop's last
             return lambda: measure(n, None)
 
-        results = cast("dict[str, list[Any]]", arms_table.measure(
-            cast("dict[str, Callable[[], dict[str, Any]]]", {n: trial(n) for n in names}), trials))
+        results = arms_table.measure({n: trial(n) for n in names}, trials)
     else:
         results = {n: [] for n in names}
         open_levels: list[int] | None = None
@@ -306,7 +282,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
                 continue
             t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss)
             done = set(arms_table.settled(t))
-            open_levels = [row["users"] for row in t["levels"] if row["users"] not in done]
+            open_levels = [row.users for row in t.levels if row.users not in done]
             if not open_levels:
                 break
             cost = len(open_levels)
@@ -317,14 +293,13 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
         row.levels = sorted(row.levels, key=lambda lv: lv.concurrency or 0)
         row.decode_tps = row.levels[-1].decode_tps if row.levels else row.decode_tps
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
-    t["endpoints"] = {n: rs[0].endpoint for n, rs in results.items() if rs}
+    t.endpoints = {n: rs[0].endpoint for n, rs in results.items() if rs}
     # open-loop kinds have no per-user decode per level to rank arms by
     if row.kind in KIND_METRICS:
-        row.arms = {**t, "levels": []}
+        row.arms = replace(t, levels=[])
         row.notes.append("arms measured; open-loop cases are not ranked per level")
         return row, []
-    # TRANSITIONAL until the arms branch: arms_table.apply still writes a mapping
-    return row, _applied_as_data(row, lambda data: arms_table.apply(data, t, gate.inconclusive))
+    return row, arms_table.apply(row, t, gate.inconclusive)
 
 
 #: Scalar figures an A/B row shows as the median over an arm's trials.

@@ -7,7 +7,7 @@ case as a whole fails an unchanged deploy at most ``ALPHA`` of the time from the
 under another set-up are kept apart and named in a note. A history shorter than ``noise.MIN_RUNS`` runs falls
 back to the baseline rule (``gates.against_baseline``) against the latest run of the set-up, and says so.
 
-The result gets ``history``: one entry per unit and metric, with the verdict, the prediction interval, the
+The result gets ``history``: one ``HistoryEntry`` per unit and metric, with the verdict, the prediction interval, the
 change points and the recent runs (what the trend charts draw).
 """
 
@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.result_parts import HistoryEntry
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import decide, noise, records
@@ -38,31 +40,33 @@ def _setup_diff(now: dict[str, Any], then: dict[str, Any]) -> str:
     return ", ".join(f"{k} {then.get(k)!r} (now {now.get(k)!r})" for k in keys if now.get(k) != then.get(k))
 
 
-def _reason(key: str, metric: str, d: decide.Decision, entry: dict[str, Any]) -> str:
-    lo, hi = entry["interval"]
-    step = (f"{key} {metric} {_fmt(entry['value'], metric)}: {d.effect:+.1%} against its history of "
-            f"{entry['runs']} runs (predicted {_fmt(entry['predicted'], metric)}, interval [{_fmt(lo, metric)}, "
+def _reason(key: str, metric: str, d: decide.Decision, entry: HistoryEntry) -> str:
+    lo, hi = entry.interval
+    step = (f"{key} {metric} {_fmt(entry.value, metric)}: {d.effect:+.1%} against its history of "
+            f"{entry.runs} runs (predicted {_fmt(entry.predicted, metric)}, interval [{_fmt(lo, metric)}, "
             f"{_fmt(hi, metric)}]; run-to-run {d.prediction.between if d.prediction else 0:.1%}, within-run "
             f"{d.prediction.within if d.prediction else 0:.1%})")
-    if "began" not in entry:
+    ch = entry.began
+    if ch is None:
         return step
-    ch = entry["began"]
-    began = (f"a change began at run {ch['run'] or 'now'} (commit {ch['commit']}, {ch['created'] or 'this run'}): "
-             f"{_fmt(ch['level_before'], metric)} before, {_fmt(ch['level_now'], metric)} now ({d.creep:+.1%} over "
-             f"{entry['since']} runs)")
+    assert ch.level_before is not None and ch.level_now is not None  # _entry sets both on ``began``
+    began = (f"a change began at run {ch.run or 'now'} (commit {ch.commit}, {ch.created or 'this run'}): "
+             f"{_fmt(ch.level_before, metric)} before, {_fmt(ch.level_now, metric)} now ({d.creep:+.1%} over "
+             f"{entry.since} runs)")
     return f"{key} {metric}: {began}" if d.by == "change point" else f"{step}; {began}"
 
 
-def judge(store: Store, result: dict[str, Any], run_meta: dict[str, Any], *, max_regression: float,
+def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regression: float,
           inconclusive: str = "warn", alpha: float = ALPHA) -> list[str]:
     """Judge ``result`` against its history (fails it on a regression); returns notes to show as warnings.
-    Raises ``HistoryError`` when the store cannot be read."""
-    if result.get("verdict") == "error":
+    Raises ``HistoryError`` when the store cannot be read (``result`` untouched: it is written only after every
+    read)."""
+    if result.verdict == "error":
         return []
     units = records.units([result])
     tests = sum(len(records.gated_trials(case)) for _, case in units) or 1
     notes: list[str] = []
-    entries: list[dict[str, Any]] = []
+    entries: list[HistoryEntry] = []
     short: list[tuple[str, list[records.CaseRun]]] = []
     for key, case in units:
         setup = records.setup_of(case, run_meta)
@@ -87,52 +91,54 @@ def judge(store: Store, result: dict[str, Any], run_meta: dict[str, Any], *, max
             entries.append(_entry(key, metric, direction, d, kept, alpha / tests))
     if short:
         notes += _fall_back(store, result, short, max_regression, inconclusive)
-    failing = [e for e in entries if e["verdict"] == "regressed"]
-    if failing and result.get("verdict") != "error":
-        result["verdict"] = "failed"
-        result["reason"] = "; ".join([r for r in [result.get("reason", "")] if r] + [e["reason"] for e in failing])
-    result["history"] = entries
+    failing = [e for e in entries if e.verdict == "regressed"]
+    if failing and result.verdict != "error":
+        result.verdict = "failed"
+        result.reason = "; ".join([r for r in [result.reason] if r] + [e.reason for e in failing])
+    result.history = entries
     return notes
 
 
 def _entry(key: str, metric: str, direction: str, d: decide.Decision,
-           kept: list[tuple[records.CaseRun, np.ndarray]], alpha: float) -> dict[str, Any]:
+           kept: list[tuple[records.CaseRun, np.ndarray]], alpha: float) -> HistoryEntry:
     runs = [h for h, _ in kept]
     pred = d.prediction
     assert pred is not None
     lo, hi = sorted(natural(b, direction) for b in pred.bounds(alpha))
     shown = kept[-SHOWN:]
-    entry: dict[str, Any] = {
-        "key": key, "metric": metric, "verdict": d.verdict, "by": d.by, "runs": pred.runs,
-        "value": natural(d.value, direction), "predicted": natural(pred.center, direction), "interval": [lo, hi],
-        "effect": d.effect, "p": d.p, "between": pred.between, "within": pred.within,
-        "series": [run_entry(h, logs, direction) for h, logs in shown],
-        "first_shown": len(kept) - len(shown),
-        "changes": [change_entry(c, runs, d.offset, direction) for c in d.changes],
-    }
+    entry = HistoryEntry(
+        key=key, metric=metric, verdict=d.verdict, by=d.by, runs=pred.runs,
+        value=natural(d.value, direction), predicted=natural(pred.center, direction), interval=[lo, hi],
+        effect=d.effect, p=d.p, between=pred.between, within=pred.within,
+        series=[run_entry(h, logs, direction) for h, logs in shown],
+        first_shown=len(kept) - len(shown),
+        changes=[change_entry(c, runs, d.offset, direction) for c in d.changes],
+    )
     if d.began is not None:
         began = change_entry(d.began, runs, d.offset, direction)
         series = [*[float(np.mean(logs)) for _, logs in kept][d.offset:], d.value]
         starts = [0, *[c.index for c in d.changes]]
         i = starts.index(d.began.index)
-        began["level_before"] = natural(float(np.mean(series[starts[i - 1]:d.began.index])), direction)
-        began["level_now"] = natural(float(np.mean(series[starts[-1]:])), direction)
-        entry["began"] = began
-        entry["since"] = len(series) - d.began.index
-    entry["reason"] = _reason(key, metric, d, entry)
+        began.level_before = natural(float(np.mean(series[starts[i - 1]:d.began.index])), direction)
+        began.level_now = natural(float(np.mean(series[starts[-1]:])), direction)
+        entry.began = began
+        entry.since = len(series) - d.began.index
+    entry.reason = _reason(key, metric, d, entry)
     if metric == "ttft_s" and d.verdict != "passed":
-        now, then = ((entry["began"]["level_now"], entry["began"]["level_before"]) if d.by == "change point"
-                     else (entry["value"], entry["predicted"]))
+        ch = entry.began
+        now, then = ((ch.level_now, ch.level_before) if d.by == "change point" and ch is not None
+                     else (entry.value, entry.predicted))
+        assert now is not None and then is not None
         if abs(now - then) < gating.TTFT_FLOOR_S:  # as the baseline rule: a few ms are the client's and the OS's
-            entry["verdict"] = "passed"
-            entry["reason"] += f"; within the {gating.TTFT_FLOOR_S * 1000:.0f} ms noise floor"
+            entry.verdict = "passed"
+            entry.reason += f"; within the {gating.TTFT_FLOOR_S * 1000:.0f} ms noise floor"
     return entry
 
 
-def _fall_back(store: Store, result: dict[str, Any], short: list[tuple[str, list[records.CaseRun]]],
+def _fall_back(store: Store, result: Result, short: list[tuple[str, list[records.CaseRun]]],
                max_regression: float, inconclusive: str) -> list[str]:
     """Too few runs for the history's noise: the baseline rule against the latest run of the set-up."""
-    nodeid = str(result.get("nodeid"))
+    nodeid = result.nodeid
     have = min(len(runs) for _, runs in short)
     latest = max((runs[-1] for _, runs in short if runs), key=lambda h: h.run_id, default=None)
     head = (f"history: {short[0][0]} has {have} earlier run(s) of this set-up, fewer than the {noise.MIN_RUNS} "

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import case_key
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history.store import Store
@@ -61,12 +63,18 @@ def fingerprint(setup: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def units(results: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """``(case key, case)`` per comparable unit of the results (a case, a sweep point, a load level); errored
-    cases are left out (they measured nothing)."""
+def _stored(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+    """A result as the history stores it: its JSON form (typed results are serialised here, at the store's edge),
+    which the set-up fingerprints and the results table are made of."""
+    return to_dict(result) if isinstance(result, Result) else dict(result)
+
+
+def units(results: Iterable[Result | Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """``(case key, case)`` per comparable unit of the results (a case, a sweep point, a load level), each unit as
+    its stored JSON form; errored cases are left out (they measured nothing)."""
     out = []
-    for r in results:
-        if not isinstance(r, dict) or r.get("verdict") == "error":
+    for r in (_stored(x) for x in results if isinstance(x, Result | Mapping)):
+        if r.get("verdict") == "error":
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
             users = case.get("users") if r.get("kind") == "load_sweep" else None
@@ -86,13 +94,14 @@ def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
     return out
 
 
-def record_run(store: Store, results: list[dict[str, Any]], meta: dict[str, Any], *,
+def record_run(store: Store, results: Iterable[Result | Mapping[str, Any]], meta: dict[str, Any], *,
                source: str | None = None) -> int | None:
-    """Add one run (its ``meta`` as ``storage.run_meta`` builds it); returns its id, or None when ``source``
-    (an imported file) is already in the history."""
+    """Add one run (its ``meta`` as ``storage.run_meta`` builds it; its results typed or as saved JSON); returns
+    its id, or None when ``source`` (an imported file) is already in the history."""
+    data = [_stored(r) for r in results if isinstance(r, Result | Mapping)]
     commit = c if isinstance(c := meta.get("commit"), dict) else {}
     machine = m if isinstance(m := meta.get("machine"), dict) else {}
-    rows = units(results)
+    rows = units(data)
     try:
         with store.transaction() as cur:
             if source is not None and store.execute(cur, "SELECT id FROM runs WHERE source = ?",
@@ -107,8 +116,8 @@ def record_run(store: Store, results: list[dict[str, Any]], meta: dict[str, Any]
                 json.dumps(machine, default=str), json.dumps(meta.get("job") or {}, default=str),
                 str(meta.get("partial") or ""), source))
             run_id = int(cur.fetchone()[0])
-            for r in results:
-                if isinstance(r, dict) and r.get("nodeid"):
+            for r in data:
+                if r.get("nodeid"):
                     store.execute(cur, "INSERT INTO results (run_id, nodeid, result) VALUES (?, ?, ?)",
                                   (run_id, str(r["nodeid"]), json.dumps(r, default=str)))
             for key, case in rows:

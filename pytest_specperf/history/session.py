@@ -12,9 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
-from pytest_specperf.compare import gates as gating
 from pytest_specperf.history import against_history, records
 from pytest_specperf.history.schema import open_store
 from pytest_specperf.history.store import HistoryError, Store, Target
@@ -60,24 +58,18 @@ class HistorySession:
         store = self._open()
         if store is None:
             return []
-        data = to_dict(result)  # TRANSITIONAL: the history's statistics read the result as data
         try:
-            notes = against_history.judge(store, data, {}, max_regression=max_regression, inconclusive=inconclusive)
+            return against_history.judge(store, result, {}, max_regression=max_regression, inconclusive=inconclusive)
         except HistoryError as exc:
             self.error = str(exc)
             return []
-        result.verdict, result.reason = data["verdict"], data["reason"]
-        result.history = data.get("history")  # not result data: what the judge above wrote
-        if "comparisons" in data:
-            result.comparisons = gating.comparisons_of([data])
-        return notes
 
     def record(self, results: Sequence[Result | dict[str, Any]], meta: dict[str, Any]) -> int | None:
         """Add the run; raises HistoryError (the one line to show) when the history cannot take it."""
         store = self._open()
         if store is None:
             raise HistoryError(self.error or f"history {self.target.shown()} is unusable")
-        return records.record_run(store, [to_dict(r) if isinstance(r, Result) else r for r in results], meta)
+        return records.record_run(store, results, meta)
 
     def close(self) -> None:
         if self._store is not None:

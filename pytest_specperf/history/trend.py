@@ -1,17 +1,18 @@
 """A case's trend as data: its runs with their intervals, the change points and what the next run should show.
 
-Never imports pytest. One shape serves the gate's record on a result (``gate.judge`` puts it under
-``history``, with this run's value) and ``specperf trend CASE`` (the history alone, the prediction for the next
-run); ``report/views/trend.py`` turns it into charts.
+Never imports pytest. The same points and change points serve the gate's record on a result
+(``against_history.judge`` puts a ``HistoryEntry`` per metric under ``history``, with this run's value) and
+``specperf trend CASE`` (a ``MetricTrend`` per metric: the history alone, the prediction for the next run);
+``report/views/trend.py`` turns either into charts.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise, records
@@ -26,25 +27,24 @@ def natural(x: float, direction: str) -> float:
     return math.exp(-x if direction == "lower" else x)
 
 
-def run_entry(h: records.CaseRun, logs: np.ndarray, direction: str) -> dict[str, Any]:
+def run_entry(h: records.CaseRun, logs: np.ndarray, direction: str) -> TrendPoint:
     """One run as a trend point: its geometric mean and the 95 % interval of that mean, in natural units."""
     mean = float(np.mean(logs))
     half = 1.96 * float(np.std(logs, ddof=1)) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
     lo, hi = sorted((natural(mean - half, direction), natural(mean + half, direction)))
-    return {"run": h.run_id, "commit": h.commit, "created": h.created, "value": natural(mean, direction),
-            "lo": lo, "hi": hi}
+    return TrendPoint(run=h.run_id, commit=h.commit, created=h.created, value=natural(mean, direction), lo=lo, hi=hi)
 
 
-def change_entry(c: cp.Change, runs: list[records.CaseRun], offset: int, direction: str) -> dict[str, Any]:
+def change_entry(c: cp.Change, runs: list[records.CaseRun], offset: int, direction: str) -> ChangePoint:
     """A change point with the run it began at (None: this run) and the levels around it."""
     i = offset + c.index
     at = runs[i] if i < len(runs) else None
-    return {"index": i, "run": at.run_id if at else None, "commit": at.commit if at else "this run",
-            "created": at.created if at else "", "before": natural(c.before, direction),
-            "after": natural(c.after, direction), "effect": c.effect}
+    return ChangePoint(index=i, run=at.run_id if at else None, commit=at.commit if at else "this run",
+                       created=at.created if at else "", before=natural(c.before, direction),
+                       after=natural(c.after, direction), effect=c.effect)
 
 
-def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[dict[str, Any]], list[str]]:
+def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricTrend], list[str]]:
     """Per gated metric of case ``key``: its latest set-up's runs, change points and the interval the next run
     is predicted in; and notes (set-ups kept apart, too few runs). ([], notes) for an unknown case."""
     past = records.case_history(store, key)
@@ -72,15 +72,13 @@ def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[dict[st
         n = int(np.median([len(logs) for _, logs in kept]))
         pred = noise.predict([logs for _, logs in kept], n)
         shown = kept[-SHOWN:]
-        entry: dict[str, Any] = {
-            "key": key, "metric": metric, "runs": len(kept), "first_shown": len(kept) - len(shown),
-            "series": [run_entry(h, logs, direction) for h, logs in shown],
-            "changes": [change_entry(c, runs, 0, direction) for c in changes],
-        }
+        entry = MetricTrend(key=key, metric=metric, runs=len(kept), first_shown=len(kept) - len(shown),
+                            series=[run_entry(h, logs, direction) for h, logs in shown],
+                            changes=[change_entry(c, runs, 0, direction) for c in changes])
         if pred is not None:
-            entry["predicted"] = natural(pred.center, direction)
-            entry["interval"] = sorted(natural(b, direction) for b in pred.bounds(alpha))
-            entry["between"], entry["within"] = pred.between, pred.within
+            entry.predicted = natural(pred.center, direction)
+            entry.interval = sorted(natural(b, direction) for b in pred.bounds(alpha))
+            entry.between, entry.within = pred.between, pred.within
         else:
             notes.append(f"{metric}: {len(kept)} run(s), fewer than the {noise.MIN_RUNS} that estimate the run-to-run "
                          "noise; no prediction")

@@ -65,12 +65,10 @@ def metadata(results: Sequence[Result | report.Row | Mapping[str, Any]], meta: d
     ab = next((r.ab for r in typed if r.ab is not None), None)
     if ab:  # an A/B run measured two endpoints: name both
         endpoint = f"A {ab.a_endpoint} (baseline), B {ab.b_endpoint} (candidate)"
-    # the arms table is still a dict (issue 36)
-    arms = next((r.arms for r in typed if isinstance(r.arms, dict) and r.arms.get("endpoints")),  # untyped part
-                None)
-    if arms and not ab:  # an arms run measured one endpoint per arm: name each
-        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.get("baseline") else "")  # untyped part
-                             for n, u in arms["endpoints"].items())  # untyped part: arms
+    arms = next((r.arms for r in typed if r.arms is not None and r.arms.endpoints), None)
+    if arms and arms.endpoints and not ab:  # an arms run measured one endpoint per arm: name each
+        endpoint = ", ".join(f"{n} {u}" + (" (baseline)" if n == arms.baseline else "")
+                             for n, u in arms.endpoints.items())
     return [
         ("endpoint", endpoint),
         ("model", str(meta.get("model") or (first.model if first else None) or "-")),  # not result data

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures
+from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, Crossover
 from pytest_specperf.cases.results import LoadLevel, Result, StreamResult
 from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
@@ -56,9 +56,9 @@ def junit_properties(result: Result | Mapping[str, Any], comparisons: Iterable[C
                   if (v := getattr(lv, k)) is not None]
         props += _stream_props(f"specperf_users{lv.concurrency}", lv.streams)
     props += _category_props(r)
-    cross = getattr(r, "crossover", None)
-    if isinstance(cross, dict):
-        props.append(("specperf_crossover", cross.get("text", "")))  # untyped part: crossover is a dict
+    cross = getattr(r, "crossover", None)  # a load sweep's, or an error record's row's
+    if isinstance(cross, Crossover):
+        props.append(("specperf_crossover", cross.text))
     ccs = [cc for cc in comparisons if cc.nodeid == r.nodeid] if comparisons is not None else (r.comparisons or [])
     for cc in ccs:
         at = (f"_ctx{cc.ctx}" if cc.ctx is not None else "") + (f"_users{cc.users}" if cc.users is not None else "")

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, case_key
 from pytest_specperf.cases.results import Result, SweepResult
 from pytest_specperf.compare import arms
@@ -119,7 +118,7 @@ def markdown_summary(results: Iterable[Result | Mapping[str, Any]], comparisons:
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
-    lines += [line for r in typed if isinstance(r, Result) for line in arms.markdown_lines(to_dict(r))]
+    lines += [line for r in typed if isinstance(r, Result) for line in arms.markdown_lines(r)]
     return "\n".join(lines + _plot_links(typed, plots)) + "\n"
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, SweepPoint
+from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, CategoryFigures, Crossover, SweepPoint
 from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
 from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result, load_part
 from pytest_specperf.compare import arms
@@ -92,8 +92,8 @@ class Row:
     knee: int | None = None
     categories: dict[str, CategoryFigures] | None = None
     ab: AbSummary | None = None
-    arms: dict[str, Any] | None = None
-    crossover: dict[str, Any] | None = None
+    arms: ArmsTable | None = None
+    crossover: Crossover | None = None
     comparisons: list[CaseComparison] | None = None
     level: int | None = None  # a load sweep's level row: its users
 
@@ -132,7 +132,11 @@ def error_row(record: Mapping[str, Any]) -> Row:
     given = {name: record[name] for name in _ROW_FIELDS if name in record}
     comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
     nested = {"points", "levels", "categories", "ab"}  # figures, which an error record has none of
+    # the arms table and the crossover are judgements, which a case judged before it errored may carry
+    arms_part, cross = given.pop("arms", None), given.pop("crossover", None)
     return Row(**{k: v for k, v in given.items() if k not in nested},
+               arms=load_part(arms_part, ArmsTable) if isinstance(arms_part, Mapping) else None,
+               crossover=load_part(cross, Crossover) if isinstance(cross, Mapping) else None,
                comparisons=None if comparisons is None else [_comparison(c) for c in comparisons])
 
 
@@ -426,18 +430,14 @@ def level_rows(r: Row | Result | Mapping[str, Any]) -> list[tuple[str, Row]]:
 def _arms_figures(r: Row, n: Any) -> dict[str, Any]:
     """On arms (and A/B), a level row shows its arm's per-user decode and aggregate as the arms table does (the
     geometric mean over trials, the centre of its interval), so one arm at one level reads one figure."""
-    t = r.arms  # the arms table: still a dict (issue 36), read by its keys below
-    if not isinstance(t, dict):
-        return {}
-    mine = next((row["arms"].get(t.get("deployed")) for row in t.get("levels") or []  # untyped part: arms
-                 if isinstance(row, dict) and row.get("users") == n  # untyped part: the arms table
-                 and isinstance(row.get("arms"), dict)), None)  # untyped part: the arms table
-    if not isinstance(mine, dict) or finite_number(mine.get("decode_tps")) is None:  # untyped part: arms
+    t = r.arms
+    mine = next((row.arms.get(t.deployed) for row in t.levels if row.users == n), None) if t is not None else None
+    if mine is None or finite_number(mine.decode_tps) is None:
         return {}
     # its p10 is a median over trials of another figure: beside a geometric mean it would read as one of its parts
-    out = {"decode_tps": mine["decode_tps"], "decode_p10_tps": None}  # untyped part: the arms table
-    if finite_number(mine.get("total_tps")) is not None:  # untyped part: the arms table
-        out["total_tps"] = mine["total_tps"]  # untyped part: the arms table
+    out = {"decode_tps": mine.decode_tps, "decode_p10_tps": None}
+    if finite_number(mine.total_tps) is not None:
+        out["total_tps"] = mine.total_tps
     return out
 
 
@@ -445,10 +445,9 @@ def arms_note(r: Row | Result | Mapping[str, Any]) -> str | None:
     """What a load sweep measured on arms (or A/B) shows as per-user decode on its rows, and why."""
     r = as_row(r)
     t = r.arms
-    if r.kind != "load_sweep" or not isinstance(t, dict) or not t.get("levels"):  # untyped part: arms
+    if r.kind != "load_sweep" or t is None or not t.levels:
         return None
-    deployed = t.get("deployed")  # untyped part
-    return f"per-user decode on the level rows: arm {deployed}'s geometric mean over its trials, as in the arms table"
+    return f"per-user decode on the level rows: arm {t.deployed}'s geometric mean over its trials, as in the arms table"
 
 
 def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
@@ -459,28 +458,25 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
         return {}
     n = lv.level
     blamed = [str(lv.reason)] if lv.verdict == "failed" and lv.reason else []
-    # the arms table and the crossover are still dicts (issue 36): read by their keys
-    gate = (r.arms.get("gate") if isinstance(r.arms, dict) else None) or {}  # untyped part: arms
-    for x in gate.get("levels") or []:  # untyped part: the arms gate (deployed too slow vs the best here)
-        here = isinstance(x, dict) and x.get("users") == n  # untyped part: the arms gate
-        if here and x.get("verdict") in ("below", "inconclusive"):  # untyped part: the arms gate
-            text = arms.loss_text(gate["deployed"], x, gate["max_loss_vs_best"])  # untyped part: arms
+    gate = r.arms.gate if r.arms is not None else None
+    # the arms gate: the deployed arm too slow against the best here
+    for judged in [x for x in (gate.levels if gate is not None else []) if x.users == n]:
+        if gate is not None and judged.verdict in ("below", "inconclusive"):
+            text = arms.loss_text(gate.deployed, judged, gate.max_loss_vs_best)
             if text in reason:
                 blamed.append(text.removeprefix(f"at {n_users(n)} "))
     prefix = f"at {n_users(n)}: "
     blamed += [str(c.reason).removeprefix(prefix) for c in lv.comparisons or []
                if c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
-    cross = r.crossover or {}
-    if cross.get("gated") and cross.get("text") and cross["text"] in reason:  # untyped part: crossover
-        levels = [x for x in cross.get("levels") or [] if isinstance(x, dict)]  # untyped part: crossover
-        failing = [x for x in levels if x.get("verdict") == "below"] or [  # untyped part: crossover
-            x for x in levels if x.get("verdict") == "inconclusive"]  # untyped part: crossover
+    cross = r.crossover
+    if cross is not None and cross.gated and cross.text and cross.text in reason:
+        failing = [x for x in cross.levels if x.verdict == "below"] or [
+            x for x in cross.levels if x.verdict == "inconclusive"]
         for x in failing:
-            if x.get("users") == n:  # untyped part: crossover
-                lo, hi = ([*(x.get("interval") or []), None, None])[:2]  # untyped part: crossover
-                speedup, floor = x.get("speedup"), cross.get("floor")  # untyped part
-                blamed.insert(0, f"speedup {_f(speedup, '.2f')} [{_f(lo, '.2f')}, {_f(hi, '.2f')}] "
-                                 f"under min_speedup {_f(floor, 'g')}")
+            if x.users == n:
+                lo, hi = ([*(x.interval or []), None, None])[:2]
+                blamed.insert(0, f"speedup {_f(x.speedup, '.2f')} [{_f(lo, '.2f')}, {_f(hi, '.2f')}] "
+                                 f"under min_speedup {_f(cross.floor, 'g')}")
     return {"verdict": "failed", "reason": "; ".join(once(blamed))} if blamed else {}
 
 
@@ -649,6 +645,6 @@ def summary(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
     """The terminal section: failures and errors first with their reasons, then the table."""
     cases = [as_case(r) for r in results]
     first = diagnosis(cases)
-    grids = [lines for r in cases if isinstance(r, Result) for lines in [arms.text_lines(to_dict(r))] if lines]
+    grids = [lines for r in cases if isinstance(r, Result) for lines in [arms.text_lines(r)] if lines]
     return [*first, *([""] if first else []), *table(cases), *[x for lines in grids for x in ["", *lines]]]
 

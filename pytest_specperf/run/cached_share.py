@@ -3,10 +3,10 @@
 Where the server reports cached prompt tokens (``usage.prompt_tokens_details.cached_tokens`` from
 vLLM with ``--enable-prompt-tokens-details`` or SGLang with ``--enable-cache-report``; llama.cpp's
 ``timings.cache_n``), a result carries ``cached_share``: the cached share of the prompt tokens of
-the requests the case meant to be cold (every stream, user or arrival; a session's first turns;
-not two-point's documented warm pair). With ``prefix_cache="cold"`` a request that came back with
-more cached tokens than a tag alone takes (``CaseContext.cold_allowance``) had its prefill served
-by the cache, so its TTFT measures the cache: the result's ``ttft_cache`` says so, and the floors
+the requests the case meant to be cold (every stream, user or arrival; a session's first turns; a
+capacity search's every probe; not two-point's documented warm pair). With ``prefix_cache="cold"``
+a request that came back with more cached tokens than a tag alone takes (``CaseContext.cold_allowance``)
+had its prefill served by the cache, so its TTFT measures the cache: the result's ``ttft_cache`` says so, and the floors
 and comparisons that read TTFT call it inconclusive instead of judging it.
 """
 
@@ -16,7 +16,9 @@ from collections.abc import Iterable
 
 from pytest_specperf.cases.result_parts import RateRequest, SessionRequest
 from pytest_specperf.cases.results import (
+    CapacityResult,
     LoadSweepResult,
+    Probe,
     RateResult,
     Result,
     SessionResult,
@@ -59,6 +61,8 @@ def cold_pairs(result: Result) -> list[tuple[int | None, int | None]]:
         return _pairs(r for r in result.per_request if r.status == 200)
     if isinstance(result, SessionResult):
         return _pairs(r for r in result.per_request if r.turn == 1)
+    if isinstance(result, CapacityResult):  # each probe's sums: the share over them is the share over every request
+        return [(p.prompt_tokens, p.cached_tokens) for p in result.probes]
     return []  # two-point warms its prompt on purpose; sweeps of it likewise
 
 
@@ -68,4 +72,21 @@ def attach(result: Result, allowance: int, mode: str) -> None:
     pairs = cold_pairs(result)
     result.prefix_cache = mode
     result.cached_share = share(pairs)
+    if isinstance(result, CapacityResult):  # a probe's verdict read its own requests (``probe_fields``)
+        hot = [p for p in result.probes if p.ttft_cache]
+        result.ttft_cache = f"at {hot[0].rps:.3g} req/s {hot[0].ttft_cache}" if hot and mode == "cold" else ""
+        if hot and mode == "cold" and len(hot) > 1:
+            result.ttft_cache += f" (and at {len(hot) - 1} more of the {len(result.probes)} probed rates)"
+        return
     result.ttft_cache = verdict(pairs, allowance) if mode == "cold" else ""
+
+
+def probe_fields(probe: Probe, requests: Iterable[RateRequest], allowance: int, mode: str) -> None:
+    """A capacity probe's prompt and cached token sums over its answered requests, and (``mode`` cold) whether
+    any came back cached; the sums stay None where the server does not report cached tokens."""
+    pairs = _pairs(r for r in requests if r.status == 200)
+    if share(pairs) is None:
+        return
+    probe.prompt_tokens = sum(int(p or 0) for p, _ in pairs)
+    probe.cached_tokens = sum(int(c or 0) for _, c in pairs)
+    probe.ttft_cache = (verdict(pairs, allowance) or None) if mode == "cold" else None

@@ -36,9 +36,9 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
 from pytest_specperf.cases.result_parts import RateRequest
 from pytest_specperf.cases.results import CapacityResult, Probe
-from pytest_specperf.run import categories, lateness
+from pytest_specperf.run import cached_share, categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
-from pytest_specperf.run.floors import JudgeSettings, settle
+from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.rate import (
     category_figures,
     lowest_rate,
@@ -82,6 +82,7 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     # chunk spacing is a step time only where the server sends one chunk per engine step
     if context.client.caps.step_chunks:
         p.tokens_per_chunk, p.step_ms = fig["tokens_per_chunk"], fig["step_ms"]
+    cached_share.probe_fields(p, records, context.cold_allowance(spec.api), context.prefix_cache)
     return p
 
 
@@ -223,5 +224,8 @@ class Capacity:
         return search(context, spec, nodeid)
 
     def judge(self, result: CapacityResult, spec: CapacitySpec, settings: JudgeSettings) -> None:
-        """No rate met the SLO, or the capacity under ``min_rps``: with the cause."""
-        settle(result, spec, capacity_problems(result, spec), settings.inconclusive)
+        """No rate met the SLO, or the capacity under ``min_rps``: with the cause. Probes whose requests meant to be
+        cold came back cached met a TTFT bound on the cache: that capacity is inconclusive, by the policy."""
+        problems = capacity_problems(result, spec)
+        ttft_from_cache(result, bool(set(spec.slo) & {"ttft_s", "ttft_content_s"}), settings.inconclusive, problems)
+        settle(result, spec, problems, settings.inconclusive)

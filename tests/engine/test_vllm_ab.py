@@ -45,8 +45,8 @@ def test_load_sweep_ab_gives_a_crossover(vllm_ngram: VllmServer, no_speculation:
         assert all(lv["accept_len"] is None or lv["accept_len"] < 1.1 for lv in result["levels"]), result["levels"]
     out = crossover(arms["a"], arms["b"])
     print("vLLM A/B (A: no speculation, B: ngram), per level:",
-          [(lv["users"], round(lv["a_decode_tps"], 1), round(lv["b_decode_tps"], 1), round(lv["speedup"], 2),
-            lv["verdict"]) for lv in out["levels"]], "->", out["text"])
-    assert [lv["users"] for lv in out["levels"]] == list(LEVELS)
+          [(lv.users, round(lv.a_decode_tps, 1), round(lv.b_decode_tps, 1), round(lv.speedup, 2),
+            lv.verdict) for lv in out.levels], "->", out.text)
+    assert [lv.users for lv in out.levels] == list(LEVELS)
     # the samples are trials (each trial's median user), not streams: streams of one trial share batched steps
-    assert all(lv["n_a"] == lv["n_b"] == TRIALS for lv in out["levels"]), out["levels"]
+    assert all(lv.n_a == lv.n_b == TRIALS for lv in out.levels), out.levels

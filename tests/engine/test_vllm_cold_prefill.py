@@ -5,13 +5,15 @@ request carries a fresh ``cache_salt``, so a repeated prompt is prefilled whole 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from pytest_specperf.cases.registry import build_spec
-from pytest_specperf.cases.results import SessionResult, SustainedResult
+from pytest_specperf.cases.results import CapacityResult, SessionResult, SustainedResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
+from pytest_specperf.run.acceptance import snapshot
 from pytest_specperf.run.runner import Runner
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(STARTUP_TIMEOUT_S + 300)]
@@ -50,3 +52,41 @@ def test_repeats_runs_and_sessions_prefill_cold(vllm_cached: VllmServer) -> None
         first, second = s.per_request
         assert first.cached_tokens == 0 and s.cached_share == 0.0
         assert second.cached_tokens >= first.prompt_tokens - BLOCK  # the session reuses its own turn
+
+
+class SaltStrippingClient(Client):
+    """A gateway that forwards only the fields it knows: the cache_salt never reaches vLLM."""
+
+    def body(self, *args: Any, **kw: Any) -> tuple[str, dict[str, Any]]:
+        path, body = super().body(*args, **kw)
+        body.pop("cache_salt", None)
+        return path, body
+
+
+def _capacity(url: str, client_type: type[Client]) -> tuple[CapacityResult, dict[str, float]]:
+    """A short capacity search with a TTFT bound every request meets, and how vLLM's own counters moved over it."""
+    spec = build_spec("capacity", {"slo": {"ttft_s": 120.0}, "tokens": 8, "ctx": 256, "target": 0.9,
+                                   "arrivals": "constant", "start_rps": 2.0, "probe_s": 2.0, "min_requests": 8,
+                                   "budget_s": 12.0})
+    with client_type(url, timeout=300) as client:
+        runner = Runner(client)
+        runner.warm_up()  # its one request is no part of the search
+        before = snapshot(client.metrics_text() or "")
+        r = runner.run(spec, "t::capacity")
+        after = snapshot(client.metrics_text() or "")
+    assert isinstance(r, CapacityResult) and r.probes, r.reason
+    return r, {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+
+
+def test_a_capacity_search_reads_its_cached_tokens_as_vllm_counts_them(vllm_cached: VllmServer) -> None:
+    """Cold: every probe's prompt tokens are what vLLM counted, none cached. Through a gateway that drops the salt,
+    the same search again is served from vLLM's cache (its own hit counter) and its TTFT bound is inconclusive."""
+    cold, moved = _capacity(vllm_cached.url, Client)
+    assert sum(p.prompt_tokens or 0 for p in cold.probes) == moved["vllm:prompt_tokens_total"] > 0
+    assert all(p.cached_tokens == 0 for p in cold.probes) and moved["vllm:prefix_cache_hits_total"] == 0
+    assert (cold.cached_share, cold.ttft_cache, cold.verdict) == (0.0, "", "passed"), cold.reason
+    _capacity(vllm_cached.url, SaltStrippingClient)  # the same prompts, no salt: they enter the cache
+    hot, moved = _capacity(vllm_cached.url, SaltStrippingClient)
+    assert sum(p.cached_tokens or 0 for p in hot.probes) == moved["vllm:prefix_cache_hits_total"] > 0
+    assert hot.ttft_cache.startswith(f"at {hot.probes[0].rps:.3g} req/s ttft inconclusive:"), hot.ttft_cache
+    assert hot.verdict == "passed" and hot.ttft_cache in hot.warnings  # the default policy: warn

@@ -181,7 +181,7 @@ def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
                 {"concurrency": row["users"], "trials": [{"decode_tps": v}]}]} for v in a["trials"][:k]]
                 for name, a in row["arms"].items()}
 
-        assert any(not arms.level(row["users"], trials_until(row, n - 1), levels=len(t["levels"]))["decided"]
+        assert any(not arms.level(row["users"], trials_until(row, n - 1), levels=len(t["levels"])).decided
                    for row in last)
 
 

@@ -29,8 +29,8 @@ def sweep(rng: np.random.Generator, levels: list[int], trials: int = 5) -> list[
 def test_a_six_level_sweep_fails_identical_arms_at_most_the_stated_rate() -> None:
     rng = np.random.default_rng(6)
     n, levels = 1000, [1, 2, 3, 4, 5, 6]
-    fails = sum(any(lv["verdict"] == "below" for lv in crossover.crossover(sweep(rng, levels), sweep(rng, levels),
-                                                                           1.0)["levels"]) for _ in range(n))
+    fails = sum(any(lv.verdict == "below" for lv in crossover.crossover(sweep(rng, levels), sweep(rng, levels),
+                                                                       1.0).levels) for _ in range(n))
     # per level at 1 % this was 5.5 % (55 expected here); per case it is at most 1 % (10 expected)
     assert fails <= 20, fails
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import LoadSweepResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import crossover
@@ -38,12 +39,18 @@ def _sweep(speedups: dict[int, list[float]]) -> list[dict[str, Any]]:
         {"concurrency": c, "streams": [{"decode_tps": v[i]}]} for c, v in speedups.items()]} for i in range(n)]
 
 
+def _summary(min_speedup: float | None) -> LoadSweepResult:
+    """B's summary of a load sweep, before the crossover judges it."""
+    return LoadSweepResult(kind="load_sweep", endpoint="b", model="m", server="s", ctx=0, prompt_tokens=None,
+                           min_speedup=min_speedup)
+
+
 def test_identical_arms_fail_min_speedup_at_most_at_the_stated_rate() -> None:
     # The issue's known answer: B identical to A, 5 trials x 8 users, 2-3 % offset between trials. Pooling
     # streams as independent samples judged 'below' in about 24 % of these; one value per trial holds 1 %.
     rng = np.random.default_rng(20)
     verdicts = [crossover.crossover(_arm(rng, 5, between=b), _arm(rng, 5, between=b), min_speedup=1.0)
-                ["levels"][0]["verdict"] for b in np.linspace(0.02, 0.03, 1000)]
+                .levels[0].verdict for b in np.linspace(0.02, 0.03, 1000)]
     below = verdicts.count("below")
     # Binomial(1000, 0.01): P(more than 20) = 0.1 %. This seed: 9 below, 8 holds.
     assert below <= 20, below
@@ -53,7 +60,7 @@ def test_identical_arms_fail_min_speedup_at_most_at_the_stated_rate() -> None:
 
 def test_ten_percent_slower_is_below_with_five_trials() -> None:
     rng = np.random.default_rng(21)
-    verdicts = [crossover.crossover(_arm(rng, 5), _arm(rng, 5, speedup=0.9), min_speedup=1.0)["levels"][0]["verdict"]
+    verdicts = [crossover.crossover(_arm(rng, 5), _arm(rng, 5, speedup=0.9), min_speedup=1.0).levels[0].verdict
                 for _ in range(200)]
     assert verdicts.count("below") >= 190, verdicts.count("below")
 
@@ -69,25 +76,25 @@ def test_the_speedup_is_the_centre_of_its_interval_whatever_the_trials() -> None
         a = list(scale * np.exp(rng.normal(0, rng.choice([0, 1e-12, 0.01, 0.3]), na)))
         b = list(scale * rng.uniform(0.3, 3) * np.exp(rng.normal(0, rng.choice([0, 0.01, 0.3]), nb)))
         lv = crossover.speedup_level(4, a, b, floor=float(rng.uniform(0.5, 2)))
-        lo, hi = lv["interval"]
-        assert lo <= lv["speedup"] <= hi, lv
-        assert math.log(lv["speedup"]) == pytest.approx((math.log(lo) + math.log(hi)) / 2, abs=1e-9)
-        assert lv["b_decode_tps"] / lv["a_decode_tps"] == pytest.approx(lv["speedup"], rel=1e-9)
+        lo, hi = lv.interval
+        assert lo <= lv.speedup <= hi, lv
+        assert math.log(lv.speedup) == pytest.approx((math.log(lo) + math.log(hi)) / 2, abs=1e-9)
+        assert lv.b_decode_tps / lv.a_decode_tps == pytest.approx(lv.speedup, rel=1e-9)
 
 
 def test_verdicts_need_the_whole_interval_on_one_side_of_the_floor() -> None:
     a = [100.0, 103.0, 97.0, 101.0, 99.0]
     # Estimate just under the floor, interval reaching over it: not shown below.
     straddle = crossover.speedup_level(8, a, [98.0, 101.0, 95.0, 100.0, 97.0], floor=1.0)
-    assert straddle["interval"][0] < 1.0 < straddle["interval"][1] and straddle["speedup"] < 1.0
-    assert straddle["verdict"] == "inconclusive"
+    assert straddle.interval[0] < 1.0 < straddle.interval[1] and straddle.speedup < 1.0
+    assert straddle.verdict == "inconclusive"
     # Estimate just over it, interval reaching under it: not shown to hold either.
     over = crossover.speedup_level(8, a, [101.0, 104.0, 98.0, 103.0, 100.0], floor=1.0)
-    assert over["interval"][0] < 1.0 < over["speedup"] and over["verdict"] == "inconclusive"
+    assert over.interval[0] < 1.0 < over.speedup and over.verdict == "inconclusive"
     below = crossover.speedup_level(8, a, [80.0, 82.0, 79.0, 81.0, 80.5], floor=1.0)
-    assert below["interval"][1] < 1.0 and below["verdict"] == "below"
+    assert below.interval[1] < 1.0 and below.verdict == "below"
     holds = crossover.speedup_level(8, a, [80.0, 82.0, 79.0, 81.0, 80.5], floor=0.7)
-    assert holds["interval"][0] >= 0.7 and holds["verdict"] == "holds"
+    assert holds.interval[0] >= 0.7 and holds.verdict == "holds"
 
 
 def test_the_crossover_is_the_first_level_that_does_not_hold() -> None:
@@ -95,14 +102,14 @@ def test_the_crossover_is_the_first_level_that_does_not_hold() -> None:
     a = _sweep({1: [100, 101, 99], 4: [100, 106, 94], 8: [100, 101, 99]})
     b = _sweep({1: [200, 202, 198], 4: [98, 104, 92], 8: [80, 81, 79]})
     cross = crossover.crossover(a, b, min_speedup=1.0)
-    assert [lv["verdict"] for lv in cross["levels"]] == ["holds", "inconclusive", "below"]
-    assert cross["users"] == 4 and cross["verdict"] == "inconclusive"
-    assert cross["text"].startswith("B not shown faster for users from 4 users: speedup 0.98")
+    assert [lv.verdict for lv in cross.levels] == ["holds", "inconclusive", "below"]
+    assert cross.users == 4 and cross.verdict == "inconclusive"
+    assert cross.text.startswith("B not shown faster for users from 4 users: speedup 0.98")
     # Gated, the 8-user level fails the case and is named; the 4-user one is the crossover.
-    summary: dict[str, Any] = {"verdict": "passed", "reason": "", "min_speedup": 1.0}
+    summary = _summary(1.0)
     assert crossover.apply(summary, a, b, "warn") == []
-    assert summary["verdict"] == "failed"
-    assert "from 4 users" in summary["reason"] and "at 8 users: below min_speedup 1, speedup 0.80" in summary["reason"]
+    assert summary.verdict == "failed"
+    assert "from 4 users" in summary.reason and "at 8 users: below min_speedup 1, speedup 0.80" in summary.reason
 
 
 def test_a_failing_reason_never_says_b_is_faster() -> None:
@@ -111,43 +118,49 @@ def test_a_failing_reason_never_says_b_is_faster() -> None:
     rng = np.random.default_rng(0)
     a = _sweep({1: list(rng.normal(100, 1, 3)), 8: list(rng.normal(100, 1, 3))})
     b = _sweep({1: list(rng.normal(200, 1, 3)), 8: [101.5, 70.0, 69.0]})
-    summary: dict[str, Any] = {"verdict": "passed", "reason": "", "min_speedup": 1.0}
+    summary = _summary(1.0)
     warnings = crossover.apply(summary, a, b, "warn")
-    lv = summary["crossover"]["levels"][1]
-    assert lv["interval"][0] <= lv["speedup"] <= lv["interval"][1]
-    assert "B faster" not in summary["reason"] + "".join(warnings)
-    assert summary["crossover"]["users"] == 8
+    assert summary.crossover is not None
+    lv = summary.crossover.levels[1]
+    assert lv.interval[0] <= lv.speedup <= lv.interval[1]
+    assert "B faster" not in summary.reason + "".join(warnings)
+    assert summary.crossover.users == 8
 
 
 def test_inconclusive_levels_follow_the_policy_and_without_min_speedup_it_is_a_note() -> None:
     a = _sweep({4: [100, 106, 94]})
     b = _sweep({4: [98, 104, 92]})
-    warned: dict[str, Any] = {"verdict": "passed", "reason": "", "min_speedup": 1.0}
-    assert crossover.apply(warned, a, b, "warn") == [warned["crossover"]["text"]] and warned["verdict"] == "passed"
-    failed: dict[str, Any] = {"verdict": "passed", "reason": "", "min_speedup": 1.0}
-    assert crossover.apply(failed, a, b, "fail") == [] and failed["verdict"] == "failed"
+    warned = _summary(1.0)
+    assert crossover.apply(warned, a, b, "warn") == [crossover.crossover(a, b, 1.0).text]
+    assert warned.verdict == "passed"
+    failed = _summary(1.0)
+    assert crossover.apply(failed, a, b, "fail") == [] and failed.verdict == "failed"
     slower = _sweep({4: [80, 81, 79]})
-    note: dict[str, Any] = {"verdict": "passed", "reason": "", "min_speedup": None}
+    note = _summary(None)
     assert crossover.apply(note, a, slower, "fail") == []
-    assert note["verdict"] == "passed" and note["notes"] == [note["crossover"]["text"]]
-    assert note["crossover"]["text"].startswith("B slower for users from 4 users")
+    assert note.crossover is not None and note.verdict == "passed" and note.notes == [note.crossover.text]
+    assert note.crossover.text.startswith("B slower for users from 4 users")
+    # TRANSITIONAL: until the trials branch gates.py passes B's summary as data; the crossover goes in as data
+    plain: dict[str, Any] = {"verdict": "passed", "reason": "", "min_speedup": 1.0}
+    assert crossover.apply(plain, a, b, "fail") == [] and plain["verdict"] == "failed"
+    assert plain["crossover"] == to_dict(crossover.crossover(a, b, 1.0))
 
 
 def test_few_trials_say_what_the_interval_rests_on() -> None:
     # 2 trials a side: Welch with ~1-2 degrees of freedom, a wide interval.
     two = crossover.speedup_level(8, [100.0, 103.0], [80.0, 81.0], floor=1.0)
     five = crossover.speedup_level(8, [100.0, 103.0, 101.0, 102.0, 100.5], [80.0, 81.0, 80.2, 80.6, 81.1], floor=1.0)
-    assert two["method"] == five["method"] == "welch"
-    assert math.log(two["interval"][1] / two["interval"][0]) > 3 * math.log(five["interval"][1] / five["interval"][0])
+    assert two.method == five.method == "welch"
+    assert math.log(two.interval[1] / two.interval[0]) > 3 * math.log(five.interval[1] / five.interval[0])
     # One trial on one arm: the other arm's spread (a prediction interval); none on either: the assumed 3 %.
-    assert crossover.speedup_level(8, [100.0], [80.0, 82.0, 81.0], floor=1.0)["method"] == "prediction"
+    assert crossover.speedup_level(8, [100.0], [80.0, 82.0, 81.0], floor=1.0).method == "prediction"
     one = crossover.speedup_level(8, [100.0], [80.0], floor=1.0)
     flat = crossover.speedup_level(8, [100.0, 100.0], [80.0, 80.0], floor=1.0)
-    assert one["method"] == flat["method"] == "noise-floor"
+    assert one.method == flat.method == "noise-floor"
     assert "1 vs 1 trials; no spread to measure, 3% per trial assumed" in crossover.level_text(one)
     # The assumed noise is compare's: the same half-width compare_case gives one trial a side.
     c = compare.compare_case([100.0], [80.0], direction="higher")
-    assert one["interval"] == pytest.approx([1 + c.change_ci[0], 1 + c.change_ci[1]], rel=1e-9)
+    assert one.interval == pytest.approx([1 + c.change_ci[0], 1 + c.change_ci[1]], rel=1e-9)
 
 
 def test_comparisons_of_a_load_case_take_one_value_per_trial() -> None:
@@ -258,17 +271,17 @@ def test_with_min_speedup_the_floor_is_the_sweeps_ab_gate(min_speedup: float | N
     assert isinstance(summary, LoadSweepResult) and summary.crossover is not None and summary.comparisons
     assert summary.verdict == verdict, summary.reason
     cross = summary.crossover
-    assert cross["users"] == (8 if min_speedup != 0.7 else None)
+    assert cross.users == (8 if min_speedup != 0.7 else None)
     # Either way the per-level comparisons are there to read, one value per trial a side.
     assert {(c.comparison.n_base, c.comparison.n_cand) for c in summary.comparisons if c.comparison} == {(5, 5)}
     regressed = {c.users for c in summary.comparisons if c.verdict == "regressed"}
     assert 8 in regressed
     if min_speedup is None:
         assert summary.reason.startswith("at 8 users: decode_tps") and "B slower" not in summary.reason
-        assert cross["text"] in summary.notes
+        assert cross.text in summary.notes
     else:
         assert f"A/B judged by min_speedup {min_speedup:g}" in " ".join(summary.notes)
-        assert (summary.reason == cross["text"]) == (verdict == "failed")
+        assert (summary.reason == cross.text) == (verdict == "failed")
 
 
 def test_min_speedup_outside_ab_is_a_note_not_a_verdict() -> None:

@@ -73,7 +73,7 @@ def _arm(values: list[float]) -> list[dict[str, Any]]:
 def test_the_best_arm_is_the_best_on_average_not_the_luckiest_trial() -> None:
     t = arms.table({"steady": _arm([100, 101, 99, 100, 100]), "lucky": _arm([88, 90, 89, 91, 130])},
                    baseline="steady")
-    assert t["levels"][0]["best"] == "steady"
+    assert t.levels[0].best == "steady"
 
 
 def _request(at_s: float, met: bool) -> RateRequest:

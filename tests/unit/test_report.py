@@ -62,8 +62,10 @@ def _cmp(users, metric, change, verdict, effect=None):
 def _ab_sweep():
     cross = {"gated": True, "floor": 1.0, "users": 8, "speedup": 0.81, "interval": [0.79, 0.83],
              "text": "B slower for users from 8 users: speedup 0.81 [0.79, 0.83]",
-             "levels": [{"users": 1, "speedup": 2.5, "interval": [2.4, 2.6], "verdict": "holds"},
-                        {"users": 8, "speedup": 0.81, "interval": [0.79, 0.83], "verdict": "below"}]}
+             "levels": [{"users": 1, "speedup": 2.5, "interval": [2.4, 2.6], "verdict": "holds", "method": "welch",
+                         "a_decode_tps": 48.0, "b_decode_tps": 120.0, "n_a": 3, "n_b": 3},
+                        {"users": 8, "speedup": 0.81, "interval": [0.79, 0.83], "verdict": "below", "method": "welch",
+                         "a_decode_tps": 30.9, "b_decode_tps": 25.0, "n_a": 3, "n_b": 3}]}
     levels = [_level(1, 120.0, 120.0), _level(8, 25.0, 200.0)]
     ccs = [_cmp(1, "decode_tps", 1.5, "improved"), _cmp(1, "total_tps", 1.5, "improved"),
            _cmp(8, "decode_tps", -0.192, "regressed"), _cmp(8, "total_tps", -0.2, "regressed")]
@@ -228,12 +230,13 @@ def test_counts_read_as_counts():
 
 
 def test_a_level_row_on_arms_agrees_with_its_case_and_the_arms_table():
+    from pytest_specperf.cases.result_parts import ArmsGateLevel
     from pytest_specperf.compare import arms
     from pytest_specperf.report.table import level_rows
 
     gate_levels = [{"users": 4, "verdict": "below", "ratio": 0.5, "interval": [0.4, 0.6], "best": "fast",
                     "deployed_tps": 550.3, "best_tps": 1100.0}]
-    reason = arms.loss_text("slow", gate_levels[0], 0.05)
+    reason = arms.loss_text("slow", ArmsGateLevel(**gate_levels[0]), 0.05)
     r = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 4], "verdict": "failed",
               "reason": reason,
          "levels": [{"concurrency": 1, "decode_tps": 700.0, "verdict": "passed"},

@@ -12,21 +12,20 @@ from pytest_specperf.report.views.base import CaseView, Chart, ResultLike, Serie
 
 def arms_view(result: ResultLike) -> CaseView:
     """The arms grid (one fact per level) and the per-user decode chart; empty without an arms comparison."""
-    # The arms table stays a dict for now (issue 36 plan: compare/arms.py builds it): read by its keys here.
     t = typed(result).arms
-    if not isinstance(t, dict) or not t.get("levels"):  # untyped part: the arms table
+    if t is None or not t.levels:
         return CaseView()
     header, rows = arms.grid(t)
-    facts = [("arms", ", ".join(f"{n} ({t['trials'].get(n, 0)} trials)" for n in t["names"])
-              + f"; baseline {t['baseline']}, deployed {t['deployed']}")]
+    facts = [("arms", ", ".join(f"{n} ({t.trials.get(n, 0)} trials)" for n in t.names)
+              + f"; baseline {t.baseline}, deployed {t.deployed}")]
     facts += [(f"{users_text(row[0])}", "; ".join(f"{name} {cell}" for name, cell in zip(header[1:-1], row[1:-1],
                                                                                         strict=True)))
               for row in rows]
-    facts.append(("schedule", str(t.get("text", "-"))))  # untyped part: the arms table
+    facts.append(("schedule", t.text or "-"))
     series = []
-    for name in t["names"]:
-        pts = [(float(row["users"]), float(row["arms"][name]["decode_tps"])) for row in t["levels"]
-               if row["arms"].get(name, {}).get("decode_tps") is not None]  # untyped part: the arms table
+    for name in t.names:
+        pts = [(float(row.users), float(fig.decode_tps)) for row in t.levels
+               for fig in [row.arms.get(name)] if fig is not None and fig.decode_tps is not None]
         if pts:
             series.append(Series(name, [x for x, _ in pts], [y for _, y in pts]))
     chart = Chart("arms_per_user", "per-user decode against users, one line per arm", "users", "tok/s", series,

@@ -278,7 +278,7 @@ def level_comparison_charts(result: ResultLike, records: Sequence[CaseComparison
     r = typed(result)
     other, this = _other_side(r)
     metrics = list(dict.fromkeys(str(cc.metric) for cc in records))
-    cross = r.crossover if isinstance(r, LoadSweepResult) and isinstance(r.crossover, dict) else {}
+    cross = r.crossover if isinstance(r, LoadSweepResult) else None
     out = []
     for metric in metrics:
         rows: list[tuple[float, tuple[float, float, float], str, Comparison]] = []
@@ -303,7 +303,7 @@ def level_comparison_charts(result: ResultLike, records: Sequence[CaseComparison
         if threshold:
             worse = -1 if DIRECTIONS.get(metric, "higher") == "higher" else 1
             chart.levels.append(Level(1 + worse * threshold, f"max regression {threshold * 100:.0f}%"))
-        users = cross.get("users")  # untyped part: the crossover stays a dict (issue 36 plan)
+        users = cross.users if cross is not None else None
         at = finite_number(users)
         if at is not None:
             chart.levels.append(Level(at, f"crossover at {users_text(users)}", "dashed", "x"))

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.result_parts import Crossover, RateRequest
 from pytest_specperf.cases.results import CapacityResult, LoadLevel, LoadSweepResult, Probe, RateResult
 from pytest_specperf.report.table import finite_number
 from pytest_specperf.report.views.base import (
@@ -95,24 +95,21 @@ def _sweep_charts(r: LoadSweepResult, levels: list[LoadLevel]) -> list[Chart]:
     return [total, per_user, ttft, *_speedup_chart(r.crossover)]
 
 
-def _speedup_chart(cross: Any) -> list[Chart]:
-    """A/B: B's per-user speedup over A at each level, with its interval and the floor.
-
-    The crossover stays a dict for now (issue 36 plan: compare/crossover.py builds it): read by its keys here."""
-    rows = [lv for lv in (cross or {}).get("levels") or [] if _num(lv.get("speedup")) is not None]  # untyped part
-    if not rows:
+def _speedup_chart(cross: Crossover | None) -> list[Chart]:
+    """A/B: B's per-user speedup over A at each level, with its interval and the floor."""
+    rows = [lv for lv in (cross.levels if cross is not None else []) if _num(lv.speedup) is not None]
+    if cross is None or not rows:
         return []
-    # untyped part: the crossover's levels, read by their keys
-    s = Series("B / A per user, 98% interval", [float(lv["users"]) for lv in rows],
-               [float(lv["speedup"]) for lv in rows], "points",
-               low=[float(lv["interval"][0]) for lv in rows], high=[float(lv["interval"][1]) for lv in rows])
-    floor = float(cross.get("floor") or 1.0)  # untyped part: the crossover
+    s = Series("B / A per user, 98% interval", [float(lv.users) for lv in rows],
+               [float(lv.speedup) for lv in rows], "points",
+               low=[float(lv.interval[0]) for lv in rows], high=[float(lv.interval[1]) for lv in rows])
+    floor = float(cross.floor or 1.0)
     levels = [Level(floor, f"floor {floor:g}", "solid")]
-    if _num(cross.get("users")) is not None:  # untyped part: the crossover
-        levels.append(Level(float(cross["users"]), f"crossover at {users_text(cross['users'])}", "dashed", "x"))
+    if _num(cross.users) is not None:
+        levels.append(Level(float(cross.users or 0), f"crossover at {users_text(cross.users)}", "dashed", "x"))
     # a ratio: log axis when it can be, so a wide interval at one level does not flatten the others
     positive = min(s.y) > 0  # an interval reaching 0 runs off the axis's foot
-    text = cross.get("text", "")  # untyped part: the crossover
+    text = cross.text
     return [Chart("speedup", f"speculation's speedup for users: {text}", "users", "B / A",
                   [s], levels, xscale="log", yscale="log" if positive else "linear")]
 
@@ -144,13 +141,11 @@ def load_sweep(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
               if lv.verdict not in ("passed", None)]
     if failed:
         facts.append(("levels not passed", "; ".join(failed)))
-    if r.crossover:
-        facts.append(("crossover", str(r.crossover.get("text", "-"))))  # untyped part: the crossover
-    arms = r.arms if isinstance(r.arms, dict) else None
+    if r.crossover is not None:
+        facts.append(("crossover", r.crossover.text))
     # two aggregations of one arm's trials side by side: say which is which
-    if arms and arms.get("levels"):  # untyped part: the arms table
-        deployed = arms.get("deployed")  # untyped part: the arms table
-        facts.append(("figures", f"per user and aggregate above: medians over arm {deployed}'s trials; "
+    if r.arms is not None and r.arms.levels:
+        facts.append(("figures", f"per user and aggregate above: medians over arm {r.arms.deployed}'s trials; "
                                  "the arms below (and the terminal's level rows): each arm's geometric mean over its "
                                  "trials, the centre of its interval"))
     return CaseView(facts, [c for c in _sweep_charts(r, levels) if c.series])
