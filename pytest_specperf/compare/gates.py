@@ -57,7 +57,7 @@ class Gate:
             if fail and result.verdict != "error":
                 result.verdict = "failed"
                 result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
-        else:  # a result given as data, judged in place: the history gate's (history/against_history.py)
+        else:  # an error record (a case that could not be measured) is plain data: `specperf compare` judges it
             result["comparisons"] = [cc.as_dict() for cc in own]
             if fail and read(result, "verdict") != "error":
                 result["verdict"] = "failed"
@@ -67,8 +67,8 @@ class Gate:
 
 
 def _record(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
-    """A result as the statistics below read it: its record, data (the history's) loaded into one; a case that
-    could not be measured stays its error record, plain data (as ``storage.Run.typed_results`` keeps it)."""
+    """A result as the statistics below read it: its record, data (a baseline the history stored) loaded into
+    one; a case that could not be measured stays its error record, plain data (as ``Run.typed_results`` keeps it)."""
     if isinstance(result, Result):
         return result
     return dict(result) if read(result, "verdict") == "error" else load_result(result)
@@ -78,7 +78,7 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
                      max_regression: float | None = None, differences: list[str] | None = None,
                      strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
-    its ``comparisons``, fails it on a regression. A result given as data (the history's) is judged in place.
+    its ``comparisons``, fails it on a regression. An error record (plain data) is judged in place.
     ``keys``: judge only these units of the case (``case_key``: its levels, its sweep points), the rest being
     judged elsewhere (the history gate falls back here for the units whose history is short).
 
