@@ -27,16 +27,30 @@ from __future__ import annotations
 
 import argparse
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
 
 USERS = 8
 TOLERANCE = 0.05
+
+#: What a result record requires besides the figures this simulation draws (the gates read records).
+_RESULT = {"endpoint": "", "model": "sim", "server": "sim", "ctx": 0, "prompt_tokens": None}
+_STREAM = {"prompt_tokens": None, "completion_tokens": 0, "ttft_s": 0.0, "total_s": 0.0, "decode_tps": 0.0,
+           "client_tps": 0.0, "window_tokens": None, "window_tps": [], "early_tps": None, "late_tps": None,
+           "drift": None, "trend_p": None, "stalls": [], "tokens_per_chunk": 0.0, "count_source": "",
+           "counts_exact": True}
+
+
+def record(data: dict[str, Any]) -> Result:
+    """A simulated trial (the figures the gates read, as its JSON) as its result record."""
+    levels = [{**lv, "streams": [{**_STREAM, **s} for s in lv.get("streams", [])]} for lv in data.get("levels", [])]
+    return load_result({**_RESULT, **data, **({"levels": levels} if "levels" in data else {})})
 CONDITIONS = {  # name: (true per-user rates of the three arms, between-trial sd)
     "clear, 25% apart": ((100.0, 80.0, 60.0), 0.04),
     "close, 8% apart": ((100.0, 92.0, 85.0), 0.04),
@@ -60,10 +74,9 @@ def wrong(best: str, rates: dict[str, float]) -> bool:
 def run_auto(rng: np.random.Generator, rates: dict[str, float], between: float) -> tuple[bool, bool, float]:
     """(undecided, wrong pick, trials per arm) of one repeat="auto" comparison."""
     def measure(name: str, levels: list[int] | None) -> Any:
-        r = trial(rng, rates[name], between)
-        return SimpleNamespace(as_dict=lambda: r)
+        return record(trial(rng, rates[name], between))
     row, _ = gating.run_arms(measure, list(rates), 20, gating.Gate(), baseline="a", auto=True)
-    t = row["arms"]
+    t = row.arms
     lv = t["levels"][0]
     return not lv["decided"], wrong(lv["best"], rates), float(np.mean(list(t["trials"].values())))
 
@@ -97,12 +110,11 @@ def run_gate(rng: np.random.Generator, n_arms: int, n_levels: int, ratio: float)
     every = list(range(1, n_levels + 1))
 
     def measure(name: str, levels: list[int] | None) -> Any:
-        r = sweep_trial(rng, 100.0 * (ratio if name == "a" else 1.0), levels or every)
-        return SimpleNamespace(as_dict=lambda: r)
+        return record(sweep_trial(rng, 100.0 * (ratio if name == "a" else 1.0), levels or every))
     row, _ = gating.run_arms(measure, list("abcd"[:n_arms]), 20, gating.Gate(), baseline="a", max_loss=TOLERANCE,
                              auto=True)
-    vs = [x["verdict"] for x in row["arms"]["gate"]["levels"]]
-    n = float(np.mean([a["n"] for lv in row["arms"]["levels"] for a in lv["arms"].values()]))
+    vs = [x["verdict"] for x in row.arms["gate"]["levels"]]
+    n = float(np.mean([a["n"] for lv in row.arms["levels"] for a in lv["arms"].values()]))
     return ("below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds"), n
 
 

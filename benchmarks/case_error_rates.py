@@ -26,15 +26,29 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms, categories, crossover, gates
 from pytest_specperf.compare import trials as compare
 
 USERS = 8
+
+#: What a result record requires besides the figures this simulation draws (the gates read records).
+_RESULT = {"endpoint": "", "model": "sim", "server": "sim", "ctx": 0, "prompt_tokens": None}
+_STREAM = {"prompt_tokens": None, "completion_tokens": 0, "ttft_s": 0.0, "total_s": 0.0, "decode_tps": 0.0,
+           "client_tps": 0.0, "window_tokens": None, "window_tps": [], "early_tps": None, "late_tps": None,
+           "drift": None, "trend_p": None, "stalls": [], "tokens_per_chunk": 0.0, "count_source": "",
+           "counts_exact": True}
+
+
+def record(data: dict[str, Any]) -> Result:
+    """A simulated trial (the figures the gates read, as its JSON) as its result record."""
+    levels = [{**lv, "streams": [{**_STREAM, **s} for s in lv.get("streams", [])]} for lv in data.get("levels", [])]
+    return load_result({**_RESULT, **data, **({"levels": levels} if "levels" in data else {})})
 
 
 def level_row(rng: np.random.Generator, users: int, between: float = 0.03, within: float = 0.01) -> dict[str, Any]:
@@ -58,19 +72,19 @@ def crossover_fails(rng: np.random.Generator, n_levels: int) -> bool:
     return any(x.verdict == "below" for x in crossover.crossover(sweep(rng, lv), sweep(rng, lv), 1.0).levels)
 
 
-def category_arm(rng: np.random.Generator, k: int, trials: int = 5) -> list[dict[str, Any]]:
+def category_arm(rng: np.random.Generator, k: int, trials: int = 5) -> list[Result]:
     out = []
     for _ in range(trials):
         off = rng.normal(0, 0.03)
-        out.append({"categories": {f"c{i}": {"n": 3, "decode_tps_p50": float(np.median(
-            100 * np.exp(off + rng.normal(0, 0.02, 3))))} for i in range(k)}})
+        out.append(record({"kind": "sustained", "categories": {f"c{i}": {"n": 3, "decode_tps_p50": float(np.median(
+            100 * np.exp(off + rng.normal(0, 0.02, 3))))} for i in range(k)}}))
     return out
 
 
 def categories_fail(rng: np.random.Generator, k: int) -> bool:
-    summary: dict[str, Any] = {}
+    summary = record({"kind": "sustained"})
     categories.apply(summary, category_arm(rng, k), category_arm(rng, k))
-    return any(f["speedup_interval"][1] < 1 for f in summary["categories"].values())
+    return any(f.speedup_interval[1] < 1 for f in summary.categories.values())  # type: ignore[attr-defined]
 
 
 def arms_gate(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
@@ -84,18 +98,17 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
     lv = list(range(1, n_levels + 1))
 
     def measure(name: str, levels: list[int] | None) -> Any:
-        r = sweep(rng, levels or lv, 1)[0]
-        return SimpleNamespace(as_dict=lambda: r)
+        return record(sweep(rng, levels or lv, 1)[0])
 
     row, _ = gates.run_arms(measure, list("abcd"[:n_arms]), 20, gates.Gate(), baseline="a", max_loss=0.05,
                             auto=True)
-    vs = [x["verdict"] for x in row["arms"]["gate"]["levels"]]
+    vs = [x["verdict"] for x in row.arms["gate"]["levels"]]
     return "below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds"
 
 
 def regression_fails(rng: np.random.Generator, n_levels: int) -> bool:
     lv = list(range(1, n_levels + 1))
-    a, b = gates.per_trial(sweep(rng, lv)), gates.per_trial(sweep(rng, lv))
+    a, b = gates.per_trial([record(r) for r in sweep(rng, lv)]), gates.per_trial([record(r) for r in sweep(rng, lv)])
     return any(cc.verdict == "regressed" for cc in compare.compare_ab(a, b, metrics=gates.METRICS))
 
 

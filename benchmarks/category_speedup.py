@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import categories
 
 SPEEDUPS = {"qa": 1.3, "tool_call": 2.2, "math_reasoning": 1.0}
@@ -26,8 +28,14 @@ CONDITIONS = [  # (trials per arm, between-trial sd, within-trial sd, streams pe
 ]
 
 
+def _sustained(cats: dict[str, dict[str, Any]] | None = None) -> Result:
+    """A sustained result (a trial, or the summary) with ``cats``, its figures per category."""
+    return load_result({"kind": "sustained", "endpoint": "", "model": "sim", "server": "sim", "ctx": 0,
+                        "prompt_tokens": None, "categories": cats})
+
+
 def arm(rng: np.random.Generator, trials: int, between: float, within: float, streams: int, on: bool
-        ) -> list[dict[str, Any]]:
+        ) -> list[Result]:
     """One arm's sustained results, one per trial, each with its figures per category."""
     out = []
     for _ in range(trials):
@@ -36,7 +44,7 @@ def arm(rng: np.random.Generator, trials: int, between: float, within: float, st
         for cat, speedup in SPEEDUPS.items():
             tps = 100 * (speedup if on else 1.0) * np.exp(offset + rng.normal(0, within, streams))
             cats[cat] = {"n": streams, "decode_tps_p50": float(np.median(tps))}
-        out.append({"categories": cats})
+        out.append(_sustained(cats))
     return out
 
 
@@ -45,12 +53,12 @@ def coverage(rng: np.random.Generator, n: int, trials: int, between: float, with
     """(share of intervals holding the true speedup, median relative width) over ``n`` comparisons."""
     held, widths = [], []
     for _ in range(n):
-        summary: dict[str, Any] = {}
+        summary = _sustained()
         a = arm(rng, trials, between, within, streams, on=False)
         b = arm(rng, trials, between, within, streams, on=True)
         categories.apply(summary, a, b)
         for cat, true in SPEEDUPS.items():
-            lo, hi = summary["categories"][cat]["speedup_interval"]
+            lo, hi = summary.categories[cat].speedup_interval  # type: ignore[attr-defined]
             held.append(lo <= true <= hi)
             widths.append((hi - lo) / true)
     return float(np.mean(held)), float(np.median(widths))

@@ -9,7 +9,6 @@ Never imports pytest.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -17,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.errors import ConfigError
 from pytest_specperf.history import imports as history_imports
 from pytest_specperf.history import records as history_records
 from pytest_specperf.history import trend as history_trend
@@ -159,16 +160,22 @@ def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusi
     """Every case of ``new`` against ``base`` exactly as ``--specperf-compare`` does; (comparisons, failing)."""
     gate = gating.Gate(max_regression, inconclusive)
     differences = storage.fingerprint_diff(base, new)
-    judged = []
-    for r in new.results:
-        r = copy.deepcopy(r)
-        r.pop("comparisons", None)
-        gating.against_baseline(gate, r, base.results, differences=differences, strict=strict)
-        judged.append(r)
+    try:
+        baseline, fresh = base.typed_results(), new.typed_results()
+    except ConfigError as exc:  # a result no version wrote: the one line that says to upgrade
+        raise UsageError(str(exc)) from None
+    # records built afresh from the run's data, so judging them leaves ``new`` as read; its own comparisons
+    # (against its baseline then) are not this judgement's. An error record stays data: a copy is judged.
+    judged = [r if isinstance(r, Result) else {k: v for k, v in r.items() if k != "comparisons"}
+              for r in fresh]
+    for r in judged:
+        if isinstance(r, Result):
+            r.comparisons = None
+        gating.against_baseline(gate, r, baseline, differences=differences, strict=strict)
     ccs = gating.comparisons_of(judged)
-    ours = {r.get("nodeid") for r in new.results}
-    ccs += [CaseComparison(str(b["nodeid"]), None, None, "missing", "only in the baseline")
-            for b in base.results if b.get("nodeid") not in ours]
+    ours = {compare.read(r, "nodeid") for r in judged}
+    ccs += [CaseComparison(str(compare.read(b, "nodeid")), None, None, "missing", "only in the baseline")
+            for b in baseline if compare.read(b, "nodeid") not in ours]
     fail, _ = compare.gate(ccs, inconclusive)
     return ccs, fail
 

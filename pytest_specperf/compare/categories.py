@@ -10,12 +10,16 @@ arms show some category below 1 at most ``ALPHA`` of the time however many categ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.json_form import OMIT
+from pytest_specperf.cases.result_parts import CategoryFigures
+from pytest_specperf.cases.results import CapacityResult, LoadSweepResult, RateResult, Result, SustainedResult
 from pytest_specperf.compare.crossover import log_interval, speedup_level
 from pytest_specperf.compare.trials import ALPHA, Case, read
 
@@ -34,26 +38,32 @@ def _trial_values(arm: Sequence[Case], category: str) -> list[float]:
     return out
 
 
-def combine(arm: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+def _carried(figures: CategoryFigures, key: str) -> bool:
+    """Whether ``figures`` carries ``key`` in its JSON (an optional figure, ``OMIT``, only while it is set)."""
+    f = next(f for f in dataclasses.fields(figures) if f.name == key)
+    return getattr(figures, key) is not None or not all(f.metadata.get(k) for k in OMIT)
+
+
+def combine(arm: Sequence[Result]) -> dict[str, CategoryFigures] | None:
     """One arm's categories over its trials: counts summed, figures the median over trials."""
-    rows = [c for r in arm if isinstance(c := r.get("categories"), dict)]  # untyped part: trial rows
+    rows = [c for r in arm if isinstance(c := getattr(r, "categories", None), dict)]
     if not rows:
         return None
-    out: dict[str, dict[str, Any]] = {}
-    for cat in dict.fromkeys(c for row in rows for c in row):
-        got = [row[cat] for row in rows if isinstance(row.get(cat), dict)]
-        n = sum(int(g.get("n") or 0) for g in got)  # untyped part: trial rows
-        f: dict[str, Any] = {**got[-1], "n": n, "trials": len(got)}
+    out: dict[str, CategoryFigures] = {}
+    for cat in dict.fromkeys(c for row in rows for c in row):  # a category's name is data: a key
+        got = [f for row in rows if isinstance(f := row.get(cat), CategoryFigures)]
+        changes: dict[str, Any] = {"n": sum(int(g.n or 0) for g in got), "trials": len(got)}
         for key in MEDIANS:
-            if not any(key in g for g in got):
+            if not any(_carried(g, key) for g in got):
                 continue  # a figure no trial has (an open-loop one of a closed-loop case): the record leaves it out
-            values = [g[key] for g in got if isinstance(g.get(key), int | float) and not isinstance(g.get(key), bool)]
-            f[key] = float(np.median(values)) if values else None
-        out[cat] = f
+            values = [v for g in got for v in [getattr(g, key)]
+                      if isinstance(v, int | float) and not isinstance(v, bool)]
+            changes[key] = float(np.median(values)) if values else None
+        out[cat] = dataclasses.replace(got[-1], **changes)
     return out
 
 
-def apply(summary: dict[str, Any], arm_a: Sequence[Case], arm_b: list[dict[str, Any]]) -> None:
+def apply(summary: Result, arm_a: Sequence[Case], arm_b: Sequence[Result]) -> None:
     """Put B's categories over its trials into ``summary``, each with its speedup over A and interval."""
     combined = combine(arm_b)
     if combined is None:
@@ -65,7 +75,8 @@ def apply(summary: dict[str, Any], arm_a: Sequence[Case], arm_b: list[dict[str, 
         # joint over the categories (Bonferroni): "some category below" holds the case's rate, not one category's
         d, lo, hi, method = log_interval(np.log(a), np.log(b), ALPHA / len(measured))
         lv = speedup_level(0, a, b, 1.0)
-        f.update(speedup=lv.speedup, speedup_interval=[math.exp(min(lo, d)), math.exp(max(hi, d))],
-                 speedup_method=method, speedup_n_a=lv.n_a, speedup_n_b=lv.n_b, a_decode_tps=lv.a_decode_tps,
-                 speedup_family=len(measured))
-    summary["categories"] = combined
+        f.speedup, f.speedup_interval = lv.speedup, [math.exp(min(lo, d)), math.exp(max(hi, d))]
+        f.speedup_method, f.speedup_family = method, len(measured)
+        f.speedup_n_a, f.speedup_n_b, f.a_decode_tps = lv.n_a, lv.n_b, lv.a_decode_tps
+    if isinstance(summary, SustainedResult | LoadSweepResult | RateResult | CapacityResult):  # kinds with categories
+        summary.categories = combined

@@ -7,22 +7,23 @@ and attaches the comparisons to the result dict as plain data (``comparisons``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from pytest_specperf.cases.json_form import to_dict  # TRANSITIONAL: the arms table into dict rows (trials branch)
-from pytest_specperf.cases.result_parts import CaseComparison
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SustainedResult
-from pytest_specperf.cases.saved_results import load_part
+from pytest_specperf.cases.json_form import OMIT
+from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
+from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.saved_results import load_part, load_result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
 
 _T = TypeVar("_T", SustainedResult, LoadLevel)
+_R = TypeVar("_R", bound=Result)
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
 #: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
@@ -56,7 +57,7 @@ class Gate:
             if fail and result.verdict != "error":
                 result.verdict = "failed"
                 result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
-        else:  # untyped part: trial rows (A/B and arms combine them as data), or the CLI's data
+        else:  # an error record (a case that could not be measured) is plain data: `specperf compare` judges it
             result["comparisons"] = [cc.as_dict() for cc in own]
             if fail and read(result, "verdict") != "error":
                 result["verdict"] = "failed"
@@ -65,16 +66,19 @@ class Gate:
         return [cc.reason for cc in warn]
 
 
-def _data(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
-    """A result as the statistics below read it: a typed one as it is, data (the CLI's) as a plain dict."""
-    return result if isinstance(result, Result) else dict(result)
+def _record(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
+    """A result as the statistics below read it: its record, data (a baseline the history stored) loaded into
+    one; a case that could not be measured stays its error record, plain data (as ``Run.typed_results`` keeps it)."""
+    if isinstance(result, Result):
+        return result
+    return dict(result) if read(result, "verdict") == "error" else load_result(result)
 
 
 def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
                      strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
-    its ``comparisons``, fails it on a regression. A result given as data (the CLI's) is judged in place.
+    its ``comparisons``, fails it on a regression. An error record (plain data) is judged in place.
     ``keys``: judge only these units of the case (``case_key``: its levels, its sweep points), the rest being
     judged elsewhere (the history gate falls back here for the units whose history is short).
 
@@ -82,15 +86,14 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
-    row = result
-    data = [_data(b) for b in baseline]
-    mine = [b for b in data if read(b, "nodeid") == read(row, "nodeid")]
+    row = _record(result)
+    mine = [b for b in map(_record, baseline) if read(b, "nodeid") == read(row, "nodeid")]
     threshold = max_regression or gate.max_regression
     base, cand = per_trial(mine), per_trial([row])
     if auto:
         ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
     else:
-        ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(result))
+        ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(row))
     unlike = [*(differences or []), *_case_differences(mine, row)]
     judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
     if keys is not None:
@@ -105,12 +108,8 @@ def _is_load(result: Case) -> bool:
         read(result, "kind") == "sustained" and isinstance(users, int) and not isinstance(users, bool) and users > 1)
 
 
-def _one_trial(case: dict[str, Any], figures: dict[str, float | None]) -> dict[str, Any]:
-    return {**{k: v for k, v in case.items() if k not in ("streams", "trials")}, **figures}
-
-
 def _one_typed_trial(case: _T, figures: dict[str, float | None]) -> _T:
-    """``_one_trial`` of a typed result or level: its figures those of one trial, no streams or trials left."""
+    """A result or level as one of its trials: that trial's figures, no streams or trials left."""
     changes: dict[str, Any] = {"streams": [], "trials": None, **figures}
     return dataclasses.replace(case, **changes)
 
@@ -126,30 +125,23 @@ def _per_typed_trial(r: Result) -> list[Result]:
     return [r]
 
 
-def per_trial(results: Sequence[Case]) -> list[Any]:
+def per_trial(results: Sequence[Result | dict[str, Any]]) -> list[Result | dict[str, Any]]:
     """Results as comparisons see them: a load case gives one value per trial per level (that trial's median
     user, its aggregate), not one per stream, since the streams of one trial share the engine's batched steps.
 
     A row that combines trials (an A/B arm, ``aggregate``) becomes one result per trial; other results
-    pass unchanged (a sustained case's sequential streams are its trials).
+    pass unchanged (a sustained case's sequential streams are its trials, an error record is plain data).
     """
-    out: list[Any] = []
+    out: list[Result | dict[str, Any]] = []
     for r in results:
         if isinstance(r, Result) and r.verdict != "error" and _is_load(r) and r.kind in ("sustained", "load_sweep"):
             out += _per_typed_trial(r)
-        elif not isinstance(r, dict) or r.get("verdict") == "error" or not _is_load(r):  # untyped part: trial rows
-            out.append(r)
-        elif r.get("kind") == "sustained":  # untyped part: trial rows
-            out += [_one_trial(r, f) for f in crossover.trial_figures(r)]
         else:
-            rows = r.get("levels") or []  # untyped part: trial rows
-            levels = [(lv, crossover.trial_figures(lv)) for lv in rows if isinstance(lv, dict)]
-            for i in range(max((len(f) for _, f in levels), default=1)):
-                out.append({**r, "levels": [_one_trial(lv, f[i]) for lv, f in levels if i < len(f)]})
+            out.append(r)
     return out
 
 
-def speedup_gated(result: dict[str, Any]) -> bool:
+def speedup_gated(result: Case) -> bool:
     """A load sweep with ``min_speedup``: in A/B its speedup floor is its gate, instead of the regression gate."""
     return read(result, "kind") == "load_sweep" and read(result, "min_speedup") is not None
 
@@ -188,9 +180,9 @@ def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparis
 
 
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
-           max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+           max_regression: float | None = None) -> tuple[Result, list[str]]:
     """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
-    arms = arms_table.measure({"A": lambda: measure_a().as_dict(), "B": lambda: measure_b().as_dict()}, trials)
+    arms = arms_table.measure({"A": measure_a, "B": measure_b}, trials)
     a, b = per_trial(arms["A"]), per_trial(arms["B"])
     ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
                              metrics=metrics_for(arms["B"][0]))
@@ -200,7 +192,7 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
 def until_baseline(gate: Gate, nodeid: str, baseline: Sequence[Result | Mapping[str, Any]],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
-    return sequential.until_baseline([_data(b) for b in baseline], nodeid,
+    return sequential.until_baseline([_record(b) for b in baseline], nodeid,
                                      max_regression=max_regression or gate.max_regression, metrics=METRICS,
                                      judge=_ttft_judged)
 
@@ -219,36 +211,35 @@ def saved_notes(gate: Gate, result: Result, max_repeat: int, max_regression: flo
 
 
 def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
-                max_regression: float | None = None) -> tuple[dict[str, Any], list[str]]:
+                max_regression: float | None = None) -> tuple[Result, list[str]]:
     """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
-    a, b, ccs = sequential.run_ab(lambda: measure_a().as_dict(), lambda: measure_b().as_dict(),
-                                  max_repeat=max_repeat, max_regression=max_regression or gate.max_regression,
-                                  metrics=METRICS, judge=_ab_judged)
+    a, b, ccs = sequential.run_ab(measure_a, measure_b, max_repeat=max_repeat,
+                                  max_regression=max_regression or gate.max_regression, metrics=METRICS,
+                                  judge=_ab_judged)
     summary, warnings = _ab_summary({"A": a, "B": b}, ccs, gate)
     return summary, warnings + sequential.noise_warnings(ccs)
 
 
-def _ab_summary(arms: dict[str, list[dict[str, Any]]], ccs: list[CaseComparison], gate: Gate
-                ) -> tuple[dict[str, Any], list[str]]:
+def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: Gate) -> tuple[Result, list[str]]:
     trials = len(arms["B"])
     summary = aggregate(arms["B"], arm="B")
     a_row = aggregate(arms["A"], arm="A")
-    summary["ab"] = {"trials": trials, "a_endpoint": arms["A"][0]["endpoint"], "b_endpoint": summary["endpoint"],
-                     "a": {k: v for k, v in a_row.items() if k in AGGREGATED},
-                     "a_decode_tps": [r["decode_tps"] for r in arms["A"]],
-                     "b_decode_tps": [r["decode_tps"] for r in arms["B"]]}
-    if summary.get("kind") == "load_sweep":  # untyped part: trial rows
-        summary["ab"]["a_levels"] = a_row.get("levels")  # untyped part: A's rows, every trial (the speedups' divisor)
+    # ``a`` stays a mapping of scalars on purpose: A's aggregated figures under B's field names, whichever kind
+    summary.ab = AbSummary(trials=trials, a_endpoint=arms["A"][0].endpoint, b_endpoint=summary.endpoint,
+                           a={k: getattr(a_row, k) for k in _json_fields(a_row) if k in AGGREGATED},
+                           a_decode_tps=[read(r, "decode_tps") for r in arms["A"]],
+                           b_decode_tps=[read(r, "decode_tps") for r in arms["B"]])
+    if isinstance(summary, LoadSweepResult) and isinstance(a_row, LoadSweepResult):
+        summary.ab.a_levels = a_row.levels  # A's rows, every trial (the speedups' divisor)
     gated = speedup_gated(summary)  # then the floor (crossover.apply) judges it; comparisons are only shown
     warnings = gate.apply(summary, ccs, judge=not gated)
-    if gated:
-        summary.setdefault("notes", []).append(
-            f"A/B judged by min_speedup {summary['min_speedup']:g}, B's per-user speedup at every level; the "
+    if gated and isinstance(summary, LoadSweepResult):
+        summary.notes.append(
+            f"A/B judged by min_speedup {summary.min_speedup:g}, B's per-user speedup at every level; the "
             "per-level comparisons are shown, not gated")
-    if summary.get("kind") == "load_sweep":  # untyped part: trial rows
+    if isinstance(summary, LoadSweepResult):
         warnings += crossover.apply(summary, arms["A"], arms["B"], gate.inconclusive)
-        # the two-arm case, shown as N arms; TRANSITIONAL: as data while the summary is a dict (trials branch)
-        summary["arms"] = to_dict(arms_table.table(arms, baseline="A", deployed="B"))
+        summary.arms = arms_table.table(arms, baseline="A", deployed="B")  # the two-arm case, shown as N arms
     categories.apply(summary, arms["A"], arms["B"])  # a prompt file's categories: speedup per category
     return summary, warnings
 
@@ -260,7 +251,7 @@ ArmMeasure = Callable[[str, "list[int] | None"], Result]
 
 def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, baseline: str,
              deployed: str | None = None, max_loss: float | None = None, tokens: dict[str, int] | None = None,
-             auto: bool = False) -> tuple[dict[str, Any], list[str]]:
+             auto: bool = False) -> tuple[Result, list[str]]:
     """Measure every arm interleaved (``trials`` each; with ``auto`` rounds until every level's best arm is
     decided, at most ``trials`` full sweeps' worth of level-trials per arm, spent on the open levels) and judge
     the deployed arm against the best; returns its row and warnings.
@@ -268,9 +259,10 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
     The case's row is the deployed arm's (the baseline's when none is named), every trial combined; the arms
     comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
     """
+    results: dict[str, list[Result]]
     if not auto:
-        def trial(n: str) -> Callable[[], dict[str, Any]]:  # binds this arm's name now, not the loop's last
-            return lambda: measure(n, None).as_dict()
+        def trial(n: str) -> Callable[[], Result]:  # binds this arm's name now, not the loop's last
+            return lambda: measure(n, None)
 
         results = arms_table.measure({n: trial(n) for n in names}, trials)
     else:
@@ -281,7 +273,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
         budget, spent, round_, cost = trials, 0, 0, 1  # per arm; a round costs its open levels (all at first)
         while spent + cost <= budget:
             for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
-                results[n].append(measure(n, open_levels).as_dict())
+                results[n].append(measure(n, open_levels))
             if round_ == 0:
                 cost = max(1, len(arms_table.levels_of(results[names[0]])))
                 budget = trials * cost
@@ -294,20 +286,18 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
             if not open_levels:
                 break
             cost = len(open_levels)
-    row = aggregate(results[deployed or baseline], arm=deployed or baseline)
-    if auto and row.get("kind") == "load_sweep":  # untyped part: trial rows
+    row: Result = aggregate(results[deployed or baseline], arm=deployed or baseline)
+    if auto and isinstance(row, LoadSweepResult):
         # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
-        row["concurrency"] = arms_table.levels_of(results[deployed or baseline])
-        levels = row.get("levels") or []  # untyped part: trial rows
-        row["levels"] = sorted(levels, key=lambda lv: lv.get("concurrency") or 0)  # untyped part: trial rows
-        top = row["levels"][-1].get("decode_tps") if row["levels"] else None  # untyped part: trial rows
-        row["decode_tps"] = top if row["levels"] else row.get("decode_tps")  # untyped part: trial rows
+        row.concurrency = arms_table.levels_of(results[deployed or baseline])
+        row.levels = sorted(row.levels, key=lambda lv: lv.concurrency or 0)
+        row.decode_tps = row.levels[-1].decode_tps if row.levels else row.decode_tps
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
-    t.endpoints = {n: rs[0].get("endpoint") for n, rs in results.items() if rs}  # untyped part: trial rows
+    t.endpoints = {n: rs[0].endpoint for n, rs in results.items() if rs}
     # open-loop kinds have no per-user decode per level to rank arms by
-    if row.get("kind") in KIND_METRICS:  # untyped part: trial rows
-        row["arms"] = to_dict(replace(t, levels=[]))  # TRANSITIONAL: as data while the row is a dict
-        row.setdefault("notes", []).append("arms measured; open-loop cases are not ranked per level")
+    if row.kind in KIND_METRICS:
+        row.arms = replace(t, levels=[])
+        row.notes.append("arms measured; open-loop cases are not ranked per level")
         return row, []
     return row, arms_table.apply(row, t, gate.inconclusive)
 
@@ -317,32 +307,47 @@ AGGREGATED = ("decode_tps", "client_tps", "ttft_s", "total_s", "early_tps", "lat
               "burst_tps", "burst_gap", "t_short_s", "t_long_s", "prompt_tokens", "completion_tokens")
 
 
-def aggregate(trials: list[dict[str, Any]], arm: str | None = None) -> dict[str, Any]:
+def _json_fields(record: object) -> list[str]:
+    """The fields of ``record`` its JSON carries, in order: an optional field (``OMIT``) only while it is set."""
+    return [f.name for f in dataclasses.fields(record)  # type: ignore[arg-type]  # every caller passes a record
+            if getattr(record, f.name) is not None or not all(f.metadata.get(k) for k in OMIT)]
+
+
+def _carries(records: Iterable[object], key: str) -> bool:
+    """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by)."""
+    return any(key in _json_fields(r) for r in records)
+
+
+def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
     """One row for several trials of a case: medians of the figures, every stream and sample kept, the worst
     verdict with every distinct reason. A load sweep's level rows combine every trial the same way
     (``combine_levels``); a load case keeps each trial's figures in ``trials``, its streams say their trial.
-    ``arm`` names the arm the trials measured in the reasons that say which trial gave them."""
-    out = dict(trials[-1])
+    ``arm`` names the arm the trials measured in the reasons that say which trial gave them. The row is a record
+    of the trials' kind, its other fields the last trial's."""
+    changes: dict[str, Any] = {}  # the fields that differ from the last trial's
     for key in AGGREGATED:
-        values = [r[key] for r in trials if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)]
+        values = [v for r in trials for v in [getattr(r, key, None)] if isinstance(v, int | float)
+                  and not isinstance(v, bool)]
         if values:
-            out[key] = float(np.median(values))
+            changes[key] = float(np.median(values))
     for key in ("streams", "samples_tps", "server_samples_tps", "warnings", "notes"):
-        if any(key in r for r in trials):
-            out[key] = [x for r in trials for x in r.get(key) or []]
-    if any(r.get("verdict") == "failed" for r in trials):  # untyped part: trial rows
-        out["verdict"] = "failed"
-    out["reason"] = "; ".join(dict.fromkeys(r["reason"] for r in trials if r.get("reason")))  # untyped part: trial rows
-    out["repeat"] = sum(int(r.get("repeat") or 1) for r in trials)  # untyped part: trial rows
-    out["started_at"] = min(r.get("started_at", 0.0) for r in trials)  # untyped part: trial rows
+        if _carries(trials, key):
+            changes[key] = [x for r in trials for x in getattr(r, key, None) or []]
+    if any(r.verdict == "failed" for r in trials):
+        changes["verdict"] = "failed"
+    changes["reason"] = "; ".join(dict.fromkeys(r.reason for r in trials if r.reason))
+    if hasattr(trials[-1], "repeat"):  # every kind's trials count
+        changes["repeat"] = sum(int(getattr(r, "repeat", None) or 1) for r in trials)
+    changes["started_at"] = min(r.started_at for r in trials)
+    out = dataclasses.replace(trials[-1], **changes)
     if len(trials) > 1 and _is_load(out):
-        if out.get("kind") == "load_sweep":  # untyped part: trial rows
-            out["levels"] = combine_levels(trials, arm)
-            level_totals = [lv.get("total_tps") for lv in out["levels"]]  # untyped part: trial rows
-            totals = [t for t in level_totals if _number(t) is not None]
-            out["total_tps"] = max(totals) if totals else None  # the best level, as for one trial
-        else:
-            out.update(_combined_load(list(enumerate(trials)), arm))
+        if isinstance(out, LoadSweepResult):
+            out.levels = combine_levels([r for r in trials if isinstance(r, LoadSweepResult)], arm)
+            totals = [t for t in (lv.total_tps for lv in out.levels) if t is not None and _number(t) is not None]
+            out.total_tps = max(totals) if totals else None  # the best level, as for one trial
+        elif isinstance(out, SustainedResult):
+            load = _combined_load(out, list(enumerate(t for t in trials if isinstance(t, SustainedResult))), arm)
+            return cast(_R, load)  # a SustainedResult, as the trials are
     return out
 
 
@@ -363,54 +368,48 @@ def _number(v: Any) -> float | None:
 DRIFT_FIELDS = ("drift", "early_tps", "late_tps", "drift_gate", "drift_verdict")
 
 
-def _combined_load(entries: list[tuple[int, dict[str, Any]]], arm: str | None = None) -> dict[str, Any]:
-    """The fields of one load row (a level, or a sustained load case) over trials ``(index, row)``: medians,
-    summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and which
-    arm and trial gave it), and each trial's own figures in ``trials``. Where a trial's drift failed or was
+def _combined_load(base: _T, entries: list[tuple[int, _T]], arm: str | None = None) -> _T:
+    """``base`` with the fields of one load row (a level, or a sustained load case) over trials ``(index, row)``:
+    medians, summed stalls, every stream tagged with its trial, the worst verdict with each distinct reason (and
+    which arm and trial gave it), and each trial's own figures in ``trials``. Where a trial's drift failed or was
     inconclusive the row shows that trial's drift (the worst), not the median of all: one level, one drift."""
     n = len(entries)
-    worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]  # untyped part: trial rows
-    out: dict[str, Any] = {"verdict": worst.get("verdict")}  # untyped part: trial rows
+    rows = [row for _, row in entries]
+    changes: dict[str, Any] = {"verdict": max(rows, key=lambda r: _SEVERITY.get(r.verdict, 0)).verdict}
     for key in LEVEL_MEDIANS:
-        values = [x for _, row in entries for x in [_number(row.get(key))] if x is not None]
-        if any(key in row for _, row in entries):
-            out[key] = float(np.median(values)) if values else None
+        values = [x for row in rows for x in [_number(getattr(row, key, None))] if x is not None]
+        if _carries(rows, key):
+            changes[key] = float(np.median(values)) if values else None
     bad = ("failed", "inconclusive")
-    drifted = [row for _, row in entries if row.get("drift_verdict") in bad]  # untyped part: trial rows
+    drifted = [row for row in rows if row.drift_verdict in bad]
     if drifted:
-        def severity(r: dict[str, Any]) -> tuple[int, float]:
-            drift = _number(r.get("drift")) or 0.0  # untyped part: trial rows
-            return _SEVERITY.get(str(r.get("drift_verdict")), 0), drift  # untyped part: trial rows
+        def severity(r: _T) -> tuple[int, float]:
+            return _SEVERITY.get(r.drift_verdict, 0), _number(r.drift) or 0.0
 
         decided = max(drifted, key=severity)
-        out.update({key: decided.get(key) for key in DRIFT_FIELDS if key in decided})
+        changes.update({key: getattr(decided, key) for key in DRIFT_FIELDS})
     for key in ("stalls", "stall_s"):
-        if any(key in row for _, row in entries):
-            out[key] = sum(_number(row.get(key)) or 0 for _, row in entries)
-    streams = [(i, row.get("streams") or []) for i, row in entries]  # untyped part: trial rows
-    out["streams"] = [{**s, "trial": i} for i, ss in streams for s in ss if isinstance(s, dict)]
+        if _carries(rows, key):
+            changes[key] = sum(_number(getattr(row, key, None)) or 0 for row in rows)
+    changes["streams"] = [dataclasses.replace(s, trial=i) for i, row in entries for s in row.streams]
     for key in ("warnings", "notes"):
-        out[key] = list(dict.fromkeys(x for _, row in entries for x in row.get(key) or []))
+        changes[key] = list(dict.fromkeys(x for row in rows for x in getattr(row, key) or []))
     who = f"arm {arm}, " if arm else ""
-    out["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row['reason']}" for i, row in entries
-                                            if row.get("reason")))  # untyped part: trial rows
-    out["trials"] = [crossover.trial_figures(row)[0] for _, row in entries]
-    return out
+    changes["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row.reason}" for i, row in entries
+                                                if row.reason))
+    changes["trials"] = [LevelTrial(**crossover.trial_figures(row)[0]) for row in rows]
+    return dataclasses.replace(base, **changes)
 
 
-def combine_levels(trials: list[dict[str, Any]], arm: str | None = None) -> list[dict[str, Any]]:
+def combine_levels(trials: Sequence[LoadSweepResult], arm: str | None = None) -> list[LoadLevel]:
     """A load sweep's level rows over every trial, in the sweep's order: each shows what all trials measured
     (medians), under the worst of their verdicts, never one trial's figures under another's verdict."""
-    by_users: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+    by_users: dict[int, list[tuple[int, LoadLevel]]] = {}
     for i, r in enumerate(trials):
-        for lv in r.get("levels") or []:  # untyped part: trial rows
-            if isinstance(lv, dict):
-                by_users.setdefault(lv.get("concurrency"), []).append((i, lv))  # untyped part: trial rows
-    rows = []
-    for entries in by_users.values():
-        worst = max(entries, key=lambda e: _SEVERITY.get(str(e[1].get("verdict")), 0))[1]  # untyped part: trial rows
-        rows.append({**worst, **_combined_load(entries, arm)})
-    return rows
+        for lv in r.levels:
+            by_users.setdefault(lv.concurrency, []).append((i, lv))
+    return [_combined_load(max((lv for _, lv in entries), key=lambda lv: _SEVERITY.get(lv.verdict, 0)), entries, arm)
+            for entries in by_users.values()]
 
 
 def _median_ttft(results: Sequence[Case]) -> dict[tuple[str, int | None, int | None], float]:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy  # scipy.special and .stats load on first use: a run without statistics never pays for them
@@ -393,7 +393,7 @@ def decided(comparisons: Iterable[CaseComparison]) -> bool:
     return not any(cc.verdict == "inconclusive" for cc in ccs)
 
 
-Measure = Callable[[], dict[str, Any]]  # one trial's result dict
+_C = TypeVar("_C", bound=Case)
 #: per-metric trial values so far (and ``text_sha``, each trial's text hash, where known) -> decided
 Until = Callable[[dict[str, list[Any]]], bool]
 Judge = Callable[[list[CaseComparison], Sequence[Case], Sequence[Case]], list[CaseComparison]]
@@ -493,15 +493,14 @@ def until_baseline(baseline: Sequence[Case], nodeid: str, *, max_regression: flo
     return done
 
 
-def run_ab(measure_a: Measure, measure_b: Measure, *, max_repeat: int, max_regression: float,
-           metrics: Sequence[str], judge: Judge | None = None
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[CaseComparison]]:
+def run_ab(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *, max_repeat: int, max_regression: float,
+           metrics: Sequence[str], judge: Judge | None = None) -> tuple[list[_C], list[_C], list[CaseComparison]]:
     """A and B in ABBA order, one trial each per round, until every metric is decided or ``max_repeat`` per arm.
 
     ``judge`` post-processes each look's comparisons (e.g. a noise floor that passes tiny TTFT changes).
     Returns A's trials, B's trials and the last look's comparisons (undecided ones ``inconclusive``).
     """
-    arms: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
+    arms: dict[str, list[_C]] = {"A": [], "B": []}
     order = compare.ab_order(max_repeat)
     ccs: list[CaseComparison] = []
     for i in range(0, len(order), 2):

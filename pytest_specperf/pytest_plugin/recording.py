@@ -12,7 +12,6 @@ from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import crossover, sequential, storage
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
@@ -121,10 +120,9 @@ def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[Res
         return sessions[name].runner.run(case, item.nodeid)
 
     trials = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else settings.ab_trials
-    row, notes = gating.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
-                                 deployed=deployed, max_loss=getattr(spec, "max_loss_vs_best", None),
-                                 tokens=dict(settings.arms_tokens or ()) or None, auto=auto)
-    return load_result(row), notes
+    return gating.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
+                           deployed=deployed, max_loss=getattr(spec, "max_loss_vs_best", None),
+                           tokens=dict(settings.arms_tokens or ()) or None, auto=auto)
 
 
 def arms_unjudged(record: Result, spec: CaseSpec) -> None:
@@ -158,16 +156,14 @@ def measure_marked(item: pytest.Item) -> None:
                               "as --specperf-arms=A=URL_A,B=URL_B, or give the sweep no repeat")
         elif AB_A in config.stash and auto:
             a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
-            row, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
-                                            lambda: session.runner.run(one, item.nodeid),
-                                            spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
-            record = load_result(row)  # the trials combined (as data, still) into B's typed result
+            record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
+                                               lambda: session.runner.run(one, item.nodeid),
+                                               spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
         elif AB_A in config.stash:
             a = config.stash[AB_A]
-            row, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
-                                       lambda: session.runner.run(spec, item.nodeid),
-                                       settings.ab_trials, gate, spec.max_regression)
-            record = load_result(row)
+            record, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
+                                          lambda: session.runner.run(spec, item.nodeid),
+                                          settings.ab_trials, gate, spec.max_regression)
         else:
             until = _until(config, item.nodeid, spec, gate) if auto else None
             record = session.runner.run(spec, item.nodeid, until=until)

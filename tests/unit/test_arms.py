@@ -8,19 +8,19 @@ with an offset per trial that every stream of the trial shares (they share the e
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import ArmsTable, Crossover
+from pytest_specperf.cases.result_parts import ArmsTable
 from pytest_specperf.cases.results import LoadSweepResult, Result
-from pytest_specperf.cases.saved_results import load_part
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from tests.support.result_json import full
 
 
 def _trial(rng: np.random.Generator, rates: dict[int, float], between: float = 0.025, within: float = 0.01,
@@ -34,10 +34,9 @@ def _trial(rng: np.random.Generator, rates: dict[int, float], between: float = 0
     return {"kind": "load_sweep", "concurrency": list(rates), "levels": levels}
 
 
-def _table(row: Result | dict[str, Any]) -> ArmsTable:
-    """The arms table of a case's row: a typed result's, or (TRANSITIONAL, gates.py's rows are data until the
-    trials branch) read from the row's data."""
-    t = row.arms if isinstance(row, Result) else load_part(row["arms"], ArmsTable)
+def _table(row: Result) -> ArmsTable:
+    """The arms table of a case's row."""
+    t = row.arms
     assert t is not None
     return t
 
@@ -131,7 +130,7 @@ def _fake_measure(rng: np.random.Generator, truth: dict[str, dict[int, float]], 
         calls.append((name, levels))
         rates = {u: r for u, r in truth[name].items() if levels is None or u in levels}
         result = {**_trial(rng, rates, **kw), "endpoint": name, "decode_tps": 1.0, "verdict": "passed", "nodeid": "t"}
-        return SimpleNamespace(as_dict=lambda: result)
+        return load_result(full(result))
     return measure
 
 
@@ -149,8 +148,9 @@ def test_auto_stops_measuring_a_level_once_its_best_arm_is_decided() -> None:
     assert all(levels == [8] for _, levels in calls[9:])  # after the first look only the open level runs
     assert t.schedule["1"] == "k4"
     # the row speaks for every level though later trials swept 8 users only
-    assert row["concurrency"] == [1, 8] and [lv["concurrency"] for lv in row["levels"]] == [1, 8]
-    assert row["decode_tps"] == row["levels"][-1]["decode_tps"]
+    assert isinstance(row, LoadSweepResult)
+    assert row.concurrency == [1, 8] and [lv.concurrency for lv in row.levels] == [1, 8]
+    assert row.decode_tps == row.levels[-1].decode_tps
 
 
 def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
@@ -159,7 +159,7 @@ def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
     row, _ = gating.run_arms(_fake_measure(np.random.default_rng(1), truth, calls), list(truth), 2,
                              gating.Gate(), baseline="a", deployed="c")
     assert [n for n, _ in calls] == compare.arm_order(list(truth), 2)
-    assert row["endpoint"] == "c" and _table(row).deployed == "c"
+    assert row.endpoint == "c" and _table(row).deployed == "c"
     assert _table(row).endpoints == {"a": "a", "b": "b", "c": "c"}
 
 
@@ -188,11 +188,12 @@ def test_ab_is_the_two_arm_case_its_arms_table_agrees_with_the_crossover() -> No
     def result(arm: str) -> Any:
         r = {**next(by_arm[arm]), "endpoint": arm, "decode_tps": 1.0, "verdict": "passed", "nodeid": "t",
              "min_speedup": None}
-        return SimpleNamespace(as_dict=lambda: r)
+        return load_result(full(r))
 
     summary, _ = gating.run_ab(lambda: result("A"), lambda: result("B"), 5, gating.Gate())
     t = _table(summary)
-    cross = summary.crossover if isinstance(summary, LoadSweepResult) else load_part(summary["crossover"], Crossover)
+    assert isinstance(summary, LoadSweepResult)
+    cross = summary.crossover
     assert cross is not None
     assert t.names == ["A", "B"] and t.schedule == {"4": "B", "8": "A"}
     for row, lv in zip(t.levels, cross.levels, strict=True):

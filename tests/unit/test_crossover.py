@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.results import LoadSweepResult
+from pytest_specperf.cases.results import LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from tests.support.result_json import full
 
 
 def _arm(rng: np.random.Generator, trials: int, speedup: float = 1.0, between: float = 0.025,
@@ -173,13 +175,15 @@ def test_comparisons_of_a_load_case_take_one_value_per_trial() -> None:
 
     a = [trial(o) for o in rng.normal(0, 0.03, 5)]
     b = [trial(o) for o in rng.normal(0, 0.03, 5)]
-    ccs = compare.compare_ab(gating.per_trial(a), gating.per_trial(b), metrics=("decode_tps", "total_tps"))
+    ta, tb = [load_result(full(r)) for r in a], [load_result(full(r)) for r in b]
+    ccs = compare.compare_ab(gating.per_trial(ta), gating.per_trial(tb), metrics=("decode_tps", "total_tps"))
     assert [(cc.comparison.n_base, cc.comparison.n_cand) for cc in ccs if cc.comparison] == [(5, 5), (5, 5)]
     # The combined A/B row keeps the trials, so a later --specperf-compare against it sees them too.
-    row = gating.aggregate(b)
-    assert [t["decode_tps"] for t in row["trials"]] == [r["decode_tps"] for r in b]
-    assert [s["trial"] for s in row["streams"]] == [i for i in range(5) for _ in range(8)]
-    again = compare.compare_runs(gating.per_trial([row]), gating.per_trial(a), metrics=("decode_tps",))
+    row = gating.aggregate(tb)
+    assert isinstance(row, SustainedResult) and row.trials is not None
+    assert [t.decode_tps for t in row.trials] == [r["decode_tps"] for r in b]
+    assert [s.trial for s in row.streams] == [i for i in range(5) for _ in range(8)]
+    again = compare.compare_runs(gating.per_trial([row]), gating.per_trial(ta), metrics=("decode_tps",))
     assert (again[0].comparison.n_base, again[0].comparison.n_cand) == (5, 5)
 
 
@@ -197,18 +201,19 @@ def test_ab_sweep_level_rows_combine_every_trial() -> None:
                "levels": [_level(1, 100.0, 100.0), _level(8, d, p10, v, r)], "decode_tps": d, "total_tps": 8 * d,
                "warnings": [], "notes": []}
               for d, p10, v, r in ((30.0, 20.0, "failed", why), (50.0, 40.0, "passed", ""), (40.0, 35.0, "passed", ""))]
-    row = gating.aggregate(trials)
-    one, eight = row["levels"]
-    assert row["verdict"] == eight["verdict"] == "failed" and one["verdict"] == "passed"
-    assert eight["reason"] == f"trial 1 of 3: {why}"
-    assert (eight["decode_tps"], eight["decode_p10_tps"], eight["total_tps"]) == (40.0, 35.0, 320.0)
-    assert eight["stalls"] == 3 and len(eight["streams"]) == 24
-    assert [t["decode_tps"] for t in eight["trials"]] == [30.0, 50.0, 40.0]
-    assert row["total_tps"] == 320.0  # the best combined level, as a single trial's sweep reports
+    row = gating.aggregate([load_result(full(t)) for t in trials])
+    assert isinstance(row, LoadSweepResult)
+    one, eight = row.levels
+    assert row.verdict == eight.verdict == "failed" and one.verdict == "passed"
+    assert eight.reason == f"trial 1 of 3: {why}"
+    assert (eight.decode_tps, eight.decode_p10_tps, eight.total_tps) == (40.0, 35.0, 320.0)
+    assert eight.stalls == 3 and len(eight.streams) == 24
+    assert eight.trials is not None and [t.decode_tps for t in eight.trials] == [30.0, 50.0, 40.0]
+    assert row.total_tps == 320.0  # the best combined level, as a single trial's sweep reports
     # Compared per trial: three results, each with its trial's level figures.
     expanded = gating.per_trial([row])
-    assert [r["levels"][1]["decode_tps"] for r in expanded] == [30.0, 50.0, 40.0]
-    assert all("streams" not in lv for r in expanded for lv in r["levels"])
+    assert [r.levels[1].decode_tps for r in expanded] == [30.0, 50.0, 40.0]
+    assert all(not lv.streams for r in expanded for lv in r.levels)
 
 
 def test_a_level_shows_the_drift_its_reason_names_and_the_arm() -> None:
@@ -225,28 +230,19 @@ def test_a_level_shows_the_drift_its_reason_names_and_the_arm() -> None:
                "notes": []}
               for lv in (level(0.02, 1089.9, 1068.2, "passed", ""), level(0.01, 1090.3, 1079.4, "passed", ""),
                          level(0.35, 1660.1, 1068.5, "failed", why))]
-    (eight,) = gating.aggregate(trials, arm="B")["levels"]
-    assert eight["verdict"] == "failed" and eight["reason"] == f"arm B, trial 3 of 3: {why}"
-    assert (eight["drift"], eight["early_tps"], eight["late_tps"]) == (0.35, 1660.1, 1068.5)
-    assert eight["drift_gate"] == why and eight["decode_tps"] == 1000.0  # the rest stays the median of all trials
+    typed = [load_result(full(t)) for t in trials]
+    (eight,) = gating.aggregate(typed, arm="B").levels  # type: ignore[attr-defined]  # a load sweep's
+    assert eight.verdict == "failed" and eight.reason == f"arm B, trial 3 of 3: {why}"
+    assert (eight.drift, eight.early_tps, eight.late_tps) == (0.35, 1660.1, 1068.5)
+    assert eight.drift_gate == why and eight.decode_tps == 1000.0  # the rest stays the median of all trials
     # no trial drifted: the medians, as before
-    calm = gating.aggregate(trials[:2], arm="B")["levels"][0]
-    assert (calm["drift"], calm["early_tps"]) == (0.015, 1090.1)
-
-
-class _Measured:
-    """A measured trial as the runner hands it over (gating calls ``as_dict``)."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        self.result = result
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.result
+    calm = gating.aggregate(typed[:2], arm="B").levels[0]  # type: ignore[attr-defined]
+    assert (calm.drift, calm.early_tps) == (0.015, 1090.1)
 
 
 def _measure(per_user: dict[int, float], rng: np.random.Generator, min_speedup: float | None):
     """A load sweep trial: 4 streams a level around ``per_user``, a 2 % offset shared by the trial's streams."""
-    def run() -> _Measured:
+    def run() -> Result:
         offset = rng.normal(0, 0.02)
         levels = []
         for c, tps in per_user.items():
@@ -255,9 +251,10 @@ def _measure(per_user: dict[int, float], rng: np.random.Generator, min_speedup: 
             levels.append({"concurrency": c, "kind": "sustained", "decode_tps": med, "ttft_s": 0.1,
                            "total_tps": med * c, "verdict": "passed", "reason": "", "warnings": [], "notes": [],
                            "streams": streams})
-        return _Measured({"nodeid": "t::sweep", "kind": "load_sweep", "endpoint": "http://x", "verdict": "passed",
-                          "reason": "", "concurrency": list(per_user), "levels": levels, "min_speedup": min_speedup,
-                          "decode_tps": levels[-1]["decode_tps"], "ttft_s": 0.1, "warnings": [], "notes": []})
+        return load_result(full({"nodeid": "t::sweep", "kind": "load_sweep", "endpoint": "http://x",
+                                 "verdict": "passed", "reason": "", "concurrency": list(per_user), "levels": levels,
+                                 "min_speedup": min_speedup, "decode_tps": levels[-1]["decode_tps"], "ttft_s": 0.1,
+                                 "warnings": [], "notes": []}))
     return run
 
 
@@ -271,19 +268,20 @@ def test_with_min_speedup_the_floor_is_the_sweeps_ab_gate(min_speedup: float | N
     gate = gating.Gate(max_regression=0.05)
     summary, _ = gating.run_ab(_measure({1: 100.0, 8: 100.0}, rng, min_speedup),
                                _measure({1: 250.0, 8: 80.0}, rng, min_speedup), 5, gate)
-    assert summary["verdict"] == verdict, summary["reason"]
-    cross = summary["crossover"]
-    assert cross["users"] == (8 if min_speedup != 0.7 else None)
+    assert isinstance(summary, LoadSweepResult) and summary.crossover is not None and summary.comparisons
+    assert summary.verdict == verdict, summary.reason
+    cross = summary.crossover
+    assert cross.users == (8 if min_speedup != 0.7 else None)
     # Either way the per-level comparisons are there to read, one value per trial a side.
-    assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in summary["comparisons"]} == {(5, 5)}
-    regressed = {c["users"] for c in summary["comparisons"] if c["verdict"] == "regressed"}
+    assert {(c.comparison.n_base, c.comparison.n_cand) for c in summary.comparisons if c.comparison} == {(5, 5)}
+    regressed = {c.users for c in summary.comparisons if c.verdict == "regressed"}
     assert 8 in regressed
     if min_speedup is None:
-        assert summary["reason"].startswith("at 8 users: decode_tps") and "B slower" not in summary["reason"]
-        assert cross["text"] in summary["notes"]
+        assert summary.reason.startswith("at 8 users: decode_tps") and "B slower" not in summary.reason
+        assert cross.text in summary.notes
     else:
-        assert f"A/B judged by min_speedup {min_speedup:g}" in " ".join(summary["notes"])
-        assert (summary["reason"] == cross["text"]) == (verdict == "failed")
+        assert f"A/B judged by min_speedup {min_speedup:g}" in " ".join(summary.notes)
+        assert (summary.reason == cross.text) == (verdict == "failed")
 
 
 def test_min_speedup_outside_ab_is_a_note_not_a_verdict() -> None:

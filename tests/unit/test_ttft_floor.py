@@ -5,15 +5,16 @@ Seeded trials with a known TTFT, through the gate's own path (``per_trial``, ``c
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import gates
 from pytest_specperf.compare import trials as compare
+from tests.support.result_json import full
 
 
-def sweep(rng: np.random.Generator, ttft_s: dict[int, float], trials: int = 5) -> list[dict[str, Any]]:
+def sweep(rng: np.random.Generator, ttft_s: dict[int, float], trials: int = 5) -> list[Result]:
     """A/B arm of a load sweep: per trial and level, 4 users around a known TTFT (1% noise) and decode."""
     out = []
     for _ in range(trials):
@@ -23,12 +24,12 @@ def sweep(rng: np.random.Generator, ttft_s: dict[int, float], trials: int = 5) -
                        for v, x in zip(100 * np.exp(rng.normal(0, 0.01, 4)), t * np.exp(rng.normal(0, 0.01, 4)),
                                        strict=True)]
             levels.append({"concurrency": users, "streams": streams})
-        out.append({"kind": "load_sweep", "nodeid": "t", "concurrency": list(ttft_s), "levels": levels,
-                    "verdict": "passed"})
+        out.append(load_result(full({"kind": "load_sweep", "nodeid": "t", "concurrency": list(ttft_s),
+                                     "levels": levels, "verdict": "passed"})))
     return out
 
 
-def judged(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[int | None, compare.CaseComparison]:
+def judged(a: list[Result], b: list[Result]) -> dict[int | None, compare.CaseComparison]:
     pa, pb = gates.per_trial(a), gates.per_trial(b)
     ccs = gates._ttft_floor(compare.compare_ab(pa, pb, metrics=("ttft_s",)), pa, pb)
     return {cc.users: cc for cc in ccs if cc.metric == "ttft_s"}

@@ -84,7 +84,7 @@ def test_compare_runs_and_the_gate_read_a_record_as_its_json() -> None:
     as_data = compare.compare_runs([to_dict(b) for b in base], [to_dict(c) for c in cand], metrics=METRICS)
     assert compare.compare_runs(base, cand, metrics=METRICS) == as_data
     assert any(cc.verdict == "regressed" for cc in as_data)  # the runs differ: the comparison is not vacuous
-    per_trial = gates.per_trial([to_dict(c) for c in cand])
+    per_trial = gates.per_trial([load_result(to_dict(c)) for c in cand])  # a saved run's, read back
     assert [compare.trials(c, "decode_tps") for r in gates.per_trial(cand) for _, _, c in compare.sub_cases(r)] == \
         [compare.trials(c, "decode_tps") for r in per_trial for _, _, c in compare.sub_cases(r)]
     gate = gates.Gate(max_regression=0.05)

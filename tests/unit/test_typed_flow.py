@@ -1,6 +1,6 @@
 """A case's result stays its typed record through gating (issue 36): the baseline gate sets typed comparisons and
-the verdict on it, the view users get is its JSON, and a row combined from A/B trials loads into its record
-without losing a key (hand-built results; the figures are the JSON the same gate writes for plain data)."""
+the verdict on it, the view users get is its JSON, and a row combined from A/B trials is a record of its kind whose
+JSON loads back whole (hand-built results; the figures are the JSON the same gate writes for plain data)."""
 
 from __future__ import annotations
 
@@ -58,9 +58,9 @@ def _rate(goodput: float) -> RateResult:
                       ttft_p90_s=0.2, tpot_p90_ms=20.0, e2e_p90_s=1.0)
 
 
-def _round_trip(row: dict[str, Any]) -> tuple[Result, dict[str, Any]]:
-    typed = load_result(row)
-    return typed, to_dict(typed)
+def _round_trip(row: Result) -> tuple[Result, dict[str, Any]]:
+    data = to_dict(row)
+    return load_result(data), data
 
 
 def test_a_combined_ab_row_of_every_shape_loads_into_its_record_whole() -> None:
@@ -77,12 +77,15 @@ def test_a_combined_ab_row_of_every_shape_loads_into_its_record_whole() -> None:
     }
     for name, measure in shapes.items():
         row, _ = gates.run_ab(measure, measure, 3, gates.Gate())
-        typed, back = _round_trip(row)
-        assert back == row, name
-        assert typed.ab is not None and typed.ab.trials == 3
+        typed, data = _round_trip(row)
+        assert to_dict(typed) == data and type(typed) is type(row), name  # its JSON loads back into the same
+        assert row.ab is not None and row.ab.trials == 3
     rate, _ = gates.run_ab(shapes["rate"], shapes["rate"], 3, gates.Gate())
-    assert rate["repeat"] == 3
+    assert isinstance(rate, RateResult) and rate.repeat == 3
     load, _ = gates.run_ab(shapes["load"], shapes["load"], 3, gates.Gate())
-    assert len(load["trials"]) == 3 and {s["trial"] for s in load["streams"]} == {0, 1, 2}
+    assert isinstance(load, SustainedResult) and load.trials is not None and len(load.trials) == 3
+    assert {s.trial for s in load.streams} == {0, 1, 2}
     cat, _ = gates.run_ab(shapes["categories"], shapes["categories"], 3, gates.Gate())
-    assert {"speedup", "speedup_interval", "trials"} <= set(cat["categories"]["code"])
+    assert isinstance(cat, SustainedResult) and cat.categories is not None
+    code = cat.categories["code"]
+    assert code.speedup is not None and code.speedup_interval is not None and code.trials == 3

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from tests.support.result_json import full
 
 
 def _rate(**figures: float) -> dict:
-    return {"nodeid": "t::rate", "kind": "rate", "verdict": "passed", "reason": "", "ttft_p90_s": 0.4,
-            "tpot_p90_ms": 30.0, "e2e_p90_s": 8.0, **figures}
+    """A rate result's JSON (as a saved run or the history holds it: every field its record requires)."""
+    return full({"nodeid": "t::rate", "kind": "rate", "verdict": "passed", "reason": "", "ttft_p90_s": 0.4,
+                 "tpot_p90_ms": 30.0, "e2e_p90_s": 8.0, **figures})
 
 
 def test_rate_figures_falling_to_zero_regress_and_fail_the_case() -> None:
@@ -21,7 +23,7 @@ def test_rate_figures_falling_to_zero_regress_and_fail_the_case() -> None:
 
 
 def test_capacity_falling_to_zero_regresses() -> None:
-    cap = {"nodeid": "t::cap", "kind": "capacity", "verdict": "passed", "reason": "", "max_rps": 0.0}
+    cap = full({"nodeid": "t::cap", "kind": "capacity", "verdict": "passed", "reason": "", "max_rps": 0.0})
     gating.against_baseline(gating.Gate(0.05, "warn"), cap, [{**cap, "max_rps": 4.0}])
     assert [(c["metric"], c["verdict"]) for c in cap["comparisons"]] == [("max_rps", "regressed")]
     assert cap["verdict"] == "failed" and "max_rps fell to 0 from 4" in cap["reason"]
