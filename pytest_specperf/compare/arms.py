@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 import numpy as np
 import scipy
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import ArmFigures, ArmsGate, ArmsGateLevel, ArmsLevel, ArmsTable, VsBest
 from pytest_specperf.cases.results import LoadLevel, Result
 from pytest_specperf.compare import crossover
@@ -213,21 +212,15 @@ def loss_text(deployed: str, lv: ArmsGateLevel, max_loss: float) -> str:
             f"{lv.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}")
 
 
-def _write(summary: Result | dict[str, Any], t: ArmsTable, note: str, reason: str | None) -> None:
+def _write(summary: Result, t: ArmsTable, note: str, reason: str | None) -> None:
     """Put the table and its note on the case's summary, and with ``reason`` fail it."""
-    if isinstance(summary, dict):  # TRANSITIONAL: gates.py passes dicts until the trials branch
-        summary["arms"] = to_dict(t)
-        if reason is not None:
-            summary.update(verdict="failed", reason=reason)
-        summary.setdefault("notes", []).append(note)
-        return
     summary.arms = t
     if reason is not None:
         summary.verdict, summary.reason = "failed", reason
     summary.notes.append(note)
 
 
-def apply(summary: Result | dict[str, Any], t: ArmsTable, inconclusive: str) -> list[str]:
+def apply(summary: Result, t: ArmsTable, inconclusive: str) -> list[str]:
     """Attach the arms table to the case's row; with ``max_loss_vs_best`` judge it: a level ``below`` fails the
     case, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
     g = t.gate
@@ -238,9 +231,9 @@ def apply(summary: Result | dict[str, Any], t: ArmsTable, inconclusive: str) -> 
     unsure = [lv for lv in g.levels if lv.verdict == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
     reason = None
-    if fail and read(summary, "verdict") != "error":
+    if fail and summary.verdict != "error":
         reasons = [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in fail]
-        prior = read(summary, "reason", "")
+        prior = summary.reason
         reason = "; ".join(reasons + [x for x in [prior] if x])
     _write(summary, t, t.text, reason)
     if unsure and inconclusive == "warn":

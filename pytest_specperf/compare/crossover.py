@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import scipy
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import Crossover, LevelTrial, SpeedupLevel
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult
 from pytest_specperf.compare import trials as compare
@@ -175,15 +174,8 @@ def _text(first: SpeedupLevel | None, floor: float, levels: list[SpeedupLevel]) 
     return f"B {what} from {_users(first.users)}: {level_text(first)}"
 
 
-def _write(summary: Result | dict[str, Any], result: Crossover, note: str | None, reason: str | None) -> None:
+def _write(summary: Result, result: Crossover, note: str | None, reason: str | None) -> None:
     """Put the crossover on B's summary, with ``note`` among its notes, and with ``reason`` fail it."""
-    if isinstance(summary, dict):  # TRANSITIONAL: gates.py passes dicts until the trials branch
-        summary["crossover"] = to_dict(result)
-        if reason is not None:
-            summary.update(verdict="failed", reason=reason)
-        if note is not None:
-            summary.setdefault("notes", []).append(note)
-        return
     if isinstance(summary, LoadSweepResult):  # the only kind with a crossover
         summary.crossover = result
     if reason is not None:
@@ -192,11 +184,11 @@ def _write(summary: Result | dict[str, Any], result: Crossover, note: str | None
         summary.notes.append(note)
 
 
-def apply(summary: Result | dict[str, Any], arm_a: Sequence[Case], arm_b: Sequence[Case], inconclusive: str
+def apply(summary: Result, arm_a: Sequence[Case], arm_b: Sequence[Case], inconclusive: str
           ) -> list[str]:
     """Attach the crossover to B's summary; with ``min_speedup`` it is the sweep's A/B gate: a level below
     the floor fails it, an inconclusive one follows ``inconclusive``. Returns warnings to show."""
-    result = crossover(arm_a, arm_b, read(summary, "min_speedup"))
+    result = crossover(arm_a, arm_b, summary.min_speedup if isinstance(summary, LoadSweepResult) else None)
     if not result.gated:
         _write(summary, result, result.text, None)
         return []
@@ -204,13 +196,13 @@ def apply(summary: Result | dict[str, Any], arm_a: Sequence[Case], arm_b: Sequen
     below = [lv for lv in result.levels if lv.verdict == "below"]
     unsure = [lv for lv in result.levels if lv.verdict == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    if fail and read(summary, "verdict") != "error":
+    if fail and summary.verdict != "error":
         # The crossover names the first level that does not hold; the levels failing past it are named too.
         more = [f"at {_users(lv.users)}: {'below' if lv.verdict == 'below' else 'not shown to reach'} "
                 f"min_speedup {floor:g}, {level_text(lv)}"
                 for lv in sorted(fail, key=lambda lv: lv.users) if lv.users != result.users]
         # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
-        prior = read(summary, "reason", "")
+        prior = summary.reason
         _write(summary, result, None, "; ".join([result.text, *more] + [x for x in [prior] if x]))
         return []
     _write(summary, result, None, None)

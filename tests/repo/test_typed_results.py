@@ -19,7 +19,7 @@ READERS = ("run", "compare", "report")
 NOT_RESULT_DATA = "# not result data"
 UNTYPED_PART = "# untyped part"
 #: lines still reading a dict part of a result; lower it as parts become records, never raise it
-UNTYPED_CEILING = 99
+UNTYPED_CEILING = 1
 _GET = re.compile(r"\.get\([\"']")
 
 
