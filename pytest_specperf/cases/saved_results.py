@@ -41,6 +41,18 @@ for _t in (int, float, str, bool):  # JSON's own types, kept as they are (an int
     _converter.register_structure_hook(_t, lambda v, _: v)
 
 
+def is_error_record(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` is the error record of a case that could not be measured: what the case asked and why it
+    could not run, no figures. It stays the plain data it was written as (no record: nothing in it is measured)."""
+    return data.get("verdict") == "error"
+
+
+def has_record(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` is a result this version has a record for: a measured case of a known kind (not an error
+    record, not a kind added by a newer version or a plugin)."""
+    return not is_error_record(data) and data.get("kind") in RESULT_TYPES
+
+
 def load_result(data: Mapping[str, Any]) -> Result:
     """The result record ``data`` (one result of a saved run's JSON) was written from."""
     kind = data.get("kind")

@@ -57,7 +57,7 @@ from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.saved_results import is_error_record, load_result
 from pytest_specperf.files import write_temp
 
 FORMAT = "pytest-specperf/run"
@@ -105,7 +105,7 @@ class Run:
         error record (plain data). ConfigError (one line) for a result no version of the plugin wrote.
 
         ``results`` keep the data as read, for the callers that still read mappings (the CLI, report/)."""
-        return [r if r["verdict"] == "error" else load_result(r) for r in self.results]
+        return [r if is_error_record(r) else load_result(r) for r in self.results]
 
     @property
     def label(self) -> str:

@@ -9,7 +9,7 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.saved_results import is_error_record, load_result
 from pytest_specperf.compare import storage
 from pytest_specperf.history.session import HistorySession
 from pytest_specperf.run.target import EndpointSession, SharedStart
@@ -53,7 +53,7 @@ def typed(data: dict[str, Any]) -> Recorded:
 
 def is_error(result: Recorded) -> bool:
     """Whether ``result`` is the error record of a case that could not be measured."""
-    return result.verdict == "error" if isinstance(result, Result) else result.get("verdict") == "error"
+    return result.verdict == "error" if isinstance(result, Result) else is_error_record(result)
 
 
 def results_of(report: pytest.TestReport) -> list[Recorded]:

@@ -8,10 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, CategoryFigures, Crossover, SweepPoint
 from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
-from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result, load_part
+from pytest_specperf.cases.saved_results import as_result, has_record, load_part
 from pytest_specperf.compare import arms
 from pytest_specperf.run.load import knee_text
 
@@ -121,8 +120,7 @@ def as_case(r: Result | Row | Mapping[str, Any]) -> Result | Row:
     result's figures) and for a kind this version has no record of (a view registered for it draws it)."""
     if isinstance(r, Row):
         return r
-    if isinstance(r, Mapping) and (r.get("verdict") == "error"  # not result data: an error record stays plain
-                                   or r.get("kind") not in RESULT_TYPES):  # not result data: no record to read
+    if isinstance(r, Mapping) and not has_record(r):  # an error record, or a kind without a record
         return error_row(r)
     return as_result(r)
 
@@ -254,7 +252,7 @@ def notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
     knees = [n for n in out if _is_knee(n)]
     if knees:
         try:
-            knees = [knee_text(r.knee, [to_dict(lv) for lv in r.levels or []])]
+            knees = [knee_text(r.knee, r.levels or [])]
         except (KeyError, IndexError, StopIteration, TypeError, ValueError):
             knees = knees[:1]  # levels without the figures the sentence needs: the first trial's words
     return [*knees, *[n for n in out if not _is_knee(n)], *shared_level_notes(r)]

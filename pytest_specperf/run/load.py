@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -266,11 +266,9 @@ def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSw
     return result
 
 
-def knee_text(at: int | None, levels: Sequence[LoadLevel | Mapping[str, Any]]) -> str:
-    """The knee in words, with the aggregate figures around it; only measured levels are spoken of (``levels``:
-    records, or their JSON)."""
-    points = [(lv.concurrency, lv.total_tps) if isinstance(lv, LoadLevel)
-              else (int(lv["concurrency"]), lv["total_tps"]) for lv in levels]  # a level's JSON: callers not yet typed
+def knee_text(at: int | None, levels: Sequence[LoadLevel]) -> str:
+    """The knee in words, with the aggregate figures around it; only measured levels are spoken of."""
+    points = [(lv.concurrency, lv.total_tps) for lv in levels]
     if len(points) == 1:
         return (f"knee not judged: one level ({_users(points[0][0])}) has no growth to judge; give "
                 "concurrency two or more levels, e.g. [1, 2, 4, 8]")

@@ -1,9 +1,10 @@
 """Results are read by attribute: judging, comparing and the outputs never look a figure up by a string key.
 
-Two kinds of line may still call ``.get("...")``, each saying so in a comment: one reading data that is not a
-result (a server's JSON, a run file's metadata: ``# not result data``), and one reading a part of a result that is
-still a plain dict (the arms table, the crossover, a history entry: ``# untyped part``). The second kind is
-counted against a ceiling that only ever falls, as those parts become records.
+A line may still call ``.get("...")`` only to read data that is not a result (a server's JSON, a run file's
+metadata, a kind this version has no record of), saying so in a comment (``# not result data``). Every part of a
+result is a record now (the arms table, the crossover, the history entries, the A/B and arms trials among them), so
+no line may read one as a plain dict: the ``# untyped part`` marker that let a line do so while it was one is
+refused.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ PACKAGE = Path(pytest_specperf.__file__).parent
 READERS = ("run", "compare", "report")
 NOT_RESULT_DATA = "# not result data"
 UNTYPED_PART = "# untyped part"
-#: lines still reading a dict part of a result; lower it as parts become records, never raise it
-UNTYPED_CEILING = 1
 _GET = re.compile(r"\.get\([\"']")
 
 
@@ -41,8 +40,8 @@ def test_no_result_figure_is_read_by_a_string_key() -> None:
     assert reads(None) == []
 
 
-def test_the_untyped_parts_only_shrink() -> None:
-    assert len(reads(UNTYPED_PART)) <= UNTYPED_CEILING, "\n".join(reads(UNTYPED_PART))
+def test_no_part_of_a_result_is_read_as_a_dict() -> None:
+    assert reads(UNTYPED_PART) == []
 
 
 def test_the_count_sees_a_string_key_read() -> None:

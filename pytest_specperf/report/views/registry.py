@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_specperf.cases.saved_results import RESULT_TYPES
+from pytest_specperf.cases.saved_results import has_record, is_error_record
 from pytest_specperf.report.views import categories, load, session, single, trend
 from pytest_specperf.report.views.arms import arms_view
 from pytest_specperf.report.views.base import (
@@ -33,16 +33,15 @@ VIEWS: dict[str, View] = {
 
 def view(result: ResultLike, baseline: Sequence[ResultLike] | None = None) -> CaseView:
     """The view of one result: its kind's view (the generic one otherwise), plus its comparisons."""
-    if isinstance(result, Mapping):
-        kind, verdict = result.get("kind"), result.get("verdict")  # untyped part: the JSON, before typing
-        if verdict == "error":
+    if isinstance(result, Mapping) and not has_record(result):
+        if is_error_record(result):
             # An errored case's record holds only what the case asked (no endpoint, no figures): it is not a
             # measured result to type, and nothing in it can be drawn. Shown as recorded.
             return generic(result, [])
-        if kind not in RESULT_TYPES:
-            # A kind without a result record (a kind being added, a run saved by a newer version) cannot be
-            # typed: its own view, or the table of its fields, reads it as recorded.
-            return VIEWS.get(str(kind), generic)(result, baseline or [])
+        # A kind without a result record (a kind being added, a run saved by a newer version) cannot be
+        # typed: its own view, or the table of its fields, reads it as recorded.
+        kind = str(result.get("kind"))  # not result data: a kind this version has no record of
+        return VIEWS.get(kind, generic)(result, baseline or [])
     r = typed(result)
     render = VIEWS.get(r.kind, generic)
     if r.verdict == "error":
