@@ -126,6 +126,19 @@ class SweepPoint:
 
 
 @dataclass
+class LowestRate:
+    """An open-loop case's figures at one request at a time (``rate.lowest_rate``): what load is measured against
+    when a failure needs a cause. Every field is left out while None, so a reference none of whose requests was
+    answered is written ``{}``."""
+
+    tokens_per_chunk: float | None = field(default=None, metadata=OMIT)
+    step_ms: float | None = field(default=None, metadata=OMIT)
+    tpot_ms: float | None = field(default=None, metadata=OMIT)
+    requests: int | None = field(default=None, metadata=OMIT)
+    response_ids: list[str | None] | None = field(default=None, metadata=OMIT)
+
+
+@dataclass
 class RateRequest:
     """One request of an open-loop case, timed from its scheduled arrival."""
 

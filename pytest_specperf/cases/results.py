@@ -21,6 +21,7 @@ from pytest_specperf.cases.result_parts import (
     Crossover,
     HistoryEntry,
     LevelTrial,
+    LowestRate,
     RateRequest,
     SessionRequest,
     Stall,
@@ -398,7 +399,7 @@ class RateResult(Result):
     late_bound_s: float | None = None
     client_behind: str = ""
     step_ms: float | None = None  # median request's decode step time (servers that send one chunk per step)
-    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    reference: LowestRate | None = None  # the lowest rate, when a failure needed a cause
     per_request: list[RateRequest] = field(default_factory=list)
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, CategoryFigures] | None = None  # figures per category (run/categories.py)
@@ -421,7 +422,7 @@ class CapacityResult(Result):
     goodput_rps: float | None = None  # at max_rps
     attainment: float | None = None  # at max_rps
     min_rps: float | None = None
-    reference: dict[str, Any] | None = None  # the lowest rate, when a failure needed a cause
+    reference: LowestRate | None = None  # the lowest rate, when a failure needed a cause
     decode_tps: float | None = None  # median request's decode at max_rps
     late_p50_s: float | None = None  # the client's send lateness over the probes (lateness.py)
     late_p99_s: float | None = None

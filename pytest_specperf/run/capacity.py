@@ -34,7 +34,7 @@ from typing import ClassVar
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
-from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.result_parts import LowestRate, RateRequest
 from pytest_specperf.cases.results import CapacityResult, Probe
 from pytest_specperf.run import cached_share, categories, lateness
 from pytest_specperf.run.context import CaseContext, Until, case_seed
@@ -196,8 +196,9 @@ def capacity_problems(r: CapacityResult, spec: CapacitySpec) -> list[str]:
         if failing.refused:
             text += f", {failing.refused} refused (HTTP 429/503)"
         lowest = min(r.probes, key=lambda p: p.rps)
-        ref = r.reference or ({"tokens_per_chunk": lowest.tokens_per_chunk, "step_ms": lowest.step_ms}
-                              if lowest is not failing else None)
+        answered = r.reference if r.reference is not None and r.reference.requests else None  # {}: none was
+        ref = answered or (LowestRate(tokens_per_chunk=lowest.tokens_per_chunk, step_ms=lowest.step_ms)
+                           if lowest is not failing else None)
         cause = moved(ref, failing.tokens_per_chunk or 0.0, failing.step_ms)
         if cause:
             text += f"; {cause}"

@@ -32,7 +32,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
-from pytest_specperf.cases.result_parts import CategoryFigures, RateRequest
+from pytest_specperf.cases.result_parts import CategoryFigures, LowestRate, RateRequest
 from pytest_specperf.cases.results import RateResult
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
 from pytest_specperf.errors import MeasurementError
@@ -244,7 +244,7 @@ def category_figures(records: list[RateRequest], outcomes: list[StreamOutcome], 
     return out
 
 
-def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
+def lowest_rate(context: CaseContext, spec: Any, seed: int) -> LowestRate:
     """Tokens per step and step time with one request at a time: what load is measured against."""
     recs = []
     file_recs = categories.records(spec)
@@ -256,10 +256,10 @@ def lowest_rate(context: CaseContext, spec: Any, seed: int) -> dict[str, Any]:
         recs.append(request_record(outcomes[0], None, spec.tokens, context.client.kind))
     ok = [r for r in recs if r.status == 200]
     if not ok:
-        return {}
-    return {"tokens_per_chunk": _pct([r.tokens_per_chunk for r in ok], 50),
-            "step_ms": _pct([r.step_ms for r in ok], 50), "tpot_ms": _pct([r.tpot_ms for r in ok], 50),
-            "requests": len(ok), "response_ids": [r.response_id for r in ok]}
+        return LowestRate()  # none answered: nothing to measure load against
+    return LowestRate(tokens_per_chunk=_pct([r.tokens_per_chunk for r in ok], 50),
+                      step_ms=_pct([r.step_ms for r in ok], 50), tpot_ms=_pct([r.tpot_ms for r in ok], 50),
+                      requests=len(ok), response_ids=[r.response_id for r in ok])
 
 
 # -- verdict ------------------------------------------------------------------------------------------
@@ -309,12 +309,12 @@ def why_missed(r: RateResult) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def moved(reference: dict[str, Any] | None, tokens_per_step: float, step_ms: float | None) -> str:
+def moved(reference: LowestRate | None, tokens_per_step: float, step_ms: float | None) -> str:
     """Which of accepted tokens per step and step time moved against the lowest rate (10% or more)."""
-    # the lowest rate's figures (``lowest_rate``): {} where none of its requests was answered
-    if not reference or step_ms is None or not reference["step_ms"]:
+    # the lowest rate's figures (``lowest_rate``): none where none of its requests was answered
+    if reference is None or step_ms is None or not reference.step_ms or reference.tokens_per_chunk is None:
         return ""
-    a0, b0 = reference["tokens_per_chunk"], reference["step_ms"]
+    a0, b0 = reference.tokens_per_chunk, reference.step_ms
     changes = []
     if tokens_per_step < 0.9 * a0:
         changes.append(f"accepted tokens/step fell {a0:.2f} -> {tokens_per_step:.2f}")

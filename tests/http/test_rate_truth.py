@@ -134,7 +134,7 @@ def test_failure_names_the_bound_missed_most_and_the_slower_steps(runner_for: An
                                    "slo": {"tpot_ms": tpot_ms, "ttft_s": 10.0}, "min_attainment": 0.9})
         r = runner.run(spec, "rate::cause")
         truths = [sim.truth(p.response_id) for p in r.per_request]
-        alone = [sim.truth(rid) for rid in (r.reference or {}).get("response_ids", [])]
+        alone = [sim.truth(rid) for rid in (r.reference.response_ids or [] if r.reference else [])]
     # The verdict is judged against what the server did in this run (its own write times), not the
     # schedule it meant to keep: on a busy machine its late wake-ups let steps catch up in bursts.
     true_tpot = [_tpot(t) for t in truths]
@@ -153,7 +153,7 @@ def test_failure_names_the_bound_missed_most_and_the_slower_steps(runner_for: An
     assert len(alone) == 2 and r.reference is not None
     assert {st["batch"] for t in alone for st in t["steps"]} == {1}  # the lowest rate: one request at a time
     assert r.step_ms == pytest.approx(_step_ms(truths), rel=0.05, abs=0.05)
-    assert r.reference["step_ms"] == pytest.approx(_step_ms(alone), rel=0.05, abs=0.05)
+    assert r.reference.step_ms == pytest.approx(_step_ms(alone), rel=0.05, abs=0.05)
     # the cause it names is the one the server's steps show: batching keeps acceptance, so tokens per
     # step never fall; the step time rose whenever the server's own steps say so
     assert "accepted tokens/step fell" not in r.reason
