@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.sim import SimServer
@@ -110,26 +112,28 @@ def test_negative(specperf):
     assert "Traceback" not in text
 
 
-def _rate_result(nodeid: str, **figures: float) -> dict:
-    return {"nodeid": nodeid, "kind": "rate", "verdict": "passed", "reason": "", **figures}
+def _result(nodeid: str, kind: str = "rate", **figures: float) -> Result:
+    """A rate (or capacity) result record with only the figures a comparison reads set."""
+    return load_result({"nodeid": nodeid, "kind": kind, "verdict": "passed", "reason": "", "endpoint": "",
+                        "model": "sim", "server": "sim", "ctx": 0, "prompt_tokens": None, **figures})
 
 
 def test_compare_judges_rate_cases_in_the_right_direction() -> None:
     base = {"goodput_rps": 4.0, "attainment": 0.98, "ttft_p90_s": 0.5, "tpot_p90_ms": 40.0, "e2e_p90_s": 10.0}
     worse = {"goodput_rps": 3.0, "attainment": 0.98, "ttft_p90_s": 0.5, "tpot_p90_ms": 60.0, "e2e_p90_s": 10.0}
     gate = gating.Gate(0.05, "warn")
-    result = _rate_result("t::r", **worse)
-    gating.against_baseline(gate, result, [_rate_result("t::r", **base)])
-    verdicts = {c["metric"]: c["verdict"] for c in result["comparisons"]}
+    result = _result("t::r", **worse)
+    gating.against_baseline(gate, result, [_result("t::r", **base)])
+    verdicts = {c.metric: c.verdict for c in result.comparisons or []}
     assert verdicts["goodput_rps"] == "regressed" and verdicts["tpot_p90_ms"] == "regressed"
-    assert verdicts["attainment"] not in ("regressed", "improved") and result["verdict"] == "failed"
-    better = _rate_result("t::r", **{**base, "goodput_rps": 5.5, "tpot_p90_ms": 25.0})
-    gating.against_baseline(gate, better, [_rate_result("t::r", **base)])
-    verdicts = {c["metric"]: c["verdict"] for c in better["comparisons"]}
+    assert verdicts["attainment"] not in ("regressed", "improved") and result.verdict == "failed"
+    better = _result("t::r", **{**base, "goodput_rps": 5.5, "tpot_p90_ms": 25.0})
+    gating.against_baseline(gate, better, [_result("t::r", **base)])
+    verdicts = {c.metric: c.verdict for c in better.comparisons or []}
     assert verdicts["goodput_rps"] == "improved" and verdicts["tpot_p90_ms"] == "improved"
-    cap = {"nodeid": "t::c", "kind": "capacity", "verdict": "passed", "reason": "", "max_rps": 3.0}
-    gating.against_baseline(gate, cap, [{**cap, "max_rps": 4.5}])
-    assert [(c["metric"], c["verdict"]) for c in cap["comparisons"]] == [("max_rps", "regressed")]
+    cap = _result("t::c", "capacity", max_rps=3.0)
+    gating.against_baseline(gate, cap, [_result("t::c", "capacity", max_rps=4.5)])
+    assert [(c.metric, c.verdict) for c in cap.comparisons or []] == [("max_rps", "regressed")]
 
 
 def test_saved_run_compares_a_rate_case(pytester: pytest.Pytester) -> None:
