@@ -61,8 +61,10 @@ def test_synthetic_acceptance_length_is_measured(synth_server: LlamaServer) -> N
     """--spec-synth-len 3 makes a real engine accept 3 tokens per drafted step on average: a known answer."""
     with Client(synth_server.url, timeout=180) as c:
         c.detect()
-        r = Runner(c).sustained(SustainedSpec(tokens=300, ctx=64, content="prose"), "synth")
+        # 200 tokens, about 70 drafted steps: 300 took 100 steps and 20-40 s on 2 cores; over 70 steps the mean
+        # spreads about a fifth more than over 100 (2.76 measured here), still within the bound below
+        r = Runner(c).sustained(SustainedSpec(tokens=200, ctx=64, content="prose"), "synth")
     acc = r.acceptance
     assert acc is not None and acc.source == "metrics" and acc.steps > 50
-    # Bernoulli acceptance over ~100 steps: per-request means of 2.8-3.2 were seen; 0.5 is the honest bound.
+    # Bernoulli acceptance over ~70 steps: means of 2.8-3.2 were seen over 100; 0.5 is the honest bound.
     assert acc.mean_len == pytest.approx(3.0, abs=0.5)

@@ -35,17 +35,19 @@ def test_arrival_schedules_have_the_asked_rate(rps: float) -> None:
     assert np.diff(schedule(rps, 20, "constant", seed=1)) == pytest.approx([1 / rps] * 19)
 
 
-def _truth_figures(sim: SimServer, per_request: list[RateRequest], slo: dict[str, float]) -> tuple[float, float]:
-    """Attainment and goodput from the simulator's own records of the same requests."""
+def _truth_figures(sim: SimServer, per_request: list[RateRequest],
+                   slo: dict[str, float]) -> tuple[float, float, list[float]]:
+    """Attainment, goodput and each request's tpot (ms) from the simulator's own records of the same requests."""
     truths = [sim.truth(p.response_id) for p in per_request]
-    met = 0
+    met, tpots = 0, []
     for t in truths:
         steps = t["steps"]
         tpot_ms = 1000 * (steps[-1]["t_s"] - steps[0]["t_s"]) / (t["completion_tokens"] - steps[0]["tokens"])
+        tpots.append(tpot_ms)
         met += tpot_ms <= slo["tpot_ms"] and t["total_s"] <= slo["e2e_s"]
     first = min(t["arrival_monotonic"] for t in truths)
     duration = max(t["arrival_monotonic"] + t["total_s"] for t in truths) - first
-    return met / len(truths), met / duration
+    return met / len(truths), met / duration, tpots
 
 
 def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
@@ -55,14 +57,22 @@ def test_rate_case_matches_the_simulators_truth(runner_for: Any) -> None:
     slo = {"tpot_ms": 12.0 / speed, "e2e_s": 30.0}
     with SimServer("batching", speed=speed, overrides={"jitter": 0.0}) as sim:
         runner = runner_for(sim.url)
-        spec = build_spec("rate", {"rps": 1.3 * speed, "requests": 100, "tokens": 96, "ctx": 300, "slo": slo})
+        # 50 requests (15 s of arrivals): the per-request check below judges each of them, so a hundred added
+        # only time; the attainment may still differ by the same two requests near the bound
+        spec = build_spec("rate", {"rps": 1.3 * speed, "requests": 50, "tokens": 96, "ctx": 300, "slo": slo})
         r = runner.run(spec, "rate::truth")
-        truth_attainment, truth_goodput = _truth_figures(sim, r.per_request, slo)
+        truth_attainment, truth_goodput, truth_tpot = _truth_figures(sim, r.per_request, slo)
         arrivals = np.array([sim.truth(p.response_id)["arrival_monotonic"] for p in r.per_request])
     assert r.refused == r.failed == 0 and r.completion_tokens == 96
     # a load where some requests meet the slo and some do not, so the comparison says something
     assert 0.1 < truth_attainment < 0.97, truth_attainment
-    assert abs(r.attainment - truth_attainment) <= 0.02 + 1e-9  # two points: two requests of 100
+    # each request clear of the bound (by the server's own write times) is judged as the server's truth says;
+    # one within 5 % of it may read either way through the wire
+    clear = [(p.met, v <= slo["tpot_ms"], p.tpot_ms, v) for p, v in zip(r.per_request, truth_tpot, strict=True)
+             if abs(v / slo["tpot_ms"] - 1) > 0.05]
+    assert len(clear) >= len(r.per_request) // 2 and all(seen == true for seen, true, *_ in clear), \
+        [c for c in clear if c[0] != c[1]]
+    assert abs(r.attainment - truth_attainment) <= 2 / 50 + 1e-9  # two requests of 50
     # goodput is attainment over the span: the two points above move it by up to 3% (beside CPU hogs, 2.6% seen),
     # so the span itself is what is compared here
     assert r.goodput_rps / r.attainment == pytest.approx(truth_goodput / truth_attainment, rel=0.02)
@@ -217,12 +227,14 @@ def _pace(recs: list[dict]) -> float:
 def test_capacity_lands_on_the_servers_own_answer(runner_for: Any) -> None:
     # The batching twin without speculation: per-token time grows smoothly with the batch, so a
     # tpot bound is crossed well below saturation, where the answer does not hinge on one burst.
-    speed, tokens, ctx, probe_s, slo_ms = 3.0, 64, 200, 5.0, 25.0
+    # 3 s probes, started at 3 req/s (at speed 1) near the answer: five probes in about 16 s of arrivals; the
+    # profile's own answer for 3 s probes is within 0.5 % of that for 5 s ones (3.93 and 3.91 req/s)
+    speed, tokens, ctx, probe_s, slo_ms = 3.0, 64, 200, 3.0, 25.0
     profile = load_profile("batching", {"jitter": 0.0, "speculation": False})
     with SimServer(profile, speed=speed) as sim:
         runner = runner_for(sim.url)
         spec = build_spec("capacity", {"slo": {"tpot_ms": slo_ms / speed}, "target": 0.9, "tokens": tokens, "ctx": ctx,
-                                       "arrivals": "constant", "start_rps": 2 * speed, "probe_s": probe_s,
+                                       "arrivals": "constant", "start_rps": 3 * speed, "probe_s": probe_s,
                                        "budget_s": 240, "min_rps": 1.0})
         r = runner.run(spec, "capacity::truth")
         truths = _probe_truths(sim, r.probes, tokens)
