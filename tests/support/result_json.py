@@ -5,6 +5,7 @@ it. The report's outputs read results as records; a test's dict of five keys is 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any
@@ -19,8 +20,14 @@ def full(data: dict[str, Any]) -> dict[str, Any]:
     return _fill(RESULT_TYPES[data["kind"]], data)
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    # resolving the annotations is most of a result's cost (the seeded simulations build thousands)
+    return typing.get_type_hints(cls)
+
+
 def _fill(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     out = dict(data)
     for f in dataclasses.fields(cls):
         if f.name in out:
