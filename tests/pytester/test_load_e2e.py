@@ -128,9 +128,11 @@ def test_compare_judges_each_level_against_a_saved_run(pytester: pytest.Pytester
     assert cmp[(1, "decode_tps")]["verdict"] == "improved"
     # Speculation costs the batch at 8 users; which of its metrics shows it beyond the case's share of alpha
     # (6 comparisons, one trial a side) varies with the run (decode -11% and total -20% in one, TTFT +196% in
-    # another), but the level is judged on its own and fails, and nothing there improves.
+    # another), but the level is judged on its own and fails, and neither rate improves there. Its TTFT moves
+    # either way with how the 8 prefills met the batch (-28% in one run), so its direction is not asserted.
     at8 = [cmp[(8, m)] for m in ("decode_tps", "ttft_s", "total_tps")]
-    assert any(c["verdict"] == "regressed" for c in at8) and all(c["verdict"] != "improved" for c in at8)
+    assert any(c["verdict"] == "regressed" for c in at8)
+    assert all(cmp[(8, m)]["verdict"] != "improved" for m in ("decode_tps", "total_tps"))
     assert all(c["reason"].startswith("at 8 users: ") for c in at8)
     # One trial a side: the 8 streams of a level share the engine's steps, so they are one sample, not 8.
     assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in cmp.values()} == {(1, 1)}
