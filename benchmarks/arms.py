@@ -77,8 +77,9 @@ def run_auto(rng: np.random.Generator, rates: dict[str, float], between: float) 
         return record(trial(rng, rates[name], between))
     row, _ = gating.run_arms(measure, list(rates), 20, gating.Gate(), baseline="a", auto=True)
     t = row.arms
-    lv = t["levels"][0]
-    return not lv["decided"], wrong(lv["best"], rates), float(np.mean(list(t["trials"].values())))
+    assert t is not None
+    lv = t.levels[0]
+    return not lv.decided, wrong(lv.best, rates), float(np.mean(list(t.trials.values())))
 
 
 def run_fixed(rng: np.random.Generator, rates: dict[str, float], between: float, n: int) -> tuple[bool, bool]:
@@ -113,8 +114,9 @@ def run_gate(rng: np.random.Generator, n_arms: int, n_levels: int, ratio: float)
         return record(sweep_trial(rng, 100.0 * (ratio if name == "a" else 1.0), levels or every))
     row, _ = gating.run_arms(measure, list("abcd"[:n_arms]), 20, gating.Gate(), baseline="a", max_loss=TOLERANCE,
                              auto=True)
-    vs = [x["verdict"] for x in row.arms["gate"]["levels"]]
-    n = float(np.mean([a["n"] for lv in row.arms["levels"] for a in lv["arms"].values()]))
+    assert row.arms is not None and row.arms.gate is not None
+    vs = [x.verdict for x in row.arms.gate.levels]
+    n = float(np.mean([a.n for lv in row.arms.levels for a in lv.arms.values()]))
     return ("below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds"), n
 
 

@@ -102,7 +102,8 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
 
     row, _ = gates.run_arms(measure, list("abcd"[:n_arms]), 20, gates.Gate(), baseline="a", max_loss=0.05,
                             auto=True)
-    vs = [x["verdict"] for x in row.arms["gate"]["levels"]]
+    assert row.arms is not None and row.arms.gate is not None
+    vs = [x.verdict for x in row.arms.gate.levels]
     return "below" if "below" in vs else "inconclusive" if "inconclusive" in vs else "holds"
 
 
