@@ -1,7 +1,8 @@
 """Regression gates over measured results: against a stored baseline, or B against A in one session (ABBA).
 
-Pytest-free glue between the runner and ``compare``: it decides the case's verdict and reason,
-and attaches the comparisons to the result dict as plain data (``comparisons``).
+Pytest-free glue between the runner and ``compare``: it decides the case's verdict and reason, and sets the
+comparisons on the result record (``comparisons``); in A/B and arms mode it combines each arm's trials into one
+record of their kind (``aggregate``).
 """
 
 from __future__ import annotations
