@@ -17,7 +17,7 @@ import numpy as np
 from pytest_specperf.cases.json_form import OMIT
 from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
 from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
-from pytest_specperf.cases.saved_results import load_part, load_result
+from pytest_specperf.cases.saved_results import is_error_record, load_part, load_result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, crossover, sequential
 from pytest_specperf.compare import trials as compare
@@ -72,7 +72,7 @@ def _record(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
     one; a case that could not be measured stays its error record, plain data (as ``Run.typed_results`` keeps it)."""
     if isinstance(result, Result):
         return result
-    return dict(result) if read(result, "verdict") == "error" else load_result(result)
+    return dict(result) if is_error_record(result) else load_result(result)
 
 
 def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
