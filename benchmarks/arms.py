@@ -31,26 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import load_result
+# a simulated trial as its result record: the one helper the seeded benchmarks share (run as scripts, this folder
+# is on the path)
+from case_error_rates import record
+
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
 
 USERS = 8
 TOLERANCE = 0.05
-
-#: What a result record requires besides the figures this simulation draws (the gates read records).
-_RESULT = {"endpoint": "", "model": "sim", "server": "sim", "ctx": 0, "prompt_tokens": None}
-_STREAM = {"prompt_tokens": None, "completion_tokens": 0, "ttft_s": 0.0, "total_s": 0.0, "decode_tps": 0.0,
-           "client_tps": 0.0, "window_tokens": None, "window_tps": [], "early_tps": None, "late_tps": None,
-           "drift": None, "trend_p": None, "stalls": [], "tokens_per_chunk": 0.0, "count_source": "",
-           "counts_exact": True}
-
-
-def record(data: dict[str, Any]) -> Result:
-    """A simulated trial (the figures the gates read, as its JSON) as its result record."""
-    levels = [{**lv, "streams": [{**_STREAM, **s} for s in lv.get("streams", [])]} for lv in data.get("levels", [])]
-    return load_result({**_RESULT, **data, **({"levels": levels} if "levels" in data else {})})
 CONDITIONS = {  # name: (true per-user rates of the three arms, between-trial sd)
     "clear, 25% apart": ((100.0, 80.0, 60.0), 0.04),
     "close, 8% apart": ((100.0, 92.0, 85.0), 0.04),
