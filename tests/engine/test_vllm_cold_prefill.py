@@ -5,7 +5,6 @@ request carries a fresh ``cache_salt``, so a repeated prompt is prefilled whole 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -15,6 +14,7 @@ from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
 from pytest_specperf.run.acceptance import snapshot
 from pytest_specperf.run.runner import Runner
+from tests.support.gateway import SaltStrippingClient
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(STARTUP_TIMEOUT_S + 300)]
 #: The largest KV block vLLM uses (16 on GPUs, 128 on the CPU backend): what a prefix hit may leave uncached.
@@ -53,14 +53,6 @@ def test_repeats_runs_and_sessions_prefill_cold(vllm_cached: VllmServer) -> None
         assert first.cached_tokens == 0 and s.cached_share == 0.0
         assert second.cached_tokens >= first.prompt_tokens - BLOCK  # the session reuses its own turn
 
-
-class SaltStrippingClient(Client):
-    """A gateway that forwards only the fields it knows: the cache_salt never reaches vLLM."""
-
-    def body(self, *args: Any, **kw: Any) -> tuple[str, dict[str, Any]]:
-        path, body = super().body(*args, **kw)
-        body.pop("cache_salt", None)
-        return path, body
 
 
 def _capacity(url: str, client_type: type[Client]) -> tuple[CapacityResult, dict[str, float]]:

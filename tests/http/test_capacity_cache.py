@@ -14,6 +14,7 @@ from pytest_specperf.cases.results import CapacityResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.sim import SimServer
+from tests.support.gateway import SaltStrippingClient
 
 # vLLM with --enable-prompt-tokens-details (it caches prefixes by default)
 CACHING = {"cache_report": True, "prefill_tokens_per_s": 2000.0, "jitter": 0.0}
@@ -21,14 +22,6 @@ CACHING = {"cache_report": True, "prefill_tokens_per_s": 2000.0, "jitter": 0.0}
 CASE = {"tokens": 8, "ctx": 300, "target": 0.9, "arrivals": "constant", "start_rps": 20.0, "probe_s": 0.4,
         "min_requests": 8, "budget_s": 1.6}
 
-
-class SaltStrippingClient(Client):
-    """A gateway that forwards only the fields it knows: vLLM's cache_salt never reaches the server."""
-
-    def body(self, *args: Any, **kw: Any) -> tuple[str, dict[str, Any]]:
-        path, body = super().body(*args, **kw)
-        body.pop("cache_salt", None)
-        return path, body
 
 
 @pytest.fixture(scope="module")

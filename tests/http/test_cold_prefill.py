@@ -17,6 +17,7 @@ from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts import cold
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.sim import SimServer
+from tests.support.gateway import SaltStrippingClient
 
 # vLLM with --enable-prompt-tokens-details; prefill slow enough that a cached one shows in TTFT
 CACHING = {"cache_report": True, "prefill_tokens_per_s": 2000.0, "jitter": 0.0}
@@ -137,14 +138,6 @@ def test_a_bad_prefix_cache_keyword_is_named() -> None:
     with pytest.raises(ConfigError, match=r"sustained\(\): prefix_cache must be 'cold' .* or 'warm'.*got 'hot'"):
         build_spec("sustained", {"prefix_cache": "hot"})
 
-
-class SaltStrippingClient(Client):
-    """A gateway that forwards only the fields it knows: vLLM's cache_salt never reaches the server."""
-
-    def body(self, *args: Any, **kw: Any) -> tuple[str, dict[str, Any]]:
-        path, body = super().body(*args, **kw)
-        body.pop("cache_salt", None)
-        return path, body
 
 
 def test_each_load_level_says_where_its_ttft_came_from_the_cache(sim: SimServer) -> None:
