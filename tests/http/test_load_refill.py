@@ -188,12 +188,16 @@ def test_new_arrivals_prefill_holds_up_running_decodes(sim: SimServer,
 
 
 def test_every_prompt_of_the_file_once_with_categories_over_all(sim: SimServer, runner_for: Any) -> None:
+    # The ramp staggers the users by a third of a request (128 tokens, about 1.2 s): without it they start and
+    # refill in lockstep, every request lies mostly inside the steady window, and none is left out to check.
     spec = build_spec("sustained", {"prompts": "builtin:specbench-mini", "sample": 20, "tokens": 128,
-                                    "concurrency": USERS})
+                                    "concurrency": USERS, "ramp_s": 1.6})
     r = runner_for(sim.url).run(spec, "refill::file")
     streams = _all_streams(r)
     assert r.requests == 20 and len(streams) == 20 and len({s.prompt_id for s in streams}) == 20
-    assert len(r.streams) < 20  # the drain's requests are left out of the judged figures...
+    # the first user's first request and the last user's last request lie wholly outside the steady window
+    assert r.warmup_requests >= 1 and r.drain_requests >= 1 and len(r.streams) < 20
+    # the warm-up's and drain's requests are left out of the judged figures...
     recs = {s.response_id: sim.truth(s.response_id) for s in streams}
     assert sum(f.n for f in r.categories.values()) == 20  # ...but every prompt counts in its category
     ratios = []
