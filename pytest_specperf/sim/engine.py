@@ -42,8 +42,9 @@ class Sink(Protocol):
     async def start(self) -> None:
         """Called once, before the prefill (a stream sends its headers here)."""
 
-    async def step(self, ids: list[int], generated: int, finish_reason: str | None) -> None:
-        """One step's tokens; ``finish_reason`` is set on the last step."""
+    async def step(self, ids: list[int], generated: int, finish_reason: str | None) -> float | None:
+        """One step's tokens; ``finish_reason`` is set on the last step. Returns the monotonic time just before
+        its bytes went to the socket, or None when none did (not streamed, or held back)."""
 
     async def malformed(self) -> None:
         """Send one malformed SSE line (stream only)."""
@@ -269,13 +270,19 @@ class Engine:
                 self.metrics.on_step(part.accepted, part.drafted, part.tokens)
             ids = [next(text) for _ in range(part.tokens)]
             out.extend(ids)
-            await sink.step(ids, generated, reason if generated >= target else None)
-            self._record_step(rec, req, step, part)
+            written = await sink.step(ids, generated, reason if generated >= target else None)
+            self._record_step(rec, req, step, part, written)
             malformed_done = await self._faults(sink, rec, req, part, malformed_done)
 
-    def _record_step(self, rec: dict[str, Any], req: GenRequest, step: BatchStep, part: Part) -> None:
-        """Append the step to the truth record: real write time next to the planned one."""
-        entry = step_record(step, part, time.monotonic() - req.arrival, step.end - req.model_arrival, self.speed)
+    def _record_step(self, rec: dict[str, Any], req: GenRequest, step: BatchStep, part: Part,
+                     written: float | None) -> None:
+        """Append the step to the truth record: real write time next to the planned one.
+
+        The write time is stamped just before the bytes went to the socket (``written``), not after the write
+        returned: on a busy host the server can be descheduled between the two for milliseconds while the client
+        already read them, and a truth stamped late made a user's TTFT look shorter than the server's."""
+        now = time.monotonic() if written is None else written
+        entry = step_record(step, part, now - req.arrival, step.end - req.model_arrival, self.speed)
         entry["due_t_s"] = step.end + self.late_s - req.arrival  # the real schedule: the model's, plus its delays
         rec["steps"].append(entry)
         rec["completion_tokens"] = part.generated

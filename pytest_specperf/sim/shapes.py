@@ -179,7 +179,7 @@ class ResponseSink:
         await resp.prepare(self.request)
         self.response = resp
 
-    async def step(self, ids: list[int], generated: int, finish_reason: str | None) -> None:
+    async def step(self, ids: list[int], generated: int, finish_reason: str | None) -> float | None:
         first = not self.ids
         self.ids.extend(ids)
         if first:
@@ -193,19 +193,21 @@ class ResponseSink:
                 # vLLM --stream-interval N: a chunk once N tokens are pending, so a chunk is no longer a step
                 self.pending.extend(ids)
                 if len(self.pending) < self.p.stream_interval and finish_reason is None:
-                    return
+                    return None
                 ids, self.pending = self.pending, []
             reasoning, content = self._split(ids)
             if not self.req.stream:
                 self.reasoning_parts.append(reasoning)
                 self.content_parts.append(content)
-                return
+                return None
             data = self._step_chunk(ids, reasoning, content, generated, first, finish_reason)
-        await self._write_step(data, generated - len(ids), finish_reason is not None)
+        return await self._write_step(data, generated - len(ids), finish_reason is not None)
 
-    async def _write_step(self, data: bytes, sent: int, last: bool) -> None:
-        """Write one step's events. A ``hold=E@N`` fault is a buffering proxy in front of the server: once N tokens
-        were sent it keeps the next E steps' events and writes them at once (the engine steps on undisturbed)."""
+    async def _write_step(self, data: bytes, sent: int, last: bool) -> float | None:
+        """Write one step's events; returns when they went to the socket (None while a fault holds them).
+
+        A ``hold=E@N`` fault is a buffering proxy in front of the server: once N tokens were sent it keeps the
+        next E steps' events and writes them at once (the engine steps on undisturbed)."""
         assert self.response is not None
         f = self.req.faults
         if f.hold_events and self.held is not None and sent >= f.hold_at:
@@ -213,25 +215,28 @@ class ResponseSink:
                 self.held_since = time.monotonic()
             self.held.append(data)
             if len(self.held) < f.hold_events and not last:
-                return
-            await self._release(len(self.held) - 1)  # the engine records this step once it is handed over
-            return
+                return None
+            return await self._release(len(self.held) - 1)  # the engine records this step once it is handed over
+        at = time.monotonic()
         await self.response.write(data)
+        return at
 
-    async def _release(self, recorded: int) -> None:
-        """Write the held events at once; the truth's held steps get their real write time and the fault its record."""
+    async def _release(self, recorded: int) -> float:
+        """Write the held events at once; the truth's held steps get their real write time and the fault its record.
+        Returns the write's time."""
         assert self.response is not None and self.held
         events, self.held = self.held, None
-        await self.response.write(b"".join(events))
         now = time.monotonic()
+        await self.response.write(b"".join(events))
         rec = self.engine.truth.live(self.req.id)
         if rec is None:
-            return
+            return now
         for entry in rec["steps"][len(rec["steps"]) - recorded:] if recorded else []:
             # the truth's t_s is when a step's events were written; server_t_s when the server handed them over
             entry["server_t_s"], entry["t_s"] = entry["t_s"], now - self.req.arrival
         rec["faults"].append({"kind": "hold", "at_token": self.req.faults.hold_at, "events": len(events),
                               "held_s": now - self.held_since, "t_s": now - self.req.arrival})
+        return now
 
     def _step_chunk(self, ids: list[int], reasoning: str, content: str, generated: int, first: bool,
                     finish_reason: str | None) -> bytes:

@@ -21,7 +21,7 @@ A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
 ``category`` is the profile's category of the prompt text (``categories`` rules, matched on the
 text alone), null when no rule matches; ``content_kind`` is the classifier's kind either way.
 
-Per step: ``t_s`` is the real time, relative to arrival, right after the step's chunk was
+Per step: ``t_s`` is the real time, relative to arrival, just before the step's chunk was
 written to the socket (non-streamed: when the step finished; the body goes out at the end);
 ``intended_t_s`` is when the model's schedule wanted it, ``due_t_s`` when the real one did (the
 model's plus the late wake-ups the server did not catch up, ``engine.CATCH_UP_S``); ``step_ms`` is
