@@ -255,7 +255,9 @@ def test_capacity_lands_on_the_servers_own_answer(runner_for: Any) -> None:
     # Where the server kept its profile's pace, the rate is the profile's own answer. A busy machine can slow the
     # simulator itself (with two CPU hogs beside the suite, 2.6 against 3.9 req/s), and then only the recorded
     # truth above holds.
-    pace = _pace([t for recs in truths for t in recs])
+    # Each probe's own pace: a median over all probes' steps let one slowed probe near the answer through (2.0
+    # against 3.9 req/s beside four busy jobs, with the pooled median within 5%).
+    pace = max(_pace(recs) for recs in truths)
     if pace <= 1.05:
         truth = _profile_capacity(profile, speed, slo_ms, 0.9, tokens, ctx, probe_s, 32)
         assert r.max_rps / speed == pytest.approx(truth, rel=0.10), (r.max_rps / speed, truth, r.probes)

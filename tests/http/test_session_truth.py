@@ -122,13 +122,16 @@ def test_sessions_run_at_once_and_think_between_turns(sim: SimServer) -> None:
     r = _run(sim, "t::think", turns=3, tokens=64, users=3, ctx=150, turn_ctx=20, think_s=think)
     rows = {(row.user, row.turn): row for row in r.per_request}
     truths = {key: sim.truth(row.response_id) for key, row in rows.items()}
+    # When the server wrote an answer's last token, from the request's arrival. Not ``total_s``: the server stamps
+    # that after its final write, and on a busy host it can be descheduled in between while the client reads on.
+    answered = {key: truth["steps"][-1]["t_s"] for key, truth in truths.items()}
     for user in range(3):
         for turn in (2, 3):
             prev = rows[(user, turn - 1)]
-            # the next turn goes after the whole previous answer (the server's own end of it) and the think time
-            assert rows[(user, turn)].sent_s >= prev.sent_s + truths[(user, turn - 1)]["total_s"] + think
+            # the next turn goes after the whole previous answer (the server's own write of it) and the think time
+            assert rows[(user, turn)].sent_s >= prev.sent_s + answered[(user, turn - 1)] + think
     # the sessions are at once: every first turn was sent before any session's first answer ended
-    first_ends = min(rows[(u, 1)].sent_s + truths[(u, 1)]["total_s"] for u in range(3))
+    first_ends = min(rows[(u, 1)].sent_s + answered[(u, 1)] for u in range(3))
     assert max(rows[(u, 1)].sent_s for u in range(3)) < first_ends
     assert [t.sessions for t in r.per_turn] == [3, 3, 3]
     for t in r.per_turn:  # each turn's percentiles are over that turn's rows across the sessions
