@@ -12,13 +12,14 @@ def true_decode(rec: dict) -> float:
     return k / (steps[-1]["t_s"] - steps[0]["t_s"])
 
 
-def true_aggregate(recs: list[dict]) -> float:
+def true_aggregate(recs: list[dict], clock: str = "t_s") -> float:
     """Tokens all streams truly produced while every one of them was decoding, per second of that span.
 
     A step produces its tokens over the interval since the stream's previous step, so a step that
-    straddles the span's edge counts in proportion to its overlap.
+    straddles the span's edge counts in proportion to its overlap. ``clock``: the steps' real writes (``t_s``),
+    or the model's schedule (``intended_t_s``: what the profile implies, whatever the host's load).
     """
-    abs_steps = [[(r["arrival_monotonic"] + s["t_s"], s["tokens"]) for s in r["steps"]] for r in recs]
+    abs_steps = [[(r["arrival_monotonic"] + s[clock], s["tokens"]) for s in r["steps"]] for r in recs]
     start = max(steps[0][0] for steps in abs_steps)
     end = min(steps[-1][0] for steps in abs_steps)
     tokens = 0.0
