@@ -65,7 +65,11 @@ def test_a_search_served_by_the_cache_is_inconclusive_on_ttft(sim: SimServer, sl
     _search(sim, SaltStrippingClient, slo, nodeid)  # the same prompts again, with no salt: the cache serves them
     r, truth = _search(sim, SaltStrippingClient, slo, nodeid, policy)
     prompt, cached = _server_sums(truth)
-    assert cached > 0.5 * prompt  # the server's own count: the second search's prompts came back cached
+    # The server's own count: the second search's prompts came back cached, those of every probe the first search
+    # also ran (its first above all). Not more than half of them: the searches stop on a time budget, and on a busy
+    # host the second one ran a probe further than the first, whose prompts were new (6912 of 16801 cached).
+    # (288 of each 300-token prompt: the cache holds whole 16-token blocks)
+    assert cached > 0 and (r.probes[0].cached_tokens or 0) > 0.9 * (r.probes[0].prompt_tokens or 1)
     assert sum(p.cached_tokens or 0 for p in r.probes) == cached
     assert r.cached_share == pytest.approx(cached / prompt)
     assert r.ttft_cache.startswith(f"at {r.probes[0].rps:.3g} req/s ttft inconclusive:"), r.ttft_cache

@@ -65,11 +65,18 @@ def test_session_turns_two_to_four(sim: SimServer, runner_for: Any) -> None:
 def test_rate_on_the_wire(sim: SimServer, runner_for: Any) -> None:
     # A rate case's ttft_s counts from the scheduled send (its late_s included, by design); on the wire it is
     # ttft_s - late_s, which the server's clock must see.
-    r = runner_for(sim.url).run(build_spec("rate", {"rps": 4.0, "requests": 16, "tokens": 64, "ctx": 500}), "r")
-    pairs = [(row.response_id, row.ttft_s - row.late_s) for row in r.per_request
-             if row.ttft_s is not None]
-    err = _median_error_ms(sim, pairs, "ttft_s")
-    assert abs(err) < BOUND_MS, err
+    # Up to three runs, judged on the best median: beside two CPU hogs and two other busy workers one run's median
+    # read +3.5 ms, while the early start adds its +4 ms to every run's (noise only ever adds to the client's wait).
+    errors = []
+    for i in range(3):
+        r = runner_for(sim.url).run(build_spec("rate", {"rps": 4.0, "requests": 16, "tokens": 64, "ctx": 500}),
+                                    f"r{i}")
+        pairs = [(row.response_id, row.ttft_s - row.late_s) for row in r.per_request
+                 if row.ttft_s is not None]
+        errors.append(_median_error_ms(sim, pairs, "ttft_s"))
+        if abs(errors[-1]) < BOUND_MS:
+            break
+    assert min(abs(e) for e in errors) < BOUND_MS, errors
 
 
 @pytest.mark.parametrize("field", ["ttft_s", "ttft_content_s"])
