@@ -81,7 +81,9 @@ def test_a_buffering_proxy_is_named_a_burst_and_moves_no_drift(runner_for) -> No
     # held it, else t_s: the engine's real pace, free of the proxy), over the plugin's early and late token ranges.
     # Not from its schedule (intended_t_s): on a busy machine the simulator's own first write comes late and is
     # caught up (CATCH_UP_S), which the client sees and the schedule does not (10.5% apart beside two CPU hogs).
-    with SimServer("healthy", speed=4, overrides={"faults": "hold=25@20", "jitter": 0.0}) as sim:
+    # Speed 2: the early group lasts about 1.2 s, so a client that reads its first chunk late (100 ms with two CPU
+    # hogs and two busy workers beside it, at speed 4 a 20% shorter group) moves it by under 10%.
+    with SimServer("healthy", speed=2, overrides={"faults": "hold=25@20", "jitter": 0.0}) as sim:
         r = runner_for(sim.url).sustained(SustainedSpec(tokens=400, ctx=500, repeat=3), "proxy")
         truths = [sim.truth(s.response_id) for s in r.streams]
     assert r.drift_verdict == "passed", r.drift_gate
