@@ -149,9 +149,10 @@ def test_refill_figures_over_the_steady_window_match_truth(refill: tuple[Sustain
     truth_p50 = statistics.median(true_decode(by_id[i]) for i in judged_truth)
     assert r.decode_tps == pytest.approx(truth_p50, rel=0.02)
     # the drain's last streams ran with fewer users, so they decoded faster than the judged median: leaving
-    # them out is what keeps the figure the load of N
-    tail = [true_decode(by_id[s.response_id]) for s in r.warmup_drain_streams]
-    assert max(tail) > truth_p50
+    # them out is what keeps the figure the load of N (on the profile's schedule: beside two CPU hogs the one
+    # drained stream's real writes fell behind, 114 against 119 tok/s)
+    tail = [true_decode(by_id[s.response_id], clock="intended_t_s") for s in r.warmup_drain_streams]
+    assert max(tail) > statistics.median(true_decode(by_id[i], clock="intended_t_s") for i in judged_truth)
 
 
 def test_new_arrivals_prefill_holds_up_running_decodes(sim: SimServer,

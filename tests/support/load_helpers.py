@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 
 
-def true_decode(rec: dict) -> float:
-    """Decode tok/s of one request: tokens after the first step over the time from first to last step."""
+def true_decode(rec: dict, clock: str = "t_s") -> float:
+    """Decode tok/s of one request: tokens after the first step over the time from first to last step
+    (``clock``: the real writes, or ``intended_t_s`` for the model's schedule)."""
     steps = rec["steps"]
     k = sum(s["tokens"] for s in steps) - steps[0]["tokens"]
-    return k / (steps[-1]["t_s"] - steps[0]["t_s"])
+    return k / (steps[-1][clock] - steps[0][clock])
 
 
 def true_aggregate(recs: list[dict], clock: str = "t_s") -> float:
