@@ -1,8 +1,8 @@
 """Judging one case's result against its history in the store (``--specperf-history``).
 
 Never imports pytest. For every unit of the result (the case, each sweep point, each load level) and every
-metric it is gated on, the earlier runs of the same set-up (``records.fingerprint``; partial runs and errored
-cases left out) are judged by ``decide.decide``, alpha split evenly over the case's metrics and units so the
+metric it is gated on, the earlier runs of the same set-up (``records.fingerprint``; partial runs, errored
+cases and runs held out after failing this gate left out, ``records.judged_runs``) are judged by ``decide.decide``, alpha split evenly over the case's metrics and units so the
 case as a whole fails an unchanged deploy at most ``ALPHA`` of the time from the step check. Runs of the case
 under another set-up are kept apart and named in a note. A history shorter than ``noise.MIN_RUNS`` runs falls
 back to the baseline rule (``gates.against_baseline``) against the latest run of the set-up, and says so.
@@ -72,8 +72,15 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
         setup = records.setup_of(case, run_meta)
         fp = records.fingerprint(setup)
         past = records.case_history(store, key)
-        same = [h for h in past if h.fingerprint == fp and not h.partial and h.verdict != "error"]
+        same, held = records.judged_runs([h for h in past if h.fingerprint == fp])
         others = [h for h in past if h.fingerprint != fp]
+        if same and same[0].accepted:
+            notes.append(f"history: {key} is judged from run {same[0].run_id} on, where a change was accepted "
+                         f"({same[0].accepted})")
+        if held:
+            notes.append(f"history: {len(held)} run(s) of {key} held out of its prediction, having failed their "
+                         f"history gate (run {', '.join(str(h.run_id) for h in held)}); if that change is meant, "
+                         f"accept it: specperf history accept {held[0].run_id}")
         if others:
             notes.append(f"history: {len(others)} earlier run(s) of {key} under another set-up kept apart "
                          f"({_setup_diff(setup, others[-1].setup)})")
@@ -96,7 +103,22 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
         result.verdict = "failed"
         result.reason = "; ".join([r for r in [result.reason] if r] + [e.reason for e in failing])
     result.history = entries
+    result.notes += _predictions(entries)
     return notes
+
+
+def _predictions(entries: list[HistoryEntry]) -> list[str]:
+    """Per unit, the prediction each metric that did not regress was judged against (a regression's reason says
+    its own), so a passing row shows what it passed against."""
+    out = []
+    for key in dict.fromkeys(e.key for e in entries):
+        shown = [e for e in entries if e.key == key and e.verdict != "regressed"]
+        if shown:
+            out.append(f"history {key}: " + "; ".join(
+                f"{e.metric} {_fmt(e.value, e.metric)} {e.verdict}, predicted {_fmt(e.predicted, e.metric)} in "
+                f"[{_fmt(e.interval[0], e.metric)}, {_fmt(e.interval[1], e.metric)}] from {e.runs} runs"
+                for e in shown))
+    return out
 
 
 def _entry(key: str, metric: str, direction: str, d: decide.Decision,

@@ -24,6 +24,10 @@ from pytest_specperf.history.store import Store
 
 #: what makes two runs of a case measure the same thing: the server and model, and what the case asks.
 #: The server's version is not here on purpose: a new version is the deploy the history gates.
+#: ``cases.held``: the unit failed its history gate and is left out of later predictions; or it failed it and its
+#: change was accepted since (judged against again). 0: it did not fail its history gate.
+HELD, RELEASED = 1, 2
+
 SETUP_KEYS = ("model", "server", "kind", "ctx", "tokens", "content", "temperature", "concurrency", "users", "short",
               "long", "rate", "rates", "prompts", "max_tokens")
 
@@ -43,6 +47,9 @@ class CaseRun:
     verdict: str | None
     partial: str
     trials: dict[str, list[float]] = field(default_factory=dict)
+    held: bool = False  # failed its history gate, change not accepted: left out of the prediction
+    failed_gate: bool = False  # failed its history gate (held, or released when its change was accepted)
+    accepted: str | None = None  # when its change was accepted: the case's history starts anew here
 
     @property
     def commit(self) -> str:
@@ -94,11 +101,26 @@ def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
     return out
 
 
+def held_keys(results: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The units that failed their history gate: a regressed history entry, or (a unit without one, judged by the
+    baseline rule while its history is short) a regressed comparison."""
+    out: set[str] = set()
+    for r in results:
+        entries = [e for e in r.get("history") or [] if isinstance(e, Mapping)]
+        judged = {str(e.get("key")) for e in entries}
+        out |= {str(e.get("key")) for e in entries if e.get("verdict") == "regressed"}
+        out |= {str(c.get("key")) for c in r.get("comparisons") or []
+                if isinstance(c, Mapping) and c.get("verdict") == "regressed" and str(c.get("key")) not in judged}
+    return out
+
+
 def record_run(store: Store, results: Iterable[Result | Mapping[str, Any]], meta: dict[str, Any], *,
-               source: str | None = None) -> int | None:
+               source: str | None = None, gated: bool = False) -> int | None:
     """Add one run (its ``meta`` as ``storage.run_meta`` builds it; its results typed or as saved JSON); returns
-    its id, or None when ``source`` (an imported file) is already in the history."""
+    its id, or None when ``source`` (an imported file) is already in the history. ``gated``: the run was judged
+    against this history, so the units that failed it are held out of later predictions (``held_keys``)."""
     data = [_stored(r) for r in results if isinstance(r, Result | Mapping)]
+    held = held_keys(data) if gated else set()
     commit = c if isinstance(c := meta.get("commit"), dict) else {}
     machine = m if isinstance(m := meta.get("machine"), dict) else {}
     rows = units(data)
@@ -122,10 +144,10 @@ def record_run(store: Store, results: Iterable[Result | Mapping[str, Any]], meta
                                   (run_id, str(r["nodeid"]), json.dumps(r, default=str)))
             for key, case in rows:
                 setup = setup_of(case, meta)
-                store.execute(cur, """INSERT INTO cases (run_id, case_key, nodeid, fingerprint, setup, verdict)
-                    VALUES (?, ?, ?, ?, ?, ?) RETURNING id""", (
+                store.execute(cur, """INSERT INTO cases (run_id, case_key, nodeid, fingerprint, setup, verdict, held)
+                    VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id""", (
                     run_id, key, str(case.get("nodeid") or key), fingerprint(setup), json.dumps(setup, default=str),
-                    case.get("verdict")))
+                    case.get("verdict"), HELD if key in held else 0))
                 case_id = int(cur.fetchone()[0])
                 values = [(case_id, metric, i, float(v)) for metric, vs in gated_trials(case).items()
                           for i, v in enumerate(vs)]
@@ -141,7 +163,7 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
     """Every recorded run of case ``key``, any set-up, oldest first."""
     try:
         cases = store.query("""SELECT c.id, r.id, r.created, r.name, r.commit_id, r.commit_time, r.server_version,
-            c.fingerprint, c.setup, c.verdict, r.partial
+            c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted
             FROM cases c JOIN runs r ON r.id = c.run_id WHERE c.case_key = ? ORDER BY r.id, c.id""", (key,))
         values = store.query("""SELECT t.case_id, t.metric, t.value FROM trials t JOIN cases c ON c.id = t.case_id
             WHERE c.case_key = ? ORDER BY t.case_id, t.metric, t.trial""", (key,))
@@ -155,7 +177,8 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
         out.append(CaseRun(run_id=int(row[1]), created=str(row[2]), name=str(row[3] or ""), commit_id=row[4],
                            commit_time=row[5], server_version=row[6], fingerprint=str(row[7]),
                            setup=json.loads(row[8]), verdict=row[9], partial=str(row[10] or ""),
-                           trials=by_case.get(int(row[0]), {})))
+                           trials=by_case.get(int(row[0]), {}), held=int(row[11]) == HELD, failed_gate=int(row[11]) > 0,
+                           accepted=row[12]))
     return out
 
 
@@ -187,3 +210,42 @@ def case_keys(store: Store) -> list[str]:
         return [str(r[0]) for r in store.query("SELECT DISTINCT case_key FROM cases ORDER BY case_key")]
     except Exception as exc:
         raise store.error("cannot list its cases", exc) from None
+
+
+def judged_runs(runs: list[CaseRun]) -> tuple[list[CaseRun], list[CaseRun]]:
+    """Of one set-up's runs of a case (oldest first): those its gate judges against (from the last accepted
+    change on, neither partial nor errored nor held) and those held out (failed their gate, not accepted)."""
+    start = max((i for i, h in enumerate(runs) if h.accepted), default=0)
+    usable = [h for h in runs[start:] if not h.partial and h.verdict != "error"]
+    return [h for h in usable if not h.held], [h for h in usable if h.held]
+
+
+def held_runs(store: Store) -> list[tuple[int, int, str, str]]:
+    """Every held unit: ``(case row id, run id, case key, fingerprint)``, oldest first."""
+    try:
+        rows = store.query("""SELECT c.id, c.run_id, c.case_key, c.fingerprint FROM cases c WHERE c.held = ?
+            ORDER BY c.run_id, c.id""", (HELD,))
+    except Exception as exc:
+        raise store.error("cannot list its held runs", exc) from None
+    return [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+
+
+def accept(store: Store, run_id: int, keys: Iterable[str] | None = None, *, when: str) -> list[tuple[str, list[int]]]:
+    """Accept the change of run ``run_id``'s held units (those of ``keys``, or all): each starts its case's history
+    anew at that run, and the later held runs of its case and set-up are released. Returns ``(case key, released
+    later run ids)`` per accepted unit; [] when the run holds none of them."""
+    wanted = None if keys is None else set(keys)
+    held = held_runs(store)
+    chosen = [(cid, key, fp) for cid, run, key, fp in held if run == run_id and (wanted is None or key in wanted)]
+    out = []
+    try:
+        with store.transaction() as cur:
+            for cid, key, fp in chosen:
+                store.execute(cur, "UPDATE cases SET held = ?, accepted = ? WHERE id = ?", (RELEASED, when, cid))
+                later = [(c, run) for c, run, k, f in held if k == key and f == fp and run > run_id]
+                for c, _ in later:
+                    store.execute(cur, "UPDATE cases SET held = ? WHERE id = ?", (RELEASED, c))
+                out.append((key, [run for _, run in later]))
+    except Exception as exc:
+        raise store.error(f"cannot accept the change of run {run_id}", exc) from None
+    return out

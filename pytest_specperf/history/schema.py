@@ -7,8 +7,9 @@ this code does not know) is refused rather than written with an older layout.
 
 Tables: ``runs`` (one per recorded run: commit, fingerprint, machine, job), ``results`` (each case's whole
 result as JSON, what the baseline rule judges against), ``cases`` (one per case and sub-case of a run: a sweep
-point or a load level; its key, its set-up's fingerprint and its verdict) and ``trials`` (one row per trial value
-of each gated metric of a ``cases`` row).
+point or a load level; its key, its set-up's fingerprint, its verdict, ``held`` (1 while it failed its history
+gate and its change is not accepted, 2 once accepted) and ``accepted`` (when; its run starts the case's history
+anew)) and ``trials`` (one row per trial value of each gated metric of a ``cases`` row).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ]),
     (2, "look-up of a case's history by key and set-up", [
         "CREATE INDEX cases_key ON cases (case_key, fingerprint, run_id)",
+    ]),
+    (3, "a unit that failed its history gate is held out of its prediction until its change is accepted", [
+        "ALTER TABLE cases ADD COLUMN held INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE cases ADD COLUMN accepted TEXT",
     ]),
 ]
 VERSION = MIGRATIONS[-1][0]

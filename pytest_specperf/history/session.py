@@ -69,7 +69,7 @@ class HistorySession:
         store = self._open()
         if store is None:
             raise HistoryError(self.error or f"history {self.target.shown()} is unusable")
-        return records.record_run(store, results, meta)
+        return records.record_run(store, results, meta, gated=self.gating)
 
     def close(self) -> None:
         if self._store is not None:

@@ -38,11 +38,46 @@ def test_a_new_database_gets_every_migration_once(target: Target) -> None:
 def test_an_older_database_is_migrated_and_keeps_its_runs(target: Target) -> None:
     with Store(target) as store:
         assert schema.migrate(store, upto=1) == 1
-        records.record_run(store, [_result("t::a", [100.0, 101.0])], _meta("old"))
+        with store.transaction() as cur:  # the rows as version 1's code wrote them (today's code writes later columns)
+            store.execute(cur, "INSERT INTO runs (created, commit_id) VALUES ('2026-01-01T00:00:00Z', 'old')")
+            store.execute(cur, "INSERT INTO cases (run_id, case_key, nodeid, fingerprint, setup, verdict) VALUES "
+                               "(1, 't::a', 't::a', 'f', '{}', 'passed') RETURNING id")
+            case_id = cur.fetchone()[0]
+            for i, v in enumerate([100.0, 101.0]):
+                store.execute(cur, "INSERT INTO trials (case_id, metric, trial, value) VALUES (?, 'decode_tps', ?, ?)",
+                              (case_id, i, v))
     with schema.open_store(Store(target)) as store:
         assert store.query("SELECT MAX(version) FROM specperf_schema")[0][0] == schema.VERSION
         (run,) = records.case_history(store, "t::a")
     assert run.commit_id == "old" and run.trials["decode_tps"] == [100.0, 101.0]
+    assert not run.held and not run.failed_gate and run.accepted is None  # version 3's columns, at their defaults
+
+
+def test_a_database_written_by_schema_version_2_loads_and_is_judged(tmp_path: Path) -> None:
+    """tests/db/data/history_v2.sqlite was written by the code of schema version 2 (six runs of t::a, decode about
+    100 tok/s): it opens, migrates, keeps every run, judges a new run against them and takes it."""
+    import shutil
+
+    from pytest_specperf.history import against_history
+    from pytest_specperf.cases.saved_results import load_result
+
+    db = tmp_path / "old.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "history_v2.sqlite", db)
+    with schema.open_store(Store(Target(path=db))) as store:
+        assert [r[0] for r in store.query("SELECT version FROM specperf_schema")] == [1, 2, 3]
+        past = records.case_history(store, "t::a")
+        assert [h.commit for h in past] == [f"c{i:02d}" for i in range(6)] and not any(h.held for h in past)
+        streams = [{"prompt_tokens": None, "completion_tokens": 200, "total_s": 1.0, "client_tps": 0.0,
+                    "window_tokens": None, "window_tps": [], "early_tps": None, "late_tps": None, "drift": None,
+                    "trend_p": None, "stalls": [], "tokens_per_chunk": 1.0, "count_source": "usage",
+                    "counts_exact": True, "decode_tps": v, "ttft_s": 0.5} for v in [80.0, 80.5, 79.5, 80.2, 79.8]]
+        cand = load_result({"endpoint": "", "prompt_tokens": None, "nodeid": "t::a", "kind": "sustained", "model": "m",
+                            "server": "sim", "verdict": "passed", "decode_tps": 80.0, "ctx": 100, "tokens": 200,
+                            "streams": streams})
+        against_history.judge(store, cand, {}, max_regression=0.05)
+        assert cand.verdict == "failed" and "against its history of 6 runs" in cand.reason
+        run = records.record_run(store, [cand], _meta("new"), gated=True)
+        assert [(h.run_id, h.held) for h in records.case_history(store, "t::a")][-1] == (run, True)
 
 
 def test_a_newer_database_is_refused_naming_the_upgrade(target: Target) -> None:
