@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,18 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run")
     rep.add_argument("-o", "--output", required=True, type=Path, help="the HTML file to write")
     rep.add_argument("--baseline", help="a run to draw the comparisons' baseline trials from")
-    hist = sub.add_parser("history", help="the runs recorded in the history database (docs/history.md)")
+    hist = sub.add_parser("history", help="the runs recorded in the history database with their verdicts; "
+                                          "'history accept RUN' accepts the change a run failed on (docs/history.md)")
+    hist.add_argument("what", nargs="*", metavar="CASE | accept RUN",
+                      help="a case (node id or a unique test-name suffix) to list alone; or 'accept RUN': the change "
+                           "that run failed its history gate on is meant, and becomes the case's new normal")
+    hist.add_argument("--case", help="with accept: accept only this case's change (node id or unique suffix)")
     hist.add_argument("--history", help=HISTORY_HELP)
     hist.add_argument("--import", dest="import_runs", action="store_true",
                       help="first import the saved runs of --storage (each file once) into the history")
     trend = sub.add_parser("trend", help="a case's runs, change points and the next run's predicted interval")
-    trend.add_argument("case", help="the case's node id (a sweep point or load level: NODEID@ctx=N, NODEID@users=N)")
+    trend.add_argument("case", help="the case's node id or a unique test-name suffix (a sweep point or load level: "
+                                    "NODEID@ctx=N, NODEID@users=N)")
     trend.add_argument("--history", help=HISTORY_HELP)
     trend.add_argument("-o", "--output", type=Path, help="also draw the trend charts into this PNG or SVG file")
     return p
@@ -240,14 +247,36 @@ def open_history(given: str | None, *, create: bool = False) -> Store:
         raise UsageError(str(exc)) from None
 
 
-def cmd_history(store: Store, folder: Path | None) -> int:
-    """One line per recorded run, oldest first (after importing ``folder``'s saved runs, when given)."""
+def resolve_case(text: str, known: Sequence[str], store: Store) -> str:
+    """The one case ``text`` names among ``known``: itself, or the one whose node id ends in ``::text`` or ``/text``
+    (a test name, with or without its parameters); UsageError when none or several do."""
+    if text in known:
+        return text
+    def bare(k: str) -> str:
+        return k.split("[", 1)[0] if "[" in k and "@" not in k else k
+    matches = [k for k in known if k.endswith(("::" + text, "/" + text)) or bare(k).endswith(("::" + text, "/" + text))]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UsageError(f"{text!r} matches {len(matches)} cases in history {store.target.shown()}: "
+                         f"{', '.join(matches)}; give one of them")
+    near = [k for k in known if text in k][:5] or list(known[:5])
+    raise UsageError(f"no runs of {text!r} in history {store.target.shown()}"
+                     + (f"; known cases include: {', '.join(near)}" if near else ""))
+
+
+def cmd_history(store: Store, folder: Path | None, case: str | None = None) -> int:
+    """One line per recorded run, oldest first, with its verdicts and each failed case's reason (after importing
+    ``folder``'s saved runs, when given); ``case`` (a node id or unique suffix) lists that case's lines alone."""
     try:
         if folder is not None:
             done, skipped = history_imports.import_folder(store, folder)
             print(f"imported {len(done)} run(s) from {folder}" + (f"; skipped {len(skipped)}: {'; '.join(skipped)}"
                                                                  if skipped else ""))
         runs = history_records.runs(store)
+        verdicts = history_records.run_verdicts(store)
+        held = history_records.held_runs(store)
+        nodeid = None if case is None else resolve_case(case, history_records.nodeids(store), store)
     except HistoryError as exc:
         raise UsageError(str(exc)) from None
     if not runs:
@@ -256,33 +285,104 @@ def cmd_history(store: Store, folder: Path | None) -> int:
         commit = str(r["commit_id"] or "-")[:12] + ("-dirty" if r["dirty"] else "")
         server = " ".join(x for x in (r["server"], r["server_version"]) if x) or "-"
         partial = f"  partial: {r['partial']}" if r["partial"] else ""
+        cases = [v for v in verdicts.get(r["id"], []) if nodeid is None or v[0] == nodeid]
+        if nodeid is not None and not cases:
+            continue
+        counts = Counter(v for _, v, _ in cases)
         print(f"run {r['id']}  {r['created'] or '-'}  {r['name'] or '-'}  commit {commit}  {server} "
-              f"{r['model'] or '-'}  {r['cases']} case(s){partial}")
+              f"{r['model'] or '-'}  {r['cases']} case(s): "
+              f"{', '.join(f'{n} {v}' for v, n in sorted(counts.items())) or '-'}{partial}")
+        held_here = {key for _, run, key, _ in held if run == r["id"]}
+        for node, verdict, reason in cases:
+            if verdict in ("failed", "error"):
+                print(f"  {verdict.upper()} {node}: {reason or 'no reason given'}")
+            mine = sorted(k for k in held_here if k.split("@", 1)[0] == node)
+            if mine:
+                print(f"  held out of the prediction: {', '.join(mine)} (failed its history gate; if the change is "
+                      f"meant: specperf history accept {r['id']})")
     return 0
+
+
+def cmd_accept(store: Store, run: str, case: str | None) -> int:
+    """Accept the change run ``run`` failed its history gate on (all its held cases, or ``case``'s)."""
+    if not run.isdigit():
+        raise UsageError(f"history accept {run!r}: give a run number, as `specperf history` lists them")
+    run_id = int(run)
+    try:
+        held = history_records.held_runs(store)
+        keys = None
+        if case is not None:
+            key = resolve_case(case, sorted({k for _, _, k, _ in held} | set(history_records.case_keys(store))), store)
+            keys = [k for _, _, k, _ in held if k == key or k.split("@", 1)[0] == key]
+        done = history_records.accept(store, run_id, keys, when=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
+    if not done:
+        others = sorted({run for _, run, _, _ in held})
+        raise UsageError(f"run {run_id} holds no case that failed its history gate"
+                         + (f" (for {case})" if case else "") + "; runs that do: "
+                         + (", ".join(map(str, others)) if others else "none"))
+    for key, later in done:
+        print(f"accepted the change of {key} at run {run_id}: its history starts anew there"
+              + (f"; later held run(s) {', '.join(map(str, later))} released" if later else ""))
+    return 0
+
+
+#: how the table names and shows each gated metric: its label, the statistic of the streams it shows, the unit
+SHOWN_AS = {"decode_tps": ("decode", "p50 of the streams", "tok/s"), "ttft_s": ("ttft", "p50 of the streams", "ms"),
+            "total_tps": ("total", "aggregate", "tok/s")}
+
+
+def shown(value: float | None, metric: str) -> str:
+    """A figure as the table writes it: seconds as whole ms, rates to one decimal."""
+    if value is None:
+        return "-"
+    unit = SHOWN_AS.get(metric, ("", "", "ms" if metric.endswith("_s") else ""))[2]
+    if unit == "ms":
+        return f"{value * 1000:.0f} ms"
+    return f"{value:.1f}" + (f" {unit}" if unit else "")
+
+
+def span(lo: float, hi: float, metric: str) -> str:
+    """An interval as the table writes its figures, the unit once: '[98.6, 101.0] tok/s'."""
+    a, b = shown(lo, metric), shown(hi, metric)
+    unit = b.partition(" ")[2]
+    return f"[{a.partition(' ')[0]}, {b.partition(' ')[0]}]" + (f" {unit}" if unit else "")
 
 
 def cmd_trend(store: Store, case: str, output: Path | None) -> int:
     """A case's trend per gated metric as text (and as charts in ``output``)."""
     try:
-        entries, notes = history_trend.trend(store, case)
-        known = history_records.case_keys(store)
+        key = resolve_case(case, history_records.case_keys(store), store)
+        entries, notes = history_trend.trend(store, key)
+        facts = history_trend.run_facts(store, key)
     except HistoryError as exc:
         raise UsageError(str(exc)) from None
-    if not entries:
-        near = [k for k in known if case in k][:5] or known[:5]
-        raise UsageError(f"no runs of {case!r} in history {store.target.shown()}"
-                         + (f"; known cases include: {', '.join(near)}" if near else ""))
     for note in notes:
         print(f"note: {note}")
     for e in entries:
-        print(f"{e.key} {e.metric}: {e.runs} run(s)")
+        name, stat, _ = SHOWN_AS.get(e.metric, (e.metric, "", ""))
+        print(f"{e.key} {e.metric}: {e.runs} run(s); shown: {name} as the table shows it ({stat or 'its value'}), "
+              "then the history gate's judged figure, the geometric mean of the trials, with its 95% interval")
         changes = {c.index: c for c in e.changes}
         for i, s in enumerate(e.series, start=e.first_shown):
-            mark = f"  <- change {changes[i].effect:+.1%}" if i in changes else ""
-            print(f"  run {s.run:>5}  {s.created or '-':20}  {s.commit:12}  {s.value:.4g} "
-                  f"[{s.lo:.4g}, {s.hi:.4g}]{mark}")
+            f = facts.get(s.run, history_trend.RunFacts(None))
+            gate = ""
+            if f.failed_gate:
+                gate = "  FAILED its history gate" + (", held out of the prediction" if f.held else "") + (
+                    f", change accepted {f.accepted}" if f.accepted else "")
+            elif f.verdict:
+                gate = f"  {f.verdict}"
+            first = i in changes and f.failed_gate and (i == 0 or not facts.get(
+                e.series[i - e.first_shown - 1].run if i > e.first_shown else -1, f).failed_gate)
+            mark = (f"  <- change {changes[i].effect:+.1%} began" + (" (first run to fail its history gate)"
+                                                                    if first else "")) if i in changes else ""
+            table_figure = shown(f.figures.get(e.metric), e.metric)
+            print(f"  run {s.run:>5}  {s.created or '-':20}  {s.commit:12}  {name} {table_figure}"
+                  f"  judged {shown(s.value, e.metric)} {span(s.lo, s.hi, e.metric)}{gate}{mark}")
         if e.interval is not None and e.predicted is not None:  # a prediction: all four of its fields set
-            print(f"  next run predicted {e.predicted:.4g} in [{e.interval[0]:.4g}, {e.interval[1]:.4g}] "
+            print(f"  next run's judged figure predicted {shown(e.predicted, e.metric)} in "
+                  f"{span(e.interval[0], e.interval[1], e.metric)} "
                   f"(run-to-run {e.between or 0.0:.1%}, within-run {e.within or 0.0:.1%})")
     if output is not None:
         if output.suffix.lower() not in (".png", ".svg"):
@@ -312,7 +412,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("history", "trend"):
             with open_history(args.history, create=args.command == "history" and args.import_runs) as store:
                 if args.command == "history":
-                    return cmd_history(store, folder if args.import_runs else None)
+                    what = list(args.what)
+                    if what[:1] == ["accept"]:
+                        if len(what) != 2:
+                            raise UsageError("history accept takes one run number: specperf history accept RUN "
+                                             "[--case CASE]")
+                        return cmd_accept(store, what[1], args.case)
+                    if len(what) > 1 or args.case is not None:
+                        raise UsageError("history takes one case (or 'accept RUN [--case CASE]'), e.g. specperf "
+                                         "history test_single_user")
+                    return cmd_history(store, folder if args.import_runs else None, what[0] if what else None)
                 return cmd_trend(store, args.case, args.output)
         baseline = load(folder, args.baseline) if args.baseline else None
         return cmd_report(load(folder, args.run), args.output, baseline)

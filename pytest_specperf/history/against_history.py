@@ -2,7 +2,8 @@
 
 Never imports pytest. For every unit of the result (the case, each sweep point, each load level) and every
 metric it is gated on, the earlier runs of the same set-up (``records.fingerprint``; partial runs, errored
-cases and runs held out after failing this gate left out, ``records.judged_runs``) are judged by ``decide.decide``, alpha split evenly over the case's metrics and units so the
+cases and runs held out after failing this gate left out, ``records.judged_runs``) are judged by
+``decide.decide``, alpha split evenly over the case's metrics and units so the
 case as a whole fails an unchanged deploy at most ``ALPHA`` of the time from the step check. Runs of the case
 under another set-up are kept apart and named in a note. A history shorter than ``noise.MIN_RUNS`` runs falls
 back to the baseline rule (``gates.against_baseline``) against the latest run of the set-up, and says so.

@@ -249,3 +249,28 @@ def accept(store: Store, run_id: int, keys: Iterable[str] | None = None, *, when
     except Exception as exc:
         raise store.error(f"cannot accept the change of run {run_id}", exc) from None
     return out
+
+
+def run_verdicts(store: Store) -> dict[int, list[tuple[str, str, str]]]:
+    """Per run id, ``(nodeid, verdict, reason)`` of each of its cases, as their stored results say."""
+    try:
+        rows = store.query("SELECT run_id, nodeid, result FROM results ORDER BY run_id, nodeid")
+    except Exception as exc:
+        raise store.error("cannot read its verdicts", exc) from None
+    out: dict[int, list[tuple[str, str, str]]] = {}
+    for run_id, nodeid, text in rows:
+        try:
+            r = json.loads(text)
+        except ValueError:
+            r = {}
+        r = r if isinstance(r, dict) else {}
+        out.setdefault(int(run_id), []).append((str(nodeid), str(r.get("verdict") or "-"), str(r.get("reason") or "")))
+    return out
+
+
+def nodeids(store: Store) -> list[str]:
+    """Every case's node id the history holds, sorted."""
+    try:
+        return [str(r[0]) for r in store.query("SELECT DISTINCT nodeid FROM cases ORDER BY nodeid")]
+    except Exception as exc:
+        raise store.error("cannot list its cases", exc) from None

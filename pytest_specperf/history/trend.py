@@ -9,10 +9,11 @@ Never imports pytest. The same points and change points serve the gate's record 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint
+from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint, case_key
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise, records
@@ -44,6 +45,56 @@ def change_entry(c: cp.Change, runs: list[records.CaseRun], offset: int, directi
                        after=natural(c.after, direction), effect=c.effect)
 
 
+def at_first_failure(changes: list[cp.Change], failed: list[bool], means: list[float]) -> list[cp.Change]:
+    """The change points, with the runs' history gate verdicts: a stretch of runs that failed their gate began
+    where its first run failed (the gate saw it there), so a change point found inside the stretch is moved to
+    its start, and a stretch without one gets one there (its levels: the runs before it and the stretch)."""
+    out: dict[int, cp.Change] = {}
+    starts = [i for i, f in enumerate(failed) if f and (i == 0 or not failed[i - 1])]
+    for start in starts:
+        end = next((i for i in range(start, len(failed)) if not failed[i]), len(failed))
+        inside = [c for c in changes if start <= c.index <= end]
+        prev = max((c.index for c in changes if c.index < start), default=0)
+        if start > prev:
+            before, after = float(np.mean(means[prev:start])), float(np.mean(means[start:end]))
+            out[start] = cp.Change(start, before, after)
+        changes = [c for c in changes if c not in inside]
+    for c in changes:
+        out.setdefault(c.index, c)
+    return [out[i] for i in sorted(out)]
+
+
+@dataclass
+class RunFacts:
+    """What ``specperf trend`` says of one run of a unit beside its judged value: the table's figures (as the
+    stored result shows them), its verdict and reason, and whether it failed its history gate."""
+
+    verdict: str | None
+    reason: str = ""
+    held: bool = False
+    failed_gate: bool = False
+    accepted: str | None = None
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
+    """Per run id of unit ``key``: its facts (``RunFacts``), the figures read from its stored result."""
+    out = {}
+    for h in records.case_history(store, key):
+        facts = RunFacts(h.verdict, held=h.held, failed_gate=h.failed_gate, accepted=h.accepted)
+        nodeid = key.split("@", 1)[0]
+        result = records.result_of(store, h.run_id, nodeid)
+        if result is not None:
+            facts.reason = str(result.get("reason") or "")
+            for n, ctx, case in compare.sub_cases(result):
+                users = case.get("users") if result.get("kind") == "load_sweep" else None
+                if case_key(n, ctx, users) == key:
+                    facts.figures = {m: float(v) for m in compare.DIRECTIONS
+                                     if isinstance(v := case.get(m), int | float) and not isinstance(v, bool)}
+        out[h.run_id] = facts
+    return out
+
+
 def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricTrend], list[str]]:
     """Per gated metric of case ``key``: its latest set-up's runs, change points and the interval the next run
     is predicted in; and notes (set-ups kept apart, too few runs). ([], notes) for an unknown case."""
@@ -51,7 +102,9 @@ def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricT
     if not past:
         return [], [f"no runs of {key} in the history"]
     fp = past[-1].fingerprint
+    # every run of the set-up is shown (those held out after failing their gate too); the prediction is the gate's
     same = [h for h in past if h.fingerprint == fp and not h.partial and h.verdict != "error"]
+    judged = {h.run_id for h in records.judged_runs([h for h in past if h.fingerprint == fp])[0]}
     notes = []
     others = len(past) - len([h for h in past if h.fingerprint == fp])
     if others:
@@ -69,8 +122,9 @@ def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricT
         means = [float(np.mean(logs)) for _, logs in kept]
         # as the gate: change points only from decide.CHANGE_MIN_RUNS runs on (shorter series mark spurious ones)
         changes = cp.change_points(means) if len(means) >= decide.CHANGE_MIN_RUNS else []
+        changes = at_first_failure(changes, [h.failed_gate for h in runs], means)
         n = int(np.median([len(logs) for _, logs in kept]))
-        pred = noise.predict([logs for _, logs in kept], n)
+        pred = noise.predict([logs for h, logs in kept if h.run_id in judged], n)
         shown = kept[-SHOWN:]
         entry = MetricTrend(key=key, metric=metric, runs=len(kept), first_shown=len(kept) - len(shown),
                             series=[run_entry(h, logs, direction) for h, logs in shown],

@@ -58,8 +58,8 @@ def test_a_database_written_by_schema_version_2_loads_and_is_judged(tmp_path: Pa
     100 tok/s): it opens, migrates, keeps every run, judges a new run against them and takes it."""
     import shutil
 
-    from pytest_specperf.history import against_history
     from pytest_specperf.cases.saved_results import load_result
+    from pytest_specperf.history import against_history
 
     db = tmp_path / "old.sqlite"
     shutil.copy(Path(__file__).parent / "data" / "history_v2.sqlite", db)
