@@ -1,0 +1,59 @@
+"""A unit that failed its history gate is held out of later predictions until its change is accepted, on SQLite and
+PostgreSQL (seeded histories with known answers: 8 runs at 100 tok/s, then a deploy 12 % slower)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from test_gate import _meta, _result, _trials
+
+from pytest_specperf import cli
+from pytest_specperf.history import against_history, records, schema
+from pytest_specperf.history.store import Store, Target
+
+SLOWER = math.log(0.88)
+
+
+def _gated(store: Store, rng: np.random.Generator, level: float, i: int) -> tuple[str, str, list[str]]:
+    """Judge a run at ``level`` against the history and record it as a gated run does; its verdict, reason, notes."""
+    cand = _result(_trials(rng, level))
+    notes = against_history.judge(store, cand, {}, max_regression=0.05)
+    records.record_run(store, [cand], _meta(i), gated=True)
+    return cand.verdict, cand.reason, [*notes, *cand.notes]
+
+
+def test_a_failed_run_stays_out_of_the_prediction_until_accepted(target: Target, capsys: pytest.CaptureFixture[str]
+                                                                 ) -> None:
+    rng = np.random.default_rng(21)
+    with schema.open_store(Store(target)) as store:
+        for i in range(8):
+            records.record_run(store, [_result(_trials(rng, 0.0))], _meta(i))
+        verdict, reason, notes = _gated(store, rng, 0.0, 8)  # run 9, normal: passes, and says against what
+        assert verdict == "passed"
+        assert any(n.startswith("history t::a: decode_tps") and "passed, predicted" in n and "from 8 runs" in n
+                   for n in notes), notes
+        first = _gated(store, rng, SLOWER, 9)  # run 10, slower: fails
+        effect = float(re.search(r"([-+]\d+\.\d)% against its history of 9 runs", first[1]).group(1)) / 100
+        assert first[0] == "failed" and abs(effect - (math.exp(SLOWER) - 1)) < 0.03, first[1]
+        predicted = first[1].split("(predicted ")[1].split(",")[0]
+        for i in (10, 11):  # runs 11 and 12, retried on the slower deploy: the same history, the same prediction
+            verdict, reason, notes = _gated(store, rng, SLOWER, i)
+            assert verdict == "failed" and "against its history of 9 runs" in reason, reason
+            assert reason.split("(predicted ")[1].split(",")[0] == predicted
+            assert any("held out of its prediction" in n and "accept it: specperf history accept 10" in n
+                       for n in notes), notes
+        assert [h.run_id for h in records.case_history(store, "t::a") if h.held] == [10, 11, 12]
+        shown = target.shown() if target.url else str(target.path)
+    assert cli.main(["history", "accept", "11", "--case", "a", "--history", shown]) == 0
+    assert "accepted the change of t::a at run 11" in capsys.readouterr().out
+    with schema.open_store(Store(target)) as store:
+        past = records.case_history(store, "t::a")
+        assert [(h.run_id, h.held, h.failed_gate) for h in past[9:]] == [(10, True, True), (11, False, True),
+                                                                         (12, False, True)]
+        verdict, reason, notes = _gated(store, rng, SLOWER, 12)  # run 13: judged from run 11 on, it passes
+        assert verdict == "passed", reason
+        assert any("t::a is judged from run 11 on, where a change was accepted" in n for n in notes), notes
+        assert any("fewer than the 5" in n for n in notes) and not any("held out" in n for n in notes), notes
