@@ -290,7 +290,7 @@ def cmd_history(store: Store, folder: Path | None, case: str | None = None) -> i
             continue
         counts = Counter(v for _, v, _ in cases)
         print(f"run {r['id']}  {r['created'] or '-'}  {r['name'] or '-'}  commit {commit}  {server} "
-              f"{r['model'] or '-'}  {r['cases']} case(s): "
+              f"{r['model'] or '-'}  {len(cases) or r['cases']} case(s): "
               f"{', '.join(f'{n} {v}' for v, n in sorted(counts.items())) or '-'}{partial}")
         held_here = {key for _, run, key, _ in held if run == r["id"]}
         for node, verdict, reason in cases:
@@ -354,8 +354,8 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
     """A case's trend per gated metric as text (and as charts in ``output``)."""
     try:
         key = resolve_case(case, history_records.case_keys(store), store)
-        entries, notes = history_trend.trend(store, key)
         facts = history_trend.run_facts(store, key)
+        entries, notes = history_trend.trend(store, key, facts=facts)
     except HistoryError as exc:
         raise UsageError(str(exc)) from None
     for note in notes:
@@ -373,8 +373,9 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
                     f", change accepted {f.accepted}" if f.accepted else "")
             elif f.verdict:
                 gate = f"  {f.verdict}"
-            first = i in changes and f.failed_gate and (i == 0 or not facts.get(
-                e.series[i - e.first_shown - 1].run if i > e.first_shown else -1, f).failed_gate)
+            failed = e.metric in f.failed_metrics
+            before = facts.get(e.series[i - e.first_shown - 1].run) if i > e.first_shown else None
+            first = i in changes and failed and (before is None or e.metric not in before.failed_metrics)
             mark = (f"  <- change {changes[i].effect:+.1%} began" + (" (first run to fail its history gate)"
                                                                     if first else "")) if i in changes else ""
             table_figure = shown(f.figures.get(e.metric), e.metric)

@@ -75,6 +75,7 @@ class RunFacts:
     failed_gate: bool = False
     accepted: str | None = None
     figures: dict[str, float] = field(default_factory=dict)
+    failed_metrics: set[str] = field(default_factory=set)  # the metrics it failed its history gate on
 
 
 def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
@@ -91,11 +92,17 @@ def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
                 if case_key(n, ctx, users) == key:
                     facts.figures = {m: float(v) for m in compare.DIRECTIONS
                                      if isinstance(v := case.get(m), int | float) and not isinstance(v, bool)}
+            if h.failed_gate:  # against its history, or (while that was short) against the latest run
+                judged = [e for e in result.get("history") or [] if isinstance(e, dict) and e.get("key") == key]
+                judged += [] if judged else [c for c in result.get("comparisons") or []
+                                             if isinstance(c, dict) and c.get("key") == key]
+                facts.failed_metrics = {str(e.get("metric")) for e in judged if e.get("verdict") == "regressed"}
         out[h.run_id] = facts
     return out
 
 
-def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricTrend], list[str]]:
+def trend(store: Store, key: str, *, alpha: float = 0.005, facts: dict[int, RunFacts] | None = None
+          ) -> tuple[list[MetricTrend], list[str]]:
     """Per gated metric of case ``key``: its latest set-up's runs, change points and the interval the next run
     is predicted in; and notes (set-ups kept apart, too few runs). ([], notes) for an unknown case."""
     past = records.case_history(store, key)
@@ -105,6 +112,7 @@ def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricT
     # every run of the set-up is shown (those held out after failing their gate too); the prediction is the gate's
     same = [h for h in past if h.fingerprint == fp and not h.partial and h.verdict != "error"]
     judged = {h.run_id for h in records.judged_runs([h for h in past if h.fingerprint == fp])[0]}
+    facts = run_facts(store, key) if facts is None else facts
     notes = []
     others = len(past) - len([h for h in past if h.fingerprint == fp])
     if others:
@@ -122,7 +130,8 @@ def trend(store: Store, key: str, *, alpha: float = 0.005) -> tuple[list[MetricT
         means = [float(np.mean(logs)) for _, logs in kept]
         # as the gate: change points only from decide.CHANGE_MIN_RUNS runs on (shorter series mark spurious ones)
         changes = cp.change_points(means) if len(means) >= decide.CHANGE_MIN_RUNS else []
-        changes = at_first_failure(changes, [h.failed_gate for h in runs], means)
+        changes = at_first_failure(changes, [metric in facts[h.run_id].failed_metrics if h.run_id in facts else
+                                             False for h in runs], means)
         n = int(np.median([len(logs) for _, logs in kept]))
         pred = noise.predict([logs for h, logs in kept if h.run_id in judged], n)
         shown = kept[-SHOWN:]

@@ -69,7 +69,9 @@ def test_a_slower_deploy_fails_against_its_history_and_the_trend_shows_it(pytest
 
     listed = _specperf(pytester.path, "history")
     assert listed.returncode == 0, listed.stderr
-    assert [line.split()[1] for line in listed.stdout.splitlines()] == ["1", "2", "3", "4", "5", "6"]
+    assert [line.split()[1] for line in listed.stdout.splitlines() if line.startswith("run ")] == [
+        "1", "2", "3", "4", "5", "6"]
+    assert "  FAILED test_perf.py::test_case: " in listed.stdout  # the slow run's verdict, with its reason
     trend = _specperf(pytester.path, "trend", "test_perf.py::test_case", "-o", "trend.png")
     assert trend.returncode == 0, trend.stderr
     assert "test_perf.py::test_case decode_tps: 6 run(s)" in trend.stdout
