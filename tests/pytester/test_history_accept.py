@@ -50,8 +50,8 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     raw = load_profile("healthy").to_dict()
     slow = {**raw, "step_ms": SLOW_STEP_MS}
     (pytester.path / "slow.yaml").write_text(yaml.safe_dump(slow))
-    for _ in range(5):  # the history: five runs on the normal server (the gate's fewest)
-        pytester.runpytest_subprocess(FAST, "--specperf-history").assert_outcomes(passed=1)
+    for i in range(5):  # the history: five runs on the normal server (the gate's fewest), recorded, not judged
+        pytester.runpytest_subprocess(FAST, f"--specperf-save=h{i}").assert_outcomes(passed=1)
     normal = pytester.runpytest_subprocess(FAST, "--specperf-history", "--specperf-json=r.json")
     normal.assert_outcomes(passed=1)
     # a passing row judged by its history shows the prediction it passed against, in the table and the JSON
