@@ -7,6 +7,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import ChangePoint, HistoryEntry, MetricTrend, TrendPoint
 from pytest_specperf.cases.saved_results import load_part, load_result
@@ -83,3 +85,13 @@ def test_a_trend_without_a_prediction_leaves_its_fields_out() -> None:
     assert list(to_dict(trend))[-4:] == ["predicted", "interval", "between", "within"]
     (chart,) = trend_view.trend_charts([trend])
     assert [s.name for s in chart.series] == ["earlier runs, 95% interval", "predicted for the next run"]
+
+
+def test_a_ttft_trend_is_drawn_in_ms_as_the_table_shows_it() -> None:
+    """The table shows a TTFT of 0.167 s as 167 ms; the trend chart draws it at 167 on an axis in ms, named as the
+    figure the history judges."""
+    trend = MetricTrend(key="t::a", metric="ttft_s", runs=2, series=[TrendPoint(value=0.167, lo=0.150, hi=0.180),
+                                                                      TrendPoint(value=0.170, lo=0.160, hi=0.181)])
+    (chart,) = trend_view.trend_charts([trend])
+    assert chart.series[0].y == pytest.approx([167.0, 170.0]) and chart.series[0].low == pytest.approx([150, 160])
+    assert chart.ylabel.startswith("ttft, ms") and "geometric mean" in chart.ylabel

@@ -12,24 +12,33 @@ from pytest_specperf.cases.result_parts import HistoryEntry, MetricTrend
 from pytest_specperf.report.views.base import Chart, Level, ResultLike, Series, typed
 
 
+def axis(metric: str) -> tuple[str, float]:
+    """The y axis of a metric's trend and the factor its values are drawn at: times in ms, as the table shows them,
+    and named as what the history judges (the geometric mean of a run's trials, not a percentile)."""
+    if metric.endswith("_s"):
+        return f"{metric.removesuffix('_s')}, ms (geometric mean of the run's trials)", 1000.0
+    return f"{metric} (geometric mean of the run's trials)", 1.0
+
+
 def _chart(n: int, e: HistoryEntry | MetricTrend, title: str) -> Chart | None:
     series = e.series
     if not series:
         return None
     first = e.first_shown + 1  # runs numbered from 1, in history order
     xs = [float(first + i) for i in range(len(series))]
-    chart = Chart(f"trend{n}", title, "run (oldest first)", e.metric)
-    chart.series.append(Series("earlier runs, 95% interval", xs, [s.value for s in series], "points",
-                               low=[s.lo for s in series], high=[s.hi for s in series]))
+    label_y, k = axis(e.metric)
+    chart = Chart(f"trend{n}", title, "run (oldest first)", label_y)
+    chart.series.append(Series("earlier runs, 95% interval", xs, [s.value * k for s in series], "points",
+                               low=[s.lo * k for s in series], high=[s.hi * k for s in series]))
     nxt = float(first + len(series))
     # a judged entry has this run's value and verdict; a trend only the history's prediction for the next run
     value, verdict = (e.value, e.verdict) if isinstance(e, HistoryEntry) else (None, None)
     if e.interval is not None and len(e.interval) == 2 and e.predicted is not None:
         label = "predicted for this run" if value is not None else "predicted for the next run"
-        chart.series.append(Series(label, [nxt], [float(e.predicted)], "points",
-                                   low=[float(e.interval[0])], high=[float(e.interval[1])]))
+        chart.series.append(Series(label, [nxt], [float(e.predicted) * k], "points",
+                                   low=[float(e.interval[0]) * k], high=[float(e.interval[1]) * k]))
     if value is not None:
-        chart.series.append(Series("this run", [nxt], [float(value)], "points", labels=[str(verdict or "")]))
+        chart.series.append(Series("this run", [nxt], [float(value) * k], "points", labels=[str(verdict or "")]))
     for c in e.changes:
         x = float(c.index + 1)
         if x >= first:
