@@ -15,7 +15,7 @@ import yaml
 
 from pytest_specperf.sim import load_profile
 
-FAST = "--specperf-sim-speed=20"
+SPEED = "--specperf-sim-speed=4"  # 5 ms steps: at 20x (1 ms) a loaded host's timer moved runs by 60 %
 CASE = """
 import pytest
 
@@ -24,7 +24,7 @@ def test_single_user(specperf):
     pass
 """
 #: the slowed deploy's step time (the default profile's is 20 ms). Far beyond the gate's 5 % so that six runs of
-#: a busy host at 20x speed (a few % apart) decide it, and still one failed run, let into the prediction, widens
+#: a busy host (a few % apart) decide it, and still one failed run, let into the prediction, widens
 #: it enough that a retry passes (what the gate did before failed runs were held out).
 SLOW_STEP_MS = 30.0
 
@@ -51,8 +51,8 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     slow = {**raw, "step_ms": SLOW_STEP_MS}
     (pytester.path / "slow.yaml").write_text(yaml.safe_dump(slow))
     for i in range(5):  # the history: five runs on the normal server (the gate's fewest), recorded, not judged
-        pytester.runpytest_subprocess(FAST, f"--specperf-save=h{i}").assert_outcomes(passed=1)
-    normal = pytester.runpytest_subprocess(FAST, "--specperf-history", "--specperf-json=r.json")
+        pytester.runpytest_subprocess(SPEED, f"--specperf-save=h{i}").assert_outcomes(passed=1)
+    normal = pytester.runpytest_subprocess(SPEED, "--specperf-history", "--specperf-json=r.json")
     normal.assert_outcomes(passed=1)
     # a passing row judged by its history shows the prediction it passed against, in the table and the JSON
     normal.stdout.fnmatch_lines(["*[[]sustained[]] test_single_user*passed*history test_perf.py::test_single_user: "
@@ -62,7 +62,7 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
 
     reasons = []
     for _ in range(2):  # the slowed deploy, run and retried: each fails with the same reason
-        res = pytester.runpytest_subprocess(FAST, "--specperf-history", "--specperf-sim=slow.yaml",
+        res = pytester.runpytest_subprocess(SPEED, "--specperf-history", "--specperf-sim=slow.yaml",
                                             "--specperf-json=r.json")
         res.assert_outcomes(failed=1)
         r = _decode(pytester.path)
@@ -97,6 +97,6 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     again = _specperf(pytester.path, "history", "accept", "7")
     assert again.returncode == 2 and "run 7 holds no case that failed its history gate" in again.stderr
     # the new normal: judged from run 7 on (two runs: by the baseline rule against the latest), it passes
-    res = pytester.runpytest_subprocess(FAST, "--specperf-history", "--specperf-sim=slow.yaml")
+    res = pytester.runpytest_subprocess(SPEED, "--specperf-history", "--specperf-sim=slow.yaml")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*test_perf.py::test_single_user is judged from run 7 on, where a change was accepted*"])
