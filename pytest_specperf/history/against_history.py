@@ -75,7 +75,7 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
         past = records.case_history(store, key)
         same, held = records.judged_runs([h for h in past if h.fingerprint == fp])
         others = [h for h in past if h.fingerprint != fp]
-        if same and same[0].accepted:
+        if same and same[0].accepted and len(same) < noise.MAX_RUNS:  # said while it shapes the prediction
             notes.append(f"history: {key} is judged from run {same[0].run_id} on, where a change was accepted "
                          f"({same[0].accepted})")
         if held:
