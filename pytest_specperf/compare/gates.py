@@ -19,7 +19,7 @@ from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
 from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import is_error_record, load_part, load_result
 from pytest_specperf.compare import arms as arms_table
-from pytest_specperf.compare import categories, crossover, sequential
+from pytest_specperf.compare import categories, cause, crossover, sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
 
@@ -453,8 +453,9 @@ def _median_share(results: Sequence[Case]) -> float | None:
 
 def _ttft_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
                  sides: tuple[str, str] = ("baseline", "now")) -> list[CaseComparison]:
-    """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``)."""
-    return _cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides)
+    """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``); every
+    comparison that moved names its cause from both sides' figures (``cause.attach``)."""
+    return cause.attach(_cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides), base, cand, sides)
 
 
 def _ab_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]) -> list[CaseComparison]:
