@@ -182,7 +182,7 @@ def _value(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
     if unit == "ms":
-        return f"{v:.1f}"
+        return f"{v:.1f}" if v >= 10 else f"{v:.2f}"  # a fast simulator's steps of 2 ms: 2.00 -> 2.52, not 2.0 -> 2.5
     if unit in ("tokens/step", "of the prompt"):
         return f"{v:.2f}"
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
