@@ -178,7 +178,8 @@ def _change(metric: str, effect: float) -> float:
     return effect if DIRECTIONS.get(metric, "higher") == "higher" else 1.0 / (1.0 + effect) - 1.0
 
 
-def _value(v: float | None, unit: str) -> str:
+def value_text(v: float | None, unit: str) -> str:
+    """A figure as the cause's line and the report write it, in ``unit``'s precision."""
     if v is None:
         return "-"
     if unit == "ms":
@@ -201,7 +202,8 @@ def factor_text(f: CauseFactor) -> str:
         moved.append(f"explains {round(f.share * 100)}%")
     tail = f" ({', '.join(moved)})" if moved else ""
     source = f" from {f.source}" if f.source else ""
-    return f"{f.name} {_value(f.base, f.unit)} -> {_value(f.now, f.unit)} {f.unit}{source}{tail}".replace("  ", " ")
+    unit = f" {f.unit}" if f.unit else ""
+    return f"{f.name} {value_text(f.base, f.unit)} -> {value_text(f.now, f.unit)}{unit}{source}{tail}"
 
 
 def _shown(f: CauseFactor) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specperf.compare.cause import value_text
 from pytest_specperf.sim import SimServer
 
 DECODE_CASE = """
@@ -101,8 +102,15 @@ def test_slower_steps_are_named_step_time(pytester: pytest.Pytester, sims: dict[
     assert accept["now"] == pytest.approx(after["accept"], rel=0.03)
     assert step["share"] > 0.7 and abs(accept["share"]) < 0.2
     assert cc["cause"]["text"] in r["reason"]
+    # the HTML report: the baseline's and this run's figures side by side, the cause first
     html = (pytester.path / "r.html").read_text()
-    assert "why decode_tps" in html and "baseline" in html
+    table = html[html.index('<table class="cause">'):]
+    table = table[:table.index("</table>")]
+    assert "<caption>why decode_tps regressed: the cause: step time</caption>" in table
+    assert "<th></th><th>baseline</th><th>now</th><th>change</th><th>explains</th>" in table
+    row = (f'<td>step time (ms)</td><td class="num">{value_text(step["base"], "ms")}</td>'
+           f'<td class="num">{value_text(step["now"], "ms")}</td>')
+    assert row in table and table.index(row) < table.index("<td>acceptance (tokens/step, from metrics)</td>")
 
 
 def test_fewer_tokens_per_step_are_named_acceptance(pytester: pytest.Pytester, sims: dict[str, SimServer]) -> None:

@@ -102,11 +102,13 @@ def test_shares_add_to_one_whatever_moved() -> None:
                      prompt=rng.randrange(100, 9000), seed=rng.randrange(1000))
         now = _case(rng.uniform(5, 50), rng.uniform(1, 6), ttft=rng.uniform(0.01, 2), share=rng.uniform(0, 0.99),
                     prompt=rng.randrange(100, 9000), seed=rng.randrange(1000))
+        sides = []
         for r in (base, now):
             r.total_tps, r.ttft_p90_s = r.decode_tps * 4, r.ttft_s * 1.3
-            setattr(r, "tpot_p90_ms", 1000.0 / r.decode_tps)  # not a sustained field: read like a rate case's
+            # as JSON, with a rate case's per-token latency beside: the split reads either form
+            sides.append({**to_dict(r), "tpot_p90_ms": 1000.0 / r.decode_tps})
         effect = math.exp(rng.uniform(-0.7, 0.7)) - 1
-        c = cause.explain(metric, effect, [base], [now])
+        c = cause.explain(metric, effect, sides[:1], sides[1:])
         assert c is not None
         shares = [f.share for f in c.factors if f.share is not None]
         if c.named is None:
