@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_specperf.cases.result_parts import CaseComparison, Cause, CauseFactor, case_key
+from pytest_specperf.cases.result_parts import CaseComparison, Cause, CauseFactor, HistoryEntry, case_key
 from pytest_specperf.compare.trials import DIRECTIONS, Case, read, sub_cases, users_of
 from pytest_specperf.run.acceptance import SLOWDOWN_TO_SPLIT
 
@@ -255,11 +255,48 @@ def attach(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]
     return out
 
 
-def for_history(key: str, metric: str, effect: float, past: Sequence[Case], now: Case) -> Cause | None:
-    """The cause of a run's change against its history: ``past`` the earlier runs' results (records or JSON) that the
-    prediction rests on, ``now`` this run's; ``key`` the unit (``case_key``). For ``history/against_history.py``."""
-    def units(results: Sequence[Case]) -> list[Case]:
-        return [case for r in results if read(r, "verdict") != "error"
-                for nodeid, ctx, case in sub_cases(r) if case_key(nodeid, ctx, users_of(case)) == key]
+#: the most earlier runs a history cause reads (the latest of those the verdict was judged against)
+HISTORY_RUNS = 5
 
-    return explain(metric, effect, units(past), units([now]), ("history", "now"))
+
+def judged_runs(entry: HistoryEntry, run_ids: Sequence[int]) -> list[int]:
+    """The earlier runs (ids, oldest first, at most ``HISTORY_RUNS``) a history entry's change is against: the level
+    before the change that decided it (``began``), else the runs since the last change point (the prediction's)."""
+    ids = sorted(run_ids)
+    marks = sorted(c.run for c in entry.changes if c.run is not None)
+    began = entry.began.run if entry.began is not None else None
+    if began is not None:
+        start = max([m for m in marks if m < began], default=ids[0] if ids else 0)
+        kept = [i for i in ids if start <= i < began]
+    else:
+        kept = [i for i in ids if not marks or i >= marks[-1]]
+    return kept[-HISTORY_RUNS:]
+
+
+def explain_entry(entry: HistoryEntry, past: Sequence[Case | None], now: Case) -> None:
+    """Set a history entry's ``cause`` and add its line to the entry's reason: ``past`` the results (records or the
+    store's JSON; None where a run's is missing) of ``judged_runs``, ``now`` this run's result. The change is this
+    run against the prediction, or for a change point the level now against the level before it. For
+    ``history/against_history.py``."""
+    effect = entry.effect
+    ch = entry.began
+    if entry.by == "change point" and ch is not None and ch.level_before and ch.level_now:
+        ratio = ch.level_now / ch.level_before
+        effect = ratio - 1 if DIRECTIONS.get(entry.metric, "higher") == "higher" else 1 / ratio - 1
+    found = explain(entry.metric, effect, _history_units([p for p in past if p is not None], entry.key),
+                    _history_units([now], entry.key), ("history", "now"))
+    if found is not None:
+        entry.cause = found
+        entry.reason = f"{entry.reason}; {found.text}"
+
+
+def _history_units(results: Sequence[Case], key: str) -> list[Case]:
+    """The units of ``results`` the history keys ``key`` (``records.units``: a load sweep's level by its users)."""
+    out: list[Case] = []
+    for r in results:
+        if read(r, "verdict") == "error":
+            continue
+        sweep = read(r, "kind") == "load_sweep"
+        out += [case for nodeid, ctx, case in sub_cases(r)
+                if case_key(nodeid, ctx, users_of(case) if sweep else None) == key]
+    return out
