@@ -421,6 +421,7 @@ class ArmsGateLevel:
     best_tps: float | None = field(default=None, metadata=OMIT)
     noise: float | None = field(default=None, metadata=OMIT)  # pooled per-trial log-sd of the two arms
     trials_needed: int | None = field(default=None, metadata=OMIT)  # per arm, to show an equal arm within
+    cause: Cause | None = field(default=None, metadata=OMIT)  # below or inconclusive: what the loss comes from
 
     def json_extras(self) -> dict[str, Any]:
         """A level judged against another arm writes ``noise`` and ``trials_needed`` as null when unknown; they

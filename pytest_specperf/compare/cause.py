@@ -24,11 +24,11 @@ decode rate; the cached share as the server reported it (``cached_share``; a ses
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_specperf.cases.result_parts import CaseComparison, Cause, CauseFactor, HistoryEntry, case_key
+from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, Cause, CauseFactor, HistoryEntry, case_key
 from pytest_specperf.compare.trials import DIRECTIONS, Case, read, sub_cases, users_of
 from pytest_specperf.run.acceptance import SLOWDOWN_TO_SPLIT
 
@@ -300,3 +300,25 @@ def _history_units(results: Sequence[Case], key: str) -> list[Case]:
         out += [case for nodeid, ctx, case in sub_cases(r)
                 if case_key(nodeid, ctx, users_of(case) if sweep else None) == key]
     return out
+
+
+def _level_units(results: Sequence[Case], users: int) -> list[Case]:
+    """Each trial's unit at ``users``: a load sweep's level, or a load case run at that concurrency."""
+    out: list[Case] = []
+    for r in results:
+        if read(r, "verdict") == "error":
+            continue
+        out += [case for _, _, case in sub_cases(r) if read(case, "concurrency") == users]
+    return out
+
+
+def for_arms(t: ArmsTable, results: Mapping[str, Sequence[Case]]) -> None:
+    """Set the ``cause`` of each level where the deployed arm is below the best or not shown within it: the best
+    arm's trials against the deployed arm's at that level (``results``: each arm's trials). For ``gates.run_arms``."""
+    if t.gate is None:
+        return
+    for lv in t.gate.levels:
+        if lv.verdict == "holds" or lv.best is None or lv.best not in results or t.gate.deployed not in results:
+            continue
+        lv.cause = explain("decode_tps", lv.ratio - 1, _level_units(results[lv.best], lv.users),
+                           _level_units(results[t.gate.deployed], lv.users), (lv.best, t.gate.deployed))

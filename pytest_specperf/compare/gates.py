@@ -300,6 +300,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
         row.arms = replace(t, levels=[])
         row.notes.append("arms measured; open-loop cases are not ranked per level")
         return row, []
+    cause.for_arms(t, results)  # a level below the best names what the loss comes from
     return row, arms_table.apply(row, t, gate.inconclusive)
 
 

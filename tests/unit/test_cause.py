@@ -14,6 +14,7 @@ from pytest_specperf.cases.result_parts import Acceptance
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResult, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import cause, gates
+from pytest_specperf.report.views import cause as views_cause
 
 
 def _stream(decode: float, ttft: float, tpc: float, prompt: int, cached: int | None) -> StreamResult:
@@ -164,3 +165,38 @@ def test_ab_names_the_cause_per_level_with_a_and_b() -> None:
     assert dec.verdict == "regressed" and dec.cause is not None
     assert dec.cause.sides == ["A", "B"] and dec.cause.named == "acceptance"
     assert "why decode_tps -20.0% (A -> B): acceptance 3.00 -> 2.40 tokens/step from metrics" in dec.reason
+
+
+def test_an_arm_below_the_best_names_the_cause_against_the_best_arm() -> None:
+    # at 8 users the deployed arm k4 verifies more drafts per step: 4.0 tokens per step but 40 ms steps, against the
+    # best arm k2's 3.0 per 20 ms step (per-user decode 100 vs 150 tok/s): step time is the cause, acceptance won back
+    # part of it. At 1 user k4 is the best.
+    figures = {"k2": {1: (20.0, 3.0), 8: (20.0, 3.0)}, "k4": {1: (20.0, 4.0), 8: (40.0, 4.0)}}
+    rng = random.Random(3)
+
+    def measure(name: str, levels: list[int] | None) -> LoadSweepResult:
+        rows = []
+        for users, (step, accept) in figures[name].items():
+            decode = 1000.0 * accept / step * (1 + rng.uniform(-0.004, 0.004))
+            rows.append(LoadLevel(concurrency=users, decode_tps=decode, total_tps=users * decode, ttft_s=0.1,
+                                  step_ms=step, accept_len=accept, accept_source="metrics", tokens_per_chunk=accept))
+        return LoadSweepResult(kind="load_sweep", endpoint=name, model="m", server="vllm", ctx=200, prompt_tokens=200,
+                               nodeid="t::s", concurrency=[1, 8], levels=rows, decode_tps=rows[-1].decode_tps)
+
+    row, _ = gates.run_arms(measure, ["k2", "k4"], 5, gates.Gate(), baseline="k2", deployed="k4", max_loss=0.05)
+    assert row.arms is not None and row.arms.gate is not None
+    (lv,) = [lv for lv in row.arms.gate.levels if lv.users == 8]
+    assert lv.verdict == "below" and lv.cause is not None
+    assert lv.cause.sides == ["k2", "k4"] and lv.cause.named == "step time"
+    shares = _shares(lv.cause)
+    g = math.log(100.0 / 150.0)
+    assert shares["step time"] == pytest.approx(-math.log(2.0) / g, rel=0.02)
+    assert shares["acceptance"] == pytest.approx(math.log(4.0 / 3.0) / g, rel=0.02)
+    assert lv.cause.text in row.reason and "why decode_tps -33." in row.reason
+    assert all(x.cause is None for x in row.arms.gate.levels if x.verdict == "holds")
+    # the report's table: the best arm's and the deployed arm's figures side by side, the cause first
+    (shown,) = views_cause.tables(row)
+    assert shown.title == "why k4 at 8 users is below against the best arm k2: the cause: step time"
+    assert shown.header == ["", "k2", "k4", "change", "explains"]
+    assert shown.rows[1][:4] == ["step time (ms)", "20.0", "40.0", "+100.0%"]
+    assert shown.rows[2][:3] == ["acceptance (tokens/step, from metrics)", "3.00", "4.00"]

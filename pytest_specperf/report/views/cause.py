@@ -30,7 +30,7 @@ def table(cause: Cause, title: str) -> Table:
 
 
 def tables(result: ResultLike) -> list[Table]:
-    """A table per comparison and per history entry with a cause, in the order the result holds them."""
+    """A table per comparison, arms level and history entry with a cause, in the order the result holds them."""
     r = typed(result)
     out = []
     for cc in r.comparisons or []:
@@ -38,6 +38,12 @@ def tables(result: ResultLike) -> list[Table]:
             where = f" at {users_text(cc.users)}" if cc.users is not None else \
                 f" at ctx {cc.ctx}" if cc.ctx is not None else ""
             out.append(table(cc.cause, f"why {cc.metric}{where} {cc.verdict}"))
+    gate = r.arms.gate if r.arms is not None else None
+    if gate is not None:
+        for lv in gate.levels:
+            if lv.cause is not None:
+                out.append(table(lv.cause, f"why {gate.deployed} at {users_text(lv.users)} is {lv.verdict} against "
+                                           f"the best arm {lv.best}"))
     for e in r.history or []:
         if e.cause is not None:
             unit = "" if e.key == case_key(r.nodeid, None) else f" ({e.key.rpartition('@')[2]})"
