@@ -96,7 +96,8 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(row))
     unlike = [*(differences or []), *_case_differences(mine, row)]
-    judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
+    # every comparison that moved names its cause from both sides' figures, last in its reason (compare/cause.py)
+    judged = cause.attach(_unlike(_ttft_judged(ccs, base, cand), unlike, strict), base, cand)
     if keys is not None:
         judged = [cc for cc in judged if cc.key in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
@@ -222,6 +223,7 @@ def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result]
 
 
 def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: Gate) -> tuple[Result, list[str]]:
+    ccs = cause.attach(ccs, per_trial(arms["A"]), per_trial(arms["B"]), ("A", "B"))  # what each change comes from
     trials = len(arms["B"])
     summary = aggregate(arms["B"], arm="B")
     a_row = aggregate(arms["A"], arm="A")
@@ -454,9 +456,8 @@ def _median_share(results: Sequence[Case]) -> float | None:
 
 def _ttft_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
                  sides: tuple[str, str] = ("baseline", "now")) -> list[CaseComparison]:
-    """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``); every
-    comparison that moved names its cause from both sides' figures (``cause.attach``)."""
-    return cause.attach(_cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides), base, cand, sides)
+    """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``)."""
+    return _cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides)
 
 
 def _ab_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]) -> list[CaseComparison]:
