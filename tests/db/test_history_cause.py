@@ -13,6 +13,7 @@ from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.compare import cause
 from pytest_specperf.history import against_history, records, schema
 from pytest_specperf.history.store import Store, Target
+from pytest_specperf.report.views import cause as views_cause
 
 
 def _result(rng: np.random.Generator, step_ms: float, accept: float) -> SustainedResult:
@@ -54,6 +55,10 @@ def test_a_regression_against_the_history_names_its_cause(store: Store, step_ms:
     assert entry.cause.text in entry.reason and entry.cause.text in cand.reason
     # the TTFT held: no cause for it
     assert all(e.cause is None for e in cand.history or [] if e.metric == "ttft_s")
+    # the report's table: the history's figures and this run's side by side
+    (shown,) = views_cause.tables(cand)
+    assert shown.title == f"why decode_tps regressed against its history: the cause: {named}"
+    assert shown.header == ["", "history", "now", "change", "explains"]
 
 
 def _entry(began: int | None, changes: list[int]) -> HistoryEntry:
