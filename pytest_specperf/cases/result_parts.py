@@ -224,6 +224,36 @@ class Comparison:
         return to_dict(self)
 
 
+@dataclass
+class CauseFactor:
+    """One factor of a change across runs (``compare/cause.py``): its figure on each side, in ``unit``, its relative
+    change, and the share of the metric's change it explains (log terms over the metric's log change; the shares
+    of one cause add to 1, ``other`` holding what the measured factors leave; None where the change was not split)."""
+
+    name: str  # acceptance | step time | cached share | prompt | prefill | other
+    unit: str = ""  # tokens/step | ms | of the prompt | tokens | uncached tok/s
+    base: float | None = None  # the other side's (baseline, A, the history, the best arm)
+    now: float | None = None  # this side's
+    change: float | None = None  # now / base - 1
+    share: float | None = None
+    source: str = ""  # tokens per step: metrics | response | chunks (the stream's own steps)
+
+
+@dataclass
+class Cause:
+    """What a compared metric's change comes from: both sides' figures per factor and the factor ``named`` as the
+    cause (the largest share; None when the change is too small to split or too little was measured)."""
+
+    metric: str
+    change: float  # the metric's relative change, now / base - 1 (as the comparison's)
+    sides: list[str] = field(default_factory=list)  # [other side, this side]: baseline/now, A/B, history/now
+    named: str | None = None
+    base: float | None = None  # the metric on each side (geometric mean of its units)
+    now: float | None = None
+    factors: list[CauseFactor] = field(default_factory=list)  # the cause first
+    text: str = ""  # the line a reason carries
+
+
 def case_key(nodeid: str, ctx: int | None, users: int | None = None) -> str:
     """The name of a case, sweep point or load level in comparisons and exports."""
     if users is not None:
@@ -243,6 +273,7 @@ class CaseComparison:
     comparison: Comparison | None = None
     q: float | None = None  # Benjamini-Hochberg q-value over the run's p-values (report only)
     users: int | None = None  # a load sweep's level (concurrency); None for other cases
+    cause: Cause | None = field(default=None, metadata=OMIT)  # what the change comes from (compare/cause.py)
 
     @property
     def key(self) -> str:
@@ -314,6 +345,7 @@ class HistoryEntry:
     began: ChangePoint | None = field(default=None, metadata=OMIT)  # the recent change that decided the verdict
     since: int | None = field(default=None, metadata=OMIT)  # runs since ``began`` (this one included)
     reason: str = ""
+    cause: Cause | None = field(default=None, metadata=OMIT)  # what the change comes from (compare/cause.py)
 
 
 @dataclass(kw_only=True)
@@ -389,6 +421,7 @@ class ArmsGateLevel:
     best_tps: float | None = field(default=None, metadata=OMIT)
     noise: float | None = field(default=None, metadata=OMIT)  # pooled per-trial log-sd of the two arms
     trials_needed: int | None = field(default=None, metadata=OMIT)  # per arm, to show an equal arm within
+    cause: Cause | None = field(default=None, metadata=OMIT)  # below or inconclusive: what the loss comes from
 
     def json_extras(self) -> dict[str, Any]:
         """A level judged against another arm writes ``noise`` and ``trials_needed`` as null when unknown; they

@@ -209,7 +209,7 @@ def loss_text(deployed: str, lv: ArmsGateLevel, max_loss: float) -> str:
                 'within it (repeat="auto" adds trials until decided)')
     return (f"at {_users(lv.users)} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
             f"{lv.best}: {lv.deployed_tps:.1f} vs {lv.best_tps:.1f} tok/s per user, ratio "
-            f"{lv.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}")
+            f"{lv.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}" + (f"; {lv.cause.text}" if lv.cause else ""))
 
 
 def _write(summary: Result, t: ArmsTable, note: str, reason: str | None) -> None:

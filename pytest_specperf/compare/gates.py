@@ -19,7 +19,7 @@ from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
 from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import is_error_record, load_part, load_result
 from pytest_specperf.compare import arms as arms_table
-from pytest_specperf.compare import categories, crossover, sequential
+from pytest_specperf.compare import categories, cause, crossover, sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
 
@@ -96,7 +96,8 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(row))
     unlike = [*(differences or []), *_case_differences(mine, row)]
-    judged = _unlike(_ttft_judged(ccs, base, cand), unlike, strict)
+    # every comparison that moved names its cause from both sides' figures, last in its reason (compare/cause.py)
+    judged = cause.attach(_unlike(_ttft_judged(ccs, base, cand), unlike, strict), base, cand)
     if keys is not None:
         judged = [cc for cc in judged if cc.key in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
@@ -222,6 +223,7 @@ def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result]
 
 
 def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: Gate) -> tuple[Result, list[str]]:
+    ccs = cause.attach(ccs, per_trial(arms["A"]), per_trial(arms["B"]), ("A", "B"))  # what each change comes from
     trials = len(arms["B"])
     summary = aggregate(arms["B"], arm="B")
     a_row = aggregate(arms["A"], arm="A")
@@ -300,6 +302,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, 
         row.arms = replace(t, levels=[])
         row.notes.append("arms measured; open-loop cases are not ranked per level")
         return row, []
+    cause.for_arms(t, results)  # a level below the best names what the loss comes from
     return row, arms_table.apply(row, t, gate.inconclusive)
 
 

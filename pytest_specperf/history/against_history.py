@@ -20,6 +20,7 @@ import numpy as np
 
 from pytest_specperf.cases.result_parts import HistoryEntry
 from pytest_specperf.cases.results import Result
+from pytest_specperf.compare import cause
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import decide, noise, records
@@ -97,6 +98,9 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
                 short.append((key, [h for h, _ in kept]))
                 continue
             entries.append(_entry(key, metric, direction, d, kept, alpha / tests))
+            if entries[-1].verdict != "passed":  # what the change comes from, against the runs it was judged by
+                ids = cause.judged_runs(entries[-1], [h.run_id for h, _ in kept])
+                cause.explain_entry(entries[-1], [records.result_of(store, i, result.nodeid) for i in ids], result)
     if short:
         notes += _fall_back(store, result, short, max_regression, inconclusive)
     failing = [e for e in entries if e.verdict == "regressed"]

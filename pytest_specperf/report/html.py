@@ -143,6 +143,7 @@ def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] 
         cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.nodeid),
                       "short": _short(str(r.nodeid)), "kind": str(r.kind or "-"),
                       "verdict": verdict, "reason": str(r.reason or ""), "facts": v.facts, "charts": charts,
+                      "tables": v.tables,
                       # each once: an A/B case gathers the same note from every trial, a session from every turn
                       "warnings": report.once([*(r.warnings or []), *report.notes(row)]),
                       "decode": figures.fmt(row.decode_tps), "drift": figures.fmt(row.drift, ".2f"),

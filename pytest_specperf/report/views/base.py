@@ -75,11 +75,21 @@ class Chart:
 
 
 @dataclass
+class Table:
+    """A small table of text: a title, its column headers and its rows (a cause's two sides, ``views/cause.py``)."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
 class CaseView:
-    """What the report shows for one result: key figures (label, text) and charts."""
+    """What the report shows for one result: key figures (label, text), charts and tables."""
 
     facts: list[tuple[str, str]] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
 #: What a view takes: a typed result, or its JSON (a saved run's, an xdist report's).

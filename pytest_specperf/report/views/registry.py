@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pytest_specperf.cases.saved_results import has_record, is_error_record
-from pytest_specperf.report.views import categories, load, session, single, trend
+from pytest_specperf.report.views import categories, cause, load, session, single, trend
 from pytest_specperf.report.views.arms import arms_view
 from pytest_specperf.report.views.base import (
     CaseView,
@@ -48,6 +48,7 @@ def view(result: ResultLike, baseline: Sequence[ResultLike] | None = None) -> Ca
         render = generic  # nothing was measured: show what is known, draw nothing
     v = render(r, baseline or [])
     v.charts += comparison_charts(r, baseline or [])  # types the baseline's results only where it draws them
+    v.tables += cause.tables(r)  # what each moved comparison comes from: both sides' figures
     v.facts += categories.facts(r)  # a prompt file's categories, whatever the kind
     v.charts += categories.charts(r)
     v.facts += trend.facts(r)  # judged against its history (--specperf-history): the trend per metric

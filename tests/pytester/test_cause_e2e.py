@@ -1,0 +1,145 @@
+"""A regression against a saved baseline names its cause, checked against the simulator's truth: slower steps are
+named step time, fewer tokens per step acceptance, a colder prefix cache the cached share (real pytest runs of a
+case against simulators whose profile differs in that one figure)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specperf.compare.cause import value_text
+from pytest_specperf.sim import SimServer
+
+# repeat="auto": a busy machine adds trials until the sequential test decides, so the verdict stays "regressed"
+DECODE_CASE = """
+import pytest
+
+@pytest.mark.sustained(tokens=256, ctx=200, repeat="auto")
+def test_decode(specperf):
+    pass
+"""
+# A warm prefix cache (one untimed request per prompt first): TTFT is the uncached tail of a 6000-token prompt on a
+# cache that keeps it, the whole prompt on one that keeps nothing (6000 / 20000 tok/s / speed 10 = 30 ms).
+PREFILL_CASE = """
+import pytest
+
+@pytest.mark.sustained(tokens=32, ctx=6000, repeat=5, prefix_cache="warm")
+def test_prefill(specperf):
+    pass
+"""
+SPEED = 10
+
+
+@pytest.fixture(scope="module")
+def sims() -> Iterator[dict[str, SimServer]]:
+    """The healthy profile, and one each with slower steps, fewer tokens accepted per step, and no prefix cache (the
+    cache reported in ``usage`` on the cache test's pair)."""
+    with SimServer("healthy", speed=SPEED) as base, \
+            SimServer("healthy", speed=SPEED, overrides={"step_ms": 25}) as slow, \
+            SimServer("healthy", speed=SPEED, overrides={"accept_len": {"prose": 2.4}}) as low, \
+            SimServer("healthy", speed=SPEED, overrides={"cache_report": True}) as warm, \
+            SimServer("healthy", speed=SPEED, overrides={"cache_report": True, "prefix_cache_tokens": 0}) as cold:
+        yield {"base": base, "slow": slow, "low": low, "warm": warm, "cold": cold}
+
+
+def _result(path: Path) -> dict[str, Any]:
+    (r,) = json.loads(path.read_text())["results"]
+    return r
+
+
+def _truth(sim: SimServer, r: dict[str, Any]) -> dict[str, float]:
+    """Median over the case's streams, by the simulator's own record: tokens per decode step, the decode steps'
+    spacing (ms, real time) and the cached share of the prompt."""
+    per = []
+    for s in r["streams"]:
+        t = sim.truth(s["response_id"])
+        steps = t["steps"]
+        per.append({"accept": statistics.mean(x["tokens"] for x in steps[1:]),
+                    "step_ms": 1000.0 * (steps[-1]["t_s"] - steps[0]["t_s"]) / (len(steps) - 1),
+                    "share": t["cached_tokens"] / t["prompt_tokens"]})
+    return {k: statistics.median(p[k] for p in per) for k in ("accept", "step_ms", "share")}
+
+
+def _cause(r: dict[str, Any], metric: str) -> dict[str, Any]:
+    (cc,) = [c for c in r["comparisons"] if c["metric"] == metric]
+    assert "cause" in cc, cc["reason"]
+    return cc
+
+
+def _factor(cause: dict[str, Any], name: str) -> dict[str, Any]:
+    (f,) = [f for f in cause["factors"] if f["name"] == name]
+    return f
+
+
+def _compare(p: pytest.Pytester, base: SimServer, cand: SimServer, case: str) -> tuple[pytest.RunResult, Path, Path]:
+    p.makepyfile(test_perf=case)
+    saved = p.path / "base.json"
+    p.runpytest_subprocess(f"--endpoint={base.url}", "--specperf-save=base",
+                           f"--specperf-json={saved}").assert_outcomes(passed=1)
+    out = p.path / "r.json"
+    res = p.runpytest_subprocess(f"--endpoint={cand.url}", "--specperf-compare=base", f"--specperf-json={out}",
+                                 f"--specperf-html={p.path / 'r.html'}")
+    return res, saved, out
+
+
+def test_slower_steps_are_named_step_time(pytester: pytest.Pytester, sims: dict[str, SimServer]) -> None:
+    res, saved, out = _compare(pytester, sims["base"], sims["slow"], DECODE_CASE)
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*regressed beyond 5%; why decode_tps -*% (baseline -> now): step time * -> * ms*"])
+    r = _result(out)
+    cc = _cause(r, "decode_tps")
+    assert cc["verdict"] == "regressed" and cc["cause"]["named"] == "step time"
+    before, after = _truth(sims["base"], _result(saved)), _truth(sims["slow"], r)
+    step, accept = _factor(cc["cause"], "step time"), _factor(cc["cause"], "acceptance")
+    # each side's figures are what that side's server did
+    assert step["base"] == pytest.approx(before["step_ms"], rel=0.08)
+    assert step["now"] == pytest.approx(after["step_ms"], rel=0.08)
+    assert accept["base"] == pytest.approx(before["accept"], rel=0.03)
+    assert accept["now"] == pytest.approx(after["accept"], rel=0.03)
+    assert step["share"] > 0.7 and abs(accept["share"]) < 0.2
+    assert cc["cause"]["text"] in r["reason"]
+    # the HTML report: the baseline's and this run's figures side by side, the cause first
+    html = (pytester.path / "r.html").read_text()
+    table = html[html.index('<table class="cause">'):]
+    table = table[:table.index("</table>")]
+    assert "<caption>why decode_tps regressed: the cause: step time</caption>" in table
+    assert "<th></th><th>baseline</th><th>now</th><th>change</th><th>explains</th>" in table
+    row = (f'<td>step time (ms)</td><td class="num">{value_text(step["base"], "ms")}</td>'
+           f'<td class="num">{value_text(step["now"], "ms")}</td>')
+    assert row in table and table.index(row) < table.index("<td>acceptance (tokens/step, from metrics)</td>")
+
+
+def test_fewer_tokens_per_step_are_named_acceptance(pytester: pytest.Pytester, sims: dict[str, SimServer]) -> None:
+    res, saved, out = _compare(pytester, sims["base"], sims["low"], DECODE_CASE)
+    res.assert_outcomes(failed=1)
+    r = _result(out)
+    cc = _cause(r, "decode_tps")
+    assert cc["verdict"] == "regressed" and cc["cause"]["named"] == "acceptance"
+    before, after = _truth(sims["base"], _result(saved)), _truth(sims["low"], r)
+    accept, step = _factor(cc["cause"], "acceptance"), _factor(cc["cause"], "step time")
+    assert step["base"] == pytest.approx(before["step_ms"], rel=0.08)
+    assert step["now"] == pytest.approx(after["step_ms"], rel=0.08)
+    assert accept["source"] == "metrics"  # the simulator exposes vLLM's counters: the server's count is used
+    assert accept["base"] == pytest.approx(before["accept"], rel=0.03)
+    assert accept["now"] == pytest.approx(after["accept"], rel=0.03)
+    assert accept["share"] > 0.7
+
+
+def test_a_colder_cache_is_named_cached_share(pytester: pytest.Pytester, sims: dict[str, SimServer]) -> None:
+    res, saved, out = _compare(pytester, sims["warm"], sims["cold"], PREFILL_CASE)
+    r = _result(out)
+    cc = _cause(r, "ttft_s")
+    # the sides' cached shares differ, so the gate calls the TTFT change the cache's (inconclusive), and says why
+    assert cc["verdict"] in ("inconclusive", "regressed") and cc["cause"]["named"] == "cached share"
+    before, after = _truth(sims["warm"], _result(saved)), _truth(sims["cold"], r)
+    share = _factor(cc["cause"], "cached share")
+    assert before["share"] > 0.9 and after["share"] == 0.0
+    assert share["base"] == pytest.approx(before["share"], abs=0.01) and share["now"] == after["share"]
+    assert share["share"] > 0.7
+    assert "why ttft_s +" in cc["reason"] and "cached share" in cc["reason"]
+    assert res.ret == 0 or "cached share" in r["reason"]
