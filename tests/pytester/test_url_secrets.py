@@ -11,6 +11,7 @@ of every request: method, path, query, Authorization) shows the real URL was sti
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -156,3 +157,21 @@ def test_a_down_endpoint_and_a_postgres_history_that_fails_name_their_urls_maske
     text = res.stdout.str() + res.stderr.str()
     assert "postgresql://ci:***@127.0.0.1:1/db?sslpassword=***" in text
     assert leaks(pytester.path, text, ["HistPassword3a9", "HistQuery6b1"]) == []
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    ("--endpoint=u:OptSecret1@host:8000", "is not an http(s) URL"),
+    ("--specperf-ab=http://u:OptSecret2@a:1/v1?k=OptSecret3", "needs two URLs"),
+    ("--specperf-ab=http://u:OptSecret4@a:1?k=OptSecret5,http://u:OptSecret4@a:1?k=OptSecret5", "twice"),
+    ("--specperf-arms=x=http://u:OptSecret6@a:1?k=OptSecret7", "needs two or more arms"),
+    ("--specperf-arms=http://u:OptSecret8@a:1,b=http://c:1", "is not NAME=VALUE"),
+    ("--specperf-arms=a=http://u:OptSecret9@a:1,b=http://u:OptSecret9@a:1", "for two arms"),
+    ("--specperf-history=mysql://u:OptSecret10@h/db?k=OptSecret11", "unknown scheme"),
+])
+def test_a_usage_error_names_the_url_masked(pytester: pytest.Pytester, option: str, said: str) -> None:
+    pytester.makepyfile(test_perf=AB_CASES)
+    res = pytester.runpytest_subprocess(option, "-p", "no:cacheprovider")
+    text = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and said in text, text
+    secrets = re.findall(r"OptSecret\d+", option)
+    assert secrets and [s for s in secrets if s in text] == [], text
