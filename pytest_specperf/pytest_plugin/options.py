@@ -191,6 +191,7 @@ def _history(config: pytest.Config) -> str | None:
     if target.path.is_dir():
         raise ConfigError(f"--specperf-history={text} is a folder; give a file, e.g. "
                           f"--specperf-history={Path(text) / 'history.sqlite'}")
+    check_writable(target.path.parent, f"--specperf-history={text}")  # a missing folder is created when it opens
     return str(target.path)
 
 
@@ -442,9 +443,7 @@ def _out_file(config: pytest.Config, name: str) -> Path | None:
     path, flag = given
     if path.is_dir():
         raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}={path / EXAMPLE_FILES[name]}")
-    if not path.parent.exists():
-        raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
-    check_writable(path.parent, f"{flag}={path}")  # now, not after the first case
+    check_writable(path.parent, f"{flag}={path}")  # now, not after the first case; a missing folder is created
     return path
 
 
