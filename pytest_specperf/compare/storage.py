@@ -252,7 +252,7 @@ def run_meta(results: Sequence[Result | dict[str, Any]] = (), *, root: Path | st
         else:
             found = _top(results[0], key) if results else None
         meta[key] = found if found is not None else known.get(key)
-    if isinstance(meta.get("endpoint"), str):  # a result's is masked already; a URL given here may not be
+    if isinstance(meta.get("endpoint"), str):  # not result data: a URL given here may be unmasked
         meta["endpoint"] = redact_url(meta["endpoint"])
     meta["machine"] = machine_info()
     if root is not None:
