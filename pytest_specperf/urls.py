@@ -49,12 +49,12 @@ def redact_text(text: str) -> str:
     return _URL_IN_TEXT.sub(one, text)
 
 
-def request_parts(url: str) -> tuple[str, list[tuple[str, str]]]:
+def request_parts(url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(the URL without its query or fragment, the query's pairs in order): the base a client joins paths to, and
     the parameters it sends on every request (``?api-version=...`` stays on ``/v1/models`` and every other)."""
     parts = urlsplit(url)
     base = urlunsplit(parts._replace(query="", fragment=""))
-    return base, parse_qsl(parts.query, keep_blank_values=True)
+    return base, tuple(parse_qsl(parts.query, keep_blank_values=True))
 
 
 def _mask_query(query: str) -> str:

@@ -194,10 +194,10 @@ class Scraper:
     """
 
     def __init__(self, url: str, kind: str, interval: float = 0.5, headers: dict[str, str] | None = None,
-                 params: list[tuple[str, str]] | None = None) -> None:
+                 params: tuple[tuple[str, str], ...] = ()) -> None:
         self.url, self.kind, self.interval = url.rstrip("/"), kind, interval
         self._headers = headers or {}
-        self._params = params or []  # the endpoint URL's query, sent on every request
+        self._params = params  # the endpoint URL's query, sent on every request
         self.samples: list[tuple[float, dict[str, float]]] = []  # (perf_counter, snapshot)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="specperf-scraper", daemon=True)

@@ -41,8 +41,8 @@ def test_redact_text_masks_every_url_in_a_message_and_keeps_the_sentence() -> No
 
 
 def test_request_parts_keep_the_credentials_and_the_query_pairs_in_order() -> None:
-    assert request_parts("http://u:p@h:1/base?b=2&a=1&e=") == ("http://u:p@h:1/base", [("b", "2"), ("a", "1"),
-                                                                                         ("e", "")])
+    assert request_parts("http://u:p@h:1/base?b=2&a=1&e=") == ("http://u:p@h:1/base", (("b", "2"), ("a", "1"),
+                                                                                         ("e", "")))
 
 
 def test_run_meta_stores_an_endpoint_given_to_it_masked() -> None:
