@@ -32,6 +32,7 @@ from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
 from pytest_specperf.report.views import trend as trend_view
 from pytest_specperf.report.views.base import CaseView
+from pytest_specperf.urls import redact_url
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -251,7 +252,7 @@ def cmd_history(store: Store, folder: Path | None) -> int:
     except HistoryError as exc:
         raise UsageError(str(exc)) from None
     if not runs:
-        print(f"no runs in history {store.target.shown()}")
+        print(f"no runs in history {redact_url(store.target.shown())}")
     for r in runs:
         commit = str(r["commit_id"] or "-")[:12] + ("-dirty" if r["dirty"] else "")
         server = " ".join(x for x in (r["server"], r["server_version"]) if x) or "-"
@@ -270,7 +271,7 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
         raise UsageError(str(exc)) from None
     if not entries:
         near = [k for k in known if case in k][:5] or known[:5]
-        raise UsageError(f"no runs of {case!r} in history {store.target.shown()}"
+        raise UsageError(f"no runs of {case!r} in history {redact_url(store.target.shown())}"
                          + (f"; known cases include: {', '.join(near)}" if near else ""))
     for note in notes:
         print(f"note: {note}")

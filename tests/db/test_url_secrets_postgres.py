@@ -54,3 +54,16 @@ def test_a_postgres_history_and_an_endpoint_keep_their_secrets(pytester: pytest.
             assert table != "results" or "ep:***@127.0.0.1" in rows  # the endpoint is stored, masked
             found += [f"table {table}: {s}" for s in SECRETS if s in rows]
     assert found == []
+
+
+def test_the_specperf_command_names_a_postgres_history_masked(pg_url: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_specperf import cli
+
+    history = pg_url.replace("specperf@", "specperf:PgPassword2c7@") + "?application_name=PgQuery8d5"
+    assert cli.main(["--storage", str(tmp_path), "history", "--history", history]) == 0
+    assert cli.main(["trend", "t.py::case", "--history", history]) == 2
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "no runs in history postgresql://specperf:***@" in text and "application_name=***" in text, text
+    assert [s for s in SECRETS if s in text] == []
