@@ -69,7 +69,9 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) 
     out = pytester.path / "out"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "step_summary.md"))
     monkeypatch.setenv("SPECPERF_LOCK_DIR", str(pytester.path / "locks"))
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    # under xdist the outer worker's variables would make pytest-benchmark in the inner run think it is a worker
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     out.mkdir(exist_ok=True)
     return pytester.runpytest_subprocess(*args, *every_output(out))
 
