@@ -33,6 +33,7 @@ from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
 from pytest_specperf.report.views import trend as trend_view
 from pytest_specperf.report.views.base import CaseView
+from pytest_specperf.urls import redact_url
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -280,7 +281,7 @@ def cmd_history(store: Store, folder: Path | None, case: str | None = None) -> i
     except HistoryError as exc:
         raise UsageError(str(exc)) from None
     if not runs:
-        print(f"no runs in history {store.target.shown()}")
+        print(f"no runs in history {redact_url(store.target.shown())}")
     for r in runs:
         commit = str(r["commit_id"] or "-")[:12] + ("-dirty" if r["dirty"] else "")
         server = " ".join(x for x in (r["server"], r["server_version"]) if x) or "-"

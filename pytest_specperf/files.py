@@ -21,8 +21,10 @@ def write_temp(folder: Path | str, text: str | bytes, prefix: str) -> Path:
 
     The first half of every atomic write: the caller renames (or links) it into place, and must unlink
     it if that fails. Temp files from ``mkstemp`` are private (0o600); every file the plugin writes gets
-    the same ordinary mode, so a JSON report, a Markdown summary and a saved run can be read alike.
+    the same ordinary mode, so a JSON report, a Markdown summary and a saved run can be read alike. A missing
+    ``folder`` is created with its parents, as pytest's ``--junitxml`` creates its own.
     """
+    Path(folder).mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:

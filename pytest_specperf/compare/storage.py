@@ -59,6 +59,7 @@ from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import is_error_record, load_result
 from pytest_specperf.files import write_temp
+from pytest_specperf.urls import redact_url
 
 FORMAT = "pytest-specperf/run"
 VERSION = 1
@@ -251,6 +252,8 @@ def run_meta(results: Sequence[Result | dict[str, Any]] = (), *, root: Path | st
         else:
             found = _top(results[0], key) if results else None
         meta[key] = found if found is not None else known.get(key)
+    if isinstance(meta.get("endpoint"), str):  # not result data: a URL given here may be unmasked
+        meta["endpoint"] = redact_url(meta["endpoint"])
     meta["machine"] = machine_info()
     if root is not None:
         meta["commit"] = commit_info(root)

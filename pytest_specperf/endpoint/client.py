@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -27,6 +28,7 @@ from pytest_specperf.endpoint.server_kinds import (
 from pytest_specperf.endpoint.sse import Chunk, Trace, TraceBuilder, paused_gc, split_events
 from pytest_specperf.errors import MeasurementError, shorten
 from pytest_specperf.prompts.cold import cold_salt
+from pytest_specperf.urls import redact_text, redact_url, request_parts
 
 #: Where each server kind tells its version: (route, JSON key).
 VERSION_ROUTES: dict[str, tuple[str, str]] = {
@@ -78,7 +80,13 @@ class Client:
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 60.0,
                  retries: int = 3, max_retry_wait: float = 30.0, kind: str | None = None,
                  source: str = "--endpoint") -> None:
-        self.url = url.rstrip("/")
+        base, params = request_parts(url)
+        # Requests go to the real URL (its user:password as Basic auth, its query on every request); ``url`` is
+        # the form every message, result and report shows, its credentials and query values masked.
+        self.base_url = base.rstrip("/")
+        self.params = params
+        parts = urlsplit(url)
+        self.url = redact_url(urlunsplit(parts._replace(path=parts.path.rstrip("/"))))
         self.source = source  # the option that named this URL, for "fix --endpoint" hints
         self.model = model
         self.timeout = timeout
@@ -86,13 +94,17 @@ class Client:
         self.max_retry_wait = max_retry_wait
         self._api_key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=self.url, headers=headers,
+        self.http = httpx.Client(base_url=self.base_url, params=params, headers=headers,
                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
         self.info: ServerInfo | None = None
         self._forced_kind = kind
         # Every request's prefill uncached unless it names a salt (``body``); False while a case asks for a warm cache.
         self.cold = True
         self._salts: set[str] = set()  # salts sent so far (llama.cpp: a salt's later requests may reuse its cache)
+
+    def async_http(self, **kw: Any) -> httpx.AsyncClient:
+        """An async client for the same endpoint: the real base URL, its query on every request, the same headers."""
+        return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers), **kw)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -107,6 +119,7 @@ class Client:
     # -- errors ---------------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
+        text = redact_text(text)  # a URL an exception names (httpx's own messages) shows as ``url`` does
         return text.replace(self._api_key, "***") if self._api_key else text
 
     def fail(self, message: str) -> MeasurementError:

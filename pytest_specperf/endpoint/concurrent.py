@@ -137,8 +137,7 @@ async def _run_closed(client: Client, requests: list[StreamRequest], users: int)
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     done: list[tuple[StreamOutcome, _Raw | None] | None] = [None] * len(requests)
     queue = iter(range(len(requests)))  # one shared cursor: the next free user takes the next request
-    async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
-                                 limits=limits, verify=_tls()) as http:
+    async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
         await _warm(client, timeout)
         start = time.perf_counter()
 
@@ -177,8 +176,7 @@ async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float
     n = max(len(sessions), 1)
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
-    async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
-                                 limits=limits) as http:
+    async with client.async_http(timeout=timeout, limits=limits) as http:
         await _warm(client, timeout)
         start = time.perf_counter()
 
@@ -220,8 +218,7 @@ def _tls() -> ssl.SSLContext:
 async def _run(client: Client, requests: list[StreamRequest], origin: float | None) -> list[StreamOutcome]:
     limits = httpx.Limits(max_connections=max(len(requests), 1), max_keepalive_connections=max(len(requests), 1))
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
-    async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
-                                 limits=limits, verify=_tls()) as http:
+    async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
         await _warm(client, timeout)
         start = time.perf_counter() if origin is None else origin
         tasks = [asyncio.create_task(_one(client, http, r, start)) for r in requests]
@@ -239,8 +236,7 @@ async def _warm(client: Client, timeout: httpx.Timeout) -> None:
     client's pool would give one request a head start (no connect) over the others.
     """
     try:
-        async with httpx.AsyncClient(base_url=client.url, headers=dict(client.http.headers), timeout=timeout,
-                                     verify=_tls()) as http, \
+        async with client.async_http(timeout=timeout, verify=_tls()) as http, \
                 http.stream("GET", "/v1/models", extensions={"trace": _ignore}) as resp:
             async for _ in resp.aiter_bytes():
                 pass

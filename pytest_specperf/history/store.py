@@ -17,9 +17,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pytest_specperf.errors import SpecperfError
+from pytest_specperf.urls import redact_url
 
 #: the default history file, next to the saved runs under the rootdir
 DEFAULT_FILE = Path(".specperf") / "history.sqlite"
@@ -43,14 +43,8 @@ class Target:
         return "postgres" if self.url else "sqlite"
 
     def shown(self) -> str:
-        """The target as messages name it (a URL without its password)."""
-        if self.url is None:
-            return str(self.path)
-        parts = urlsplit(self.url)
-        if parts.password:
-            host = parts.netloc.rsplit("@", 1)[-1]
-            parts = parts._replace(netloc=f"{parts.username}:***@{host}")
-        return urlunsplit(parts)
+        """The target as messages name it (a URL without its password or query values)."""
+        return str(self.path) if self.url is None else redact_url(self.url)
 
 
 def parse_target(text: str, root: Path | str) -> Target:

@@ -49,6 +49,7 @@ from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
 from pytest_specperf.settings import Settings
+from pytest_specperf.urls import redact_text
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -173,7 +174,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     else:
         target = f"embedded simulator '{s.sim}'" + (f" x{s.sim_speed:g}" if s.sim_speed != 1 else "") + \
             ", started on first use"
-    return f"specperf: endpoint={target}, max_drift={s.max_drift:g}, timeout={s.timeout:g}s"
+    return f"specperf: endpoint={redact_text(target)}, max_drift={s.max_drift:g}, timeout={s.timeout:g}s"
 
 def _marker_spec(item: pytest.Item) -> CaseSpec | None:
     found = [(name, item.get_closest_marker(name)) for name in SPECS]

@@ -6,7 +6,7 @@ import os
 import shlex
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -17,6 +17,7 @@ from pytest_specperf.history.store import HistoryError, parse_target
 from pytest_specperf.prompts.files import BUILTIN_PREFIX, load_prompts
 from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import STEP_SUMMARY, Settings
+from pytest_specperf.urls import redact_text, redact_url
 
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
 OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str, dict[str, Any]]] = [
@@ -183,13 +184,14 @@ def _history(config: pytest.Config) -> str | None:
     try:
         target = parse_target("" if text.lower() in YES else text, config.rootpath)
     except HistoryError as exc:
-        raise ConfigError(f"--specperf-history: {exc}") from None
+        raise ConfigError(f"--specperf-history: {str(exc).replace(text, redact_url(text))}") from None
     if target.url is not None:
         return target.url
     assert target.path is not None
     if target.path.is_dir():
         raise ConfigError(f"--specperf-history={text} is a folder; give a file, e.g. "
                           f"--specperf-history={Path(text) / 'history.sqlite'}")
+    check_writable(target.path.parent, f"--specperf-history={text}")  # a missing folder is created when it opens
     return str(target.path)
 
 
@@ -299,11 +301,12 @@ def _ab(config: pytest.Config, *, other_target: bool) -> tuple[str, str] | None:
         return None
     parts = [_check_url(u.strip(), "--specperf-ab", "http://a:8000,http://b:8000") for u in str(ab).split(",")]
     if len(parts) != 2:
-        raise ConfigError(f"--specperf-ab={ab!r} needs two URLs, e.g. --specperf-ab=http://a:8000,http://b:8000")
+        raise ConfigError(f"--specperf-ab={redact_text(str(ab))!r} needs two URLs, e.g. "
+                          "--specperf-ab=http://a:8000,http://b:8000")
     if other_target:
         raise ConfigError("--specperf-ab measures its own two endpoints; drop --endpoint/--specperf-engine")
     if parts[0] == parts[1]:
-        raise ConfigError(f"--specperf-ab names {parts[0]} twice; A and B must be two different servers "
+        raise ConfigError(f"--specperf-ab names {redact_url(parts[0])} twice; A and B must be two different servers "
                           "(to judge one server against a saved run, use --specperf-compare)")
     return (parts[0], parts[1])
 
@@ -315,7 +318,7 @@ def _pairs(raw: str, flag: str, example: str) -> list[tuple[str, str]]:
         name, sep, value = item.partition("=")
         name = name.strip()
         if not sep or not name or not value.strip():
-            raise ConfigError(f"{flag}: {item!r} is not NAME=VALUE; give e.g. {flag}={example}")
+            raise ConfigError(f"{flag}: {redact_text(item)!r} is not NAME=VALUE; give e.g. {flag}={example}")
         if name in (n for n, _ in out):
             raise ConfigError(f"{flag} names the arm {name!r} twice; give every arm its own name")
         out.append((name, value.strip()))
@@ -361,13 +364,14 @@ def _arms(config: pytest.Config, *, other_target: bool, engine_arms: tuple[int, 
     example = "off=http://a:8000,k2=http://b:8000,k4=http://c:8000"
     arms = [(n, _check_url(u, "--specperf-arms", example, n)) for n, u in _pairs(str(raw), "--specperf-arms", example)]
     if len(arms) < 2:
-        raise ConfigError(f"--specperf-arms={raw!r} needs two or more arms, e.g. --specperf-arms={example}")
+        raise ConfigError(f"--specperf-arms={redact_text(str(raw))!r} needs two or more arms, e.g. "
+                          f"--specperf-arms={example}")
     if other_target:
         raise ConfigError("--specperf-arms measures its own endpoints; drop --endpoint/--specperf-engine/--specperf-ab")
     urls = [u for _, u in arms]
     twice = next((u for u in urls if urls.count(u) > 1), None)
     if twice is not None:
-        raise ConfigError(f"--specperf-arms names {twice} for two arms; every arm must be its own server")
+        raise ConfigError(f"--specperf-arms names {redact_url(twice)} for two arms; every arm must be its own server")
     names = [n for n, _ in arms]
     if baseline is not None and baseline not in names:
         raise ConfigError(f"--specperf-arms-baseline={baseline!r} is not an arm; use one of {', '.join(names)}")
@@ -412,13 +416,18 @@ def _flag(config: pytest.Config, name: str) -> bool:
 
 
 def _check_url(url: str, flag: str, example: str = "http://host:8000", name: str = "") -> str:
-    """An http(s) URL without a trailing /v1; else a usage error whose example has the option's own shape."""
-    parsed = urlparse(url)
+    """An http(s) URL without a trailing /v1 (its query kept: every request sends it); else a usage error whose
+    example has the option's own shape, naming the URL with its credentials and query values masked."""
+    try:
+        parsed = urlsplit(url)
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parsed = urlsplit("")
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         which = f"arm {name!r}: " if name else ""
-        raise ConfigError(f"{flag}: {which}{url!r} is not an http(s) URL; give e.g. {flag}={example}")
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if parsed.path.rstrip("/").endswith("/v1") else url
+        raise ConfigError(f"{flag}: {which}{redact_url(url)!r} is not an http(s) URL; give e.g. {flag}={example}")
+    path = parsed.path.rstrip("/")
+    return urlunsplit(parsed._replace(path=path.removesuffix("/v1") if path.endswith("/v1") else path))
 
 
 def _path_option(config: pytest.Config, name: str) -> tuple[Path, str] | None:
@@ -434,9 +443,7 @@ def _out_file(config: pytest.Config, name: str) -> Path | None:
     path, flag = given
     if path.is_dir():
         raise ConfigError(f"{flag}={path} is a directory; give a file path, e.g. {flag}={path / EXAMPLE_FILES[name]}")
-    if not path.parent.exists():
-        raise ConfigError(f"{flag}={path}: folder {path.parent} does not exist; create it or choose another path")
-    check_writable(path.parent, f"{flag}={path}")  # now, not after the first case
+    check_writable(path.parent, f"{flag}={path}")  # now, not after the first case; a missing folder is created
     return path
 
 

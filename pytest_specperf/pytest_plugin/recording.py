@@ -34,6 +34,7 @@ from pytest_specperf.pytest_plugin.keys import (
 from pytest_specperf.run.registry import kind_for
 from pytest_specperf.run.target import EndpointSession
 from pytest_specperf.settings import Settings
+from pytest_specperf.urls import redact_text
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -200,7 +201,7 @@ def _against_history(config: pytest.Config, record: Result, max_regression: floa
     notes = history.judge(record, max_regression=max_regression, inconclusive=config.stash[SETTINGS].inconclusive)
     if history.error is not None and not config.stash.get(HISTORY_WARNED, False):
         config.stash[HISTORY_WARNED] = True
-        notes.append(f"--specperf-history: {history.error}; cases are judged without their history")
+        notes.append(f"--specperf-history: {redact_text(history.error)}; cases are judged without their history")
     return notes
 
 

@@ -33,6 +33,7 @@ from pytest_specperf.pytest_plugin.recording import storage_folder
 from pytest_specperf.report.output import Meta, Output, problem
 from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import summary
+from pytest_specperf.urls import redact_text, redact_url
 
 #: what a warning about one output adds: nothing else was lost with it
 COMPLETE = "the table and the other outputs are complete"
@@ -98,6 +99,7 @@ class ReportWriter:
     def _meta(self) -> Meta:
         m = self.meta
         m.endpoint = _endpoint(self.results[0]) if self.results else self.settings.endpoint
+        m.endpoint = redact_url(m.endpoint) if m.endpoint else m.endpoint  # a result's is already; the option's not
         m.run = self.run_metadata()
         m.paths = {o.name: p for o in self.outputs if (p := o.path(self.settings)) is not None}
         return m
@@ -172,9 +174,9 @@ class ReportWriter:
             try:
                 self.history_run = history.record(self.results, meta)
             except HistoryError as exc:
-                raise _OneLine(str(exc)) from None
+                raise _OneLine(redact_text(str(exc))) from None
 
-        self._write(option, history.target.shown(), record)
+        self._write(option, redact_url(history.target.shown()), record)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
@@ -197,9 +199,9 @@ class ReportWriter:
             if live and self.history_run is not None:
                 history = self.config.stash[HISTORY]
                 terminalreporter.write_line(f"run recorded as run {self.history_run} in history "
-                                            f"{history.target.shown()}")
+                                            f"{redact_url(history.target.shown())}")
         for option, why in self.write_errors.items():
-            terminalreporter.write_line(f"{option}: {why}", red=True)
+            terminalreporter.write_line(f"{option}: {redact_text(why)}", red=True)
 
 
 def _endpoint(result: Recorded) -> str | None:

@@ -206,5 +206,6 @@ class StepSummary(Output):
     def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Append the summary under a ``## specperf`` heading (links as from the Markdown file)."""
         text = render(results, meta, meta.paths.get(MarkdownSummary.name))
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:
             fh.write("## specperf\n\n" + text)

@@ -193,9 +193,11 @@ class Scraper:
     its end). Its own connection, and a scrape every half second, keep it off the stream's clock.
     """
 
-    def __init__(self, url: str, kind: str, interval: float = 0.5, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, kind: str, interval: float = 0.5, headers: dict[str, str] | None = None,
+                 params: tuple[tuple[str, str], ...] = ()) -> None:
         self.url, self.kind, self.interval = url.rstrip("/"), kind, interval
         self._headers = headers or {}
+        self._params = params  # the endpoint URL's query, sent on every request
         self.samples: list[tuple[float, dict[str, float]]] = []  # (perf_counter, snapshot)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="specperf-scraper", daemon=True)
@@ -215,7 +217,7 @@ class Scraper:
 
     def __enter__(self) -> Scraper:
         # The first scrape is taken here, before the request: one at send time would delay its TTFT.
-        self._http = httpx.Client(headers=self._headers, timeout=5.0)
+        self._http = httpx.Client(headers=self._headers, params=self._params, timeout=5.0)
         self._scrape(self._http)
         self._thread.start()
         return self

@@ -122,7 +122,8 @@ def _stream(context: CaseContext, spec: SustainedSpec, seed: int, progress: Prog
                              on_progress=progress, messages=list(msgs) if msgs else None)
 
     if client.kind == "vllm" and scraping:
-        with acceptance.Scraper(client.url, "vllm", headers=dict(client.http.headers)) as sc:
+        with acceptance.Scraper(client.base_url, "vllm", headers=dict(client.http.headers),
+                                params=client.params) as sc:
             trace = stream()
         trials.scrape_series.append(sc.series(trace.t0))
         return trace

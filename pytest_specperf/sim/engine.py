@@ -14,6 +14,7 @@ exactly the single-request timeline: prefill, then one step after another.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import time
@@ -81,6 +82,8 @@ class GenRequest:
 
 #: Real seconds a step may start late and still keep the schedule (see ``Engine._run_steps``).
 CATCH_UP_S = 0.04
+#: requests ``Engine.seen`` keeps (the newest)
+SEEN_KEPT = 10_000
 
 
 async def _sleep_until(deadline: float) -> None:
@@ -98,6 +101,8 @@ class Engine:
         self.profile = profile
         self.speed = float(speed)
         self.truth = TruthStore()
+        #: what reached the server, route by route: method, path, query string, Authorization header (GET /sim/seen)
+        self.seen: collections.deque[dict[str, str]] = collections.deque(maxlen=SEEN_KEPT)
         self.metrics = SimMetrics(profile.dialect, profile.model, profile.drafts_per_step + 1)
         self.status = StatusCounters()
         self.profile_faults = parse_faults(profile.faults)

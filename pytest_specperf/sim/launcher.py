@@ -266,6 +266,17 @@ class SimServer:
         records: list[dict[str, Any]] = resp.json()
         return records
 
+    def seen(self) -> list[dict[str, str]]:
+        """Every request that reached the server outside /sim/, oldest first: method, path, query string and
+        Authorization header as received (``GET /sim/seen``)."""
+        self._require()
+        if self._engine is not None:
+            return list(self._engine.seen)
+        resp = httpx.get(f"{self.url}/sim/seen", timeout=10.0)
+        resp.raise_for_status()
+        seen: list[dict[str, str]] = resp.json()
+        return seen
+
     def reset(self, *, truth: bool = False) -> dict[str, Any]:
         """Clear fault counters (and truth records with ``truth=True``)."""
         self._require()

@@ -53,6 +53,9 @@ def _engine(request: web.Request) -> Engine:
 
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not request.path.startswith("/sim/"):  # what a client sent, for tests of its URL and credentials
+        _engine(request).seen.append({"method": request.method, "path": request.path, "query": request.query_string,
+                                      "authorization": request.headers.get("Authorization", "")})
     try:
         return await handler(request)
     except BadRequest as exc:
@@ -250,10 +253,16 @@ async def reset_route(request: web.Request) -> web.StreamResponse:
     out: dict[str, int | str] = {"status_scopes": engine.status.reset()}
     if request.query.get("truth") in ("1", "true"):
         out["truth_records"] = engine.truth.clear()
+        engine.seen.clear()
     if request.query.get("cache") in ("1", "true"):
         engine.prefix_cache.clear()
         out["prefix_cache"] = "cleared"
     return web.json_response(out)
+
+
+async def seen_route(request: web.Request) -> web.StreamResponse:
+    """GET /sim/seen: every request that reached a route outside /sim/ (method, path, query, Authorization)."""
+    return web.json_response(list(_engine(request).seen))
 
 
 async def info_route(request: web.Request) -> web.StreamResponse:
@@ -280,6 +289,7 @@ def create_app(profile: Profile, speed: float = 1.0) -> web.Application:
     r.add_get("/sim/truth/{id}", truth_route)
     r.add_post("/sim/reset", reset_route)
     r.add_get("/sim/info", info_route)
+    r.add_get("/sim/seen", seen_route)
     if profile.dialect == "llamacpp":
         r.add_get("/v1/health", health)
         r.add_get("/models", models)

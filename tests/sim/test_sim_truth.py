@@ -106,3 +106,17 @@ def test_in_process_truth_matches_http_truth() -> None:
     with SimServer("healthy", speed=50, in_process=True) as sim:
         out = httpx.post(sim.url + "/v1/completions", json={"prompt": "hello", "max_tokens": 9}).json()
         assert sim.truth(out["id"]) == httpx.get(f"{sim.url}/sim/truth/{out['id']}").json()
+
+
+def test_seen_records_what_each_request_carried_and_reset_clears_it() -> None:
+    for in_process in (True, False):  # SimServer.seen() reads the engine in-process, GET /sim/seen otherwise
+        with SimServer("healthy", speed=50, in_process=in_process) as sim:
+            httpx.get(sim.url + "/v1/models?api-version=2024-06-01&k=", auth=("ci", "pw"))
+            httpx.post(sim.url + "/v1/completions", json={"prompt": "hello", "max_tokens": 2})
+            httpx.get(sim.url + "/sim/info")  # the simulator's own routes are not recorded
+            assert sim.seen()[-2:] == [
+                {"method": "GET", "path": "/v1/models", "query": "api-version=2024-06-01&k=",
+                 "authorization": "Basic Y2k6cHc="},  # base64 of ci:pw
+                {"method": "POST", "path": "/v1/completions", "query": "", "authorization": ""}]
+            sim.reset(truth=True)
+            assert sim.seen() == []
