@@ -8,6 +8,7 @@ record of their kind (``aggregate``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
@@ -388,9 +389,20 @@ def _json_fields(record: object) -> list[str]:
             if getattr(record, f.name) is not None or not all(f.metadata.get(k) for k in OMIT)]
 
 
+@functools.cache
+def _optional(cls: type) -> dict[str, bool]:
+    """A record class's fields, each with whether its JSON leaves it out while None (``OMIT``)."""
+    return {f.name: all(f.metadata.get(k) for k in OMIT) for f in dataclasses.fields(cls)}
+
+
 def _carries(records: Iterable[object], key: str) -> bool:
-    """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by)."""
-    return any(key in _json_fields(r) for r in records)
+    """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by); as
+    ``_json_fields``, without listing every field for each key (seeded simulations combine thousands of rows)."""
+    for r in records:
+        optional = _optional(type(r))
+        if key in optional and (getattr(r, key) is not None or not optional[key]):
+            return True
+    return False
 
 
 def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
