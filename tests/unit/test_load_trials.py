@@ -94,11 +94,13 @@ def test_identical_load_cases_fail_at_most_the_stated_rate() -> None:
 
 
 def test_identical_sweeps_fail_at_most_the_stated_rate_over_every_level_and_metric() -> None:
-    # 4 levels x 3 metrics = 12 comparisons can fail the case; the 1 % is the case's
+    # 4 levels x 3 metrics = 12 comparisons can fail the case; the 1 % is the case's. At 6 % between trials an
+    # estimate past the 5 % threshold is common, so the evidence decides: judged per comparison at 1 %, 18 of
+    # these 400 cases failed (seeded); split over the case's 12, none.
     rng = np.random.default_rng(12)
     n = 400
     spec = build_spec("load_sweep", {"repeat": 5})
-    fails = sum(judged(rng, sweep_trial, spec, saved=5, factor=1.0, between=0.03).verdict == "failed"
+    fails = sum(judged(rng, sweep_trial, spec, saved=5, factor=1.0, between=0.06).verdict == "failed"
                 for _ in range(n))
     assert fails <= 10, fails  # 4 expected at 1 %
 
