@@ -23,7 +23,8 @@ between the sides, per condition:
 
 A trial's streams share an offset (between-trial sd 3 %, within 1 %, 8 users). Run:
 ``python benchmarks/case_error_rates.py`` (4,000 comparisons per condition, about 15 minutes on 2 busy cores;
-``--quick``: 100 per condition, under a minute; ``--load-trials``: only the load-trials rows). The ± is one binomial standard error.
+``--quick``: 100 per condition, under a minute; ``--load-trials``: only the load-trials rows). The ± is one
+binomial standard error.
 """
 
 from __future__ import annotations

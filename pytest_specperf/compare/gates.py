@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
@@ -390,16 +390,17 @@ def _json_fields(record: object) -> list[str]:
 
 
 @functools.cache
-def _optional(cls: type) -> dict[str, bool]:
+def _optional(cls: Hashable) -> dict[str, bool]:
     """A record class's fields, each with whether its JSON leaves it out while None (``OMIT``)."""
-    return {f.name: all(f.metadata.get(k) for k in OMIT) for f in dataclasses.fields(cls)}
+    return {f.name: all(f.metadata.get(k) for k in OMIT)
+            for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # every caller passes a record's class
 
 
 def _carries(records: Iterable[object], key: str) -> bool:
     """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by); as
     ``_json_fields``, without listing every field for each key (seeded simulations combine thousands of rows)."""
     for r in records:
-        optional = _optional(type(r))
+        optional = _optional(cast(Hashable, type(r)))
         if key in optional and (getattr(r, key) is not None or not optional[key]):
             return True
     return False
@@ -431,9 +432,9 @@ def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
         figures = [{m: _number(getattr(r, m, None)) for m in kept} for r in trials]
         changes["trials"] = [LevelTrial(**f) for f in figures]
         for m in kept:
-            values = [f[m] for f in figures if f[m] is not None]
-            if values:
-                changes[m] = float(np.median(values))
+            present = [v for f in figures if (v := f[m]) is not None]
+            if present:
+                changes[m] = float(np.median(present))
     out = dataclasses.replace(trials[-1], **changes)
     if len(trials) > 1 and _is_load(out):
         if isinstance(out, LoadSweepResult):

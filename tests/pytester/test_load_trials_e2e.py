@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_specperf.sim import SimServer, load_profile
+from pytest_specperf.sim import load_profile
 
 # Steps of 5 ms: at 20x a step is 1 ms and a busy host's scheduling, not the server, sets a trial's pace.
 SPEED = "--specperf-sim-speed=4"
