@@ -127,3 +127,15 @@ def test_repeat_auto_adds_trials_until_a_load_case_is_decided() -> None:
     same = [judged(rng, load_trial, _load("auto"), saved=10, factor=1.0) for _ in range(n)]
     assert sum(r.verdict == "failed" for r in same) <= 2
     assert np.mean([r.repeat for r in same]) < np.mean([r.repeat for r in slow])  # an unchanged deploy settles sooner
+
+
+def test_repeat_auto_saved_with_nothing_to_compare_sizes_itself_to_its_noise() -> None:
+    rng = np.random.default_rng(15)
+    spec = _load("auto")
+    # nothing to compare, nothing saved: the first look's trials
+    assert gates.run_trials(lambda s: load_trial(rng), spec, gates.Gate()).repeat == 3  # type: ignore[attr-defined]
+    # saved: at least 5 (a baseline's noise needs them), more at a noise a candidate could not decide against
+    quiet = gates.run_trials(lambda s: load_trial(rng, between=0.005), spec, gates.Gate(), save=True)
+    noisy = gates.run_trials(lambda s: load_trial(rng, between=0.04), spec, gates.Gate(), save=True)
+    assert quiet.repeat == 5  # type: ignore[attr-defined]
+    assert noisy.repeat > 5, noisy.repeat  # type: ignore[attr-defined]
