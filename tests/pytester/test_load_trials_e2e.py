@@ -68,8 +68,13 @@ def test_load_trials_fail_a_slower_deploy_and_pass_an_unchanged_one(pytester: py
     users = sorted(t["decode_tps"] for t in got["test_users"]["trials"])
     assert got["test_users"]["decode_tps"] == pytest.approx(users[2])
 
+    # the load cases are judged below; the rate case's and the session's trials were only to be kept (their
+    # TTFT percentiles move by tens of ms with a busy host's load, which no trial of one run measures)
+    load = "-k=test_users or test_sweep"
+    # 10 %: what docs/statistics.md advises against a run saved by another job (a host's load moves between runs)
+    threshold = "--specperf-max-regression=0.10"
     slow = pytester.runpytest_subprocess(SPEED, "--specperf-sim=slow.yaml", "--specperf-compare=base",
-                                         f"--specperf-json={out}")
+                                         f"--specperf-json={out}", load, threshold)
     got = _by_name(out)
     for name in ("test_users", "test_sweep"):
         decode = [c for c in got[name]["comparisons"] if c["metric"] == "decode_tps"]
@@ -79,14 +84,15 @@ def test_load_trials_fail_a_slower_deploy_and_pass_an_unchanged_one(pytester: py
         assert regressed, [c["reason"] for c in decode]
         for c in regressed:  # the truth is 1 / 1.25 - 1 = -20 %
             assert -0.3 < c["comparison"]["change"] < -0.1, c["reason"]
-    slow.stdout.fnmatch_lines(["*decode_tps -*% [[]*] vs baseline (p(worse)=*, 5 vs 5 trials*): regressed beyond 5%*"])
+    slow.stdout.fnmatch_lines(["*decode_tps -*% [[]*] vs baseline (p(worse)=*, 5 vs 5 trials*): regressed beyond 10%*"])
     assert "1 trial per side" not in slow.stdout.str()
 
-    same = pytester.runpytest_subprocess(SPEED, "--specperf-compare=base", f"--specperf-json={out}")
+    same = pytester.runpytest_subprocess(SPEED, "--specperf-compare=base", f"--specperf-json={out}", load, threshold)
     got = _by_name(out)
     assert all(r["verdict"] == "passed" for r in got.values()), {n: r["reason"] for n, r in got.items()}
     assert not [c["reason"] for r in got.values() for c in r["comparisons"] if c["verdict"] == "regressed"]
-    same.assert_outcomes(passed=4)
+    assert set(got) == {"test_users", "test_sweep"}
+    same.assert_outcomes(passed=2, deselected=2)
 
 
 def test_repeat_auto_on_a_load_case_adds_trials_until_decided(pytester: pytest.Pytester) -> None:
