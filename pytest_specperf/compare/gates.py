@@ -421,6 +421,9 @@ def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
     for key in ("streams", "samples_tps", "server_samples_tps", "warnings", "notes"):
         if _carries(trials, key):
             changes[key] = [x for r in trials for x in getattr(r, key, None) or []]
+    for key in ("warnings", "notes"):  # said once for the row, however many trials said it
+        if key in changes:
+            changes[key] = list(dict.fromkeys(changes[key]))
     if any(r.verdict == "failed" for r in trials):
         changes["verdict"] = "failed"
     changes["reason"] = "; ".join(dict.fromkeys(r.reason for r in trials if r.reason))

@@ -17,7 +17,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.registry import build_spec
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import gates
 from tests.support.result_json import full
@@ -139,3 +139,16 @@ def test_repeat_auto_saved_with_nothing_to_compare_sizes_itself_to_its_noise() -
     noisy = gates.run_trials(lambda s: load_trial(rng, between=0.04), spec, gates.Gate(), save=True)
     assert quiet.repeat == 5  # type: ignore[attr-defined]
     assert noisy.repeat > 5, noisy.repeat  # type: ignore[attr-defined]
+
+
+def test_a_rate_case_row_is_its_median_trial_with_each_trial_kept_and_each_warning_once() -> None:
+    trials = [load_result(full({"kind": "rate", "nodeid": "t", "verdict": "passed", "goodput_rps": g,
+                                "attainment": a, "ttft_p90_s": p90, "warnings": ["client fell behind"]}))
+              for g, a, p90 in ((10.0, 0.9, 0.3), (30.0, 1.0, 0.1), (20.0, 0.8, 0.2))]
+    row = gates.aggregate(trials)
+    assert isinstance(row, RateResult) and row.trials is not None
+    assert (row.goodput_rps, row.attainment, row.ttft_p90_s) == (20.0, 0.9, 0.2)  # each figure's median trial
+    assert [t.goodput_rps for t in row.trials] == [10.0, 30.0, 20.0]  # every trial, in order
+    assert row.warnings == ["client fell behind"]
+    # compared, the row is its three trials again
+    assert [r.goodput_rps for r in gates.per_trial([row])] == [10.0, 30.0, 20.0]  # type: ignore[union-attr]
