@@ -14,23 +14,31 @@ between the sides, per condition:
 * ``regression``: a load sweep of L levels in A/B through the regression gate (``gates.per_trial`` and
   ``trials.compare_ab``, every level x decode_tps, ttft_s, total_tps): some comparison ``regressed``;
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
-  (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``.
+  (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
+* ``load trials``: a load case (``sustained(concurrency=8)``, or a 4-level ``load_sweep``) saved with ``repeat=N``
+  (its trials combined as the plugin saves them, ``gates.aggregate``), then a candidate run through the plugin's
+  whole-case trial loop and gate (``gates.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``):
+  the case ``failed``. Identical deploys (false alarms), and a deploy 6 % slower (detections; decode and
+  aggregate x0.94, TTFT /0.94).
 
 A trial's streams share an offset (between-trial sd 3 %, within 1 %, 8 users). Run:
 ``python benchmarks/case_error_rates.py`` (4,000 comparisons per condition, about 15 minutes on 2 busy cores;
-``--quick``: 100 per condition, under a minute). The ± is one binomial standard error.
+``--quick``: 100 per condition, under a minute; ``--load-trials``: only the load-trials rows). The ± is one
+binomial standard error.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms, categories, crossover, gates
 from pytest_specperf.compare import trials as compare
@@ -51,11 +59,12 @@ def record(data: dict[str, Any]) -> Result:
     return load_result({**_RESULT, **data, **({"levels": levels} if "levels" in data else {})})
 
 
-def level_row(rng: np.random.Generator, users: int, between: float = 0.03, within: float = 0.01) -> dict[str, Any]:
-    """One level of one trial: every user's decode and TTFT share the trial's offset."""
+def level_row(rng: np.random.Generator, users: int, between: float = 0.03, within: float = 0.01,
+              factor: float = 1.0) -> dict[str, Any]:
+    """One level of one trial: every user's decode and TTFT share the trial's offset (``factor`` as fast)."""
     off = rng.normal(0, between)
-    tps = 100 * np.exp(off + rng.normal(0, within, USERS))
-    ttft = 0.2 * np.exp(-off + rng.normal(0, within, USERS))
+    tps = 100 * factor * np.exp(off + rng.normal(0, within, USERS))
+    ttft = 0.2 / factor * np.exp(-off + rng.normal(0, within, USERS))
     streams = [{"decode_tps": float(v), "ttft_s": float(t)} for v, t in zip(tps, ttft, strict=True)]
     return {"concurrency": users, "streams": streams,
             "decode_tps": float(np.median(tps)), "ttft_s": float(np.median(ttft)), "total_tps": float(tps.sum())}
@@ -113,6 +122,41 @@ def regression_fails(rng: np.random.Generator, n_levels: int) -> bool:
     return any(cc.verdict == "regressed" for cc in compare.compare_ab(a, b, metrics=gates.METRICS))
 
 
+_LOAD = record({"kind": "sustained", "nodeid": "t", "concurrency": USERS, "verdict": "passed"})
+_SWEEP = record({"kind": "load_sweep", "nodeid": "t", "concurrency": [1, 2, 3, 4], "verdict": "passed",
+                 "levels": [{"concurrency": u, "verdict": "passed"} for u in (1, 2, 3, 4)]})
+
+
+def load_trial(rng: np.random.Generator, sweep_levels: bool, factor: float, between: float) -> Result:
+    """One trial of a load case as its record: one value per level and metric (a trial's users are one sample)."""
+    def figures(users: int) -> dict[str, Any]:
+        row = level_row(rng, users, between, factor=factor)
+        return {k: row[k] for k in ("decode_tps", "ttft_s", "total_tps")}
+
+    if sweep_levels:
+        assert isinstance(_SWEEP, LoadSweepResult)
+        return dataclasses.replace(_SWEEP, levels=[dataclasses.replace(lv, **figures(lv.concurrency))
+                                                   for lv in _SWEEP.levels])
+    return dataclasses.replace(_LOAD, **figures(USERS))
+
+
+def load_trials_fail(rng: np.random.Generator, sweep_levels: bool, saved: int, repeat: int | str, factor: float,
+                     between: float) -> tuple[bool, int]:
+    """(failed, candidate trials): a load case saved with ``saved`` trials, then judged as the plugin judges it."""
+    spec = build_spec("load_sweep", {"concurrency": [1, 2, 3, 4], "repeat": repeat}) if sweep_levels else \
+        build_spec("sustained", {"concurrency": USERS, "tokens": 64, "repeat": repeat})
+    base = gates.aggregate([load_trial(rng, sweep_levels, 1.0, between) for _ in range(saved)]) if saved > 1 else \
+        load_trial(rng, sweep_levels, 1.0, between)
+    gate = gates.Gate(0.05)
+    if repeat == 1:
+        row = load_trial(rng, sweep_levels, factor, between)
+    else:
+        row = gates.run_trials(lambda _: load_trial(rng, sweep_levels, factor, between), spec, gate,
+                               baseline=[base], nodeid="t")
+    gates.against_baseline(gate, row, [base], auto=repeat == "auto")
+    return row.verdict == "failed", int(getattr(row, "repeat", None) or 1)
+
+
 def draw(rng: np.random.Generator, shape: str, n: int) -> np.ndarray:
     if shape == "two-group":
         x = 100 * np.exp(rng.normal(0, 0.01, n))
@@ -138,9 +182,18 @@ def main() -> None:
     ap.add_argument("--comparisons", type=int, default=4000, help="seeded comparisons per condition (default 4000)")
     ap.add_argument("--quick", action="store_true", help="100 comparisons per condition: a check that it runs")
     ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--load-trials", action="store_true", help="only the load-trials rows")
     args = ap.parse_args()
     n = 100 if args.quick else args.comparisons
     t0 = time.perf_counter()
+    if not args.load_trials:
+        other_conditions(args, n)
+    load_trials_rows(args, n)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+def other_conditions(args: argparse.Namespace, n: int) -> None:
+    """The rows of every gate but load trials."""
     print(f"{n} seeded comparisons per condition, nothing changed; stated rate {compare.ALPHA:.0%} per case")
     conditions: list[tuple[str, Any]] = [
         *((f"crossover, {k} levels, min_speedup 1.0", lambda r, k=k: crossover_fails(r, k)) for k in (1, 4, 6)),
@@ -162,7 +215,28 @@ def main() -> None:
         print(f"arms, {a} identical x {k} levels, max_loss 0.05: 5 trials inconclusive "
               f"{fixed.count('inconclusive') / n:.1%}; repeat=\"auto\" holds {auto.count('holds') / len(auto):.1%}, "
               f"below {auto.count('below') / len(auto):.1%} ({len(auto)} runs)", flush=True)
-    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+def load_trials_rows(args: argparse.Namespace, n: int) -> None:
+    """Load cases saved with repeat=N and judged against it: false alarms and detections per case."""
+    print("load trials against a saved baseline, 5 % threshold, 8 users, 1 % within a trial:")
+    for j, (what, sweep_levels, saved, repeat, factor, between) in enumerate((
+            ("sustained(concurrency=8), identical", False, 5, 5, 1.0, 0.03),
+            ("sustained(concurrency=8), identical", False, 10, 10, 1.0, 0.02),
+            ("sustained(concurrency=8), identical", False, 10, "auto", 1.0, 0.02),
+            ("load_sweep 4 levels, identical", True, 5, 5, 1.0, 0.03),
+            ("load_sweep 4 levels, identical", True, 5, 5, 1.0, 0.06),
+            ("sustained(concurrency=8), 6 % slower", False, 1, 1, 0.94, 0.02),
+            ("sustained(concurrency=8), 6 % slower", False, 5, 5, 0.94, 0.02),
+            ("sustained(concurrency=8), 6 % slower", False, 10, 10, 0.94, 0.02),
+            ("sustained(concurrency=8), 6 % slower", False, 10, 10, 0.94, 0.03),
+            ("sustained(concurrency=8), 6 % slower", False, 10, "auto", 0.94, 0.02),
+            ("load_sweep 4 levels, 6 % slower", True, 10, 10, 0.94, 0.02))):
+        rng = np.random.default_rng([args.seed, 200 + j])
+        runs = [load_trials_fail(rng, sweep_levels, saved, repeat, factor, between) for _ in range(n)]
+        hits = sum(f for f, _ in runs)
+        label = f"{what}, {saved} saved vs {repeat}, {between:.0%} between"
+        print(f"  {label:<72} failed {rate(hits, n)} (mean trials {np.mean([k for _, k in runs]):.1f})", flush=True)
 
 
 if __name__ == "__main__":

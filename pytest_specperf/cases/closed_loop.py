@@ -39,13 +39,14 @@ class SustainedSpec(CaseSpec):
         k = self.KIND
         validate_load(self, k)
         validate_arms(self, k)
-        check(self.concurrency == 1 or (self.repeat == 1 and self.max_burst_gap is None), k,
-               f"concurrency={self.concurrency} runs its streams at once: drop repeat and max_burst_gap "
-               "(they measure one stream at a time); requests=K sends K requests with that many in flight")
+        # With streams at once, repeat= runs the whole case that many times (trials, compare/gates.run_trials).
+        check(self.concurrency == 1 or self.max_burst_gap is None, k,
+               f"concurrency={self.concurrency} runs its streams at once: drop max_burst_gap "
+               "(it measures one stream at a time); requests=K sends K requests with that many in flight")
         validate_requests(self, self.concurrency, k)
-        check(self.requests is None or (self.repeat == 1 and self.max_burst_gap is None), k,
-               f"requests={self.requests} sends that many requests with concurrency={self.concurrency} in flight: "
-               "drop repeat and max_burst_gap (they measure one stream at a time)")
+        check(self.requests is None or ((self.repeat == 1 or self.concurrency > 1) and self.max_burst_gap is None),
+               k, f"requests={self.requests} sends that many requests with concurrency={self.concurrency} in flight: "
+               "drop repeat unless concurrency > 1, and max_burst_gap (they measure one stream at a time)")
         check(isinstance(self.tokens, int) and self.tokens >= 16, k,
                f"tokens must be an integer >= 16, got {self.tokens!r}")
         for name in ("max_drift", "max_burst_gap", "max_accept_drop"):
@@ -93,8 +94,8 @@ class CtxSweepSpec(CaseSpec):
         # ctx is unused by a sweep; ctxs carries the points.
         super().validate()
         k = self.KIND
-        check(self.repeat != "auto", k, "repeat='auto' is for sustained and two_point cases; give a sweep a "
-               "number of repeats")
+        check(self.repeat != "auto", k, "repeat='auto' is for sustained, two_point, load_sweep, rate and "
+               "session cases; give a context sweep a number of repeats")
         check(len(self.ctxs) >= 1 and all(isinstance(c, int) and c >= 1 for c in self.ctxs), k,
                f"ctxs must be a non-empty list of positive integers, got {list(self.ctxs)!r}")
         check(isinstance(self.tokens, int) and self.tokens >= 8, k,
@@ -140,8 +141,6 @@ class LoadSweepSpec(CaseSpec):
             check(all(v is None or (is_number(v) and v > 0) for v in values), k,
                    f"{name} must be a positive number of tokens/s or a mapping {{level: tokens/s}}, got {floors!r}")
         CaseSpec.validate(dataclasses.replace(self, min_tps=None))  # the shared keywords; floors checked above
-        check(self.repeat in (1, "auto"), k, f"repeat={self.repeat}: a load sweep runs each level once; drop "
-               "repeat (in A/B and arms mode, --specperf-ab-trials sets the trials per arm, or repeat='auto')")
         validate_arms(self, k)
         check(isinstance(self.tokens, int) and self.tokens >= 16, k,
                f"tokens must be an integer >= 16, got {self.tokens!r}")

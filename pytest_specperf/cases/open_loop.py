@@ -41,8 +41,10 @@ def _common(spec: Any, k: str) -> None:
            f"tokens must be an integer >= 2, got {spec.tokens!r}")
     check(is_number(spec.budget_s) and spec.budget_s > 0, k,
            f"budget_s must be a positive number of seconds, got {spec.budget_s!r}")
-    check(spec.repeat == 1, k, f"repeat={spec.repeat}: an open-loop case's requests are its samples; raise "
-           "requests instead")
+    # A rate case's repeat= runs the whole case that many times (trials, compare/gates.run_trials); a capacity
+    # search decides its own probes.
+    check(spec.repeat == 1 or k == "rate", k, f"repeat={spec.repeat}: a capacity search decides its own probes; "
+           "drop repeat (its probes' requests are its samples)")
     check(spec.min_tps is None, k, "min_tps does not apply to open-loop cases; gate on min_attainment, "
            "min_goodput or the slo")
 

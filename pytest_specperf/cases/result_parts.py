@@ -106,11 +106,18 @@ class CategoryFigures:
 
 @dataclass
 class LevelTrial:
-    """One trial of a load level, where a level was measured several times (A/B and arms)."""
+    """One trial's compared figures, where a case was measured several times (A/B, arms, ``repeat=`` of a case
+    that sends at once): a load level's, or a rate case's or a session's (the open-loop figures only on those)."""
 
     decode_tps: float | None = None
     total_tps: float | None = None
     ttft_s: float | None = None
+    # a rate case's gated figures (requests/s, share, s, ms, s), per trial
+    goodput_rps: float | None = field(default=None, metadata=OMIT)
+    attainment: float | None = field(default=None, metadata=OMIT)
+    ttft_p90_s: float | None = field(default=None, metadata=OMIT)
+    tpot_p90_ms: float | None = field(default=None, metadata=OMIT)
+    e2e_p90_s: float | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

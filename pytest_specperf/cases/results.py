@@ -404,6 +404,7 @@ class RateResult(Result):
     prompts: str | None = None  # the prompt file the case ran over (cases with prompts=)
     categories: dict[str, CategoryFigures] | None = None  # figures per category (run/categories.py)
     repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
+    trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)  # repeat=N: each trial's compared figures
 
 
 @dataclass
@@ -476,3 +477,4 @@ class SessionResult(Result):
     per_turn: list[TurnFigures] = field(default_factory=list)  # turn -> TTFT p50/p90, prompt, cached, decode
     per_request: list[SessionRequest] = field(default_factory=list)  # every turn of every session
     repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
+    trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)  # repeat=N: each trial's compared figures

@@ -49,8 +49,6 @@ class SessionSpec(CaseSpec):
               f"one case runs at once (one client process reads them all); lower it to {MAX_CONCURRENCY} or less")
         check(self.turns <= MAX_TURNS, k, f"turns={self.turns} is above {MAX_TURNS}, the most turns one conversation "
               f"has (each turn resends all earlier ones); lower it to {MAX_TURNS} or less")
-        check(self.repeat == 1, k, f"repeat={self.repeat!r}: a session's trials are its turns and users; "
-              "drop repeat and raise users")
         check(is_number(self.think_s) and self.think_s >= 0, k,
               f"think_s must be a number of seconds >= 0, got {self.think_s!r}")
         check(self.min_tps is None or is_number(self.min_tps), k,

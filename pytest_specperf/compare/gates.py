@@ -8,15 +8,25 @@ record of their kind (``aggregate``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.json_form import OMIT
 from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
-from pytest_specperf.cases.results import AbSummary, LoadLevel, LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.results import (
+    AbSummary,
+    LoadLevel,
+    LoadSweepResult,
+    RateResult,
+    Result,
+    SessionResult,
+    SustainedResult,
+)
 from pytest_specperf.cases.saved_results import is_error_record, load_part, load_result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, cause, crossover, sequential
@@ -32,12 +42,18 @@ KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms
                 "capacity": ("max_rps",)}
 
 
+#: The figures each trial of a rate case or a session keeps (``LevelTrial``) where the case ran several times: the
+#: ones it is compared on, so a saved run carries its trial-to-trial noise. Load rows keep ``crossover.TRIAL_METRICS``.
+CASE_TRIAL_METRICS = {"rate": (*KIND_METRICS["rate"], "decode_tps", "ttft_s"),
+                      "session": ("decode_tps", "ttft_s", "total_tps")}
+
+
 def metrics_for(result: Result | dict[str, Any]) -> tuple[str, ...]:
     """The metrics compared for a result of this kind."""
     kind = read(result, "kind")
     return KIND_METRICS.get(str(kind), METRICS)
-# Changes of time-to-first-token below this are client and OS noise, not a regression (a few ms on localhost).
-TTFT_FLOOR_S = 0.010
+#: the TTFT noise floor (``compare.TTFT_FLOOR_S``): a change of any TTFT figure under it passes
+TTFT_FLOOR_S = compare.TTFT_FLOOR_S
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,7 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     threshold = max_regression or gate.max_regression
     base, cand = per_trial(mine), per_trial([row])
     if auto:
-        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=METRICS, final=True)
+        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=metrics_for(row), final=True)
     else:
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(row))
     unlike = [*(differences or []), *_case_differences(mine, row)]
@@ -101,6 +117,61 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     if keys is not None:
         judged = [cc for cc in judged if cc.key in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
+
+
+def whole_case(spec: CaseSpec) -> bool:
+    """Whether ``repeat`` of this case runs the whole case that many times (``run_trials``): a case that sends at
+    once (a sustained case with concurrency > 1, a load sweep, a rate case, a session). A single-user sustained
+    case and a two-point case repeat their streams inside one measurement instead."""
+    if spec.repeat == 1:
+        return False
+    users = getattr(spec, "concurrency", 1)
+    return spec.KIND in ("load_sweep", "rate", "session") or (spec.KIND == "sustained" and users != 1)
+
+
+def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: Gate, *,
+               baseline: Sequence[Result | Mapping[str, Any]] | None = None, nodeid: str = "",
+               save: bool = False) -> Result:
+    """A case that sends at once, measured ``repeat`` times as whole trials (``measure`` runs one and judges it)
+    and combined into one row as A/B combines an arm (``aggregate``): medians, the worst verdict, and each trial's
+    compared figures in ``trials``, so a saved run carries its trial-to-trial noise and a comparison has one value
+    per trial on each side. ``repeat="auto"``: trials until the sequential test against ``baseline`` decides every
+    metric (or, saved with nothing to compare, until the run's noise suits a baseline; else ``MIN_TRIALS``),
+    ``max_repeat`` at most."""
+    auto = spec.repeat == "auto"
+    cap = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else int(spec.repeat)
+    one = replace(spec, repeat=1, max_repeat=None)
+    mine = [b for b in map(_record, baseline or []) if read(b, "nodeid") == nodeid]
+    threshold = spec.max_regression or gate.max_regression
+    done: list[Result] = []
+    while len(done) < cap:
+        done.append(measure(one))
+        if auto and len(done) >= sequential.MIN_TRIALS and _trials_settle(done, mine, threshold, cap, save):
+            break
+    return aggregate(done) if len(done) > 1 else done[0]
+
+
+def _trials_settle(done: list[Result], mine: list[Result | dict[str, Any]], threshold: float, cap: int,
+                   save: bool) -> bool:
+    """repeat="auto" of whole trials: whether the trials so far settle the case (``run_trials``)."""
+    row = aggregate(done)
+    cand = per_trial([row])
+    if mine:
+        base = per_trial(mine)
+        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=metrics_for(row),
+                                   final=len(done) >= cap)
+        return sequential.decided(_ttft_judged(ccs, base, cand))
+    if save:  # every level (or the case) sized on its own trials: one level's figures are not another's
+        units: dict[tuple[int | None, Any], dict[str, list[Any]]] = {}
+        for c in cand:
+            for _, ctx, case in compare.sub_cases(c):
+                unit = units.setdefault((ctx, compare.users_of(case)), {})
+                for m in sequential.SIZED:
+                    if values := compare.trials(case, m):
+                        unit.setdefault(m, []).extend(values)
+        sized = sequential.until_saved(max_repeat=cap, max_regression=threshold, floors={"ttft_s": TTFT_FLOOR_S})
+        return all(sized(values) for values in units.values())
+    return True
 
 
 def _is_load(result: Case) -> bool:
@@ -138,6 +209,10 @@ def per_trial(results: Sequence[Result | dict[str, Any]]) -> list[Result | dict[
     for r in results:
         if isinstance(r, Result) and r.verdict != "error" and _is_load(r) and r.kind in ("sustained", "load_sweep"):
             out += _per_typed_trial(r)
+        elif isinstance(r, RateResult | SessionResult) and r.verdict != "error" and r.trials:
+            # each trial as a result of its own, its compared figures as that trial measured them
+            out += [dataclasses.replace(r, trials=None, **{m: getattr(t, m) for m in CASE_TRIAL_METRICS[r.kind]})
+                    for t in r.trials]
         else:
             out.append(r)
     return out
@@ -317,9 +392,21 @@ def _json_fields(record: object) -> list[str]:
             if getattr(record, f.name) is not None or not all(f.metadata.get(k) for k in OMIT)]
 
 
+@functools.cache
+def _optional(cls: Hashable) -> dict[str, bool]:
+    """A record class's fields, each with whether its JSON leaves it out while None (``OMIT``)."""
+    return {f.name: all(f.metadata.get(k) for k in OMIT)
+            for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # every caller passes a record's class
+
+
 def _carries(records: Iterable[object], key: str) -> bool:
-    """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by)."""
-    return any(key in _json_fields(r) for r in records)
+    """Whether any of ``records`` carries the field ``key`` in its JSON (what the combine rules go by); as
+    ``_json_fields``, without listing every field for each key (seeded simulations combine thousands of rows)."""
+    for r in records:
+        optional = _optional(cast(Hashable, type(r)))
+        if key in optional and (getattr(r, key) is not None or not optional[key]):
+            return True
+    return False
 
 
 def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
@@ -337,12 +424,23 @@ def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
     for key in ("streams", "samples_tps", "server_samples_tps", "warnings", "notes"):
         if _carries(trials, key):
             changes[key] = [x for r in trials for x in getattr(r, key, None) or []]
+    for key in ("warnings", "notes"):  # said once for the row, however many trials said it
+        if key in changes:
+            changes[key] = list(dict.fromkeys(changes[key]))
     if any(r.verdict == "failed" for r in trials):
         changes["verdict"] = "failed"
     changes["reason"] = "; ".join(dict.fromkeys(r.reason for r in trials if r.reason))
     if hasattr(trials[-1], "repeat"):  # every kind's trials count
         changes["repeat"] = sum(int(getattr(r, "repeat", None) or 1) for r in trials)
     changes["started_at"] = min(r.started_at for r in trials)
+    kept = CASE_TRIAL_METRICS.get(trials[-1].kind)
+    if kept and len(trials) > 1:  # a rate case or a session: each trial's compared figures, the row their medians
+        figures = [{m: _number(getattr(r, m, None)) for m in kept} for r in trials]
+        changes["trials"] = [LevelTrial(**f) for f in figures]
+        for m in kept:
+            present = [v for f in figures if (v := f[m]) is not None]
+            if present:
+                changes[m] = float(np.median(present))
     out = dataclasses.replace(trials[-1], **changes)
     if len(trials) > 1 and _is_load(out):
         if isinstance(out, LoadSweepResult):
@@ -416,31 +514,33 @@ def combine_levels(trials: Sequence[LoadSweepResult], arm: str | None = None) ->
             for entries in by_users.values()]
 
 
-def _median_ttft(results: Sequence[Case]) -> dict[tuple[str, int | None, int | None], float]:
-    """The median TTFT of each sub-case (a case, sweep point or load level) over its trials."""
+def _medians(results: Sequence[Case], metric: str) -> dict[tuple[str, int | None, int | None], float]:
+    """The median of ``metric`` of each sub-case (a case, sweep point or load level) over its trials."""
     values: dict[tuple[str, int | None, int | None], list[float]] = {}
     for r in results:
         if not isinstance(r, dict | Result) or read(r, "verdict") == "error":
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
-            values.setdefault((nodeid, ctx, compare.users_of(case)), []).extend(compare.trials(case, "ttft_s"))
+            values.setdefault((nodeid, ctx, compare.users_of(case)), []).extend(compare.trials(case, metric))
     return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
 def _ttft_floor(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]) -> list[CaseComparison]:
-    """A TTFT change smaller than TTFT_FLOOR_S in absolute terms is noise, not news: it passes, saying why, for a
-    case, a sweep point and each load level alike (an 'improved' inside the floor is no more real than a
-    'regressed')."""
-    b, c = _median_ttft(base), _median_ttft(cand)
+    """A change of any TTFT figure (``compare.is_ttft``: the median, p50, p90, p99) smaller than TTFT_FLOOR_S in
+    absolute terms is noise, not news: it passes, saying why, for a case, a sweep point and each load level alike
+    (an 'improved' inside the floor is no more real than a 'regressed')."""
+    medians: dict[str, tuple[dict[Any, float], dict[Any, float]]] = {}
     out = []
     for cc in ccs:
         key = (cc.nodeid, cc.ctx, cc.users)
-        if (cc.metric == "ttft_s" and cc.verdict in ("regressed", "inconclusive", "improved") and key in b
-                and key in c and abs(c[key] - b[key]) < TTFT_FLOOR_S):
-            at = "" if cc.users is None else f"at {cc.users} user{'' if cc.users == 1 else 's'}: "
-            why = (f"{at}ttft_s {b[key] * 1000:.1f} -> {c[key] * 1000:.1f} ms: within the "
-                   f"{TTFT_FLOOR_S * 1000:.0f} ms noise floor")
-            cc = _with_verdict(cc, "passed", why)
+        m = cc.metric or ""
+        if compare.is_ttft(m) and cc.verdict in ("regressed", "inconclusive", "improved"):
+            b, c = medians.setdefault(m, (_medians(base, m), _medians(cand, m)))
+            if key in b and key in c and compare.within_ttft_floor(m, b[key], c[key]):
+                at = "" if cc.users is None else f"at {cc.users} user{'' if cc.users == 1 else 's'}: "
+                why = (f"{at}{m} {b[key] * 1000:.1f} -> {c[key] * 1000:.1f} ms: within the "
+                       f"{TTFT_FLOOR_S * 1000:.0f} ms noise floor")
+                cc = _with_verdict(cc, "passed", why)
         out.append(cc)
     return out
 
@@ -479,7 +579,7 @@ def _cache_differs(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequen
     for cc in ccs:
         if cc.comparison is None:
             out.append(cc)
-        elif cc.metric in ("ttft_s", "ttft_p90_s") and cc.verdict in ("regressed", "improved"):
+        elif compare.is_ttft(cc.metric or "") and cc.verdict in ("regressed", "improved"):
             out.append(_with_verdict(cc, "inconclusive", f"{cc.reason}; {what}: the prefix cache moved TTFT, "
                                                          "inconclusive"))
         else:

@@ -120,9 +120,22 @@ DECIDE_AT = 20
 #: the fewest trials per side the docs recommend for gating: fewer leave Welch's t only a few degrees of freedom.
 MIN_GATING_TRIALS = 5
 _NO_SPREAD = 1e-9
+#: A change of time-to-first-token smaller than this is the client's and the OS's noise (a few ms on localhost), not
+#: the server's: every compared TTFT figure (``is_ttft``) passes within it, against a baseline, in A/B and the history.
+TTFT_FLOOR_S = 0.010
 
 VERDICTS = ("passed", "regressed", "improved", "inconclusive")
 CASE_VERDICTS = (*VERDICTS, "new", "missing", "skipped")
+
+
+def is_ttft(metric: str) -> bool:
+    """Whether ``metric`` is a time-to-first-token figure (its median or a percentile): the noise floor applies."""
+    return metric.startswith("ttft")
+
+
+def within_ttft_floor(metric: str, before: float, after: float) -> bool:
+    """True when ``metric`` is a TTFT figure whose change ``before -> after`` (seconds) is under ``TTFT_FLOOR_S``."""
+    return is_ttft(metric) and abs(after - before) < TTFT_FLOOR_S
 
 
 def _num(v: Any) -> float | None:

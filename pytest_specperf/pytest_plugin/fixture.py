@@ -9,6 +9,7 @@ import pytest
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import Result
+from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, Recorded, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import error_record, keep_result
@@ -46,7 +47,11 @@ class SpecperfFixture:
         n = sum(1 for r in done if _field(r, "kind") == kind)
         call = 1 + sum(1 for r in done if _field(r, "call") is not None)  # tells a test's direct calls apart
         try:
-            result = self._session.runner.run(spec, f"{self._item.nodeid}#{kind}{n}")
+            nodeid = f"{self._item.nodeid}#{kind}{n}"
+            runner = self._session.runner
+            # a case that sends at once repeats as whole trials, as its marker does
+            result = (gating.run_trials(lambda s: runner.run(s, nodeid), spec, gating.Gate())
+                      if gating.whole_case(spec) else runner.run(spec, nodeid))
         except MeasurementError as exc:
             keep_result(self._item, {**error_record(self._item, spec, str(exc)), "call": call})
             raise

@@ -128,10 +128,6 @@ def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[Res
 
 def arms_unjudged(record: Result, spec: CaseSpec) -> None:
     """Outside arms mode, note that ``max_loss_vs_best`` was not judged, and why."""
-    if spec.KIND == "load_sweep" and spec.repeat == "auto":
-        record.notes.append(
-            "repeat='auto' not used: a load sweep adds trials per level only across arms (--specperf-arms); "
-            "it ran once")
     if getattr(spec, "max_loss_vs_best", None) is not None:
         record.notes.append(
             f"max_loss_vs_best {spec.max_loss_vs_best:g} not judged: it compares arms, which needs "  # type: ignore[attr-defined]
@@ -166,12 +162,17 @@ def measure_marked(item: pytest.Item) -> None:
                                           lambda: session.runner.run(spec, item.nodeid),
                                           settings.ab_trials, gate, spec.max_regression)
         else:
-            until = _until(config, item.nodeid, spec, gate) if auto else None
-            record = session.runner.run(spec, item.nodeid, until=until)
+            if gating.whole_case(spec):  # a case that sends at once: repeat runs it as whole trials
+                record = gating.run_trials(lambda s: session.runner.run(s, item.nodeid), spec, gate,
+                                           baseline=config.stash.get(BASELINE, None), nodeid=item.nodeid,
+                                           save=settings.save is not None)
+            else:
+                until = _until(config, item.nodeid, spec, gate) if auto else None
+                record = session.runner.run(spec, item.nodeid, until=until)
             record.nodeid = item.nodeid
             crossover.unjudged(record)
             arms_unjudged(record, spec)
-            if auto and BASELINE not in config.stash and settings.save is not None:
+            if auto and BASELINE not in config.stash and settings.save is not None and not gating.whole_case(spec):
                 notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
             if BASELINE in config.stash:
                 baseline: list[Recorded] = config.stash[BASELINE]

@@ -19,7 +19,7 @@ from pytest_specperf.run.load import aggregate_tps, knee, knee_text
     [
         ("sustained", {"concurrency": 0}, r"concurrency must be an integer >= 1"),
         ("sustained", {"concurrency": True}, r"concurrency must be an integer >= 1"),
-        ("sustained", {"concurrency": 4, "repeat": 3}, "drop repeat and max_burst_gap"),
+        ("sustained", {"concurrency": 4, "max_burst_gap": 0.5}, "runs its streams at once: drop max_burst_gap"),
         ("sustained", {"ramp_s": -1}, r"ramp_s must be a number of seconds >= 0"),
         ("sustained", {"min_total_tps": 0}, "min_total_tps must be a positive number"),
         ("load_sweep", {"concurrency": [4, 2]}, "concurrency must be a rising list"),
@@ -27,7 +27,7 @@ from pytest_specperf.run.load import aggregate_tps, knee, knee_text
         ("load_sweep", {"min_tps": {3: 10}}, r"min_tps names level 3, which is not in concurrency \[1, 2, 4, 8\]"),
         ("load_sweep", {"min_total_tps": {8: -1}}, "min_total_tps must be a positive number"),
         ("load_sweep", {"min_speedup": 0}, "min_speedup must be a positive ratio"),
-        ("load_sweep", {"repeat": 2}, "a load sweep runs each level once"),
+        ("load_sweep", {"repeat": 0}, "repeat must be an integer >= 1 or 'auto'"),
         ("load_sweep", {"max_drift": 0.1, "tokens": 100}, "max_drift needs tokens >= 264"),
         ("load_sweep", {"concurency": [1, 2]}, "did you mean 'concurrency'"),
     ],

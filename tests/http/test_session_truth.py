@@ -114,7 +114,7 @@ def test_min_cache_hit_fails_below_its_floor_and_cannot_pass_unreported() -> Non
     ({"think_s": -1}, "think_s must be a number of seconds >= 0"),
     ({"min_cache_hit": 1.5}, r"min_cache_hit must be a fraction in \(0, 1\]"),
     ({"turns": 1, "min_cache_hit": 0.5}, "min_cache_hit needs turns >= 2"),
-    ({"repeat": 3}, "drop repeat and raise users"),
+    ({"repeat": 0}, "repeat must be an integer >= 1 or 'auto'"),
     ({"turn": 3}, "did you mean 'turns'"),
 ])
 def test_bad_session_keywords_are_named(kw: dict[str, Any], message: str) -> None:

@@ -154,7 +154,8 @@ def test_hiccup_trials_do_not_hide_a_regression() -> None:
 def test_auto_keywords_are_validated(kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         build_spec("two_point", kw)
-    with pytest.raises(ConfigError, match="repeat='auto' is for sustained and two_point"):
+    with pytest.raises(ConfigError, match="repeat='auto' is for sustained, two_point, load_sweep, rate and session "
+                                          "cases; give a context sweep"):
         build_spec("ctx_sweep", {"repeat": "auto"})
 
 
