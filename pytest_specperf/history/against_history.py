@@ -151,14 +151,14 @@ def _entry(key: str, metric: str, direction: str, d: decide.Decision,
         entry.began = began
         entry.since = len(series) - d.began.index
     entry.reason = _reason(key, metric, d, entry)
-    if metric == "ttft_s" and d.verdict != "passed":
+    if compare.is_ttft(metric) and d.verdict != "passed":  # every TTFT figure (p50, p90, p99), as the baseline rule
         ch = entry.began
         now, then = ((ch.level_now, ch.level_before) if d.by == "change point" and ch is not None
                      else (entry.value, entry.predicted))
         assert now is not None and then is not None
-        if abs(now - then) < gating.TTFT_FLOOR_S:  # as the baseline rule: a few ms are the client's and the OS's
+        if compare.within_ttft_floor(metric, then, now):  # a few ms are the client's and the OS's
             entry.verdict = "passed"
-            entry.reason += f"; within the {gating.TTFT_FLOOR_S * 1000:.0f} ms noise floor"
+            entry.reason += f"; within the {compare.TTFT_FLOOR_S * 1000:.0f} ms noise floor"
     return entry
 
 
