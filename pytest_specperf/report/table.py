@@ -640,8 +640,8 @@ def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None
         keep = [i for i, name in enumerate(header) if name not in moved]
         narrow = [tuple(x[i] for i in keep) for x in rows]
         widths = _widths(narrow)
-        if max(len(x) for x in _aligned(narrow[1:], widths)) <= width:
-            break
+        if max(len(x) for x in _aligned([(*x[:-1], _first_word(x[-1])) for x in narrow], widths)) <= width:
+            break  # each row fits with its verdict alone (the rest of the cell may go below)
     out = []
     for x, short, src in zip(rows, narrow, sources, strict=True):
         line_text = _aligned([short], widths)[0]
