@@ -634,13 +634,15 @@ def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None
     out = _aligned(rows)
     if width is None or max(map(len, out)) <= width:
         return out
-    # Too wide: the comparison and stalls columns, then early -> late, go under each row that has them.
+    # Too wide: a long verdict cell, then the comparison and stalls columns, then early -> late, go under each row.
     header = rows[0]
-    for moved in ([name for name, _ in extra], [name for name, _ in extra] + ["early -> late"]):
+    extras = [name for name, _ in extra]
+    for moved in ([], extras, [*extras, "early -> late"], [*extras, "early -> late", "drift"]):
         keep = [i for i, name in enumerate(header) if name not in moved]
         narrow = [tuple(x[i] for i in keep) for x in rows]
         widths = _widths(narrow)
-        if max(len(x) for x in _aligned([(*x[:-1], _first_word(x[-1])) for x in narrow], widths)) <= width:
+        alone = [narrow[0]] + [(*x[:-1], _verdict_word(src)) for x, src in zip(narrow[1:], sources[1:], strict=True)]
+        if max(len(x) for x in _aligned(alone, widths)) <= width:
             break  # each row fits with its verdict alone (the rest of the cell may go below)
     out = []
     for x, short, src in zip(rows, narrow, sources, strict=True):
@@ -649,7 +651,7 @@ def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None
                                         if name in moved and x[i] != "-"]
         if src is not None and len(line_text) > width:
             below += _below(src)
-            line_text = _aligned([(*short[:-1], _first_word(short[-1]))], widths)[0]
+            line_text = _aligned([(*short[:-1], _verdict_word(src))], widths)[0]
         out.append(line_text)
         for text in below:
             out += textwrap.wrap(text, width=width, initial_indent="    ", subsequent_indent="      ",
@@ -670,10 +672,10 @@ def _aligned(rows: Sequence[Sequence[str]], widths: Sequence[int] | None = None)
     return out
 
 
-def _first_word(text: str) -> str:
-    """The verdict alone, from a verdict cell ('passed', 'failed'; an open-loop case's figures go below)."""
-    head = text.split(";")[0].split(":")[0]
-    return head.split()[-1] if head.split() else text
+def _verdict_word(r: Row | None) -> str:
+    """A row's verdict alone ('passed', 'failed'), or '' for a row whose cell is not one (a category's figures)."""
+    v = "" if r is None else str(r.verdict)
+    return v if v in (*SEVERITY, "error", "warning") else ""
 
 
 def _below(r: Row) -> list[str]:
@@ -684,7 +686,7 @@ def _below(r: Row) -> list[str]:
     if open_loop(r) and first.startswith(open_loop(r)):
         out.append(open_loop(r).rstrip("; "))
         first = first[len(open_loop(r)):]
-    if ": " in first:
+    if first != _verdict_word(r):  # a reason after the verdict, or a category's figures
         out.append(first)
     return out + parts[1:]
 

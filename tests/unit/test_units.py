@@ -22,7 +22,7 @@ def _error(kind: str, kwargs: dict[str, object]) -> str:
 
 @pytest.mark.parametrize(("kind", "kwargs", "needle"), [
     ("sustained", {"max_ttft_s": 2000}, "max_ttft_s=2000 is 33.3 minutes: max_ttft_s is in seconds (2 s = 2, 200 ms"),
-    ("sustained", {"max_ttft_content_s": 0.0002}, "is 200 µs: max_ttft_content_s is in seconds"),
+    ("sustained", {"max_ttft_content_s": 0.00002}, "is 20 µs: max_ttft_content_s is in seconds"),
     ("sustained", {"concurrency": 8, "max_ttft_p90_s": 2000}, "max_ttft_p90_s is in seconds"),
     ("sustained", {"concurrency": 8, "max_ttft_p99_s": 900}, "is 15 minutes: max_ttft_p99_s is in seconds"),
     ("session", {"max_ttft_s": 1500}, "max_ttft_s is in seconds"),
@@ -37,7 +37,7 @@ def _error(kind: str, kwargs: dict[str, object]) -> str:
     ("capacity", {"slo": {"ttft_s": 2}, "target": 99}, "target is a fraction (99% = 0.99)"),
     ("rate", {"slo": {"ttft_s": 2000}}, "slo ttft_s=2000 is 33.3 minutes: ttft_s is in seconds"),
     ("rate", {"slo": {"e2e_s": 3000}}, "e2e_s is in seconds"),
-    ("rate", {"slo": {"tpot_ms": 0.05}}, "slo tpot_ms=0.05 is 50 µs per output token: tpot_ms is in milliseconds"),
+    ("rate", {"slo": {"tpot_ms": 0.005}}, "slo tpot_ms=0.005 is 5 µs per output token: tpot_ms is in milliseconds"),
     ("rate", {"slo": {"tpot_ms": 50_000}}, "tpot_ms is in milliseconds"),
     ("rate", {"slo": {"ttft_s": 2}, "min_goodput": 0.0001}, "min_goodput is in requests per second"),
     ("capacity", {"slo": {"ttft_s": 2}, "min_rps": 1e6}, "min_rps is in requests per second"),
