@@ -8,9 +8,11 @@ WIDTH = 120
 
 
 def section(outlines: list[str]) -> list[str]:
-    """The specperf section of a run's output, after its title line."""
+    """The specperf section of a run's output after its title line: the diagnosis, the table and the note under
+    it (not the lines naming the files written, whose paths are the user's)."""
     start = next(i for i, line in enumerate(outlines) if "= specperf =" in line)
-    end = next((i for i, line in enumerate(outlines[start + 1:], start + 1) if line.startswith("=")), len(outlines))
+    end = next((i for i, line in enumerate(outlines[start + 1:], start + 1) if line.startswith("=")
+                or " written to " in line or line.startswith(("run saved as ", "run recorded as "))), len(outlines))
     return outlines[start + 1:end]
 
 
