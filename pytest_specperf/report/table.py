@@ -625,7 +625,8 @@ def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None
         shown = [name for name, _ in extra] if source is None else [show(source) for _, show in extra]
         return (*values[:-1], *shown, values[-1])
 
-    rows, sources = [line(COLUMNS)], [None]
+    rows = [line(COLUMNS)]
+    sources: list[Row | None] = [None]
     for r in cases:
         subs = [*level_rows(r), *category_rows(r)]
         for x, src in [(row(r), shown_case(r)), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in subs)]:
@@ -641,17 +642,17 @@ def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None
         keep = [i for i, name in enumerate(header) if name not in moved]
         narrow = [tuple(x[i] for i in keep) for x in rows]
         widths = _widths(narrow)
-        alone = [narrow[0]] + [(*x[:-1], _verdict_word(src)) for x, src in zip(narrow[1:], sources[1:], strict=True)]
+        alone = [narrow[0]] + [(*x[:-1], _verdict_word(s)) for x, s in zip(narrow[1:], sources[1:], strict=True)]
         if max(len(x) for x in _aligned(alone, widths)) <= width:
             break  # each row fits with its verdict alone (the rest of the cell may go below)
     out = []
-    for x, short, src in zip(rows, narrow, sources, strict=True):
+    for x, short, source in zip(rows, narrow, sources, strict=True):
         line_text = _aligned([short], widths)[0]
-        below = [] if src is None else [f"{name}: {x[i]}" for i, name in enumerate(header)
+        below = [] if source is None else [f"{name}: {x[i]}" for i, name in enumerate(header)
                                         if name in moved and x[i] != "-"]
-        if src is not None and len(line_text) > width:
-            below += _below(src)
-            line_text = _aligned([(*short[:-1], _verdict_word(src))], widths)[0]
+        if source is not None and len(line_text) > width:
+            below += _below(source)
+            line_text = _aligned([(*short[:-1], _verdict_word(source))], widths)[0]
         out.append(line_text)
         for text in below:
             out += textwrap.wrap(text, width=width, initial_indent="    ", subsequent_indent="      ",

@@ -161,9 +161,10 @@ def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
         value = getattr(r, figure, None)
         out.append(Goal(keyword=keyword, bound=float(bound), figure=figure, label=label, unit=unit, floor=floor,
                         value=float(value) if is_number(value) else None))
-    if isinstance(r, SustainedResult) and is_number(getattr(spec, "min_accept_len", None)):
+    accept = getattr(spec, "min_accept_len", None)
+    if isinstance(r, SustainedResult) and is_number(accept):
         acc = r.acceptance.mean_len if r.acceptance is not None else None
-        out.append(Goal(keyword="min_accept_len", bound=float(spec.min_accept_len), figure="acceptance.mean_len",
+        out.append(Goal(keyword="min_accept_len", bound=float(accept), figure="acceptance.mean_len",
                         label="acceptance", unit="tokens/step", floor=True, value=acc))
     if isinstance(r, SustainedResult) and r.drift_verdict in ("passed", "failed") and r.max_drift is not None:
         out.append(Goal(keyword="max_drift", bound=float(r.max_drift), figure="drift", label="drift", unit="",
