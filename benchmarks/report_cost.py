@@ -62,7 +62,7 @@ def test_rate(specperf):
 def test_capacity(specperf):
     pass
 
-@pytest.mark.sustained(tokens=300, ctx=500, min_tps=1e6)
+@pytest.mark.sustained(tokens=300, ctx=500, min_tps=1e5)
 def test_failing(specperf):
     pass
 """
@@ -74,7 +74,7 @@ import pytest
 def test_sustained(specperf):
     pass
 
-@pytest.mark.sustained(tokens=64, ctx=100, min_tps=1e6)
+@pytest.mark.sustained(tokens=64, ctx=100, min_tps=1e5)
 def test_failing(specperf):
     pass
 """

@@ -20,8 +20,11 @@ class SustainedSpec(CaseSpec):
     tokens: int = 1500
     max_drift: float | None = None  # None: the ini default (specperf_max_drift)
     max_burst_gap: float | None = None
+    # ceiling on TTFT: one stream's, or under load (and over repeat=) the median request's (p50)
     max_ttft_s: float | None = None
     max_ttft_content_s: float | None = None  # time to the first answer token (after any reasoning)
+    max_ttft_p90_s: float | None = None  # load cases: ceiling on the 90th-percentile request's TTFT
+    max_ttft_p99_s: float | None = None  # load cases: ceiling on the 99th-percentile request's TTFT
     min_accept_len: Any = None  # a number, or {category: number} with a prompt file
     max_accept_drop: float | None = None
     require_speculation: bool = False
@@ -55,9 +58,10 @@ class SustainedSpec(CaseSpec):
         check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
                f"max_drift needs tokens >= {MIN_DRIFT_TOKENS} (drift is judged over 8 windows of 32 decode tokens), "
                f"got tokens={self.tokens}; raise tokens or drop max_drift")
-        for name in ("max_ttft_s", "max_ttft_content_s"):
+        for name in ("max_ttft_s", "max_ttft_content_s", "max_ttft_p90_s", "max_ttft_p99_s"):
             v = getattr(self, name)
             check(v is None or (is_number(v) and v > 0), k, f"{name} must be a positive number of seconds, got {v!r}")
+        validate_ttft_tail(self, k)
         if not (self.prompts is not None and isinstance(self.min_accept_len, Mapping)):  # per category: prompt_cases
             check(self.min_accept_len is None or (is_number(self.min_accept_len) and self.min_accept_len >= 1), k,
                    f"min_accept_len must be a number >= 1 (tokens per step), got {self.min_accept_len!r}")
@@ -195,6 +199,14 @@ def validate_load(spec: Any, k: str) -> None:
 
 
 
+
+
+def validate_ttft_tail(spec: SustainedSpec, k: str) -> None:
+    """``max_ttft_p90_s`` and ``max_ttft_p99_s`` read a load case's requests: one stream has no tail to judge."""
+    for name in ("max_ttft_p90_s", "max_ttft_p99_s"):
+        check(getattr(spec, name) is None or spec.concurrency > 1 or spec.requests is not None, k,
+              f"{name} judges the tail of many requests' TTFT under load: give concurrency=N (N > 1), or judge one "
+              "stream's TTFT with max_ttft_s")
 
 
 def validate_requests(spec: Any, most_users: int, k: str) -> None:

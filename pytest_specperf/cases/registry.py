@@ -13,6 +13,7 @@ from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, Susta
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
 from pytest_specperf.cases.prompt_cases import resolve_keywords
 from pytest_specperf.cases.session import SessionSpec
+from pytest_specperf.cases.units import check_units
 from pytest_specperf.errors import ConfigError
 
 #: Every case kind: its marker name and the spec class its keywords build (one explicit map).
@@ -56,6 +57,7 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = (),
             values["concurrency"], bool):
         values["concurrency"] = (values["concurrency"],)
     spec = cls(**values)
+    check_units(spec)  # a value in the wrong unit named as such, before the kind's own range checks
     spec.validate()
     return spec
 

@@ -30,6 +30,31 @@ class Burst:
 
 
 @dataclass
+class Goal:
+    """One floor or ceiling a case was judged against (``min_tps=40``, ``max_ttft_s=2``) and the figure it read.
+
+    ``figure`` is the result's attribute the bound judged (``ttft_p50_s``: a load case's ``max_ttft_s`` judges the
+    median request), ``label`` its name in reports (``ttft p50``), ``value`` its value when judged, in ``unit``;
+    ``floor`` is True for a lower bound. The margin (``margin``) is how far the figure is inside the bound.
+    """
+
+    keyword: str
+    bound: float
+    figure: str
+    label: str
+    unit: str
+    floor: bool
+    value: float | None = None
+
+    def margin(self) -> float | None:
+        """The figure's distance inside the bound, as a share of the bound (negative: outside it)."""
+        if self.value is None or not self.bound:
+            return None
+        room = self.value - self.bound if self.floor else self.bound - self.value
+        return room / self.bound
+
+
+@dataclass
 class AcceptanceSample:
     """Mean accepted length over one ``/metrics`` scrape interval, ``t_s`` after the case began."""
 

@@ -19,6 +19,7 @@ from pytest_specperf.cases.result_parts import (
     CaseComparison,
     CategoryFigures,
     Crossover,
+    Goal,
     HistoryEntry,
     LevelTrial,
     LowestRate,
@@ -68,6 +69,8 @@ class Result:
     # the history gate's entry per metric (history/)
     history: list[HistoryEntry] | None = field(default=None, metadata=OMIT)
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
+    # the floors and ceilings the case was judged against, each with its figure (run/floors.goals_of)
+    goals: list[Goal] | None = field(default=None, metadata=OMIT)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""

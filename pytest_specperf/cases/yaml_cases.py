@@ -37,6 +37,24 @@ def load_cases(path: Path, default_prompts: str | None = None) -> list[tuple[str
     return out
 
 
+#: what the YAML parser was reading when a file ended early: the opener the user left unclosed
+_OPENERS = {"while parsing a flow mapping": "'{'", "while parsing a flow sequence": "'['",
+            "while scanning a quoted scalar": "quote"}
+
+
+def yaml_error(name: str, exc: yaml.YAMLError) -> str:
+    """One line for a YAML error, on the line the user has to fix: an unclosed '{', '[' or quote is reported where
+    it was opened (the parser notices only where the next line begins), other errors where the parser stopped."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or exc
+    opened, context = getattr(exc, "context_mark", None), str(getattr(exc, "context", "") or "")
+    opener = _OPENERS.get(context)
+    if opener and opened is not None and mark is not None and opened.line != mark.line:
+        return (f"{name}: line {opened.line + 1} is not valid YAML: the {opener} opened there is not closed "
+                f"({problem} on line {mark.line + 1})")
+    where = f" line {mark.line + 1}" if mark is not None else ""
+    return f"{name}:{where} is not valid YAML ({problem})"
+
+
 def load_entries(path: Path, default_prompts: str | None = None
                  ) -> list[tuple[str, CaseSpec | ConfigError, dict[str, Any], list[str]]]:
     """Every case of the file, a bad one as the ConfigError that says why (so it fails alone, the rest run).
@@ -46,9 +64,7 @@ def load_entries(path: Path, default_prompts: str | None = None
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path.name}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise ConfigError(yaml_error(path.name, exc)) from None
     if raw is None:
         return []
     if not isinstance(raw, dict):

@@ -179,6 +179,10 @@ class Client:
         hint = ""
         if resp.status_code in RETRY_STATUSES:
             hint = f" after {self.retries} retries; the server is overloaded or still loading, retry later"
+        elif resp.status_code == 404 and what == "GET /v1/models":  # the URL is not an OpenAI-compatible server's base
+            extra = " (drop the /v1 at its end: the plugin adds it)" if self.url.endswith("/v1") else ""
+            hint = (f"; is --endpoint the server's base URL{extra}? It should answer GET /v1/models, e.g. "
+                    "--endpoint=http://localhost:8000")
         elif resp.status_code == 404 and self.model:
             hint = f"; is model {self.model!r} served there? (check --model)"
         elif resp.status_code == 401:

@@ -16,7 +16,6 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.registry import SPECS, build_spec, marker_help
 from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.yaml_cases import is_case_file
 from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.history.session import HistorySession, target_of
@@ -44,7 +43,7 @@ from pytest_specperf.pytest_plugin.keys import (
 from pytest_specperf.pytest_plugin.options import add_options, read_settings
 from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
 from pytest_specperf.pytest_plugin.report_writer import ReportWriter
-from pytest_specperf.pytest_plugin.yaml_items import YamlCaseFile
+from pytest_specperf.pytest_plugin.yaml_items import collect_file
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
@@ -210,9 +209,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
     return out if isinstance(res, list) else out[0] if out else res
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
-    if is_case_file(file_path):
-        return YamlCaseFile.from_parent(parent, path=file_path)
-    return None
+    return collect_file(parent, file_path)
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     bench = benchmark_bridge.wanted(config)

@@ -7,6 +7,7 @@ item that fails with its one-line reason, and is never measured.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,30 +15,42 @@ import pytest
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.prompt_cases import many_trials
+from pytest_specperf.cases.registry import SPECS
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.pytest_plugin.keys import SpecperfWarning
+from pytest_specperf.pytest_plugin.keys import RESULTS, SpecperfWarning
 from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import Settings
 
 
 class InvalidCase(pytest.Item):
-    """A case whose marker or YAML entry is wrong: it fails with its reason and measures nothing."""
+    """A case whose marker or YAML entry is wrong: it fails with its reason and measures nothing; its error record
+    (kind, node id, reason) is an error row in the table, the JSON and the saved run, so it never vanishes."""
 
-    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+    def __init__(self, *, reason: str, kind: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.reason = reason
+        self.kind = kind or kind_in(reason)
 
     def runtest(self) -> None:
+        record = {"nodeid": self.nodeid, "kind": self.kind, "verdict": "error", "reason": self.reason}
+        self.stash.setdefault(RESULTS, []).append(record)  # sent with the report, as a measured case's
         pytest.fail(self.reason, pytrace=False)  # its one line, also in the short summary
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"specperf: {self.name} (invalid case)"
 
 
+def kind_in(reason: str) -> str:
+    """The case kind a usage error names ('sustained(): ...'), or 'invalid' where it names none."""
+    found = [k for k in re.findall(r"\b(\w+)\(\)", reason) if k in SPECS]
+    return found[0] if found else "invalid"
+
+
 def invalid_in_place_of(item: pytest.Item, reason: str) -> InvalidCase:
     """An InvalidCase with the node id and marks of the test it replaces (so -k and -m still select it)."""
     assert item.parent is not None
-    bad = InvalidCase.from_parent(item.parent, name=item.name, reason=reason)
+    kinds = [m.name for m in item.iter_markers() if m.name in SPECS]
+    bad = InvalidCase.from_parent(item.parent, name=item.name, reason=reason, kind=kinds[0] if kinds else None)
     for mark in item.own_markers:  # the parents' marks reach it through its parent, as for the test itself
         bad.own_markers.append(mark)
         bad.keywords[mark.name] = mark

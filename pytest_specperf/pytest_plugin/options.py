@@ -19,6 +19,14 @@ from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import STEP_SUMMARY, Settings
 from pytest_specperf.urls import redact_text, redact_url
 
+
+def _sim_profiles() -> list[str]:
+    """The built-in simulator profiles, read from the simulator's profiles folder (as ``sim.builtin_profiles`` does,
+    without importing the simulator into every pytest run)."""
+    folder = Path(__file__).resolve().parents[1] / "sim" / "profiles"
+    return sorted(p.name.removesuffix(".yaml") for p in folder.glob("*.yaml"))
+
+
 # (option, ini name, help). Every option's default is None so the ini twin can fill it.
 OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str, dict[str, Any]]] = [
     (("--specperf-endpoint", "--endpoint"), "specperf_endpoint",
@@ -28,8 +36,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--api-key-env", "--specperf-api-key-env"), "specperf_api_key_env",
      "name of the environment variable holding the API key (default SPECPERF_API_KEY, then OPENAI_API_KEY)"),
     (("--specperf-sim",), "specperf_sim",
-     "embedded simulator profile when no endpoint is given: a built-in name (healthy, seed, fragmenting, "
-     "acceptance-collapse) or a profile YAML file (default healthy)"),
+     f"embedded simulator profile when no endpoint is given: a built-in name ({', '.join(_sim_profiles())}) or a "
+     "profile YAML file (default healthy)"),
     (("--specperf-sim-speed",), "specperf_sim_speed",
      "run the embedded simulator X times faster than real time; measured rates scale by X (default 1)"),
     (("--specperf-engine",), "specperf_engine",

@@ -31,6 +31,7 @@ from pytest_specperf.pytest_plugin.keys import (
     Recorded,
     SpecperfWarning,
 )
+from pytest_specperf.report.table import one_trial_undecided
 from pytest_specperf.run.registry import kind_for
 from pytest_specperf.run.target import EndpointSession
 from pytest_specperf.settings import Settings
@@ -188,8 +189,11 @@ def measure_marked(item: pytest.Item) -> None:
         keep_result(item, error_record(item, spec, reason))
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
+    # a one-trial comparison that cannot decide is said once per run, under the table (table.one_trial_note)
+    quiet = {c.reason for c in record.comparisons or [] if one_trial_undecided(c)}
     for note in [*notes, *record.warnings]:
-        item.warn(SpecperfWarning(note))
+        if note not in quiet:
+            item.warn(SpecperfWarning(note))
     keep_result(item, record)
     item.stash[RESULT_OBJ] = ResultView.of(record)
     return None

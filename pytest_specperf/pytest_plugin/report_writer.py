@@ -32,7 +32,7 @@ from pytest_specperf.pytest_plugin.keys import (
 from pytest_specperf.pytest_plugin.recording import storage_folder
 from pytest_specperf.report.output import Meta, Output, problem
 from pytest_specperf.report.registry import OUTPUTS
-from pytest_specperf.report.table import summary
+from pytest_specperf.report.table import WIDTH, summary
 from pytest_specperf.urls import redact_text, redact_url
 
 #: what a warning about one output adds: nothing else was lost with it
@@ -183,7 +183,7 @@ class ReportWriter:
             return
         terminalreporter.section("specperf")
         try:
-            lines = summary(self.results)
+            lines = summary(self.results, WIDTH)
         except Exception as exc:  # the files above are written; say so rather than lose pytest's summary
             lines = [f"the specperf table could not be drawn ({type(exc).__name__}: {exc}); the results are in "
                      "the JSON file and the saved run"]

@@ -8,11 +8,36 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.base import CaseSpec
-from pytest_specperf.cases.yaml_cases import load_entries
+from pytest_specperf.cases.yaml_cases import SUFFIXES, is_case_file, load_entries
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.pytest_plugin.invalid_cases import InvalidCase, check_for_run, warn_before_running
 from pytest_specperf.pytest_plugin.keys import SETTINGS, SPEC, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import failed_reason, measure_marked
+
+
+def collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    """A ``*.specperf.yaml`` file's cases; a YAML file named on the command line that is not one says why it holds
+    no cases (pytest alone would answer 'not found ... no match')."""
+    if is_case_file(file_path):
+        return YamlCaseFile.from_parent(parent, path=file_path)
+    if file_path.suffix in (".yaml", ".yml") and _named(parent.config, file_path):
+        return NotACaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _named(config: pytest.Config, path: Path) -> bool:
+    """Whether ``path`` was given on the command line itself (not found inside a folder given there)."""
+    here = Path(config.invocation_params.dir)
+    return any((here / str(arg).split("::")[0]).resolve() == path.resolve() for arg in config.args)
+
+
+class NotACaseFile(pytest.File):
+    """A YAML file named on the command line that the plugin does not read: its collection error says why."""
+
+    def collect(self) -> Any:
+        stem = self.path.name.rsplit(".", 1)[0]
+        raise self.CollectError(f"{self.path.name} is not read as perf cases: case files end in "
+                                f"{' or '.join(SUFFIXES)}; rename it to {stem}{SUFFIXES[0]}")
 
 
 class YamlCaseFile(pytest.File):

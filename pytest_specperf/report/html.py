@@ -123,6 +123,11 @@ def _cmp_summary(result: Result | report.Row | Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def goal_facts(row: report.Row) -> list[tuple[str, str]]:
+    """The floors and ceilings a case was judged against, each with the figure it read and its margin."""
+    return [("judged against", ", ".join(report.goal_text(g) for g in row.goals))] if row.goals else []
+
+
 def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
             baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """What the template needs: header rows, summary rows (failures first), one section per case."""
@@ -142,8 +147,8 @@ def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] 
         verdict = str(r.verdict or "-")
         cases.append({"anchor": f"case-{i + 1}", "index": i, "nodeid": str(r.nodeid),
                       "short": _short(str(r.nodeid)), "kind": str(r.kind or "-"),
-                      "verdict": verdict, "reason": str(r.reason or ""), "facts": v.facts, "charts": charts,
-                      "tables": v.tables,
+                      "verdict": verdict, "reason": str(r.reason or ""), "facts": [*v.facts, *goal_facts(row)],
+                      "charts": charts, "tables": v.tables,
                       # each once: an A/B case gathers the same note from every trial, a session from every turn
                       "warnings": report.once([*(r.warnings or []), *report.notes(row)]),
                       "decode": figures.fmt(row.decode_tps), "drift": figures.fmt(row.drift, ".2f"),

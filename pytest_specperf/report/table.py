@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, CategoryFigures, Crossover, SweepPoint
+from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, CategoryFigures, Crossover, Goal, SweepPoint
 from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
 from pytest_specperf.cases.saved_results import as_result, has_record, load_part
 from pytest_specperf.compare import arms
@@ -17,6 +18,9 @@ from pytest_specperf.run.load import knee_text
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
 #: shown before the verdict when a run has load cases: users per row, and their aggregate output
 LOAD_COLUMNS = ("users", "total tok/s")
+#: the terminal table's widest line: a row's comparisons, reasons and notes that would pass it go on their own
+#: lines under the row, as pytest's short summary lines are
+WIDTH = 120
 
 
 def finite_number(v: Any) -> float | None:
@@ -95,6 +99,7 @@ class Row:
     crossover: Crossover | None = None
     comparisons: list[CaseComparison] | None = None
     level: int | None = None  # a load sweep's level row: its users
+    goals: list[Goal] | None = None  # the floors and ceilings the case was judged against
 
 
 _ROW_FIELDS = tuple(f.name for f in dataclasses.fields(Row))
@@ -129,7 +134,7 @@ def error_row(record: Mapping[str, Any]) -> Row:
     """The row of an error record (or of a kind without a record): the fields it has, the rest None."""
     given = {name: record[name] for name in _ROW_FIELDS if name in record}
     comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
-    nested = {"points", "levels", "categories", "ab"}  # figures, which an error record has none of
+    nested = {"points", "levels", "categories", "ab", "goals"}  # figures, which an error record has none of
     # the arms table and the crossover are judgements, which a case judged before it errored may carry
     arms_part, cross = given.pop("arms", None), given.pop("crossover", None)
     return Row(**{k: v for k, v in given.items() if k not in nested},
@@ -168,20 +173,48 @@ def cells(r: Row | Result | Mapping[str, Any], *, verdict: bool = True) -> list[
         tokens = "-"
     ttft = finite_number(r.ttft_s)
     early, late = finite_number(r.early_tps), finite_number(r.late_tps)
-    text = ""
-    if verdict:
-        text = open_loop(r) + str(r.verdict)
-        if r.verdict != "passed" and r.reason:
-            text = f"{text}: {r.reason}"
-        for warning in case_warnings(r):
-            text += f"; warning: {warning}"
-        for note in notes(r):
-            text += f"; {note}"
+    text = "; ".join(verdict_parts(r)) if verdict else ""
     decode = _sweep_low(r) if r.kind == "ctx_sweep" and r.points else _f(r.decode_tps)
     if finite_number(r.decode_p10_tps) is not None:  # a load case: decode is the median user's
         decode = f"{decode} (p10 {_f(r.decode_p10_tps)})"
     return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.drift, ".2f"), text]
+
+
+def verdict_parts(r: Row | Result | Mapping[str, Any]) -> list[str]:
+    """The verdict cell's parts: the verdict (with what an open-loop case is judged on, and a failure's reason),
+    each warning, each note, and the floors and ceilings the case was judged against with their margins."""
+    r = as_row(r)
+    text = open_loop(r) + str(r.verdict)
+    if r.verdict != "passed" and r.reason:
+        text = f"{text}: {r.reason}"
+    goals = goals_text(r)
+    return [text, *(f"warning: {w}" for w in case_warnings(r)), *notes(r), *([goals] if goals else [])]
+
+
+def _goal_value(g: Goal) -> str:
+    v = finite_number(g.value)
+    if v is None:
+        return "-"
+    if g.unit == "s":
+        return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.3g} s"
+    if g.unit == "tok/s":
+        return f"{v:.1f} tok/s"
+    return f"{v:.3g}" + (f" {g.unit}" if g.unit else "")
+
+
+def goal_text(g: Goal) -> str:
+    """'max_ttft_s 2: ttft p50 5 ms (+99.8%)': the bound, the figure it judged and its margin (negative: missed)."""
+    margin = g.margin()
+    unit = f" {g.unit}" if g.unit in ("s", "tok/s", "req/s") else ""
+    return (f"{g.keyword} {g.bound:g}{unit}: {g.label} {_goal_value(g)}"
+            + ("" if margin is None else f" ({signed_pct(margin)})"))
+
+
+def goals_text(r: Row | Result | Mapping[str, Any]) -> str:
+    """'judged against min_tps 40 tok/s: decode 2989.3 tok/s (+7373.3%), ...', or '' for a case without goals."""
+    goals = as_row(r).goals or []
+    return "judged against " + ", ".join(goal_text(g) for g in goals) if goals else ""
 
 
 def case_warnings(r: Row | Result | Mapping[str, Any]) -> list[str]:
@@ -577,8 +610,12 @@ def shown_case(r: Row | Result | Mapping[str, Any]) -> Row:
     return r
 
 
-def table(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
-    """The summary table as lines of aligned columns; the verdict column is last and left unpadded."""
+def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None = None) -> list[str]:
+    """The summary table as lines of aligned columns; the verdict column is last and left unpadded.
+
+    With ``width`` (the terminal's table), no line is wider: the comparison column shows each row's worst
+    comparison, and a row whose verdict cell would pass ``width`` keeps its verdict and puts its comparisons,
+    reason, warnings, notes and goals on their own lines under it, wrapped."""
     cases = [as_row(r) for r in results]
     load = has_load(cases)
     extra = extra_columns(cases)
@@ -589,16 +626,94 @@ def table(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
         return (*values[:-1], *shown, values[-1])
 
     rows = [line(COLUMNS)]
+    sources: list[Row | None] = [None]
     for r in cases:
         subs = [*level_rows(r), *category_rows(r)]
         for x, src in [(row(r), shown_case(r)), *(((f"  {lb.strip()}", *cells(lv)), lv) for lb, lv in subs)]:
             rows.append(line(x, src))
-    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
+            sources.append(src)
+    out = _aligned(rows)
+    if width is None or max(map(len, out)) <= width:
+        return out
+    # Too wide: a long verdict cell, then the comparison and stalls columns, then early -> late, go under each row.
+    header = rows[0]
+    extras = [name for name, _ in extra]
+    for moved in ([], extras, [*extras, "early -> late"], [*extras, "early -> late", "drift"]):
+        keep = [i for i, name in enumerate(header) if name not in moved]
+        narrow = [tuple(x[i] for i in keep) for x in rows]
+        widths = _widths(narrow)
+        alone = [narrow[0]] + [(*x[:-1], _verdict_word(s)) for x, s in zip(narrow[1:], sources[1:], strict=True)]
+        if max(len(x) for x in _aligned(alone, widths)) <= width:
+            break  # each row fits with its verdict alone (the rest of the cell may go below)
+    out = []
+    for x, short, source in zip(rows, narrow, sources, strict=True):
+        line_text = _aligned([short], widths)[0]
+        below = [] if source is None else [f"{name}: {x[i]}" for i, name in enumerate(header)
+                                        if name in moved and x[i] != "-"]
+        if source is not None and len(line_text) > width:
+            below += _below(source)
+            line_text = _aligned([(*short[:-1], _verdict_word(source))], widths)[0]
+        out.append(line_text)
+        for text in below:
+            out += textwrap.wrap(text, width=width, initial_indent="    ", subsequent_indent="      ",
+                                 break_on_hyphens=False)
+    return out
+
+
+def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(x[i]) for x in rows) for i in range(len(rows[0]) - 1)]
+
+
+def _aligned(rows: Sequence[Sequence[str]], widths: Sequence[int] | None = None) -> list[str]:
+    widths = widths if widths is not None else _widths(rows)
     out = []
     for x in rows:
         padded = [x[i].ljust(widths[i]) if i == 0 else x[i].rjust(widths[i]) for i in range(len(widths))]
         out.append("  ".join([*padded, x[-1]]))
     return out
+
+
+def _verdict_word(r: Row | None) -> str:
+    """A row's verdict alone ('passed', 'failed'), or '' for a row whose cell is not one (a category's figures)."""
+    v = "" if r is None else str(r.verdict)
+    return v if v in (*SEVERITY, "error", "warning") else ""
+
+
+def _below(r: Row) -> list[str]:
+    """What a too-wide row says on its own lines: an open-loop case's figures, a failure's reason, its warnings,
+    notes and goals."""
+    parts = verdict_parts(r)
+    first, out = parts[0], []
+    if open_loop(r) and first.startswith(open_loop(r)):
+        out.append(open_loop(r).rstrip("; "))
+        first = first[len(open_loop(r)):]
+    if first != _verdict_word(r):  # a reason after the verdict, or a category's figures
+        out.append(first)
+    return out + parts[1:]
+
+
+def one_trial_undecided(c: CaseComparison) -> bool:
+    """A comparison left inconclusive because each side had one trial and nothing measured the noise: what
+    ``one_trial_note`` says once per run instead of once per metric."""
+    x = c.comparison
+    return (c.verdict == "inconclusive" and x is not None and x.method.startswith("noise-floor")
+            and x.n_base == 1 == x.n_cand)
+
+
+def one_trial_note(results: Iterable[Row | Result | Mapping[str, Any]]) -> str | None:
+    """Once per run: comparisons with one trial on each side have no noise to judge by and cannot decide within
+    their threshold; what ``repeat=`` would do (None when no comparison was one of those)."""
+    undecided = [c for r in map(as_row, results) for c in r.comparisons or [] if one_trial_undecided(c)]
+    if not undecided:
+        return None
+    cmp = [c.comparison for c in undecided if c.comparison is not None]
+    threshold = max(x.threshold for x in cmp)
+    need = max(x.trials_needed for x in cmp)
+    detect = min(x.mde for x in cmp)
+    return (f"note: {plural(len(undecided), 'comparison')} had one trial on each side (the baseline's and this "
+            f"run's) and no noise estimate, so could not decide within {threshold:.0%} (detectable at the assumed "
+            f"noise: {detect:.1%} or more); run the cases with repeat={need} (trials per side) on the baseline "
+            f"and here, or repeat='auto' to add trials until each comparison is decided")
 
 
 def count_text(n: int, verdict: str) -> str:
@@ -639,10 +754,16 @@ def diagnosis(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
     return [f"{str(r.verdict).upper()} {label(r)}: {r.reason or 'no reason given'}" for r in bad]
 
 
-def summary(results: Iterable[Result | Mapping[str, Any]]) -> list[str]:
-    """The terminal section: failures and errors first with their reasons, then the table."""
+def summary(results: Iterable[Result | Mapping[str, Any]], width: int | None = None) -> list[str]:
+    """The terminal section: failures and errors first with their reasons, then the table (within ``width``), and
+    once per run what one-trial comparisons cannot decide."""
     cases = [as_case(r) for r in results]
     first = diagnosis(cases)
+    if width is not None:
+        first = [x for line in first for x in textwrap.wrap(line, width, subsequent_indent="    ")]
     grids = [lines for r in cases if isinstance(r, Result) for lines in [arms.text_lines(r)] if lines]
-    return [*first, *([""] if first else []), *table(cases), *[x for lines in grids for x in ["", *lines]]]
+    note = one_trial_note(cases)
+    said = [] if note is None else [note] if width is None else textwrap.wrap(note, width, subsequent_indent="  ")
+    return [*first, *([""] if first else []), *table(cases, width), *said,
+            *[x for lines in grids for x in ["", *lines]]]
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.result_parts import Goal
 from pytest_specperf.cases.results import Result, SustainedResult
 from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.stream_figures import slower_phase
@@ -32,6 +33,7 @@ def settle(result: Result, spec: CaseSpec, problems: list[str], inconclusive: st
     # a load sweep's {level: floor} mapping is drawn per level
     per_category = isinstance(spec.min_tps, Mapping) and spec.KIND != "load_sweep"
     result.min_tps = None if per_category else spec.min_tps
+    result.goals = goals_of(result, spec) or None
     problems = lateness.judge(result, problems, inconclusive)
     result.verdict = "failed" if problems else "passed"
     result.reason = "; ".join(problems)
@@ -93,14 +95,80 @@ def _sustained(r: SustainedResult, spec: SustainedSpec, max_drift: float) -> lis
                        f"{early:.1f} -> {late:.1f} tokens/step {where}")
     if r.ttft_cache:  # a cached prefill: the TTFT floors are inconclusive (judge_sustained, by the policy)
         return out
+    ttft = ttft_label(r)
     if spec.max_ttft_s is not None and r.ttft_s > spec.max_ttft_s:
-        out.append(f"ttft {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}")
+        out.append(f"{ttft} {r.ttft_s:.3f} s > max_ttft_s {spec.max_ttft_s:g} at ctx {r.prompt_tokens}"
+                   + (f" with {r.concurrency} users" if r.concurrency > 1 else ""))
+    for name, label, value in (("max_ttft_p90_s", "ttft p90", r.ttft_p90_s), ("max_ttft_p99_s", "ttft p99",
+                                                                             r.ttft_p99_s)):
+        bound = getattr(spec, name)
+        if bound is not None and value is not None and value > bound:
+            out.append(f"{label} {value:.3f} s > {name} {bound:g} at ctx {r.prompt_tokens} with {r.concurrency} "
+                       f"users (median {r.ttft_s:.3f} s)")
     # Without a reasoning phase the first token is the answer's, so the floor reads ttft_s.
     ttft_content = r.ttft_content_s if r.ttft_content_s is not None else r.ttft_s
     if spec.max_ttft_content_s is not None and ttft_content > spec.max_ttft_content_s:
         after = f" (after {r.reasoning_tokens} reasoning tokens)" if r.reasoning_tokens else ""
         out.append(f"time to first answer token {ttft_content:.3f} s > max_ttft_content_s "
                    f"{spec.max_ttft_content_s:g}{after} at ctx {r.prompt_tokens}")
+    return out
+
+
+def ttft_label(r: SustainedResult) -> str:
+    """What a sustained result's ``ttft_s`` is: one stream's TTFT ('ttft'), or the median of several ('ttft p50')."""
+    return "ttft p50" if r.concurrency > 1 or len(r.streams) > 1 else "ttft"
+
+
+#: keyword -> (the result's attribute it judges, its label, unit, True for a floor); kind-specific ones below
+_GOALS: dict[str, tuple[str, str, str, bool]] = {
+    "min_tps": ("decode_tps", "decode", "tok/s", True),
+    "min_total_tps": ("total_tps", "aggregate", "tok/s", True),
+    "max_ttft_s": ("ttft_s", "ttft", "s", False),
+    "max_ttft_p90_s": ("ttft_p90_s", "ttft p90", "s", False),
+    "max_ttft_p99_s": ("ttft_p99_s", "ttft p99", "s", False),
+    "max_ttft_content_s": ("ttft_content_s", "first answer token", "s", False),
+    "max_burst_gap": ("burst_gap", "burst gap", "", False),
+    "min_attainment": ("attainment", "SLO attainment", "", True),
+    "min_goodput": ("goodput_rps", "goodput", "req/s", True),
+    "min_rps": ("max_rps", "capacity", "req/s", True),
+    "min_cache_hit": ("cache_hit", "cache hit", "", True),
+}
+
+
+def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
+    """The floors and ceilings ``spec`` set that ``r`` was judged against (one number each), with the figure each
+    read: under load ``min_tps`` reads the 10th-percentile user and ``max_ttft_s`` the median request (p50); a
+    session's TTFT ceilings read its p90 turn."""
+    out: list[Goal] = []
+    if spec.KIND == "load_sweep":
+        return out  # floors per level: each level's row shows its own
+    session = spec.KIND == "session"
+    load = getattr(r, "decode_p10_tps", None) is not None and not session
+    for keyword, (figure, label, unit, floor) in _GOALS.items():
+        bound = getattr(spec, keyword, None)
+        if not is_number(bound):
+            continue  # not set, or per category / per level (those rows show their own)
+        if keyword == "min_tps" and (load or session):
+            figure, label = "decode_p10_tps", "p10 user decode" if load else "p10 turn decode"
+        elif keyword == "max_ttft_s" and session:
+            figure, label = "ttft_p90_s", "ttft p90 turn"
+        elif keyword == "max_ttft_s" and isinstance(r, SustainedResult):
+            label = ttft_label(r)
+        elif keyword == "max_ttft_content_s" and session:
+            figure, label = "ttft_content_p90_s", "first answer token p90 turn"
+        if keyword == "max_ttft_content_s" and getattr(r, figure, None) is None:
+            figure = "ttft_p90_s" if session else "ttft_s"  # no reasoning phase: the first token is the answer's
+        value = getattr(r, figure, None)
+        out.append(Goal(keyword=keyword, bound=float(bound), figure=figure, label=label, unit=unit, floor=floor,
+                        value=float(value) if is_number(value) else None))
+    accept = getattr(spec, "min_accept_len", None)
+    if isinstance(r, SustainedResult) and is_number(accept):
+        acc = r.acceptance.mean_len if r.acceptance is not None else None
+        out.append(Goal(keyword="min_accept_len", bound=float(accept), figure="acceptance.mean_len",
+                        label="acceptance", unit="tokens/step", floor=True, value=acc))
+    if isinstance(r, SustainedResult) and r.drift_verdict in ("passed", "failed") and r.max_drift is not None:
+        out.append(Goal(keyword="max_drift", bound=float(r.max_drift), figure="drift", label="drift", unit="",
+                        floor=False, value=r.drift))
     return out
 
 

@@ -120,7 +120,7 @@ def test_capacity_with_no_passing_rate_fails_and_says_the_lowest_probed(runner_f
     speed = 20.0
     with SimServer("batching", speed=speed) as sim:
         runner = runner_for(sim.url)
-        spec = build_spec("capacity", {"slo": {"tpot_ms": 0.001}, "tokens": 32, "ctx": 100, "start_rps": speed,
+        spec = build_spec("capacity", {"slo": {"tpot_ms": 0.01}, "tokens": 32, "ctx": 100, "start_rps": speed,
                                        "probe_s": 0.5, "min_requests": 8, "budget_s": 60})
         r = runner.run(spec, "capacity::impossible")
         served = sim.requests()

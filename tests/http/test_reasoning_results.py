@@ -169,8 +169,8 @@ def test_max_ttft_content_s_without_a_reasoning_phase_judges_the_first_token() -
     # no reasoning phase: the first token is the answer's, so the floor reads ttft_s (never an always-met 0)
     with SimServer("healthy", speed=SPEED, in_process=True, overrides={"jitter": 0.0}) as sim:
         r: SustainedResult = _run(sim, "sustained", "t::plain-floor", tokens=24, ctx=100, api="chat",
-                                  max_ttft_content_s=0.000001)
-    assert r.ttft_content_s is None and r.ttft_s > 0.000001
+                                  max_ttft_content_s=0.0001)
+    assert r.ttft_content_s is None and r.ttft_s > 0.0001
     assert r.verdict == "failed" and "time to first answer token" in r.reason
 
 

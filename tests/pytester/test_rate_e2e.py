@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.table_lines import block, section
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import Result
@@ -67,8 +68,8 @@ def test_rate_cases_from_markers_yaml_and_direct_calls(pytester: pytest.Pytester
     assert light["attainment"] >= 0.9 and len(light["per_request"]) == 16
     # the heavy case's requests shared the batch on the server, which is why they missed
     assert max(st["batch"] for t in truths for st in t["steps"]) >= 8
-    assert any("[rate] test_light_load_meets_the_slo" in line and "req/s" in line and "attainment" in line
-               for line in res.outlines)
+    light_row = block(section(res.outlines), "[rate] test_light_load_meets_the_slo")
+    assert "req/s" in light_row and "attainment" in light_row
     case = next(tc for tc in ET.parse(xml).iter("testcase") if tc.get("name") == "test_heavy_load_misses_it")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert float(props["specperf_goodput_rps"]) == pytest.approx(heavy["goodput_rps"], rel=1e-4)
@@ -179,5 +180,5 @@ def test_cap(specperf):
     text = res.stdout.str()
     assert f"capacity {lo:.3g} req/s < min_rps 1000" in text and "tpot_ms missed most" in text
     # capacity is a lower bound: the highest rate that met the slo, within the bracket the JSON holds
-    assert any(line.startswith("[capacity] test_cap") and f"capacity >= {lo:.3g} req/s (bracket {lo:.3g}..{hi:.3g})"
-               in line for line in res.outlines)
+    assert f"capacity >= {lo:.3g} req/s (bracket {lo:.3g}..{hi:.3g})" in block(section(res.outlines),
+                                                                                 "[capacity] test_cap")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.load_helpers import true_decode
 from support.result_json import full
+from support.table_lines import WIDTH, block, joined, section
 
 from pytest_specperf.report.table import table
 from pytest_specperf.sim import FAULT_HEADER, SimServer, faults
@@ -38,6 +39,12 @@ def _table(res: pytest.RunResult) -> list[str]:
     return [line for line in res.outlines[start:] if line.startswith(("case ", "["))]
 
 
+def _lines(res: pytest.RunResult) -> list[str]:
+    """The table with the lines under its rows."""
+    lines = section(res.outlines)
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("case ")):]
+
+
 def _row(lines: list[str], case: str) -> str:
     return next(line for line in lines if case in line)
 
@@ -53,10 +60,12 @@ def test_stalls_sweep_figure_and_direct_calls_are_shown(pytester: pytest.Pyteste
     lines = _table(res)
     rows = {r["nodeid"].split("::")[-1] + str(r.get("call", "")): r for r in json.loads(out.read_text())["results"]}
 
-    assert " stalls " in lines[0]
     stalled = rows["test_stalled"]
     assert stalled["stalls"] == 1 and 0.95 <= stalled["stall_s"] <= 2.0  # the truth: 1.0 s
-    assert f"1 ({stalled['stall_s']:.1f} s)" in _row(lines, "test_stalled")
+    # a column where the table fits 120 columns with it, else a line under the row: in one place, not both
+    shown = block(_lines(res), "test_stalled")
+    assert (" stalls " in lines[0]) != (f"stalls: 1 ({stalled['stall_s']:.1f} s)" in shown)
+    assert f"1 ({stalled['stall_s']:.1f} s)" in shown
 
     points = rows["test_sweep"]["points"]
     slowest = min(points, key=lambda p: p["decode_tps"])
@@ -155,12 +164,15 @@ def test_concurrency_and_rate_rows_say_what_they_are(pytester: pytest.Pytester) 
     err = rows["test_too_long"]
     assert err["verdict"] == "error" and err["concurrency"] == 2
     cells = _row(lines, "test_too_long").split()
-    assert cells[cells.index("error:") - 2] == "2"
+    assert cells[-1] == "error" and cells[-3] == "2"  # users, total, verdict; its reason under the row
+    assert f"error: {err['reason']}" in block(_lines(res), "test_too_long")
     # The rate row: its load is a request rate, said with the verdict, not under "users".
     rate = rows["test_rate"]
     cells = _row(lines, "test_rate").split()
-    assert "users" in header and cells[cells.index("attainment") - 2] == "-"
-    assert f"attainment {rate['attainment']:.2f}, goodput {rate['goodput_rps']:.3g} req/s" in _row(lines, "test_rate")
-    # The diagnosis comes first: the errored call, with its reason, above the table.
-    section = res.outlines[res.outlines.index(next(x for x in res.outlines if "= specperf =" in x)) + 1:]
-    assert section[0] == f"ERROR [sustained] test_too_long (call 1, prose): {err['reason']}"
+    assert "users" in header and cells[-3] == "-"
+    assert f"attainment {rate['attainment']:.2f}, goodput {rate['goodput_rps']:.3g} req/s" in block(_lines(res),
+                                                                                                      "test_rate")
+    # The diagnosis comes first: the errored call, with its reason, above the table (wrapped at its width).
+    shown = section(res.outlines)
+    assert joined(shown, 0) == f"ERROR [sustained] test_too_long (call 1, prose): {err['reason']}"
+    assert max(map(len, shown)) <= WIDTH

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.table_lines import block, section
 
 from pytest_specperf.sim import SimServer
 
@@ -64,8 +65,7 @@ def test_direct_call_that_cannot_measure_is_an_error_with_a_row(pytester: pytest
     _no_traceback(res)
     (row,) = _results(out)
     assert row["verdict"] == "error" and row["kind"] == "two_point" and row["ctx"] == 64
-    assert any("[two_point] test_ad_hoc (call 1, prose)" in line and "error: endpoint" in line
-               for line in res.outlines)
+    assert "error: endpoint" in block(section(res.outlines), "[two_point] test_ad_hoc (call 1, prose)")
     assert "| error: endpoint http://127.0.0.1:9 is down" in md.read_text()
     props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "junit.xml").iter("property")}
     assert props["specperf_verdict"] == "error"

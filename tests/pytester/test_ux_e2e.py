@@ -1,0 +1,183 @@
+"""What a new user sees: a table within 120 columns that says once what one-trial comparisons cannot decide, the
+goals a passing case was judged against with their margins, TTFT named by its percentile, and the small mistakes
+(a case file's name, an unclosed brace, a wrong endpoint, a wrong unit) answered in one line that names the fix."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.load_helpers import true_decode
+from support.table_lines import WIDTH, block, section
+
+from pytest_specperf.sim import SimServer
+
+FAST = "--specperf-sim-speed=20"
+STEADY = "--specperf-sim-speed=5"  # compared runs: slow enough that a loaded host's one trial moves a few per cent
+NO_CACHE = ("-p", "no:cacheprovider")
+FOUR = """
+import pytest
+
+@pytest.mark.sustained(tokens=300, ctx=500, min_tps=40, max_ttft_s=2)
+def test_single_user(specperf): pass
+
+@pytest.mark.sustained(tokens=100, ctx=200, concurrency=4, max_ttft_s=2)
+def test_four_users(specperf): pass
+
+@pytest.mark.two_point(ctx=256)
+def test_two_point(specperf): pass
+
+@pytest.mark.sustained(tokens=120, ctx=64, content="code")
+def test_code(specperf): pass
+"""
+
+
+def _table(res: pytest.RunResult) -> list[str]:
+    lines = section(res.outlines)
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("case ")):]
+
+
+def test_four_cases_against_a_baseline_fit_120_columns_and_say_once_what_one_trial_cannot(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_four=FOUR)
+    pytester.runpytest_subprocess(STEADY, "--specperf-save=base", *NO_CACHE).assert_outcomes(passed=4)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(STEADY, "--specperf-compare=base", f"--specperf-json={out}", *NO_CACHE)
+    results = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
+    shown = section(res.outlines)
+    assert max(map(len, shown)) <= WIDTH, max(shown, key=len)
+    lines = _table(res)
+    one_trial = [c for r in results.values() for c in r["comparisons"]
+                 if c["comparison"] and c["comparison"]["method"].startswith("noise-floor")
+                 and c["verdict"] == "inconclusive"]
+    assert one_trial, "no comparison was left undecided by one trial per side: nothing to say once"
+    # said once per run, not once per metric: one note under the table, no per-metric warning in pytest's summary
+    text = "\n".join(res.outlines)
+    assert text.count("had one trial on each side") == 1
+    assert not [x for x in res.outlines if "SpecperfWarning" in x and "1 trial per side" in x]
+    need = max(c["comparison"]["trials_needed"] for c in one_trial)
+    note = " ".join(x.strip() for x in shown[next(i for i, x in enumerate(shown) if x.startswith("note: ")):])
+    assert f"{len(one_trial)} comparisons had one trial on each side" in note and f"repeat={need}" in note
+    # every comparison of every case is still shown, with its change and verdict, on or under its row
+    for name, r in results.items():
+        where = block(lines, name)
+        for c in r["comparisons"]:
+            metric = {"decode_tps": "decode", "ttft_s": "ttft", "total_tps": "total"}[c["metric"]]
+            assert f"{metric} " in where and c["verdict"] in where, (name, where)
+
+
+def test_a_passing_row_shows_its_goals_and_margins_against_the_simulator(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_goals="""
+        import pytest
+
+        @pytest.mark.sustained(tokens=300, ctx=500, min_tps=40, max_ttft_s=2)
+        def test_single_user(specperf): pass
+
+        @pytest.mark.sustained(tokens=64, ctx=200, concurrency=6, max_ttft_s=2, max_ttft_p90_s=3)
+        def test_six_users(specperf): pass
+    """)
+    out, page = pytester.path / "r.json", pytester.path / "r.html"
+    with SimServer("healthy", speed=5.0, overrides={"max_batch": 2}) as sim:
+        res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", f"--specperf-json={out}",
+                                            f"--specperf-html={page}", *NO_CACHE)
+        results = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
+        truth = {name: [sim.truth(s["response_id"]) for s in r["streams"]] for name, r in results.items()}
+    res.assert_outcomes(passed=2)
+    lines = _table(res)
+    assert max(map(len, section(res.outlines))) <= WIDTH
+    one = block(lines, "test_single_user")
+    found = re.search(r"min_tps 40 tok/s: decode (\d+\.\d) tok/s \(\+(\d+\.\d)%\)", one)
+    assert found, one
+    decode = float(found.group(1))
+    assert abs(decode / true_decode(truth["test_single_user"][0]) - 1) < 0.03  # the simulator's own rate
+    assert float(found.group(2)) == pytest.approx((decode / 40 - 1) * 100, abs=0.06)
+    assert "max_ttft_s 2 s: ttft " in one
+    # under load max_ttft_s reads the median request and says so; max_ttft_p90_s the 90th percentile
+    six = block(lines, "test_six_users")
+    true_ttft = np.array([t["ttft_s"] for t in truth["test_six_users"]])
+    p50 = re.search(r"max_ttft_s 2 s: ttft p50 (\d+) ms \(\+(\d+\.\d)%\)", six)
+    p90 = re.search(r"max_ttft_p90_s 3 s: ttft p90 (\d+) ms \(\+(\d+\.\d)%\)", six)
+    assert p50 and p90, six
+    t50, t90 = np.percentile(true_ttft, [50, 90]) * 1000
+    assert t50 - 1 <= int(p50.group(1)) <= t50 + 50 and t90 - 1 <= int(p90.group(1)) <= t90 + 50
+    assert t90 > 1.5 * t50  # the queue behind two batch slots: the percentiles are told apart
+    assert float(p50.group(2)) == pytest.approx((1 - int(p50.group(1)) / 2000) * 100, abs=0.06)
+    # the HTML: the same goals, TTFT ceilings included, and TTFT named by its percentiles
+    doc = html.unescape(page.read_text(encoding="utf-8"))
+    assert f"min_tps 40 tok/s: decode {decode:.1f} tok/s" in doc
+    assert f"max_ttft_s 2 s: ttft p50 {p50.group(1)} ms" in doc and f"ttft p90 {p90.group(1)} ms" in doc
+    assert re.search(r"<th>ttft p50 / p90 / p99</th><td>\d+ / \d+ / \d+ ms</td>", doc)
+
+
+def test_a_value_in_the_wrong_unit_is_an_error_row_in_the_table_and_the_saved_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_units="""
+        import pytest
+
+        @pytest.mark.sustained(tokens=64, ctx=64, max_ttft_s=2000)
+        def test_ms_meant(specperf): pass
+
+        @pytest.mark.sustained(tokens=64, ctx=64)
+        def test_fine(specperf): pass
+    """)
+    (pytester.path / "cases.specperf.yaml").write_text("typo:\n  sustained: {tokens: 64, ctxx: 64}\n")
+    res = pytester.runpytest_subprocess(FAST, "--specperf-save=run", *NO_CACHE)
+    res.assert_outcomes(passed=1, failed=2)
+    unit = "max_ttft_s=2000 is 33.3 minutes: max_ttft_s is in seconds (2 s = 2, 200 ms = 0.2)"
+    res.stdout.fnmatch_lines(["*test_units.py::test_ms_meant - Failed: sustained(): max_ttft_s=2000 is*"])
+    assert unit in res.stdout.str()
+    lines = _table(res)
+    for case, why in (("test_ms_meant", unit), ("typo", "unknown keyword 'ctxx'; did you mean 'ctx'?")):
+        where = block(lines, case)
+        assert where.startswith(f"[sustained] {case} ") and " error | error: " in where and why in where
+    saved = json.loads(next((pytester.path / ".specperf" / "runs").glob("*.json")).read_text())["results"]
+    verdicts = {r["nodeid"].split("::")[-1]: (r["verdict"], r.get("kind"), r.get("reason", "")) for r in saved}
+    assert verdicts["test_ms_meant"][:2] == ("error", "sustained") and unit in verdicts["test_ms_meant"][2]
+    assert verdicts["typo"][:2] == ("error", "sustained") and verdicts["test_fine"][0] == "passed"
+
+
+def test_a_yaml_file_named_without_specperf_says_how_case_files_are_named(pytester: pytest.Pytester) -> None:
+    (pytester.path / "chat.yaml").write_text("chat:\n  sustained: {tokens: 64}\n")
+    res = pytester.runpytest_subprocess("chat.yaml", FAST, *NO_CACHE)
+    assert res.ret != 0
+    res.stdout.fnmatch_lines(["chat.yaml is not read as perf cases: case files end in .specperf.yaml or "
+                              ".specperf.yml; rename it to chat.specperf.yaml"])
+    assert "no match" not in res.stdout.str()
+    # a folder's other YAML files are not the plugin's business: a run of the folder collects nothing from them
+    pytester.makepyfile(test_x="def test_x(): pass")
+    pytester.runpytest_subprocess(FAST, *NO_CACHE).assert_outcomes(passed=1)
+
+
+def test_an_unclosed_brace_is_reported_on_the_line_it_opened(pytester: pytest.Pytester) -> None:
+    (pytester.path / "chat.specperf.yaml").write_text(
+        "short:\n  sustained: {tokens: 64, ctx: 64\nlong:\n  sustained: {tokens: 128}\n")
+    res = pytester.runpytest_subprocess(FAST, *NO_CACHE)
+    res.stdout.fnmatch_lines(["chat.specperf.yaml: line 2 is not valid YAML: the '{' opened there is not closed "
+                              "(*on line 3)"])
+
+
+def test_a_404_on_the_models_list_names_the_endpoint_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="""
+        import pytest
+
+        @pytest.mark.sustained(tokens=64, ctx=64)
+        def test_one(specperf): pass
+    """)
+    with SimServer("healthy", speed=20.0) as sim:
+        res = pytester.runpytest_subprocess(f"--endpoint={sim.url}/openai", *NO_CACHE)
+    out = res.stdout.str()
+    assert "GET /v1/models: HTTP 404" in out
+    assert "is --endpoint the server's base URL? It should answer GET /v1/models" in out
+
+
+def test_help_lists_every_built_in_simulator_profile(pytester: pytest.Pytester) -> None:
+    folder = Path(__file__).resolve().parents[2] / "pytest_specperf" / "sim" / "profiles"
+    profiles = sorted(p.stem for p in folder.glob("*.yaml"))
+    assert len(profiles) >= 6
+    res = pytester.runpytest_subprocess("--help")
+    text = " ".join(res.stdout.str().split())  # argparse wraps the help
+    listed = re.search(r"a built-in name \(([^)]*)\)", text)
+    assert listed and listed.group(1).split(", ") == profiles
