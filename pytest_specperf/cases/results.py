@@ -497,5 +497,8 @@ class ReplayResult(RateResult):
     reusable_share: float | None = None  # the trace's own: blocks seen before (a leading run) over all blocks
     client_cpu_share: float | None = None  # the client process's CPU seconds over the replay's wall seconds
     prompts_build_s: float | None = None  # building every prompt, before the first send
+    # The client's clock (time.perf_counter, CLOCK_MONOTONIC on Linux) at the schedule's origin: a server on the
+    # same host puts its own arrival stamps against origin_s + scheduled_s.
+    origin_s: float | None = None
     buckets: dict[str, LengthBucket] = field(default_factory=dict)  # figures per input-length bucket
     per_request: list[ReplayRequest] = field(default_factory=list)  # type: ignore[assignment]

@@ -86,7 +86,7 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
         trace=spec.trace or "", format=trace.format, timestamp_unit=trace.unit, speed=spec.speed,
         start_s=spec.start_s, window_s=spec.duration_s, skipped=trace.skipped, not_sent=len(rows) - len(sent_rows),
         reusable_share=traces.reusable_share(sent_rows), client_cpu_share=cpu / wall if wall > 0 else None,
-        prompts_build_s=build_s)
+        prompts_build_s=build_s, origin_s=outcomes[0].origin if outcomes else None)
     res.length_mismatches = sum(1 for p in records if p.status == 200 and (
         p.prompt_tokens != p.input_length or p.output_tokens != p.output_length))
     res.buckets = buckets(records)
