@@ -37,8 +37,8 @@ from pytest_specperf.prompts import exact_length
 #: Tokens per ``hash_ids`` block (Mooncake's traces).
 BLOCK_TOKENS = 512
 FORMATS = ("mooncake", "azure", "burstgpt", "csv", "jsonl")
-#: Seconds per timestamp unit a numeric column may be given in.
-UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+#: Timestamp units a numeric column may be given in, and how many of each make a second.
+UNITS: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 #: A serving trace's mean rate lies in this range (requests per second); outside it the unit is wrong.
 PLAUSIBLE_RPS = (0.01, 2000.0)
 #: Rows needed before the span is judged (a handful of rows says little about a unit).
@@ -249,7 +249,7 @@ def _timestamp(where: str, value: Any, unit: str, col: str) -> float:
                           "wall times, or fix the row") from None
     if not math.isfinite(number):
         raise ConfigError(f"{where}: {col} {value!r} is not a finite number; fix the row")
-    return number * UNITS[unit]
+    return number / UNITS[unit]
 
 
 def _length(where: str, value: Any, col: str) -> int:
@@ -287,10 +287,10 @@ def _check_span(name: str, rows: list[TraceRow], unit: str) -> None:
     lo, hi = PLAUSIBLE_RPS
     if lo <= rate <= hi:
         return
-    raw_span = span / UNITS[unit]  # the span in the file's own numbers
+    raw_span = span * UNITS[unit]  # the span in the file's own numbers
 
     def fit(u: str) -> float:
-        r = (len(rows) - 1) / (raw_span * UNITS[u]) if raw_span > 0 else math.inf
+        r = (len(rows) - 1) / (raw_span / UNITS[u]) if raw_span > 0 else math.inf
         return abs(math.log(r / math.sqrt(lo * hi))) if lo <= r <= hi else math.inf
 
     best = min(UNITS, key=fit)
@@ -405,8 +405,18 @@ def build_trace_prompts(rows: list[TraceRow], count_tokens: Callable[[str], int]
 
     def one(r: TraceRow) -> str:
         if not r.hash_ids:
-            return exact_length.build_prompt(kind, r.input_length, count_tokens, variant=salt + r.row,
-                                             instruction="", tokens_per_piece=ratio, head=head).text
+            # build_prompt settles for 1% after a few counts; a replay checks each length, so another start
+            # point is tried where a tokenizer's flat spot kept the first from landing exactly.
+            best = None
+            for shift in (0, 1 << 20, 1 << 21):
+                p = exact_length.build_prompt(kind, r.input_length, count_tokens, variant=salt + r.row + shift,
+                                              instruction="", tokens_per_piece=ratio, head=head)
+                if p.tokens == r.input_length:
+                    return p.text
+                best = best if best is not None and abs(best.tokens - r.input_length) <= abs(
+                    p.tokens - r.input_length) else p
+            assert best is not None
+            return best.text
         return _hashed(r, blocks, count_tokens, head, ratio, overhead)
 
     for r in rows:  # blocks are cut once, before the threads (their cache is a plain dict)
