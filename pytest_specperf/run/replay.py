@@ -75,12 +75,13 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
                for o, r in zip(outcomes, sent_rows, strict=True)]
     figures = rate.summarize(list(records), slo)
     figures["completion_tokens"] = int(np.median([r.output_length for r in sent_rows]))
-    span = times[-1] if len(times) > 1 else 0.0
+    # The schedule's span: the window asked (the rows may bunch at its start), else its rows' own, over speed.
+    span = (spec.duration_s / spec.speed) if spec.duration_s is not None else times[-1]
     prompt_tokens = [p.prompt_tokens for p in records if p.prompt_tokens is not None]
     res: ReplayResult = context.new_result(
         ReplayResult, spec, int(np.median([r.input_length for r in sent_rows])),
         int(np.median(prompt_tokens)) if prompt_tokens else None, nodeid,
-        rps=(len(rows) - 1) / span if span > 0 else math.nan, arrivals="trace", requests=len(records),
+        rps=len(rows) / span if span > 0 else math.nan, arrivals="trace", requests=len(records),
         tokens=figures["completion_tokens"], slo=slo, per_request=records,
         **{k: v for k, v in figures.items() if k != "completion_tokens"},
         trace=spec.trace or "", format=trace.format, timestamp_unit=trace.unit, speed=spec.speed,
@@ -195,8 +196,9 @@ class Replay:
         result.ttft_cache = foreign_cache(result) if spec.prefix_cache == "cold" else ""
         problems = floor_problems(result, spec)
         if problems:
+            why = rate.why_missed(result)
             problems = [f"{'; '.join(problems)} at {result.achieved_rps:.2f} req/s ({result.requests} requests, "
-                        f"the trace asked {result.rps:.3g}): {rate.why_missed(result)}"]
+                        f"the trace asked {result.rps:.3g})" + (f": {why}" if why else "")]
         gated = bool(set(spec.slo or {}) & {"ttft_s", "ttft_content_s"}) or spec.max_ttft_p90_s is not None
         ttft_from_cache(result, gated, settings.inconclusive, problems)
         settle(result, spec, problems, settings.inconclusive)
