@@ -123,7 +123,7 @@ def _open_text(source: str) -> tuple[str, str]:
     return source, path.read_text(encoding="utf-8")
 
 
-def load_trace(source: str, *, format: str | None = None, timestamp_unit: str | None = None,  # noqa: A002
+def load_trace(source: str, *, format: str | None = None, timestamp_unit: str | None = None,
                columns: Mapping[str, str] | None = None) -> Trace:
     """Read a trace file (or ``builtin:NAME``) into time-ordered rows; see the module docstring."""
     return _load(source, format, timestamp_unit, tuple(sorted((columns or {}).items())))

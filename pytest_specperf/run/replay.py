@@ -163,7 +163,8 @@ def floor_problems_of(attainment: float | None, goodput: float | None, spec: Rep
 def foreign_cache(r: ReplayResult) -> str:
     """'' unless requests came back with more cached tokens than the trace's own blocks explain (another run's
     prompts in the cache, or a server that ignored the salt): then the TTFT figures measure that cache."""
-    hot = [p for p in r.per_request if p.cached_tokens is not None and p.cached_tokens > p.reusable_tokens + CACHE_SLACK]
+    hot = [p for p in r.per_request
+           if p.cached_tokens is not None and p.cached_tokens > p.reusable_tokens + CACHE_SLACK]
     if not hot:
         return ""
     return (f"ttft inconclusive: {len(hot)} of {len(r.per_request)} requests came back with more cached tokens than "

@@ -22,6 +22,7 @@ whenever the loop gets to read them (:class:`StampedSocket`; converted from the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 import sys
@@ -29,7 +30,6 @@ import time
 from typing import Any
 
 from aiohttp import web
-
 
 #: Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS): receive times in ns with each read (Python names neither).
 _SO_TIMESTAMPNS = 35
@@ -160,7 +160,6 @@ async def listen(runner: web.AppRunner, host: str, port: int, **kwargs: Any) -> 
             sock.setblocking(False)
             sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            protocol = StampedProtocol(server(), sock)
-            await loop.connect_accepted_socket(lambda: protocol, sock)
+            await loop.connect_accepted_socket(functools.partial(StampedProtocol, server(), sock), sock)
 
     return Listener(lsock, task=asyncio.create_task(accept()))
