@@ -63,3 +63,21 @@ def test_a_wrong_unit_is_a_collection_error_naming_the_unit(pytester: pytest.Pyt
     res = pytester.runpytest_subprocess("--specperf-sim-speed=20", "-p", "no:cacheprovider")
     assert "give timestamp_unit='ms'" in res.stdout.str()
     assert res.ret != 0
+
+
+def test_a_replay_compares_against_its_baseline_on_the_rate_metrics(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.replay(trace="builtin:mooncake-conversation", speed=4, duration_s=3)
+        def test_r(specperf): pass
+    """)
+    first = pytester.runpytest_subprocess("--specperf-sim-speed=20", "--specperf-save=base", "-p", "no:cacheprovider")
+    first.assert_outcomes(passed=1)
+    out = pytester.path / "r.json"
+    again = pytester.runpytest_subprocess("--specperf-sim-speed=20", "--specperf-compare=base",
+                                          f"--specperf-json={out}", "-p", "no:cacheprovider")
+    [r] = json.loads(out.read_text())["results"]
+    metrics = {c["metric"] for c in r["comparisons"]}
+    # the same trace rows on both sides, judged on what a rate case is judged on (TTFT, TPOT, e2e p90)
+    assert {"ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"} <= metrics and "decode_tps" not in metrics, (metrics,
+                                                                                                  again.stdout.str())
