@@ -13,7 +13,7 @@ from pytest_specperf.cases.base import CaseSpec, check, is_number
 
 #: The bounds an SLO may give, with their units: a request meets the SLO when it meets every bound given.
 SLO_KEYS = {"ttft_s": "s", "tpot_ms": "ms", "e2e_s": "s", "ttft_content_s": "s"}  # ttft_content_s: first answer token
-ARRIVALS = ("poisson", "constant")
+ARRIVALS = ("poisson", "constant", "gamma")
 #: A capacity probe is expected to last its arrivals plus this share for the last responses to drain.
 DRAIN = 0.25
 
@@ -58,6 +58,7 @@ class RateSpec(CaseSpec):
     requests: int = 64
     tokens: int = 256
     arrivals: str = "poisson"
+    burstiness: float | None = None  # arrivals="gamma": the gaps' gamma shape (vLLM's); their CV is 1/sqrt(burstiness)
     slo: Any = None  # {"ttft_s": s, "tpot_ms": ms, "e2e_s": s}
     min_attainment: float | None = None  # share of requests meeting the slo
     min_goodput: float | None = None  # requests per second meeting the slo
@@ -71,6 +72,10 @@ class RateSpec(CaseSpec):
         check(isinstance(self.requests, int) and not isinstance(self.requests, bool) and self.requests >= 2, k,
                f"requests must be an integer >= 2, got {self.requests!r}")
         _common(self, k)
+        check(self.burstiness is None or (self.arrivals == "gamma" and is_number(self.burstiness)
+                                          and self.burstiness > 0 and math.isfinite(self.burstiness)), k,
+              f"burstiness must be a positive number with arrivals='gamma' (1 = Poisson, 0.25 = bursts with a CV of "
+              f"2), got burstiness={self.burstiness!r} with arrivals={self.arrivals!r}")
         check_slo(self.slo, k, required=self.min_attainment is not None or self.min_goodput is not None)
         _fraction(self.min_attainment, "min_attainment", k)
         check(self.min_goodput is None or (is_number(self.min_goodput) and self.min_goodput > 0), k,
@@ -103,6 +108,8 @@ class CapacitySpec(CaseSpec):
         check_slo(self.slo, k, required=True)
         _fraction(self.target, "target", k)
         _common(self, k)
+        check(self.arrivals != "gamma", k, "arrivals='gamma' applies to rate cases; a capacity search probes with "
+              "poisson or constant arrivals")
         for name in ("start_rps", "probe_s"):
             v = getattr(self, name)
             check(is_number(v) and v > 0 and math.isfinite(v), k, f"{name} must be a positive number, got {v!r}")

@@ -12,13 +12,15 @@ from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
 from pytest_specperf.cases.prompt_cases import resolve_keywords
+from pytest_specperf.cases.replay import ReplaySpec
 from pytest_specperf.cases.session import SessionSpec
 from pytest_specperf.cases.units import check_units
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.prompts import traces
 
 #: Every case kind: its marker name and the spec class its keywords build (one explicit map).
 SPECS: dict[str, type[CaseSpec]] = {s.KIND: s for s in (SustainedSpec, TwoPointSpec, CtxSweepSpec, LoadSweepSpec,
-                                                        RateSpec, CapacitySpec, SessionSpec)}
+                                                        RateSpec, CapacitySpec, SessionSpec, ReplaySpec)}
 
 
 def marker_help() -> dict[str, str]:
@@ -50,6 +52,8 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = (),
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keywords: {', '.join(names)}"
             raise ConfigError(f"{kind}(): unknown keyword {key!r}{hint}")
     values = resolve_keywords(kind, kwargs, base, default_prompts)
+    if kind == "replay" and isinstance(values.get("trace"), str | Path):
+        values["trace"] = traces.resolve(values["trace"], base)  # relative to the case file, as prompts= is
     for name in ("ctxs", "concurrency"):
         if kind != "sustained" and isinstance(values.get(name), list | tuple):
             values[name] = tuple(values[name])

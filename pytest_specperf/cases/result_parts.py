@@ -523,3 +523,28 @@ class Crossover:
     interval: list[float] | None = None
     verdict: str | None = None
     text: str = ""
+
+
+@dataclass
+class ReplayRequest(RateRequest):
+    """One request of a replay: its trace row and what the trace asked beside what was sent and answered."""
+
+    row: int = 0  # the trace file's row (1-based data rows; a CSV's line)
+    scheduled_s: float = 0.0  # = at_s: when the trace says to send it, s after the case's start (speed applied)
+    input_length: int = 0  # the trace's prompt tokens (the server's count is prompt_tokens)
+    output_length: int = 0  # the trace's output tokens (the server's count is output_tokens)
+    output_tokens: int | None = None  # generated tokens, as the server counted them
+    reusable_tokens: int = 0  # prompt tokens the trace's hash_ids say a prefix cache could serve
+    bucket: str = ""  # input-length bucket (<1k, 1-4k, 4-16k, >16k)
+
+
+@dataclass
+class LengthBucket:
+    """A replay's figures over the requests of one input-length bucket (answered ones for the latencies)."""
+
+    requests: int = 0
+    answered: int = 0
+    ttft_p50_s: float | None = None  # from the scheduled send
+    ttft_p90_s: float | None = None
+    decode_tps: float | None = None  # median request's
+    attainment: float | None = None  # share of the bucket's requests meeting the slo (with an slo)

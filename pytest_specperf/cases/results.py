@@ -21,9 +21,11 @@ from pytest_specperf.cases.result_parts import (
     Crossover,
     Goal,
     HistoryEntry,
+    LengthBucket,
     LevelTrial,
     LowestRate,
     RateRequest,
+    ReplayRequest,
     SessionRequest,
     Stall,
     SweepPoint,
@@ -481,3 +483,27 @@ class SessionResult(Result):
     per_request: list[SessionRequest] = field(default_factory=list)  # every turn of every session
     repeat: int | None = field(default=None, metadata=OMIT)  # A/B and arms: trials combined into this result
     trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)  # repeat=N: each trial's compared figures
+
+
+@dataclass
+class ReplayResult(RateResult):
+    """A replayed trace: a rate case's figures over the trace's own arrivals and lengths, and how faithfully it went
+    out (per request: scheduled, sent, late, lengths, cached tokens)."""
+
+    trace: str = ""  # the file (or builtin:NAME)
+    format: str = ""  # the format it was read as
+    timestamp_unit: str = ""  # the unit its timestamps were read in
+    speed: float = 1.0  # 2 = twice as fast as the trace
+    start_s: float = 0.0  # the window, in the trace's seconds
+    window_s: float | None = None  # the window's length asked (None: to the trace's end)
+    skipped: int = 0  # rows of the file not replayed: failed requests (BurstGPT's 0 response tokens)
+    not_sent: int = 0  # rows of the window not sent: longer than the server's context
+    length_mismatches: int = 0  # answered requests whose server-counted prompt or output length differs from the trace
+    reusable_share: float | None = None  # the trace's own: blocks seen before (a leading run) over all blocks
+    client_cpu_share: float | None = None  # the client process's CPU seconds over the replay's wall seconds
+    prompts_build_s: float | None = None  # building every prompt, before the first send
+    # The client's clock (time.perf_counter, CLOCK_MONOTONIC on Linux) at the schedule's origin: a server on the
+    # same host puts its own arrival stamps against origin_s + scheduled_s.
+    origin_s: float | None = None
+    buckets: dict[str, LengthBucket] = field(default_factory=dict)  # figures per input-length bucket
+    per_request: list[ReplayRequest] = field(default_factory=list)  # type: ignore[assignment]

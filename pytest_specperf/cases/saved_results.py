@@ -17,6 +17,7 @@ from pytest_specperf.cases.results import (
     CapacityResult,
     LoadSweepResult,
     RateResult,
+    ReplayResult,
     Result,
     SessionResult,
     SustainedResult,
@@ -34,6 +35,7 @@ RESULT_TYPES: dict[str, type[Result]] = {
     "rate": RateResult,
     "capacity": CapacityResult,
     "session": SessionResult,
+    "replay": ReplayResult,
 }
 
 _converter = cattrs.Converter(forbid_extra_keys=False)

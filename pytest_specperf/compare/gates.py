@@ -40,6 +40,7 @@ METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
 #: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
 KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"),
                 "capacity": ("max_rps",)}
+KIND_METRICS["replay"] = KIND_METRICS["rate"]  # a replay is a rate case over the trace's own arrivals
 
 
 #: The figures each trial of a rate case or a session keeps (``LevelTrial``) where the case ran several times: the

@@ -48,7 +48,7 @@ PERCENTILES = (50, 90, 99)
 REFERENCE_REQUESTS = 2
 
 
-def schedule(rps: float, n: int, arrivals: str, seed: int) -> list[float]:
+def schedule(rps: float, n: int, arrivals: str, seed: int, burstiness: float = 1.0) -> list[float]:
     """Scheduled arrival times (s after the origin) of ``n`` requests at ``rps``; the first at 0.
 
     Poisson arrivals are drawn conditioned on their count: ``n`` points thrown uniformly over
@@ -59,6 +59,11 @@ def schedule(rps: float, n: int, arrivals: str, seed: int) -> list[float]:
     """
     if arrivals == "constant":
         return [i / rps for i in range(n)]
+    if arrivals == "gamma":
+        # vLLM's burstiness: gaps gamma-distributed with shape ``burstiness`` and mean 1 / rps, so their coefficient
+        # of variation is 1 / sqrt(burstiness): 1 is Poisson, 0.25 bursts with a CV of 2, larger is steadier.
+        gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (rps * burstiness), max(0, n - 1))
+        return [0.0, *np.cumsum(gaps).tolist()][:n]
     points = np.sort(np.random.default_rng(seed).uniform(0.0, (n + 1) / rps, n))
     out: list[float] = (points - points[0]).tolist()
     return out
@@ -111,10 +116,10 @@ def within(rec: RateRequest, key: str, bound: float) -> bool:
 
 def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int, ctx: int, content: str, api: str,
                  temperature: float, arrivals: str, seed: int, variant: int,
-                 drawn: list[PromptRecord] | None = None) -> list[StreamOutcome]:
+                 drawn: list[PromptRecord] | None = None, burstiness: float = 1.0) -> list[StreamOutcome]:
     """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock, or ``drawn`` from a prompt
     file); 429/503 are not retried."""
-    times = schedule(rps, n, arrivals, seed)
+    times = schedule(rps, n, arrivals, seed, burstiness)
     reqs = []
     if drawn is not None:
         for i, (at, rec) in enumerate(zip(times, drawn, strict=True)):
@@ -192,7 +197,7 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     drawn = categories.draw(recs, spec.requests, seed) if recs else None
     outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=spec.tokens, ctx=spec.ctx,
                             content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed, variant=seed, drawn=drawn)
+                            seed=seed, variant=seed, drawn=drawn, burstiness=spec.burstiness or 1.0)
     slo = dict(spec.slo) if spec.slo else None
     kind = context.client.kind
     records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]

@@ -12,6 +12,7 @@ from pytest_specperf.run.case_kind import AnyKind
 from pytest_specperf.run.ctx_sweep import CtxSweep
 from pytest_specperf.run.load import LoadSweep
 from pytest_specperf.run.rate import Rate
+from pytest_specperf.run.replay import Replay
 from pytest_specperf.run.session import Session
 from pytest_specperf.run.sustained import Sustained
 from pytest_specperf.run.two_point import TwoPoint
@@ -25,6 +26,7 @@ KINDS: dict[str, type[AnyKind]] = {
     "rate": Rate,
     "capacity": Capacity,
     "session": Session,
+    "replay": Replay,
 }
 
 

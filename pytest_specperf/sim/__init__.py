@@ -90,7 +90,7 @@ Faults (``faults.py``): header ``X-Specperf-Fault`` or profile key ``faults``, e
 counter); reset counters with ``POST /sim/reset``.
 
 Truth (``truth.py``): per response id, the real write time of every step relative to arrival
-(when the request's first bytes were read, ``arrival.py``),
+(when the request's first bytes reached the socket, ``arrival.py``),
 its intended time and step_ms, its tokens, accepted and drafted counts, and the shared step it
 belonged to (step number, batch size, tokens verified, context attended). The first step is the
 prefill (1 token); a non-streamed response's steps are timed when computed, the body goes out

@@ -78,6 +78,7 @@ class GenRequest:
     cache_salt: str = ""  # vLLM cache_salt: the prefix cache's namespace ("" = the shared one)
     cache_prompt: bool = True  # llama.cpp cache_prompt: false reuses nothing of the cache
     model_arrival: float = 0.0  # the arrival on the model's schedule (``Engine.late_s`` earlier), set by the engine
+    read_at: float | None = None  # when the server's loop read it (arrival.py); its timeline starts there
 
 
 #: Real seconds a step may start late and still keep the schedule (see ``Engine._run_steps``).
@@ -235,9 +236,10 @@ class Engine:
         faults = req.faults
         # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
         # modelled prefill (as on a real server) instead of adding to it
+        begin = req.arrival if req.read_at is None else max(req.arrival, req.read_at)
         if not self.status.first_byte(faults, "first_byte"):  # first_byte=S*K holds only the first K answered
-            return req.arrival
-        start = req.arrival + faults.first_byte_s / self.speed
+            return begin
+        start = begin + faults.first_byte_s / self.speed
         if faults.first_byte_s > 0:
             await _sleep_until(start)
             rec["faults"].append({"kind": "first_byte", "at_token": 0, "s": faults.first_byte_s,

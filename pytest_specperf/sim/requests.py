@@ -44,7 +44,11 @@ def error_body(dialect: str, message: str, status: int, param: str | None = None
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
+    return parse_body(await request.read())
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or a BadRequest."""
     try:
         body = json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from pytest_specperf.sim.arrival import arrival_of, listen, request_done
+from pytest_specperf.sim.arrival import arrival_of, listen, read_of, request_done
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile
 from pytest_specperf.sim.requests import (
@@ -19,6 +19,7 @@ from pytest_specperf.sim.requests import (
     gen_request,
     json_body,
     opt_bool,
+    parse_body,
     prompt_tokens_for,
 )
 from pytest_specperf.sim.shapes import ResponseSink
@@ -38,6 +39,26 @@ N_VOCAB = 1 << 48  # the tokenizer's id space (see tokenizer.py)
 
 
 SHUTDOWN_GRACE_S = 1.0  # open streams get this long to finish when the server stops
+#: Bodies past this many bytes are parsed and tokenized in a worker thread: tokenizing one 633k-character prompt
+#: held the event loop 78 ms, and every other stream's writes (and, before kernel stamps, arrivals) with it.
+OFF_LOOP_BYTES = 64 * 1024
+
+T = TypeVar("T")
+
+
+async def off_loop(request: web.Request, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, in a worker thread when ``request``'s body is large (``OFF_LOOP_BYTES``), else here."""
+    if (request.content_length or 0) > OFF_LOOP_BYTES:
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    return fn(*args)
+
+
+def _prepared(engine: Engine, raw: bytes, route: str, request: web.Request, arrival: float
+              ) -> tuple[Any, dict[str, Any]]:
+    """A generation request's body parsed and validated (its prompt tokenized) into a GenRequest and options."""
+    req, opts = gen_request(engine, parse_body(raw), route, request, arrival)
+    req.read_at = read_of(request)
+    return req, opts
 
 
 def _error(engine: Engine, exc: BadRequest) -> web.Response:
@@ -67,8 +88,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def _generate(request: web.Request, route: str) -> web.StreamResponse:
     arrival = arrival_of(request)  # its first bytes read, before any handler's work (arrival.py)
     engine = _engine(request)
-    body = await json_body(request)
-    req, opts = gen_request(engine, body, route, request, arrival)
+    req, opts = await off_loop(request, _prepared, engine, await request.read(), route, request, arrival)
     for spec, scope in ((opts["header_faults"], "header"), (engine.profile_faults, "profile")):
         if engine.status.hit(spec, scope):
             assert spec.status is not None
@@ -142,7 +162,7 @@ async def tokenize_route(request: web.Request) -> web.StreamResponse:
             batch.append(prompt_tokens_for(engine, {**body, "prompt": item}, "prompt", "add_special_tokens", True))
         return web.json_response({"tokens": batch, "count": [len(b) for b in batch],
                                   "max_model_len": p.max_model_len})
-    ids = prompt_tokens_for(engine, body, "prompt", "add_special_tokens", True)
+    ids = await off_loop(request, prompt_tokens_for, engine, body, "prompt", "add_special_tokens", True)
     out: dict[str, Any] = {"count": len(ids), "max_model_len": p.max_model_len, "tokens": ids}
     if p.dialect == "vllm":
         out["token_strs"] = [token_piece(t) for t in ids] if opt_bool(body, "return_token_strs") else None

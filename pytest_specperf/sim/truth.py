@@ -5,7 +5,7 @@ A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
     {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind", "category",
      "prompt_tokens", "max_tokens", "temperature", "seed", "speculation", "completion_tokens", "finish_reason", "done",
      "body",                        # the request's sampling/length fields as the client sent them
-     "arrival_monotonic",           # server's time.monotonic() when the request's first bytes were read (arrival.py;
+     "arrival_monotonic",           # server's time.monotonic() when the request's first bytes reached it (arrival.py;
                                     # the same clock as the client's on one host)
      "queue_s",                     # arrival -> start of the step that prefilled it (waiting for a slot)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written

@@ -136,6 +136,11 @@ def test_values_drawn_are_the_values_in_the_json(run: dict[str, Any]) -> None:
             assert by_id["aggregate"]["series"][0]["x"] == [n for n, _ in total]
             assert by_id["per_user"]["series"][0]["y"] == [lv["decode_tps"] for lv in r["levels"]]
             continue
+        elif r["kind"] == "replay":  # perf_cases/test_replay.py: each request's TTFT at its scheduled send
+            s = by_id["ttft_s_per_request"]["series"][0]
+            answered = [p for p in r["per_request"] if p["status"] == 200]
+            assert s["y"] == [p["ttft_s"] for p in answered] and s["x"] == [p["at_s"] for p in answered]
+            continue  # drawn as points, not a path
         else:
             assert by_id["samples"]["series"][0]["y"] == r["samples_tps"]
             continue

@@ -30,7 +30,7 @@ def _json(path: Path) -> dict:
 def test_examples_pass_on_the_default_profile(pytester: pytest.Pytester, perf_cases: Path) -> None:
     out = pytester.path / "results.json"
     res = pytester.runpytest_subprocess("perf_cases", FAST, f"--specperf-json={out}", "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=8)
+    res.assert_outcomes(passed=9)
     text = res.stdout.str()
     assert "specperf: endpoint=embedded simulator 'healthy' x20" in text
     header = next(line for line in res.outlines if line.startswith("case "))
@@ -38,8 +38,8 @@ def test_examples_pass_on_the_default_profile(pytester: pytest.Pytester, perf_ca
         assert col in header
     doc = _json(out)
     kinds = sorted(r["kind"] for r in doc["results"])
-    assert kinds == ["ctx_sweep", "load_sweep", "sustained", "sustained", "sustained", "sustained", "sustained",
-                     "two_point", "two_point"]
+    assert kinds == ["ctx_sweep", "load_sweep", "replay", "sustained", "sustained", "sustained", "sustained",
+                     "sustained", "two_point", "two_point"]
     sustained = next(r for r in doc["results"] if r["nodeid"].endswith("test_long_reasoning_holds"))
     for key in ("nodeid", "kind", "endpoint", "model", "server", "ctx", "prompt_tokens", "verdict", "reason",
                 "tokens", "completion_tokens", "ttft_s", "total_s", "decode_tps", "client_tps", "window_tps",

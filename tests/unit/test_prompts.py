@@ -219,9 +219,12 @@ def test_package_data_is_small_and_flat() -> None:
     sizes = {f.name: len(f.read_bytes()) for f in data.iterdir() if f.name.endswith(".txt")}
     assert set(sizes) == {f"{kind}.txt" for kind in KINDS}
     assert sum(sizes.values()) < 400_000
-    # flat but for the shipped prompt sets (prompts="builtin:..."), one folder of JSON lines files
-    assert all(f.is_file() for f in data.iterdir() if not f.name.startswith("__") and f.name != "prompts")
+    # flat but for the shipped prompt sets (prompts="builtin:..."), one folder of JSON lines files, and the shipped
+    # trace excerpts (replay cases' trace="builtin:..."), one folder of trace files and their licence notes
+    assert all(f.is_file() for f in data.iterdir() if not f.name.startswith("__") and f.name not in ("prompts",
+                                                                                                        "traces"))
     assert all(f.is_file() and f.name.endswith(".jsonl") for f in data.joinpath("prompts").iterdir())
+    assert {f.name.rsplit(".", 1)[-1] for f in data.joinpath("traces").iterdir()} == {"jsonl", "csv", "md"}
 
 
 def test_module_is_pure_and_loads_corpora_lazily() -> None:

@@ -1,8 +1,8 @@
 """Result records and their JSON: a saved run loads into typed records and writes back the JSON it was read from.
 
 ``saved_runs/`` holds runs saved by the plugin on the simulator: every case kind, A/B, N arms and a run compared
-against a baseline (this version), and a run saved by an earlier version (``old_eee6c17.json``: before closed-loop
-refill, bursts and cached shares existed).
+against a baseline (this version), a replay (``replay.json``), and a run saved by an earlier version
+(``old_eee6c17.json``: before closed-loop refill, bursts and cached shares existed).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pytest_specperf.cases.saved_results import RESULT_TYPES, as_result, load_re
 from pytest_specperf.errors import ConfigError
 
 RUNS = Path(__file__).parent / "saved_runs"
-CURRENT = ["every_kind.json", "ab.json", "arms.json", "against_baseline.json", "example_run.json"]
+CURRENT = ["every_kind.json", "ab.json", "arms.json", "against_baseline.json", "example_run.json", "replay.json"]
 
 
 def results_of(name: str) -> list[dict[str, Any]]:

@@ -73,7 +73,7 @@ def test_sweep_ctxs_become_a_tuple():
 
 def test_marker_help_shows_signatures():
     lines = marker_help()
-    assert set(lines) == {"sustained", "two_point", "ctx_sweep", "load_sweep", "rate", "capacity", "session"}
+    assert set(lines) == {"sustained", "two_point", "ctx_sweep", "load_sweep", "rate", "capacity", "session", "replay"}
     assert lines["sustained"].startswith("sustained(ctx=1000, content='prose'")
     assert "tokens=1500" in lines["sustained"]
 

@@ -26,6 +26,7 @@ VIEWS: dict[str, View] = {
     "ctx_sweep": single.ctx_sweep,
     "load_sweep": load.load_sweep,
     "rate": load.rate,
+    "replay": load.rate,  # a replay is a rate case over the trace's own arrivals
     "capacity": load.capacity,
     "session": session.session,
 }

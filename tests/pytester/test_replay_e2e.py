@@ -1,0 +1,83 @@
+"""The replay case as a user runs it: the marker, its YAML twin, the JSON's per-request fidelity and a floor per
+input-length bucket, on the embedded simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+CASES = """
+import pytest
+
+@pytest.mark.replay(trace="builtin:mooncake-conversation", speed=4, duration_s=3)
+def test_replayed(specperf):
+    assert specperf.result.requests == 10
+
+@pytest.mark.replay(trace="builtin:mooncake-conversation", speed=4, duration_s=3, max_ttft_p90_s={"4-16k": 0.0001})
+def test_long_prompts_miss_a_tiny_ttft(specperf):
+    pass
+"""
+
+YAML = """
+yaml_replay:
+  replay: {trace: traces/az.csv, timestamp_unit: datetime, speed: 4}
+"""
+
+AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+    f"2024-05-10 00:00:0{i}.500000+00:00,{100 + 10 * i},{8 + i}\n" for i in range(4))
+
+
+def test_marker_yaml_json_and_a_bucket_floor(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_replay=CASES)
+    pytester.makefile(".specperf.yaml", cases=YAML)
+    (pytester.path / "traces").mkdir()
+    (pytester.path / "traces" / "az.csv").write_text(AZURE, encoding="utf-8")
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess("--specperf-sim-speed=20", f"--specperf-json={out}", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=2, failed=1)
+    assert "TTFT p90 of the 4-16k prompts" in res.stdout.str() and "> max_ttft_p90_s 0.0001" in res.stdout.str()
+    results = {r["nodeid"].split("::")[-1]: r for r in json.loads(Path(out).read_text())["results"]}
+    yaml_case = results["yaml_replay"]
+    assert yaml_case["format"] == "azure" and yaml_case["requests"] == 4
+    assert [p["prompt_tokens"] for p in yaml_case["per_request"]] == [100, 110, 120, 130]
+    assert [p["output_tokens"] for p in yaml_case["per_request"]] == [8, 9, 10, 11]
+    # each row at its own time (1 s apart in the file, 0.25 s at speed 4)
+    assert [p["scheduled_s"] for p in yaml_case["per_request"]] == pytest.approx([0, 0.25, 0.5, 0.75])
+    r = results["test_replayed"]
+    for key in ("scheduled_s", "sent_s", "late_s", "prompt_tokens", "output_tokens", "cached_tokens", "row"):
+        assert key in r["per_request"][0], key
+    for key in ("late_p50_s", "late_p99_s", "rps", "achieved_rps", "refused", "failed", "not_sent",
+                "client_cpu_share", "reusable_share", "cached_share", "buckets", "prompts_build_s"):
+        assert key in r, key
+    assert r["reusable_share"] > 0 and set(r["buckets"]) <= {"<1k", "1-4k", "4-16k", ">16k"}
+
+
+def test_a_wrong_unit_is_a_collection_error_naming_the_unit(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.replay(trace="builtin:mooncake-conversation", timestamp_unit="s")
+        def test_x(specperf): pass
+    """)
+    res = pytester.runpytest_subprocess("--specperf-sim-speed=20", "-p", "no:cacheprovider")
+    assert "give timestamp_unit='ms'" in res.stdout.str()
+    assert res.ret != 0
+
+
+def test_a_replay_compares_against_its_baseline_on_the_rate_metrics(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.replay(trace="builtin:mooncake-conversation", speed=4, duration_s=3)
+        def test_r(specperf): pass
+    """)
+    first = pytester.runpytest_subprocess("--specperf-sim-speed=20", "--specperf-save=base", "-p", "no:cacheprovider")
+    first.assert_outcomes(passed=1)
+    out = pytester.path / "r.json"
+    again = pytester.runpytest_subprocess("--specperf-sim-speed=20", "--specperf-compare=base",
+                                          f"--specperf-json={out}", "-p", "no:cacheprovider")
+    [r] = json.loads(out.read_text())["results"]
+    metrics = {c["metric"] for c in r["comparisons"]}
+    # the same trace rows on both sides, judged on what a rate case is judged on (TTFT, TPOT, e2e p90)
+    assert {"ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"} <= metrics and "decode_tps" not in metrics, (metrics,
+                                                                                                  again.stdout.str())
