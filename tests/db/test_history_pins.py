@@ -89,7 +89,8 @@ def test_the_ttft_floor_is_ten_milliseconds(target: Target) -> None:
 
 def _rate_result(ttft_p90: float, nodeid: str) -> Result:
     return _typed({"nodeid": nodeid, "kind": "rate", "model": "m", "server": "sim", "verdict": "passed",
-                   "rate": 2.0, "ctx": 100, "tokens": 50, "ttft_p90_s": ttft_p90, "goodput_rps": 2.0, "attainment": 1.0})
+                   "rate": 2.0, "ctx": 100, "tokens": 50, "ttft_p90_s": ttft_p90, "goodput_rps": 2.0,
+                   "attainment": 1.0})
 
 
 def test_the_ttft_floor_holds_for_a_rate_cases_p90(target: Target) -> None:
