@@ -11,6 +11,7 @@ Run: ``python benchmarks/replay.py`` (a few minutes; ``--rows 162 --speeds 1 10`
 4. **Lengths and cache**: requests whose server-counted lengths differ from the trace's; the trace's reusable
    share against the server's cached share.
 
+``--quick`` replays the first 38 rows at speed 10 only (CI's check that the script still runs).
 ``--build-all`` also times building all 400 rows of the Mooncake excerpt (5.7M prompt tokens).
 """
 
@@ -38,7 +39,10 @@ def main() -> None:
     ap.add_argument("--speeds", type=float, nargs="+", default=[1.0, 10.0])
     ap.add_argument("--sim-speed", type=float, default=50.0)
     ap.add_argument("--build-all", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="38 rows at speed 10 (under a minute)")
     args = ap.parse_args()
+    if args.quick:
+        args.rows, args.speeds, args.build_all = 38, [10.0], False
     rows = load_trace(TRACE).rows[:args.rows]
     window = rows[-1].at_s + 1e-3
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")

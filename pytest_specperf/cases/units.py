@@ -40,7 +40,7 @@ FRACTION = "a fraction"
 #: Every floor and ceiling keyword of every case kind, and its unit.
 KEYWORD_UNITS: dict[str, Unit | str] = {
     "max_ttft_s": _TTFT, "max_ttft_content_s": _TTFT, "max_ttft_p90_s": _TTFT, "max_ttft_p99_s": _TTFT,
-    "min_tps": _USER_TPS, "min_total_tps": _TOTAL_TPS,
+    "min_tps": _USER_TPS, "min_decode_tps": _USER_TPS, "min_total_tps": _TOTAL_TPS,
     "min_goodput": _RPS, "min_rps": _RPS,
     "min_accept_len": _STEP, "min_speedup": _RATIO,
     "max_drift": FRACTION, "max_burst_gap": FRACTION, "max_accept_drop": FRACTION, "max_regression": FRACTION,
