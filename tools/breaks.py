@@ -74,15 +74,16 @@ def load(folder: Path = LISTS) -> list[Break]:
     """Every break of every ``*.toml`` in ``folder``, in file then list order."""
     out: list[Break] = []
     for path in sorted(folder.glob("*.toml")):
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
-            raise ListError(f"{path.relative_to(ROOT)}: not valid TOML ({e}); fix the file") from None
+            raise ListError(f"{shown}: not valid TOML ({e}); fix the file") from None
         entries = data.get("break", [])
         if not isinstance(entries, list):
-            raise ListError(f"{path.relative_to(ROOT)}: write each break as a [[break]] table")
+            raise ListError(f"{shown}: write each break as a [[break]] table")
         for n, e in enumerate(entries, 1):
-            where = f"{path.relative_to(ROOT)} break {n}"
+            where = f"{shown} break {n}"
             missing = [k for k in ("file", "find", "replace", "tests", "why") if k not in e]
             if missing:
                 raise ListError(f"{where}: missing {', '.join(missing)}; every break needs file, find, replace, "
@@ -160,10 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the breaks and exit")
     ap.add_argument("--show", action="store_true", help="print the end of pytest's output for every break")
     ap.add_argument("--no-baseline", action="store_true", help="skip running the tests on an unbroken copy first")
+    ap.add_argument("--lists", type=Path, default=LISTS, help="the folder of break lists (default tools/breaks)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per break's tests (default %(default)s)")
     args = ap.parse_args(argv)
     try:
-        chosen = select(load(), args.only, args.quick)
+        chosen = select(load(args.lists), args.only, args.quick)
     except ListError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -209,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             result = verdict(rc)
             print(f"{result:<8} {b.name} ({time.monotonic() - t0:.0f} s): {b.file}: {b.why}", flush=True)
             if result == "caught" and args.show:
-                print("\n".join(f"         | {line}" for line in tail.splitlines() if line.startswith(("E ", "FAILED"))))
+                shown = [line for line in tail.splitlines() if line.startswith(("E ", "FAILED"))]
+                print("\n".join(f"         | {line}" for line in shown))
             if result != "caught":
                 failures += 1
                 why = ("its tests all passed with the break applied: add a test that fails on it"

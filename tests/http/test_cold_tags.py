@@ -34,7 +34,8 @@ def sim() -> Iterator[SimServer]:
 @pytest.fixture(scope="module")
 def long_system(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One OpenAI-format record: a long system message (most of the prompt) and a short question."""
-    system = " ".join(f"Rule {i}: answer in plain words, cite the section, and keep each line short." for i in range(60))
+    rule = "answer in plain words, cite the section, and keep each line short."
+    system = " ".join(f"Rule {i}: {rule}" for i in range(60))
     path = tmp_path_factory.mktemp("prompts") / "system.jsonl"
     record = {"id": "sys-1", "category": "support", "messages": [
         {"role": "system", "content": system},

@@ -9,6 +9,7 @@ client that fell behind.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterator
 from typing import Any
@@ -39,10 +40,10 @@ def test_each_refill_is_due_at_its_users_last_end(sim: SimServer) -> None:
     origin = outcomes[0].origin
     refills = 0
     for u in range(USERS):
-        mine = sorted((rec["arrival_monotonic"], rec, o) for rec, o in zip(truth, outcomes, strict=True)
-                      if o.user == u)
+        mine = sorted(((rec["arrival_monotonic"], rec, o) for rec, o in zip(truth, outcomes, strict=True)
+                       if o.user == u), key=lambda x: x[0])
         assert mine and mine[0][2].request.at_s == reqs[mine[0][2].request.seed].at_s  # a user's first: its ramp
-        for (_, prev, _), (arrived, _, o) in zip(mine, mine[1:], strict=False):
+        for (_, prev, _), (arrived, _, o) in itertools.pairwise(mine):
             refills += 1
             # the server wrote the last token then (its own end stamp, after the write returned, can come later than
             # the client's read on a busy host)
