@@ -39,12 +39,14 @@ def stall_once(client: Client, seconds: float) -> None:
     client.body = slow  # type: ignore[method-assign]
 
 
-def _rate(sim: SimServer, runner_for: Any, slo: dict[str, float], nodeid: str) -> Any:
+def _rate(sim: SimServer, runner_for: Any, slo: dict[str, float], nodeid: str, *, stall_s: float = 0.6,
+          min_attainment: float = 0.95) -> Any:
+    """Ten requests at 20 req/s (a 0.5 s schedule), the client stalling ``stall_s`` before the first goes out."""
     spec = build_spec("rate", {"rps": 20, "requests": 10, "tokens": 8, "ctx": 60, "arrivals": "constant",
-                               "slo": slo, "min_attainment": 0.5})
+                               "slo": slo, "min_attainment": min_attainment})
     runner = runner_for(sim.url)
     runner.warm_up()
-    stall_once(runner.client, 0.6)
+    stall_once(runner.client, stall_s)
     return runner.run(spec, nodeid)
 
 
@@ -54,16 +56,19 @@ def test_two_bounds_hold_the_client_to_the_tighter(fast_sim: SimServer, runner_f
     r = _rate(fast_sim, runner_for, {"e2e_s": 10.0, "ttft_s": 0.4}, "lateness::two-bounds")
     late = sorted(p.late_s for p in r.per_request)
     assert late[-1] >= 0.55 and late[0] >= 0.1  # the stall, on the test's clock: every request went out late
-    assert r.attainment is not None and r.attainment < 0.5  # what the floor alone would fail on
+    assert r.attainment is not None and r.attainment < 0.95  # what the floor alone would fail on
     assert "client fell behind" in r.client_behind and "slo ttft_s 0.4 s" in r.client_behind
     assert r.verdict == "passed" and any("the client fell behind" in w for w in r.warnings)
 
 
 def test_lateness_is_not_taken_off_tpot(fast_sim: SimServer, runner_for: Any) -> None:
-    # TPOT 0.1 us: no request meets it, sent on time or not; the 1 s TTFT bound makes the client's 0.6 s count.
+    # TPOT 0.1 us: no request meets it, sent on time or not; the 1 s TTFT bound makes the client's 1 s count.
     # Sent on time the run fails the same, so the lateness explains nothing: a failure, with the lateness a note.
-    r = _rate(fast_sim, runner_for, {"ttft_s": 1.0, "tpot_ms": 1e-4}, "lateness::tpot")
-    assert min(p.late_s for p in r.per_request) >= 0.1  # behind: a tenth of the TTFT bound is 0.1 s
+    # (Each request went out at least 0.5 s late, hundreds of times its TPOT in ms: lateness taken off TPOT too
+    # would read every one of them as met on time.)
+    r = _rate(fast_sim, runner_for, {"ttft_s": 1.0, "tpot_ms": 1e-4}, "lateness::tpot", stall_s=1.0,
+              min_attainment=0.5)
+    assert min(p.late_s for p in r.per_request) >= 0.5  # behind: a tenth of the TTFT bound is 0.1 s
     assert all(p.tpot_ms is not None and p.tpot_ms > 1e-4 for p in r.per_request)  # the premise: none met TPOT
     assert r.verdict == "failed" and "SLO attainment 0.00 < min_attainment 0.5" in r.reason
     assert r.client_behind == "" and not r.warnings
