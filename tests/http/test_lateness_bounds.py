@@ -1,0 +1,86 @@
+"""The client's lateness weighed against an SLO with two bounds: held to the tightest schedule-counted bound, and
+never taken off a figure it does not enter (TPOT runs from the first token, not from the scheduled arrival).
+
+The lateness is a stall of the client's own, made on the test's clock (``time.sleep`` inside its event loop while it
+builds a request), so which requests went out late, and by about how much, is known without the plugin.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.sim import SimServer
+
+
+@pytest.fixture(scope="module")
+def fast_sim() -> Iterator[SimServer]:
+    # speed 100: a step is about 0.1 ms, so every request's TPOT is far under the 0.6 s the client loses
+    with SimServer("batching", speed=100) as sim:
+        yield sim
+
+
+def stall_once(client: Client, seconds: float) -> None:
+    """Make the client stall once, inside its event loop, while it builds its first request: a busy client."""
+    body = client.body
+    calls: list[int] = []
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(seconds)
+        return body(*args, **kw)
+
+    client.body = slow  # type: ignore[method-assign]
+
+
+def _rate(sim: SimServer, runner_for: Any, slo: dict[str, float], nodeid: str, *, stall_s: float = 0.6,
+          min_attainment: float = 0.95) -> Any:
+    """Ten requests at 20 req/s (a 0.5 s schedule), the client stalling ``stall_s`` before the first goes out."""
+    spec = build_spec("rate", {"rps": 20, "requests": 10, "tokens": 8, "ctx": 60, "arrivals": "constant",
+                               "slo": slo, "min_attainment": min_attainment})
+    runner = runner_for(sim.url)
+    runner.warm_up()
+    stall_once(runner.client, stall_s)
+    return runner.run(spec, nodeid)
+
+
+def test_two_bounds_hold_the_client_to_the_tighter(fast_sim: SimServer, runner_for: Any) -> None:
+    # 0.6 s lost by the client: past a tenth of the 0.4 s TTFT bound, well within a tenth of the 10 s e2e one.
+    # The requests it held missed TTFT through the client alone, so the run cannot judge the server.
+    r = _rate(fast_sim, runner_for, {"e2e_s": 10.0, "ttft_s": 0.4}, "lateness::two-bounds")
+    late = sorted(p.late_s for p in r.per_request)
+    assert late[-1] >= 0.55 and late[0] >= 0.1  # the stall, on the test's clock: every request went out late
+    assert r.attainment is not None and r.attainment < 0.95  # what the floor alone would fail on
+    assert "client fell behind" in r.client_behind and "slo ttft_s 0.4 s" in r.client_behind
+    assert r.verdict == "passed" and any("the client fell behind" in w for w in r.warnings)
+
+
+def test_lateness_is_not_taken_off_tpot(fast_sim: SimServer, runner_for: Any) -> None:
+    # TPOT 0.1 us: no request meets it, sent on time or not; the 1 s TTFT bound makes the client's 1 s count.
+    # Sent on time the run fails the same, so the lateness explains nothing: a failure, with the lateness a note.
+    # (Each request went out at least 0.5 s late, hundreds of times its TPOT in ms: lateness taken off TPOT too
+    # would read every one of them as met on time.)
+    r = _rate(fast_sim, runner_for, {"ttft_s": 1.0, "tpot_ms": 1e-4}, "lateness::tpot", stall_s=1.0,
+              min_attainment=0.5)
+    assert min(p.late_s for p in r.per_request) >= 0.5  # behind: a tenth of the TTFT bound is 0.1 s
+    assert all(p.tpot_ms is not None and p.tpot_ms > 1e-4 for p in r.per_request)  # the premise: none met TPOT
+    assert r.verdict == "failed" and "SLO attainment 0.00 < min_attainment 0.5" in r.reason
+    assert r.client_behind == "" and not r.warnings
+    assert any("the client fell behind" in n and "on time it reads the same" in n for n in r.notes)
+
+
+def test_a_tpot_only_slo_with_the_client_behind_stays_inconclusive(fast_sim: SimServer, runner_for: Any) -> None:
+    # TPOT alone: lateness enters no figure the SLO bounds, but the client that lost 0.6 s sent the ten requests over
+    # a span that is not the 0.5 s asked, so the load offered was not the case's: nothing here judges the server,
+    # even though no request met TPOT (no "on time it reads the same" for a bound lateness does not enter)
+    r = _rate(fast_sim, runner_for, {"tpot_ms": 1e-4}, "lateness::tpot-only")
+    assert sorted(p.late_s for p in r.per_request)[4] >= 0.1  # the typical request went out late, on the test's clock
+    assert "client fell behind" in r.client_behind and "on the p50" in r.client_behind
+    assert r.verdict == "passed" and any("the client fell behind" in w for w in r.warnings)
+    assert not any("on time it reads the same" in n for n in r.notes)
