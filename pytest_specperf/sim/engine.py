@@ -202,7 +202,9 @@ class Engine:
         seq: Seq | None = None
         try:
             start = await self._first_byte(req, rec) - self.late_s  # on the model's schedule
-            req.model_arrival = req.arrival - self.late_s
+            # the model's schedule (intended_t_s, queue_s) counts from where its timeline starts, the loop's read
+            # (``_first_byte``): a kernel arrival stamp earlier than that must not make it look slower
+            req.model_arrival = (req.arrival if req.read_at is None else max(req.arrival, req.read_at)) - self.late_s
             rec["behind_s"] = self.late_s
             await sink.start()
             seed = self.request_seed(req.seed, req.prompt_ids)
