@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 #: seconds between deliveries of a signal that no part of pytest has taken yet
-REDELIVER_S = 2.0
+REDELIVER_S = 1.0
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -44,6 +44,7 @@ class Interrupts:
         self._socks: tuple[socket.socket, socket.socket] | None = None
         self._thread: threading.Thread | None = None
         self._main = threading.main_thread().ident
+        self._resent = 0  # deliveries of our own not handled yet (they never count as a user's second signal)
 
     @property
     def requested(self) -> bool:
@@ -90,6 +91,11 @@ class Interrupts:
             self._socks = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._resent > 0:  # one of ours: raise it again, unless pytest has taken the interrupt meanwhile
+            self._resent -= 1
+            if self._taken.is_set():
+                return
+            raise KeyboardInterrupt
         self.count += 1
         self.signum = self.signum or signum
         if self.finishing and self.count == 1:
@@ -104,6 +110,7 @@ class Interrupts:
             while theirs.recv(64):
                 while not self._taken.wait(REDELIVER_S):
                     if self._main is not None:
+                        self._resent += 1
                         signal.pthread_kill(self._main, self.signum or signal.SIGINT)
         except OSError:
             return  # closed by uninstall

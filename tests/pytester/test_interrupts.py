@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import sqlite3
 import subprocess
@@ -99,6 +100,12 @@ def slow_sim() -> Iterator[SimServer]:
         yield sim
 
 
+def _cases_done(pytester: pytest.Pytester) -> int:
+    """Cases in the run's JSON file, which the run rewrites (atomically) after every case."""
+    path = pytester.path / "run.json"
+    return len(json.loads(path.read_text())["results"]) if path.exists() else 0
+
+
 def _requests(sim: SimServer, max_tokens: int, *, done: bool | None = None) -> int:
     return sum(r["max_tokens"] == max_tokens and (done is None or r["done"] == done) for r in sim.requests())
 
@@ -116,8 +123,10 @@ def test_starting_the_simulator(pytester: pytest.Pytester, sig: signal.Signals,
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
-def test_starting_an_engine(pytester: pytest.Pytester, sig: signal.Signals,
+def test_starting_an_engine(pytester: pytest.Pytester, sig: signal.Signals, monkeypatch: pytest.MonkeyPatch,
                             record_property: Callable[[str, Any], None]) -> None:
+    if not (os.environ.get("SPECPERF_CACHE") or os.environ.get("XDG_CACHE_HOME")):  # pytester moved HOME
+        monkeypatch.setenv("SPECPERF_CACHE", str(Path(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "pytest-specperf")))
     try:
         find_binary(), default_model()
     except EngineNotFound as exc:
@@ -151,8 +160,9 @@ def test_building_prompts(pytester: pytest.Pytester, sig: signal.Signals, slow_s
 def test_b_many_long_prompts(specperf):
     specperf.sustained(tokens=16, ctx=30000, concurrency=64)
 ''')
-    code, out = _run(pytester, sig, ["test_case.py", f"--endpoint={slow_sim.url}", "--specperf-save"],
-                     lambda _: _requests(slow_sim, 16, done=True) > 0, record_property)
+    code, out = _run(pytester, sig, ["test_case.py", f"--endpoint={slow_sim.url}", "--specperf-save",
+                                     "--specperf-json=run.json"],
+                     lambda _: _cases_done(pytester) == 1, record_property)
     assert code == 2, out[-2000:]
     assert _saved_partial(pytester) == ["interrupted", "interrupted"]
 
@@ -165,8 +175,10 @@ def test_mid_stream(pytester: pytest.Pytester, sig: signal.Signals, users: int, 
 def test_b_long(specperf):
     specperf.sustained(tokens=3000, concurrency={users})
 ''')
-    code, out = _run(pytester, sig, ["test_case.py", f"--endpoint={slow_sim.url}", "--specperf-save"],
-                     lambda _: _requests(slow_sim, 3000, done=False) >= users, record_property)
+    code, out = _run(pytester, sig, ["test_case.py", f"--endpoint={slow_sim.url}", "--specperf-save",
+                                     "--specperf-json=run.json"],
+                     lambda _: _cases_done(pytester) == 1 and _requests(slow_sim, 3000, done=False) >= users,
+                     record_property)
     assert code == 2, out[-2000:]
     assert _saved_partial(pytester) == ["interrupted", "interrupted"]
 
@@ -180,8 +192,9 @@ def test_b_trials(specperf):
 ''')
     with SimServer("healthy", speed=4.0) as a, SimServer("healthy", speed=4.0) as b:
         # A's first measured trial of the second case has ended: the run goes on to B's, trial after trial.
-        code, out = _run(pytester, sig, ["test_case.py", f"--specperf-ab={a.url},{b.url}", "--specperf-save"],
-                         lambda _: _requests(a, 64, done=True) > 0, record_property)
+        code, out = _run(pytester, sig, ["test_case.py", f"--specperf-ab={a.url},{b.url}", "--specperf-save",
+                                         "--specperf-json=run.json"],
+                         lambda _: _cases_done(pytester) >= 1 and _requests(a, 64, done=True) > 0, record_property)
     assert code == 2, out[-2000:]
     assert _saved_partial(pytester) == ["interrupted", "interrupted"]
 
@@ -189,19 +202,20 @@ def test_b_trials(specperf):
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_while_writing_outputs(pytester: pytest.Pytester, sig: signal.Signals,
                                record_property: Callable[[str, Any], None]) -> None:
-    # Eight cases, then their drawings: the signal goes when the first drawing is on disk.
+    # Eight cases; the run is saved first, then recorded in the history, then drawn: the signal goes as soon as the
+    # saved run is on disk, while the history and the drawings are still to come.
     pytester.makepyfile(test_case="\n".join(f'''
 def test_{i}(specperf):
     specperf.sustained(tokens=16)
 ''' for i in range(8)))
-    plots = pytester.path / "plots"
+    runs = pytester.path / ".specperf" / "runs"
     code, out = _run(pytester, sig, ["test_case.py", "--specperf-sim-speed=20", "--specperf-save",
-                                     f"--specperf-plots={plots}", "--specperf-json=run.json"],
-                     lambda _: plots.is_dir() and any(plots.iterdir()), record_property)
+                                     "--specperf-plots=plots", "--specperf-json=run.json", "--specperf-html=r.html"],
+                     lambda _: runs.is_dir() and any(runs.glob("*.json")), record_property)
     assert code == 2, out[-2000:]
-    # every case was measured before the signal: the JSON has them all, and the run is kept (saved before drawing)
+    # every case was measured before the signal: the JSON has them all, and the run is kept whole in both places
     assert len(json.loads((pytester.path / "run.json").read_text())["results"]) == 8
-    assert len(_saved_partial(pytester)) == 2, out[-2000:]
+    assert _saved_partial(pytester) == ["", ""], out[-2000:]
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
@@ -218,7 +232,7 @@ def test_while_the_history_is_written(pytester: pytest.Pytester, sig: signal.Sig
     try:
         code, out = _run(pytester, sig, ["test_case.py", "--specperf-sim-speed=20", "--specperf-save"],
                          lambda _: runs.is_dir() and any(runs.glob("*.json")), record_property,
-                         after=lambda _: other.execute("COMMIT"))
+                         after=lambda: other.execute("COMMIT"))
     finally:
         other.close()
     assert code == 2, out[-2000:]
