@@ -174,8 +174,9 @@ def check_span(what: str, span_s: float, noise_s: float, tokens: int) -> None:
     inconclusive): a span that short is timed, not measured, and its rate says nothing."""
     floor = SPAN_OVER_NOISE * timing_noise(noise_s)
     if span_s < floor:
+        noise_ms = 1000 * timing_noise(noise_s)
         raise MeasurementError(f"{what} inconclusive: the {tokens} extra tokens took {1000 * span_s:.1f} ms, within "
-                               f"{SPAN_OVER_NOISE:g}x the client's timing noise ({1000 * timing_noise(noise_s):.1f} ms, "
+                               f"{SPAN_OVER_NOISE:g}x the client's timing noise ({noise_ms:.1f} ms, "
                                f"two identical requests apart); the server is too fast for this size, raise long= "
                                f"(tokens= in a ctx_sweep) until that span is over {1000 * floor:.0f} ms")
 
@@ -186,8 +187,8 @@ def two_point_rate(short: Completion, long: Completion) -> float:
     n_long = int(long.usage.get("completion_tokens", 0))  # not result data
     dt = long.elapsed_s - short.elapsed_s
     if n_long <= n_short or dt <= 0:
-        raise MeasurementError(f"two-point inconclusive: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) was not "
-                               f"longer than the short ({n_short} tokens, {short.elapsed_s:.3f} s); "
+        raise MeasurementError(f"two-point inconclusive: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) "
+                               f"was not longer than the short ({n_short} tokens, {short.elapsed_s:.3f} s); "
                                "the server is too noisy at this size, raise long=")
     return (n_long - n_short) / dt
 

@@ -17,9 +17,8 @@ SWEEP = {"ctxs": [64, 32768], "tokens": 64}
 
 def test_a_span_within_the_noise_is_inconclusive(runner_for: Any) -> None:
     # At speed 50, 64 extra tokens take a few ms: as much as two identical requests' times differ.
-    with SimServer("healthy", speed=50) as sim:
-        with pytest.raises(MeasurementError, match=r"inconclusive.*raise long="):
-            runner_for(sim.url).ctx_sweep(build_spec("ctx_sweep", SWEEP), "t::sweep")
+    with SimServer("healthy", speed=50) as sim, pytest.raises(MeasurementError, match=r"inconclusive.*raise long="):
+        runner_for(sim.url).ctx_sweep(build_spec("ctx_sweep", SWEEP), "t::sweep")
 
 
 def test_a_slow_server_reads_the_truth(runner_for: Any) -> None:
@@ -30,6 +29,7 @@ def test_a_slow_server_reads_the_truth(runner_for: Any) -> None:
         ends = {(q["prompt_tokens"], q["max_tokens"]): sim.truth(q["id"])["steps"][-1]["t_s"]
                 for q in sim.requests() if q["max_tokens"] in (short, long)}
     for point in r.points:
-        at = {n: [t for (p, m), t in ends.items() if m == n and abs(p - point.prompt_tokens) <= 2] for n in (short, long)}
+        at = {n: [t for (p, m), t in ends.items() if m == n and abs(p - point.prompt_tokens) <= 2]
+              for n in (short, long)}
         truth = (long - short) / (at[long][0] - at[short][0])
         assert abs(point.decode_tps / truth - 1) < 0.05, (point.ctx, point.decode_tps, truth)
