@@ -28,6 +28,9 @@ import pytest
 #: seconds between deliveries of a signal that no part of pytest has taken yet
 REDELIVER_S = 1.0
 
+#: frames of an interrupt's traceback kept for pytest's one-line report (all with --full-trace)
+TRACEBACK_KEPT = 4
+
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -38,6 +41,7 @@ class Interrupts:
         self.count = 0  # signals received (SIGINT or SIGTERM)
         self.signum: int | None = None  # the first one
         self.finishing = False  # the session is finishing: a first signal is noted, not raised
+        self.fulltrace = False  # --full-trace: pytest shows the interrupt's whole traceback
         self._taken = threading.Event()  # pytest has the KeyboardInterrupt (or is finishing anyway)
         self._old: dict[int, Any] = {}
         self._old_fd = -1
@@ -91,6 +95,7 @@ class Interrupts:
             self._socks = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        __tracebackhide__ = True  # pytest's one line names where the signal landed, not this handler
         if self._resent > 0:  # one of ours: raise it again, unless pytest has taken the interrupt meanwhile
             self._resent -= 1
             if self._taken.is_set():
@@ -124,6 +129,11 @@ class Interrupts:
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         self.taken()
+        if not self.fulltrace:
+            # pytest shows one line of the interrupt unless --full-trace, yet formats every frame of it first (the
+            # source of each parsed: seconds under load for a stack through asyncio and httpx). The frames where it
+            # landed are all that line reads.
+            excinfo.traceback = excinfo.traceback[-TRACEBACK_KEPT:]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
@@ -148,6 +158,7 @@ KEY = pytest.StashKey[Interrupts]()
 def install(config: pytest.Config) -> None:
     """Handle SIGINT and SIGTERM for this run (see the module's docstring)."""
     interrupts = Interrupts()
+    interrupts.fulltrace = bool(config.getoption("fulltrace", False))
     if interrupts.install():
         config.stash[KEY] = interrupts
         config.pluginmanager.register(interrupts, "specperf-interrupts")

@@ -186,16 +186,26 @@ def test_b_long(specperf):
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_between_ab_trials(pytester: pytest.Pytester, sig: signal.Signals,
                            record_property: Callable[[str, Any], None]) -> None:
-    pytester.makepyfile(test_case=QUICK + '''
-def test_b_trials(specperf):
-    specperf.sustained(tokens=64, repeat=9)
+    pytester.makepyfile(test_case='''
+import pytest
+
+
+@pytest.mark.sustained(tokens=16)
+def test_a_quick():
+    pass
+
+
+@pytest.mark.sustained(tokens=300, repeat=9)
+def test_b_trials():
+    pass
 ''')
-    with SimServer("healthy", speed=4.0) as a, SimServer("healthy", speed=4.0) as b:
-        # A's first measured trial of the second case has ended: the run goes on to B's, trial after trial.
+    with SimServer("healthy", speed=2.0) as a, SimServer("healthy", speed=2.0) as b:
+        # A's first trial of the second case has ended: the run goes on to B's, trial after trial.
         code, out = _run(pytester, sig, ["test_case.py", f"--specperf-ab={a.url},{b.url}", "--specperf-save",
                                          "--specperf-json=run.json"],
-                         lambda _: _cases_done(pytester) >= 1 and _requests(a, 64, done=True) > 0, record_property)
-    assert code == 2, out[-2000:]
+                         lambda _: _requests(a, 300, done=True) > 0, record_property)
+        seen = sorted({r["max_tokens"] for r in a.requests()})
+    assert code == 2, (seen, out[-2000:])
     assert _saved_partial(pytester) == ["interrupted", "interrupted"]
 
 
