@@ -256,6 +256,7 @@ def _counting(client: Client, calls: list[int], wall: list[float]) -> Callable[[
 
 def section_prompts(speed: float, ctxs: tuple[int, ...] = (32_768, 131_072)) -> None:
     from pytest_specperf.cases.registry import build_spec
+    from pytest_specperf.errors import MeasurementError
     from pytest_specperf.prompts.exact_length import build_prompt
     from pytest_specperf.run.runner import Runner
     from pytest_specperf.sim import SimServer
@@ -273,11 +274,16 @@ def section_prompts(speed: float, ctxs: tuple[int, ...] = (32_768, 131_072)) -> 
                 print(f"   build_prompt({kind!r}, {ctx}): {p.tokens} tokens, {calls[0]} tokenize round trips, "
                       f"client CPU {cpu:.3f} s (wall {total:.2f} s, {wall[0]:.2f} s of it in tokenize calls)")
         runner = Runner(client)
-        spec = build_spec("ctx_sweep", {"ctxs": [64, *ctxs], "tokens": 64})
+        # 1024 extra tokens: at speed 50, 64 took a few ms, within the client's timing noise (inconclusive)
+        spec = build_spec("ctx_sweep", {"ctxs": [64, *ctxs], "tokens": 1024})
         t0 = time.perf_counter()
-        r = runner.run(spec, "bench::sweep")
-        pts = ", ".join(f"{p.ctx}: {p.prompt_tokens} tokens {p.decode_tps:.0f} tok/s" for p in r.points)
-        print(f"   ctx_sweep to {ctxs[-1]}: {r.verdict}; {pts} ({time.perf_counter() - t0:.1f} s)")
+        try:
+            r = runner.run(spec, "bench::sweep")
+        except MeasurementError as exc:  # a sweep too short to time says so in one line, never a traceback
+            print(f"   ctx_sweep to {ctxs[-1]}: {exc}")
+        else:
+            pts = ", ".join(f"{p.ctx}: {p.prompt_tokens} tokens {p.decode_tps:.0f} tok/s" for p in r.points)
+            print(f"   ctx_sweep to {ctxs[-1]}: {r.verdict}; {pts} ({time.perf_counter() - t0:.1f} s)")
         client.close()
 
 

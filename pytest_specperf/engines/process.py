@@ -55,14 +55,21 @@ def die_with_parent() -> None:
 
 def _terminate(proc: subprocess.Popen[bytes], grace: float) -> None:
     """SIGTERM, then SIGKILL after ``grace`` seconds; always reaps the process."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+    try:
+        if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+    except BaseException:  # a second Ctrl-C during the grace: killed and reaped before the interrupt goes on
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        raise
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
 

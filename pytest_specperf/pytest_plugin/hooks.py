@@ -20,7 +20,7 @@ from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.history.session import HistorySession, target_of
 from pytest_specperf.history.store import DEFAULT_FILE, Target
-from pytest_specperf.pytest_plugin import html_extras, live_progress
+from pytest_specperf.pytest_plugin import html_extras, interrupts, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
 from pytest_specperf.pytest_plugin.invalid_cases import check_for_run, invalid_in_place_of, warn_before_running
 from pytest_specperf.pytest_plugin.keys import (
@@ -67,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
+    interrupts.install(config)  # Ctrl-C and SIGTERM: stop within seconds in any phase, keep the run as partial
     url = model = shared = None
     if is_worker(config):
         # One simulator/engine for all workers, started by the controller when the first worker needs it.

@@ -20,6 +20,7 @@ from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.history.store import HistoryError
+from pytest_specperf.pytest_plugin import interrupts
 from pytest_specperf.pytest_plugin.keys import (
     HISTORY,
     SETTINGS,
@@ -124,7 +125,9 @@ class ReportWriter:
         if self.results:
             # The run is kept first, then the drawings (slow, the likeliest to fail), in the registry's order;
             # pytest-html's images last.
-            partial = partial_reason(session, exitstatus, self.results)
+            # A signal since the last case (noted, not raised: interrupts.py) makes the run partial as well.
+            partial = "interrupted" if interrupts.requested(self.config) else partial_reason(session, exitstatus,
+                                                                                              self.results)
             self._save(partial)
             self._record_history(partial)
             s = self.settings
@@ -132,14 +135,21 @@ class ReportWriter:
                 self.meta.comparisons = gating.comparisons_of(self.results)
                 self.meta.against = "A" if s.ab else "baseline"
             for output in self.outputs:
-                if not output.live:
+                if not output.live and not self._skip_interrupted(output.option, output.path(self.settings)):
                     self._run(output)
             extras = self.config.pluginmanager.get_plugin("specperf-html")
-            if extras is not None:
+            if extras is not None and not self._skip_interrupted("--html (specperf figures)", extras):
                 self._write("--html (specperf figures)", self.config.getoption("htmlpath", None) or "--html",
                             lambda: extras.draw_images(self))
         for option, why in self.write_errors.items():
             warnings.warn(SpecperfWarning(f"{option}: {why}; {COMPLETE}"), stacklevel=1)
+
+    def _skip_interrupted(self, option: str, path: object) -> bool:
+        """After Ctrl-C or SIGTERM the outputs not yet drawn are skipped, each named once (the run is kept)."""
+        if path is None or not interrupts.requested(self.config):
+            return False
+        self.write_errors.setdefault(option, "not written: the run was interrupted")
+        return True
 
     def image_of(self, result: dict[str, Any]) -> Path | None:
         """The image ``--specperf-plots`` wrote for ``result`` (the same carried dict object), if any."""

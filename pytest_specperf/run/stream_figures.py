@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
@@ -157,14 +159,36 @@ def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[st
     return True
 
 
+#: a rate's span must be this many times the client's timing noise: the noise then moves the rate by 10 % at most
+SPAN_OVER_NOISE = 10.0
+
+
+def timing_noise(noise_s: float) -> float:
+    """The client's timing noise: what was measured (two identical requests' times apart), never below the
+    clock's resolution."""
+    return max(noise_s, time.get_clock_info("perf_counter").resolution)
+
+
+def check_span(what: str, span_s: float, noise_s: float, tokens: int) -> None:
+    """Refuse a rate whose span is within SPAN_OVER_NOISE times the client's timing noise (MeasurementError,
+    inconclusive): a span that short is timed, not measured, and its rate says nothing."""
+    floor = SPAN_OVER_NOISE * timing_noise(noise_s)
+    if span_s < floor:
+        noise_ms = 1000 * timing_noise(noise_s)
+        raise MeasurementError(f"{what} inconclusive: the {tokens} extra tokens took {1000 * span_s:.1f} ms, within "
+                               f"{SPAN_OVER_NOISE:g}x the client's timing noise ({noise_ms:.1f} ms, "
+                               f"two identical requests apart); the server is too fast for this size, raise long= "
+                               f"(tokens= in a ctx_sweep) until that span is over {1000 * floor:.0f} ms")
+
+
 def two_point_rate(short: Completion, long: Completion) -> float:
     """(long - short) tokens / (t_long - t_short) seconds, from the server's own counts."""
     n_short = int(short.usage.get("completion_tokens", 0))  # not result data
     n_long = int(long.usage.get("completion_tokens", 0))  # not result data
     dt = long.elapsed_s - short.elapsed_s
     if n_long <= n_short or dt <= 0:
-        raise MeasurementError(f"two-point: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) was not "
-                               f"longer than the short one ({n_short} tokens, {short.elapsed_s:.3f} s); "
+        raise MeasurementError(f"two-point inconclusive: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) "
+                               f"was not longer than the short ({n_short} tokens, {short.elapsed_s:.3f} s); "
                                "the server is too noisy at this size, raise long=")
     return (n_long - n_short) / dt
 

@@ -27,12 +27,13 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
     ask = functools.partial(client.complete, api=spec.api, temperature=spec.temperature, seed=seed, salt=context.salt())
     samples: list[float] = []
     server: list[float | None] = []
-    shorts, longs = [], []
+    shorts, longs, noise = [], [], []
     usage: dict[str, Any] = {}
     while more_trials(spec, len(samples), lambda: until is not None and not until({"decode_tps": samples})):
         # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
         ask(prompt.text, 1)
         short = ask(prompt.text, spec.short)
+        again = ask(prompt.text, spec.short)  # the same request once more: how much the client's timing varies
         long = ask(prompt.text, spec.long)
         n_long = int(long.usage.get("completion_tokens", 0))  # not result data
         stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
@@ -40,8 +41,10 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
         server.append(stream_figures.server_two_point_rate(short, long))
         shorts.append(short.elapsed_s)
         longs.append(long.elapsed_s)
+        noise.append(abs(again.elapsed_s - short.elapsed_s))
         usage = long.usage
     med = stream_figures.median
+    stream_figures.check_span("two-point", med(longs) - med(shorts), max(noise), spec.long - spec.short)
     r: TwoPointResult = context.new_result(
         TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"),  # not result data: the server's usage
         nodeid, short=spec.short, long=spec.long,

@@ -45,13 +45,20 @@ def _terminate(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int | Non
     if proc.stdin is not None:
         with contextlib.suppress(OSError):
             proc.stdin.close()
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+    try:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+    except BaseException:  # a second Ctrl-C while it stops: it is killed and reaped before the interrupt goes on
+        with contextlib.suppress(OSError):
             proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout)
+        raise
     return proc.returncode
 
 

@@ -1,0 +1,171 @@
+"""Ctrl-C (SIGINT) and CI's SIGTERM stop a run within seconds in every phase, and never cost the run's record.
+
+While cases run, either signal raises ``KeyboardInterrupt`` (SIGTERM as well: its default would end the process
+at once, with no saved run, history row or outputs), so pytest ends the session as interrupted and the report
+writer keeps the run as partial. Python can lose that exception: raised while a finalizer runs (a ``__del__``, a
+weakref callback during garbage collection) it is printed as "Exception ignored" and the code below goes on,
+maybe into a wait with no end. So a watcher thread, woken by the signal itself (``signal.set_wakeup_fd``, which
+works while the main thread is blocked), delivers it again every ``REDELIVER_S`` until pytest has taken it
+(``pytest_keyboard_interrupt``, or the session finishing).
+
+Once the session finishes (the saved run, the history row, the outputs, stopping what the run started), a first
+signal no longer raises: an exception there would leave a history transaction or a server's stop half done. It
+is noted instead; the report writer skips the outputs not yet drawn, and the exit status says interrupted. A
+second signal raises as ever, for a user who really means it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+from types import FrameType
+from typing import Any
+
+import pytest
+
+#: seconds between deliveries of a signal that no part of pytest has taken yet
+REDELIVER_S = 1.0
+
+#: frames of an interrupt's traceback kept for pytest's one-line report (all with --full-trace)
+TRACEBACK_KEPT = 4
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupts:
+    """The run's SIGINT/SIGTERM handling (a pytest plugin object, one per process)."""
+
+    def __init__(self) -> None:
+        self.count = 0  # signals received (SIGINT or SIGTERM)
+        self.signum: int | None = None  # the first one
+        self.finishing = False  # the session is finishing: a first signal is noted, not raised
+        self.fulltrace = False  # --full-trace: pytest shows the interrupt's whole traceback
+        self._taken = threading.Event()  # pytest has the KeyboardInterrupt (or is finishing anyway)
+        self._old: dict[int, Any] = {}
+        self._old_fd = -1
+        self._socks: tuple[socket.socket, socket.socket] | None = None
+        self._thread: threading.Thread | None = None
+        self._main = threading.main_thread().ident
+        self._resent = 0  # deliveries of our own not handled yet (they never count as a user's second signal)
+
+    @property
+    def requested(self) -> bool:
+        """Whether the run was asked to stop."""
+        return self.count > 0
+
+    def install(self) -> bool:
+        """Take SIGINT and SIGTERM where they still have Python's defaults (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        for sig in _SIGNALS:
+            current = signal.getsignal(sig)
+            # A handler the project installed itself stays; an ignored signal (nohup, a parent's choice) stays ignored.
+            if current is signal.default_int_handler or current == signal.SIG_DFL:
+                self._old[sig] = current
+                signal.signal(sig, self._handle)
+        if not self._old:
+            return False
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        self._socks = (ours, theirs)
+        try:
+            self._old_fd = signal.set_wakeup_fd(ours.fileno(), warn_on_full_buffer=False)
+        except ValueError:  # not the main interpreter
+            self._old_fd = -1
+        self._thread = threading.Thread(target=self._watch, name="specperf-interrupts", daemon=True)
+        self._thread.start()
+        return True
+
+    def uninstall(self) -> None:
+        """Give the signals their previous handlers back."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, old in self._old.items():
+            if signal.getsignal(sig) == self._handle:
+                signal.signal(sig, old)
+        self._old.clear()
+        if self._socks is not None:
+            with contextlib.suppress(ValueError):
+                signal.set_wakeup_fd(self._old_fd)
+            self._taken.set()
+            for s in self._socks:
+                s.close()  # the watcher's recv then fails and it ends
+            self._socks = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        __tracebackhide__ = True  # pytest's one line names where the signal landed, not this handler
+        if self._resent > 0:  # one of ours: raise it again, unless pytest has taken the interrupt meanwhile
+            self._resent -= 1
+            if self._taken.is_set():
+                return
+            raise KeyboardInterrupt
+        self.count += 1
+        self.signum = self.signum or signum
+        if self.finishing and self.count == 1:
+            return  # the run's record and the servers' stop complete; the exit status says interrupted
+        raise KeyboardInterrupt
+
+    def _watch(self) -> None:
+        """Wake on every signal, even while the main thread is blocked in C; deliver it again until taken."""
+        assert self._socks is not None
+        theirs = self._socks[1]
+        try:
+            while theirs.recv(64):
+                while not self._taken.wait(REDELIVER_S):
+                    if self._main is not None:
+                        self._resent += 1
+                        signal.pthread_kill(self._main, self.signum or signal.SIGINT)
+        except OSError:
+            return  # closed by uninstall
+
+    def taken(self) -> None:
+        """pytest has the KeyboardInterrupt: no more deliveries."""
+        self._taken.set()
+
+    # -- the hooks -------------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.taken()
+        if not self.fulltrace:
+            # pytest shows one line of the interrupt unless --full-trace, yet formats every frame of it first (the
+            # source of each parsed: seconds under load for a stack through asyncio and httpx). The frames where it
+            # landed are all that line reads.
+            excinfo.traceback = excinfo.traceback[-TRACEBACK_KEPT:]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        # Before every other plugin's sessionfinish (the report writer's included): from here a first signal is
+        # noted, not raised, so no write of the run is cut in half.
+        self.finishing = True
+        self.taken()
+        try:
+            return (yield)
+        finally:
+            if self.requested:
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.uninstall()
+
+
+KEY = pytest.StashKey[Interrupts]()
+
+
+def install(config: pytest.Config) -> None:
+    """Handle SIGINT and SIGTERM for this run (see the module's docstring)."""
+    interrupts = Interrupts()
+    interrupts.fulltrace = bool(config.getoption("fulltrace", False))
+    if interrupts.install():
+        config.stash[KEY] = interrupts
+        config.pluginmanager.register(interrupts, "specperf-interrupts")
+
+
+def requested(config: pytest.Config) -> bool:
+    """Whether a signal asked this run to stop (the report writer then skips the outputs it has not drawn)."""
+    found = config.stash.get(KEY, None)
+    return found is not None and found.requested
+
