@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import case_key
+from pytest_specperf.cases.result_parts import case_key, unit_key
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
@@ -109,8 +109,10 @@ def held_keys(results: Iterable[Mapping[str, Any]]) -> set[str]:
         entries = [e for e in r.get("history") or [] if isinstance(e, Mapping)]
         judged = {str(e.get("key")) for e in entries}
         out |= {str(e.get("key")) for e in entries if e.get("verdict") == "regressed"}
-        out |= {str(c.get("key")) for c in r.get("comparisons") or []
-                if isinstance(c, Mapping) and c.get("verdict") == "regressed" and str(c.get("key")) not in judged}
+        # a comparison's key names a session's users; the unit (as ``units`` keys it) does not
+        keyed = [unit_key(r.get("kind"), str(c.get("nodeid")), c.get("ctx"), c.get("users"))
+                 for c in r.get("comparisons") or [] if isinstance(c, Mapping) and c.get("verdict") == "regressed"]
+        out |= {key for key in keyed if key not in judged}
     return out
 
 

@@ -8,9 +8,10 @@ import re
 
 import numpy as np
 import pytest
-from test_gate import _meta, _result, _trials
+from test_gate import _meta, _result, _trials, _typed
 
 from pytest_specperf import cli
+from pytest_specperf.cases.results import Result
 from pytest_specperf.history import against_history, records, schema
 from pytest_specperf.history.store import Store, Target
 
@@ -57,3 +58,24 @@ def test_a_failed_run_stays_out_of_the_prediction_until_accepted(target: Target,
         assert verdict == "passed", reason
         assert any("t::a is judged from run 11 on, where a change was accepted" in n for n in notes), notes
         assert any("fewer than the 5" in n for n in notes) and not any("held out" in n for n in notes), notes
+
+
+def _session(decode: float, trials: list[float]) -> Result:
+    """A session case of 4 users (its comparisons carry ``users``; the history keys it by its node id alone)."""
+    return _typed({"nodeid": "t::s", "kind": "session", "model": "m", "server": "sim", "verdict": "passed",
+                   "users": 4, "turns": 3, "ctx": 100, "tokens": 50, "decode_tps": decode, "ttft_s": 0.2, "ttft_p50_s": 0.2, "ttft_p90_s": 0.2,
+                   "ttft_p99_s": 0.2, "trials": [{"decode_tps": v, "ttft_s": 0.2} for v in trials]})
+
+
+def test_a_slower_session_with_a_short_history_fails_and_is_held(target: Target) -> None:
+    # two runs at 100 tok/s (too few for the history's noise: the baseline rule against the latest), then one at 60
+    with schema.open_store(Store(target)) as store:
+        for i in range(2):
+            records.record_run(store, [_session(100.0, [99.0, 100.0, 101.0])], _meta(i))
+        cand = _session(60.0, [59.0, 60.0, 61.0])
+        notes = against_history.judge(store, cand, {}, max_regression=0.05)
+        assert any("fewer than the 5" in n for n in notes), notes
+        regressed = [c for c in cand.comparisons if c.metric == "decode_tps"]
+        assert [c.verdict for c in regressed] == ["regressed"] and cand.verdict == "failed", (cand.reason, notes)
+        records.record_run(store, [cand], _meta(2), gated=True)
+        assert [(h.run_id, h.held) for h in records.case_history(store, "t::s")] == [(1, False), (2, False), (3, True)]
