@@ -33,7 +33,7 @@ from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
 from pytest_specperf.report.views import trend as trend_view
 from pytest_specperf.report.views.base import CaseView
-from pytest_specperf.urls import redact_url
+from pytest_specperf.urls import redact_text, redact_url
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -427,8 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_trend(store, args.case, args.output)
         baseline = load(folder, args.baseline) if args.baseline else None
         return cmd_report(load(folder, args.run), args.output, baseline)
-    except UsageError as exc:
-        print(f"specperf: error: {exc}", file=sys.stderr)
+    except UsageError as exc:  # a database's own error text may quote the URL it was given: masked
+        print(f"specperf: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"specperf: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
