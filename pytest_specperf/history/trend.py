@@ -53,7 +53,7 @@ def at_first_failure(changes: list[cp.Change], failed: list[bool], means: list[f
     starts = [i for i, f in enumerate(failed) if f and (i == 0 or not failed[i - 1])]
     for start in starts:
         end = next((i for i in range(start, len(failed)) if not failed[i]), len(failed))
-        inside = [c for c in changes if start <= c.index <= end]
+        inside = [c for c in changes if start <= c.index < end]  # a change at ``end`` is the recovery: kept
         prev = max((c.index for c in changes if c.index < start), default=0)
         if start > prev:
             before, after = float(np.mean(means[prev:start])), float(np.mean(means[start:end]))
