@@ -313,8 +313,11 @@ def cmd_accept(store: Store, run: str, case: str | None) -> int:
         held = history_records.held_runs(store)
         keys = None
         if case is not None:
-            key = resolve_case(case, sorted({k for _, _, k, _ in held} | set(history_records.case_keys(store))), store)
-            keys = [k for _, _, k, _ in held if k == key or k.split("@", 1)[0] == key]
+            # a unit (``NODEID@users=N``) or a whole case by its node id: a sweep's every level or point
+            known = {k for _, _, k, _ in held} | set(history_records.case_keys(store))
+            known |= set(history_records.nodeids(store))
+            key = resolve_case(case, sorted(known), store)
+            keys = [k for _, _, k, _ in held if k == key or k.startswith(key + "@")]
         done = history_records.accept(store, run_id, keys, when=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     except HistoryError as exc:
         raise UsageError(str(exc)) from None

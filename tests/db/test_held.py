@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 from test_gate import _meta, _result, _trials, _typed
+from test_history_pins import _sweep
 
 from pytest_specperf import cli
 from pytest_specperf.cases.results import Result
@@ -47,8 +48,8 @@ def test_a_failed_run_stays_out_of_the_prediction_until_accepted(target: Target,
             assert any("held out of its prediction" in n and "accept it: specperf history accept 10" in n
                        for n in notes), notes
         assert [h.run_id for h in records.case_history(store, "t::a") if h.held] == [10, 11, 12]
-        shown = target.shown() if target.url else str(target.path)
-    assert cli.main(["history", "accept", "11", "--case", "a", "--history", shown]) == 0
+        given = target.url or str(target.path)  # the real URL: shown() masks a PostgreSQL user name
+    assert cli.main(["history", "accept", "11", "--case", "a", "--history", given]) == 0
     assert "accepted the change of t::a at run 11" in capsys.readouterr().out
     with schema.open_store(Store(target)) as store:
         past = records.case_history(store, "t::a")
@@ -79,3 +80,19 @@ def test_a_slower_session_with_a_short_history_fails_and_is_held(target: Target)
         assert [c.verdict for c in regressed] == ["regressed"] and cand.verdict == "failed", (cand.reason, notes)
         records.record_run(store, [cand], _meta(2), gated=True)
         assert [(h.run_id, h.held) for h in records.case_history(store, "t::s")] == [(1, False), (2, False), (3, True)]
+
+
+def test_accept_takes_a_load_sweep_by_its_node_id(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    # 6 runs of a 4-level sweep, then one 20 % slower at every level: each level fails and is held
+    rng = np.random.default_rng(23)
+    with schema.open_store(Store(target)) as store:
+        for i in range(6):
+            records.record_run(store, [_sweep(rng, [0.0] * 8, "t::sw")], _meta(i))
+        cand = _sweep(rng, [math.log(0.8), 0.0] * 4, "t::sw")
+        against_history.judge(store, cand, {}, max_regression=0.05)
+        assert cand.verdict == "failed", cand.reason
+        records.record_run(store, [cand], _meta(6), gated=True)
+        given = target.url or str(target.path)  # the real URL: shown() masks a PostgreSQL user name
+    assert cli.main(["history", "accept", "7", "--case", "sw", "--history", given]) == 0
+    out = capsys.readouterr().out
+    assert [f"accepted the change of t::sw@users={n} at run 7" in out for n in (1, 2, 4, 8)] == [True] * 4, out
