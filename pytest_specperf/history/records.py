@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,11 +92,15 @@ def units(results: Iterable[Result | Mapping[str, Any]]) -> list[tuple[str, dict
 
 
 def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
-    """Per-trial values of each metric the gate judges this case on."""
+    """Per-trial values of each metric the gate judges this case on: a case measured as whole trials (``repeat=``
+    of a rate case, a session, a load case: its ``trials``) has each trial's value, any other ``compare.trials``'s
+    (a single-user sustained case: its streams')."""
     out = {}
+    whole = [t for t in case.get("trials") or [] if isinstance(t, Mapping)]
     for metric in gating.metrics_for(case):
         if metric in compare.DIRECTIONS:
-            values = compare.trials(case, metric)
+            values = [float(v) for t in whole if isinstance(v := t.get(metric), int | float)
+                      and not isinstance(v, bool) and math.isfinite(v)] or compare.trials(case, metric)
             if values:
                 out[metric] = values
     return out

@@ -96,3 +96,11 @@ def test_accept_takes_a_load_sweep_by_its_node_id(target: Target, capsys: pytest
     assert cli.main(["history", "accept", "7", "--case", "sw", "--history", given]) == 0
     out = capsys.readouterr().out
     assert [f"accepted the change of t::sw@users={n} at run 7" in out for n in (1, 2, 4, 8)] == [True] * 4, out
+
+
+def test_a_repeated_sessions_trials_are_its_history(target: Target) -> None:
+    # repeat=3 of a session: the history holds each trial's figures, as measured, not the row's median alone
+    with schema.open_store(Store(target)) as store:
+        records.record_run(store, [_session(100.0, [97.0, 100.0, 104.0])], _meta(0))
+        [run] = records.case_history(store, "t::s")
+    assert sorted(run.trials["decode_tps"]) == [97.0, 100.0, 104.0], run.trials
