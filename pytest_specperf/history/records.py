@@ -108,12 +108,15 @@ def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
 
 def held_keys(results: Iterable[Mapping[str, Any]]) -> set[str]:
     """The units that failed their history gate: a regressed history entry, or (a unit without one, judged by the
-    baseline rule while its history is short) a regressed comparison."""
+    baseline rule while its history is short) a regressed comparison. An A/B result's comparisons are B's against
+    A, not against the history: they hold nothing."""
     out: set[str] = set()
     for r in results:
         entries = [e for e in r.get("history") or [] if isinstance(e, Mapping)]
         judged = {str(e.get("key")) for e in entries}
         out |= {str(e.get("key")) for e in entries if e.get("verdict") == "regressed"}
+        if r.get("ab") is not None:
+            continue
         # a comparison's key names a session's users; the unit (as ``units`` keys it) does not
         keyed = [unit_key(r.get("kind"), str(c.get("nodeid")), c.get("ctx"), c.get("users"))
                  for c in r.get("comparisons") or [] if isinstance(c, Mapping) and c.get("verdict") == "regressed"]

@@ -13,6 +13,7 @@ from test_history_pins import _sweep
 
 from pytest_specperf import cli
 from pytest_specperf.cases.results import Result
+from pytest_specperf.compare import gates
 from pytest_specperf.history import against_history, records, schema
 from pytest_specperf.history.store import Store, Target
 
@@ -64,8 +65,8 @@ def test_a_failed_run_stays_out_of_the_prediction_until_accepted(target: Target,
 def _session(decode: float, trials: list[float]) -> Result:
     """A session case of 4 users (its comparisons carry ``users``; the history keys it by its node id alone)."""
     return _typed({"nodeid": "t::s", "kind": "session", "model": "m", "server": "sim", "verdict": "passed",
-                   "users": 4, "turns": 3, "ctx": 100, "tokens": 50, "decode_tps": decode, "ttft_s": 0.2, "ttft_p50_s": 0.2, "ttft_p90_s": 0.2,
-                   "ttft_p99_s": 0.2, "trials": [{"decode_tps": v, "ttft_s": 0.2} for v in trials]})
+                   "users": 4, "turns": 3, "ctx": 100, "tokens": 50, "decode_tps": decode,
+                   "ttft_s": 0.2, "ttft_p50_s": 0.2, "ttft_p90_s": 0.2, "ttft_p99_s": 0.2, "trials": [{"decode_tps": v, "ttft_s": 0.2} for v in trials]})
 
 
 def test_a_slower_session_with_a_short_history_fails_and_is_held(target: Target) -> None:
@@ -104,3 +105,14 @@ def test_a_repeated_sessions_trials_are_its_history(target: Target) -> None:
         records.record_run(store, [_session(100.0, [97.0, 100.0, 104.0])], _meta(0))
         [run] = records.case_history(store, "t::s")
     assert sorted(run.trials["decode_tps"]) == [97.0, 100.0, 104.0], run.trials
+
+
+def test_b_slower_than_a_is_not_held_by_the_history(target: Target) -> None:
+    # --specperf-ab with --specperf-history: B 20 % slower than A fails against A; that is no history gate failure
+    rng = np.random.default_rng(25)
+    b, _ = gates.run_ab(lambda: _result(_trials(rng, 0.0)), lambda: _result(_trials(rng, math.log(0.8))), 3,
+                        gates.Gate(0.05))
+    assert b.verdict == "failed" and [c.verdict for c in b.comparisons if c.metric == "decode_tps"] == ["regressed"]
+    with schema.open_store(Store(target)) as store:
+        records.record_run(store, [b], _meta(0), gated=True)
+        assert [(h.run_id, h.held) for h in records.case_history(store, "t::a")] == [(1, False)]
