@@ -66,7 +66,8 @@ def _session(decode: float, trials: list[float]) -> Result:
     """A session case of 4 users (its comparisons carry ``users``; the history keys it by its node id alone)."""
     return _typed({"nodeid": "t::s", "kind": "session", "model": "m", "server": "sim", "verdict": "passed",
                    "users": 4, "turns": 3, "ctx": 100, "tokens": 50, "decode_tps": decode,
-                   "ttft_s": 0.2, "ttft_p50_s": 0.2, "ttft_p90_s": 0.2, "ttft_p99_s": 0.2, "trials": [{"decode_tps": v, "ttft_s": 0.2} for v in trials]})
+                   "ttft_s": 0.2, "ttft_p50_s": 0.2, "ttft_p90_s": 0.2, "ttft_p99_s": 0.2,
+                   "trials": [{"decode_tps": v, "ttft_s": 0.2} for v in trials]})
 
 
 def test_a_slower_session_with_a_short_history_fails_and_is_held(target: Target) -> None:
