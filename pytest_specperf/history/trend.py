@@ -142,8 +142,10 @@ def trend(store: Store, key: str, *, alpha: float = 0.005, facts: dict[int, RunF
             entry.predicted = natural(pred.center, direction)
             entry.interval = sorted(natural(b, direction) for b in pred.bounds(alpha))
             entry.between, entry.within = pred.between, pred.within
-        else:
-            notes.append(f"{metric}: {len(kept)} run(s), fewer than the {noise.MIN_RUNS} that estimate the run-to-run "
-                         "noise; no prediction")
+        else:  # the runs the gate would judge against, not all shown: held runs are why there may be too few
+            used = sum(h.run_id in judged for h, _ in kept)
+            aside = (f" ({len(kept) - used} more held out or before an accepted change)" if used < len(kept) else "")
+            notes.append(f"{metric}: {used} run(s) to judge against{aside}, fewer than the {noise.MIN_RUNS} that "
+                         "estimate the run-to-run noise; no prediction")
         out.append(entry)
     return out, notes

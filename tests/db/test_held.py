@@ -14,7 +14,7 @@ from test_history_pins import _sweep
 from pytest_specperf import cli
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates
-from pytest_specperf.history import against_history, records, schema
+from pytest_specperf.history import against_history, records, schema, trend
 from pytest_specperf.history.store import Store, Target
 
 SLOWER = math.log(0.88)
@@ -117,3 +117,15 @@ def test_b_slower_than_a_is_not_held_by_the_history(target: Target) -> None:
     with schema.open_store(Store(target)) as store:
         records.record_run(store, [b], _meta(0), gated=True)
         assert [(h.run_id, h.held) for h in records.case_history(store, "t::a")] == [(1, False)]
+
+
+def test_trend_counts_the_runs_it_would_predict_from(target: Target) -> None:
+    # 3 runs, then 6 slower ones held (each failed against the latest usable run): 3 left to predict from
+    rng = np.random.default_rng(27)
+    with schema.open_store(Store(target)) as store:
+        for i in range(3):
+            records.record_run(store, [_result(_trials(rng, 0.0))], _meta(i))
+        for i in range(3, 9):
+            assert _gated(store, rng, SLOWER, i)[0] == "failed"
+        _, notes = trend.trend(store, "t::a")
+    assert any(n.startswith("decode_tps: 3 run(s) to judge against (6 more held out") for n in notes), notes
