@@ -328,7 +328,7 @@ def cmd_accept(store: Store, run: str, case: str | None) -> int:
                          + (", ".join(map(str, others)) if others else "none"))
     for key, later in done:
         print(f"accepted the change of {key} at run {run_id}: its history starts anew there"
-              + (f"; later held run(s) {', '.join(map(str, later))} released" if later else ""))
+              + (f"; other held run(s) {', '.join(map(str, later))} released" if later else ""))
     return 0
 
 

@@ -242,8 +242,9 @@ def held_runs(store: Store) -> list[tuple[int, int, str, str]]:
 
 def accept(store: Store, run_id: int, keys: Iterable[str] | None = None, *, when: str) -> list[tuple[str, list[int]]]:
     """Accept the change of run ``run_id``'s held units (those of ``keys``, or all): each starts its case's history
-    anew at that run, and the later held runs of its case and set-up are released. Returns ``(case key, released
-    later run ids)`` per accepted unit; [] when the run holds none of them."""
+    anew at that run, and the other held runs of its case and set-up since its last accepted change are released
+    (the later ones measure the accepted level; the earlier ones, the same change first seen there, would else stay
+    held for good). Returns ``(case key, released run ids)`` per accepted unit; [] when the run holds none."""
     wanted = None if keys is None else set(keys)
     held = held_runs(store)
     chosen = [(cid, key, fp) for cid, run, key, fp in held if run == run_id and (wanted is None or key in wanted)]
@@ -251,11 +252,14 @@ def accept(store: Store, run_id: int, keys: Iterable[str] | None = None, *, when
     try:
         with store.transaction() as cur:
             for cid, key, fp in chosen:
+                since = max((int(r[0]) for r in store.execute(
+                    cur, "SELECT run_id, accepted FROM cases WHERE case_key = ? AND fingerprint = ? AND run_id < ?",
+                    (key, fp, run_id)).fetchall() if r[1]), default=0)
                 store.execute(cur, "UPDATE cases SET held = ?, accepted = ? WHERE id = ?", (RELEASED, when, cid))
-                later = [(c, run) for c, run, k, f in held if k == key and f == fp and run > run_id]
-                for c, _ in later:
+                others = [(c, run) for c, run, k, f in held if k == key and f == fp and run > since and run != run_id]
+                for c, _ in others:
                     store.execute(cur, "UPDATE cases SET held = ? WHERE id = ?", (RELEASED, c))
-                out.append((key, [run for _, run in later]))
+                out.append((key, [run for _, run in others]))
     except Exception as exc:
         raise store.error(f"cannot accept the change of run {run_id}", exc) from None
     return out

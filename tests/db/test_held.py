@@ -51,10 +51,13 @@ def test_a_failed_run_stays_out_of_the_prediction_until_accepted(target: Target,
         assert [h.run_id for h in records.case_history(store, "t::a") if h.held] == [10, 11, 12]
         given = target.url or str(target.path)  # the real URL: shown() masks a PostgreSQL user name
     assert cli.main(["history", "accept", "11", "--case", "a", "--history", given]) == 0
-    assert "accepted the change of t::a at run 11" in capsys.readouterr().out
+    assert "accepted the change of t::a at run 11: its history starts anew there; other held run(s) 10, 12 released" \
+        in capsys.readouterr().out
     with schema.open_store(Store(target)) as store:
         past = records.case_history(store, "t::a")
-        assert [(h.run_id, h.held, h.failed_gate) for h in past[9:]] == [(10, True, True), (11, False, True),
+        # run 10 is released too: the accepted change is the one it first failed on (it would else stay held for
+        # good, its case's history now starting at run 11)
+        assert [(h.run_id, h.held, h.failed_gate) for h in past[9:]] == [(10, False, True), (11, False, True),
                                                                          (12, False, True)]
         verdict, reason, notes = _gated(store, rng, SLOWER, 12)  # run 13: judged from run 11 on, it passes
         assert verdict == "passed", reason

@@ -93,7 +93,7 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     accepted = _specperf(pytester.path, "history", "accept", "7")
     assert accepted.returncode == 0, accepted.stderr
     assert "accepted the change of test_perf.py::test_single_user at run 7" in accepted.stdout
-    assert "later held run(s) 8 released" in accepted.stdout
+    assert "other held run(s) 8 released" in accepted.stdout
     again = _specperf(pytester.path, "history", "accept", "7")
     assert again.returncode == 2 and "run 7 holds no case that failed its history gate" in again.stderr
     # the new normal: judged from run 7 on (two runs: by the baseline rule against the latest), it passes
