@@ -55,8 +55,9 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     normal = pytester.runpytest_subprocess(SPEED, "--specperf-history", "--specperf-json=r.json")
     normal.assert_outcomes(passed=1)
     # a passing row judged by its history shows the prediction it passed against, in the table and the JSON
-    normal.stdout.fnmatch_lines(["*[[]sustained[]] test_single_user*passed*history test_perf.py::test_single_user: "
-                                 "decode_tps * passed, predicted * in [[]*, *[]] from 5 runs*"])
+    normal.stdout.fnmatch_lines(["*[[]sustained[]] test_single_user*passed",  # the table writes notes below the row
+                                 "*history test_perf.py::test_single_user: decode_tps * passed, predicted * "
+                                 "in [[]*, *[]] from 5 runs*"])
     notes = _decode(pytester.path)["notes"]
     assert any(n.startswith("history test_perf.py::test_single_user: decode_tps") for n in notes), notes
 
