@@ -297,7 +297,7 @@ def cmd_history(store: Store, folder: Path | None, case: str | None = None) -> i
         for node, verdict, reason in cases:
             if verdict in ("failed", "error"):
                 print(f"  {verdict.upper()} {node}: {reason or 'no reason given'}")
-            mine = sorted(k for k in held_here if k.split("@", 1)[0] == node)
+            mine = sorted(k for k in held_here if k == node or k.startswith(node + "@"))  # a node id may hold @
             if mine:
                 print(f"  held out of the prediction: {', '.join(mine)} (failed its history gate; if the change is "
                       f"meant: specperf history accept {r['id']})")

@@ -51,6 +51,7 @@ class CaseRun:
     held: bool = False  # failed its history gate, change not accepted: left out of the prediction
     failed_gate: bool = False  # failed its history gate (held, or released when its change was accepted)
     accepted: str | None = None  # when its change was accepted: the case's history starts anew here
+    nodeid: str = ""  # its case's node id (the key's part before ``@ctx=``/``@users=``; a node id may hold an @)
 
     @property
     def commit(self) -> str:
@@ -173,7 +174,7 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
     """Every recorded run of case ``key``, any set-up, oldest first."""
     try:
         cases = store.query("""SELECT c.id, r.id, r.created, r.name, r.commit_id, r.commit_time, r.server_version,
-            c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted
+            c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted, c.nodeid
             FROM cases c JOIN runs r ON r.id = c.run_id WHERE c.case_key = ? ORDER BY r.id, c.id""", (key,))
         values = store.query("""SELECT t.case_id, t.metric, t.value FROM trials t JOIN cases c ON c.id = t.case_id
             WHERE c.case_key = ? ORDER BY t.case_id, t.metric, t.trial""", (key,))
@@ -188,7 +189,7 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
                            commit_time=row[5], server_version=row[6], fingerprint=str(row[7]),
                            setup=json.loads(row[8]), verdict=row[9], partial=str(row[10] or ""),
                            trials=by_case.get(int(row[0]), {}), held=int(row[11]) == HELD, failed_gate=int(row[11]) > 0,
-                           accepted=row[12]))
+                           accepted=row[12], nodeid=str(row[13] or "")))
     return out
 
 

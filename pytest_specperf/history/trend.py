@@ -83,8 +83,7 @@ def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
     out = {}
     for h in records.case_history(store, key):
         facts = RunFacts(h.verdict, held=h.held, failed_gate=h.failed_gate, accepted=h.accepted)
-        nodeid = key.split("@", 1)[0]
-        result = records.result_of(store, h.run_id, nodeid)
+        result = records.result_of(store, h.run_id, h.nodeid)
         if result is not None:
             facts.reason = str(result.get("reason") or "")
             for n, ctx, case in compare.sub_cases(result):

@@ -132,3 +132,15 @@ def test_trend_counts_the_runs_it_would_predict_from(target: Target) -> None:
             assert _gated(store, rng, SLOWER, i)[0] == "failed"
         _, notes = trend.trend(store, "t::a")
     assert any(n.startswith("decode_tps: 3 run(s) to judge against (6 more held out") for n in notes), notes
+
+
+def test_trend_reads_the_figures_of_a_case_whose_node_id_holds_an_at(target: Target) -> None:
+    values = [101.0, 99.0, 100.0, 104.0, 97.0]
+    nodeid = "t.py::test_user[ci@host]"
+    case = _typed({"nodeid": nodeid, "kind": "sustained", "model": "m", "server": "sim", "verdict": "passed",
+                   "decode_tps": float(np.median(values)), "ctx": 100, "tokens": 200,
+                   "streams": [{"decode_tps": v, "ttft_s": 0.5} for v in values]})
+    with schema.open_store(Store(target)) as store:
+        records.record_run(store, [case], _meta(0))
+        facts = trend.run_facts(store, nodeid)
+    assert [f.figures.get("decode_tps") for f in facts.values()] == [100.0], facts
