@@ -22,6 +22,7 @@ from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.files import write_text_atomic
 from pytest_specperf.history import imports as history_imports
 from pytest_specperf.history import records as history_records
 from pytest_specperf.history import trend as history_trend
@@ -209,8 +210,7 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
     """Write the run's HTML report."""
     if output.is_dir():
         raise UsageError(f"-o {output} is a folder; give a file name, e.g. -o report.html")
-    if not output.parent.exists():
-        raise UsageError(f"-o {output}: folder {output.parent} does not exist")
+    output.parent.mkdir(parents=True, exist_ok=True)  # as the plugin's outputs (files.write_temp) do
     meta = {"endpoint": run.endpoint, "model": run.model, "server": run.server, "server_version": run.server_version,
             "commit": run.commit, "machine": run.machine, "plugin_version": run.plugin_version,
             "created": run.created}
@@ -396,7 +396,7 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
 
         image = drawing.case_image(CaseView(charts=trend_view.trend_charts(entries)), output.suffix[1:].lower(),
                                    salt=case, title=f"{case}: trend")
-        output.write_bytes(image)
+        write_text_atomic(output, image)  # its folder created if missing, as the plugin's outputs
         print(f"trend of {case} drawn to {output}")
     return 0
 
