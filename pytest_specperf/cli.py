@@ -22,6 +22,7 @@ from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.files import write_text_atomic
 from pytest_specperf.history import imports as history_imports
 from pytest_specperf.history import records as history_records
 from pytest_specperf.history import trend as history_trend
@@ -33,7 +34,7 @@ from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
 from pytest_specperf.report.views import trend as trend_view
 from pytest_specperf.report.views.base import CaseView
-from pytest_specperf.urls import redact_url
+from pytest_specperf.urls import redact_text, redact_url
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)
 
@@ -209,8 +210,7 @@ def cmd_report(run: storage.Run, output: Path, baseline: storage.Run | None) -> 
     """Write the run's HTML report."""
     if output.is_dir():
         raise UsageError(f"-o {output} is a folder; give a file name, e.g. -o report.html")
-    if not output.parent.exists():
-        raise UsageError(f"-o {output}: folder {output.parent} does not exist")
+    output.parent.mkdir(parents=True, exist_ok=True)  # as the plugin's outputs (files.write_temp) do
     meta = {"endpoint": run.endpoint, "model": run.model, "server": run.server, "server_version": run.server_version,
             "commit": run.commit, "machine": run.machine, "plugin_version": run.plugin_version,
             "created": run.created}
@@ -297,7 +297,7 @@ def cmd_history(store: Store, folder: Path | None, case: str | None = None) -> i
         for node, verdict, reason in cases:
             if verdict in ("failed", "error"):
                 print(f"  {verdict.upper()} {node}: {reason or 'no reason given'}")
-            mine = sorted(k for k in held_here if k.split("@", 1)[0] == node)
+            mine = sorted(k for k in held_here if k == node or k.startswith(node + "@"))  # a node id may hold @
             if mine:
                 print(f"  held out of the prediction: {', '.join(mine)} (failed its history gate; if the change is "
                       f"meant: specperf history accept {r['id']})")
@@ -313,8 +313,11 @@ def cmd_accept(store: Store, run: str, case: str | None) -> int:
         held = history_records.held_runs(store)
         keys = None
         if case is not None:
-            key = resolve_case(case, sorted({k for _, _, k, _ in held} | set(history_records.case_keys(store))), store)
-            keys = [k for _, _, k, _ in held if k == key or k.split("@", 1)[0] == key]
+            # a unit (``NODEID@users=N``) or a whole case by its node id: a sweep's every level or point
+            known = {k for _, _, k, _ in held} | set(history_records.case_keys(store))
+            known |= set(history_records.nodeids(store))
+            key = resolve_case(case, sorted(known), store)
+            keys = [k for _, _, k, _ in held if k == key or k.startswith(key + "@")]
         done = history_records.accept(store, run_id, keys, when=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     except HistoryError as exc:
         raise UsageError(str(exc)) from None
@@ -325,7 +328,7 @@ def cmd_accept(store: Store, run: str, case: str | None) -> int:
                          + (", ".join(map(str, others)) if others else "none"))
     for key, later in done:
         print(f"accepted the change of {key} at run {run_id}: its history starts anew there"
-              + (f"; later held run(s) {', '.join(map(str, later))} released" if later else ""))
+              + (f"; other held run(s) {', '.join(map(str, later))} released" if later else ""))
     return 0
 
 
@@ -393,7 +396,7 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
 
         image = drawing.case_image(CaseView(charts=trend_view.trend_charts(entries)), output.suffix[1:].lower(),
                                    salt=case, title=f"{case}: trend")
-        output.write_bytes(image)
+        write_text_atomic(output, image)  # its folder created if missing, as the plugin's outputs
         print(f"trend of {case} drawn to {output}")
     return 0
 
@@ -427,8 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_trend(store, args.case, args.output)
         baseline = load(folder, args.baseline) if args.baseline else None
         return cmd_report(load(folder, args.run), args.output, baseline)
-    except UsageError as exc:
-        print(f"specperf: error: {exc}", file=sys.stderr)
+    except UsageError as exc:  # a database's own error text may quote the URL it was given: masked
+        print(f"specperf: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"specperf: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)

@@ -28,6 +28,14 @@ def redact_url(url: str) -> str:
         return _mask_loose(url)
     if not parts.netloc:
         return _mask_loose(url) if "@" in url or "?" in url else url
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" not in parts.netloc and "@" in rest:
+        # a password with a / ? or # in it ends the netloc early (``http://u:pa/ss@host``): all up to the last @
+        # is the user's, whatever urlsplit makes of it (a path or query with an @ is masked too: safe side)
+        userinfo, host = rest.rsplit("@", 1)
+        user, colon, _ = userinfo.partition(":")
+        shown = f"{user}:{MASK}" if colon and not re.search(r"[/?#]", user) else MASK
+        return redact_url(f"{scheme}://{shown}@{host}")
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)

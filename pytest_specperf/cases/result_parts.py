@@ -293,6 +293,12 @@ def case_key(nodeid: str, ctx: int | None, users: int | None = None) -> str:
     return nodeid if ctx is None else f"{nodeid}@ctx={ctx}"
 
 
+def unit_key(kind: object, nodeid: str, ctx: int | None, users: object = None) -> str:
+    """The unit a comparison of a ``kind`` case judges, as the history keys its units: only a load sweep's levels
+    are told apart by their users (a session's comparisons carry its users, but a session is one unit)."""
+    return case_key(nodeid, ctx, users if kind == "load_sweep" and isinstance(users, int) else None)
+
+
 @dataclass(frozen=True)
 class CaseComparison:
     """A case (or sweep point) and metric matched between baseline and candidate, or left unmatched."""

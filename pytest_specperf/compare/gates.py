@@ -17,7 +17,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.json_form import OMIT
-from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial
+from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial, unit_key
 from pytest_specperf.cases.results import (
     AbSummary,
     LoadLevel,
@@ -97,7 +97,7 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
                      strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
     its ``comparisons``, fails it on a regression. An error record (plain data) is judged in place.
-    ``keys``: judge only these units of the case (``case_key``: its levels, its sweep points), the rest being
+    ``keys``: judge only these units of the case (``unit_key``: its levels, its sweep points), the rest being
     judged elsewhere (the history gate falls back here for the units whose history is short).
 
     ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
@@ -116,7 +116,8 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     # every comparison that moved names its cause from both sides' figures, last in its reason (compare/cause.py)
     judged = cause.attach(_unlike(_ttft_judged(ccs, base, cand), unlike, strict), base, cand)
     if keys is not None:
-        judged = [cc for cc in judged if cc.key in keys]
+        kind = read(row, "kind")
+        judged = [cc for cc in judged if unit_key(kind, cc.nodeid, cc.ctx, cc.users) in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
 

@@ -119,6 +119,7 @@ class Client:
     # -- errors ---------------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
+        # masked before any cut to length (``shorten``): a cut inside a password or key would leave its start
         text = redact_text(text)  # a URL an exception names (httpx's own messages) shows as ``url`` does
         return text.replace(self._api_key, "***") if self._api_key else text
 
@@ -127,8 +128,8 @@ class Client:
         return MeasurementError(self._redact(message))
 
     def _down(self, exc: Exception) -> MeasurementError:
-        return self.fail(f"endpoint {self.url} is down ({shorten(str(exc), 60)}): start the server or fix "
-                          f"{self.source}")
+        said = shorten(self._redact(str(exc)), 60)
+        return self.fail(f"endpoint {self.url} is down ({said}): start the server or fix {self.source}")
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -163,7 +164,7 @@ class Client:
 
     def _cut(self, method: str, path: str, after_s: float, exc: Exception) -> MeasurementError:
         return self.fail(f"server closed the connection after {after_s:.1f} s without a complete answer to "
-                          f"{method} {path} ({shorten(str(exc) or type(exc).__name__, 60)})")
+                          f"{method} {path} ({shorten(self._redact(str(exc) or type(exc).__name__), 60)})")
 
     def check_status(self, resp: httpx.Response, what: str) -> None:
         """Raise the named one-line error for a non-200 answer to ``what``, with the fix it suggests."""
@@ -187,7 +188,8 @@ class Client:
             hint = f"; is model {self.model!r} served there? (check --model)"
         elif resp.status_code == 401:
             hint = "; set the API key in the variable --api-key-env names"
-        raise self.fail(f"{what}: HTTP {resp.status_code} from {self.url}{hint}: {shorten(str(msg), 100)}")
+        said = shorten(self._redact(str(msg)), 100)
+        raise self.fail(f"{what}: HTTP {resp.status_code} from {self.url}{hint}: {said}")
 
     # -- discovery ------------------------------------------------------------------------------
 
@@ -198,7 +200,7 @@ class Client:
         try:
             body = resp.json()
         except ValueError:
-            raise self.fail(f"GET /v1/models on {self.url} is not JSON: {shorten(resp.text, 80)}; "
+            raise self.fail(f"GET /v1/models on {self.url} is not JSON: {shorten(self._redact(resp.text), 80)}; "
                              "is this an OpenAI-compatible server?") from None
         kind, models = kind_from_models(body)
         details: dict[str, Any] = {}
@@ -382,7 +384,7 @@ class Client:
         try:
             out = resp.json()
         except ValueError:
-            raise self.fail(f"POST {path} answered non-JSON: {shorten(resp.text, 80)}") from None
+            raise self.fail(f"POST {path} answered non-JSON: {shorten(self._redact(resp.text), 80)}") from None
         choices = out.get("choices") or [{}]
         return Completion(elapsed, out.get("usage") or {}, choices[0].get("finish_reason"), out)
 
@@ -440,11 +442,12 @@ class Client:
         """Raise if an accepted stream is not Server-Sent Events (a proxy's HTML page, plain JSON)."""
         ctype = resp.headers.get("content-type", "")
         if "text/event-stream" not in ctype:
-            raise self.fail(f"POST {path} did not answer with an event stream: content-type {shorten(ctype, 40)!r}")
+            said = shorten(self._redact(ctype), 40)
+            raise self.fail(f"POST {path} did not answer with an event stream: content-type {said!r}")
 
     def cut(self, tokens: int, exc: Exception) -> MeasurementError:
         """The error for a stream the connection dropped."""
-        return self.fail(f"stream cut after {tokens} tokens: {shorten(str(exc), 80)}")
+        return self.fail(f"stream cut after {tokens} tokens: {shorten(self._redact(str(exc)), 80)}")
 
     def stalled(self, tokens: int) -> MeasurementError:
         """The error for a stream that sent nothing for the read timeout."""

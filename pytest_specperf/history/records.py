@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import case_key
+from pytest_specperf.cases.result_parts import case_key, unit_key
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
@@ -50,6 +51,7 @@ class CaseRun:
     held: bool = False  # failed its history gate, change not accepted: left out of the prediction
     failed_gate: bool = False  # failed its history gate (held, or released when its change was accepted)
     accepted: str | None = None  # when its change was accepted: the case's history starts anew here
+    nodeid: str = ""  # its case's node id (the key's part before ``@ctx=``/``@users=``; a node id may hold an @)
 
     @property
     def commit(self) -> str:
@@ -91,11 +93,15 @@ def units(results: Iterable[Result | Mapping[str, Any]]) -> list[tuple[str, dict
 
 
 def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
-    """Per-trial values of each metric the gate judges this case on."""
+    """Per-trial values of each metric the gate judges this case on: a case measured as whole trials (``repeat=``
+    of a rate case, a session, a load case: its ``trials``) has each trial's value, any other ``compare.trials``'s
+    (a single-user sustained case: its streams')."""
     out = {}
+    whole = [t for t in case.get("trials") or [] if isinstance(t, Mapping)]
     for metric in gating.metrics_for(case):
         if metric in compare.DIRECTIONS:
-            values = compare.trials(case, metric)
+            values = [float(v) for t in whole if isinstance(v := t.get(metric), int | float)
+                      and not isinstance(v, bool) and math.isfinite(v)] or compare.trials(case, metric)
             if values:
                 out[metric] = values
     return out
@@ -103,14 +109,19 @@ def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
 
 def held_keys(results: Iterable[Mapping[str, Any]]) -> set[str]:
     """The units that failed their history gate: a regressed history entry, or (a unit without one, judged by the
-    baseline rule while its history is short) a regressed comparison."""
+    baseline rule while its history is short) a regressed comparison. An A/B result's comparisons are B's against
+    A, not against the history: they hold nothing."""
     out: set[str] = set()
     for r in results:
         entries = [e for e in r.get("history") or [] if isinstance(e, Mapping)]
         judged = {str(e.get("key")) for e in entries}
         out |= {str(e.get("key")) for e in entries if e.get("verdict") == "regressed"}
-        out |= {str(c.get("key")) for c in r.get("comparisons") or []
-                if isinstance(c, Mapping) and c.get("verdict") == "regressed" and str(c.get("key")) not in judged}
+        if r.get("ab") is not None:
+            continue
+        # a comparison's key names a session's users; the unit (as ``units`` keys it) does not
+        keyed = [unit_key(r.get("kind"), str(c.get("nodeid")), c.get("ctx"), c.get("users"))
+                 for c in r.get("comparisons") or [] if isinstance(c, Mapping) and c.get("verdict") == "regressed"]
+        out |= {key for key in keyed if key not in judged}
     return out
 
 
@@ -163,7 +174,7 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
     """Every recorded run of case ``key``, any set-up, oldest first."""
     try:
         cases = store.query("""SELECT c.id, r.id, r.created, r.name, r.commit_id, r.commit_time, r.server_version,
-            c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted
+            c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted, c.nodeid
             FROM cases c JOIN runs r ON r.id = c.run_id WHERE c.case_key = ? ORDER BY r.id, c.id""", (key,))
         values = store.query("""SELECT t.case_id, t.metric, t.value FROM trials t JOIN cases c ON c.id = t.case_id
             WHERE c.case_key = ? ORDER BY t.case_id, t.metric, t.trial""", (key,))
@@ -178,7 +189,7 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
                            commit_time=row[5], server_version=row[6], fingerprint=str(row[7]),
                            setup=json.loads(row[8]), verdict=row[9], partial=str(row[10] or ""),
                            trials=by_case.get(int(row[0]), {}), held=int(row[11]) == HELD, failed_gate=int(row[11]) > 0,
-                           accepted=row[12]))
+                           accepted=row[12], nodeid=str(row[13] or "")))
     return out
 
 
@@ -232,8 +243,9 @@ def held_runs(store: Store) -> list[tuple[int, int, str, str]]:
 
 def accept(store: Store, run_id: int, keys: Iterable[str] | None = None, *, when: str) -> list[tuple[str, list[int]]]:
     """Accept the change of run ``run_id``'s held units (those of ``keys``, or all): each starts its case's history
-    anew at that run, and the later held runs of its case and set-up are released. Returns ``(case key, released
-    later run ids)`` per accepted unit; [] when the run holds none of them."""
+    anew at that run, and the other held runs of its case and set-up since its last accepted change are released
+    (the later ones measure the accepted level; the earlier ones, the same change first seen there, would else stay
+    held for good). Returns ``(case key, released run ids)`` per accepted unit; [] when the run holds none."""
     wanted = None if keys is None else set(keys)
     held = held_runs(store)
     chosen = [(cid, key, fp) for cid, run, key, fp in held if run == run_id and (wanted is None or key in wanted)]
@@ -241,11 +253,14 @@ def accept(store: Store, run_id: int, keys: Iterable[str] | None = None, *, when
     try:
         with store.transaction() as cur:
             for cid, key, fp in chosen:
+                since = max((int(r[0]) for r in store.execute(
+                    cur, "SELECT run_id, accepted FROM cases WHERE case_key = ? AND fingerprint = ? AND run_id < ?",
+                    (key, fp, run_id)).fetchall() if r[1]), default=0)
                 store.execute(cur, "UPDATE cases SET held = ?, accepted = ? WHERE id = ?", (RELEASED, when, cid))
-                later = [(c, run) for c, run, k, f in held if k == key and f == fp and run > run_id]
-                for c, _ in later:
+                others = [(c, run) for c, run, k, f in held if k == key and f == fp and run > since and run != run_id]
+                for c, _ in others:
                     store.execute(cur, "UPDATE cases SET held = ? WHERE id = ?", (RELEASED, c))
-                out.append((key, [run for _, run in later]))
+                out.append((key, [run for _, run in others]))
     except Exception as exc:
         raise store.error(f"cannot accept the change of run {run_id}", exc) from None
     return out

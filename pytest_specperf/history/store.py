@@ -55,7 +55,8 @@ def parse_target(text: str, root: Path | str) -> Target:
         return Target(url=text)
     if "://" in text and not text.startswith("sqlite://"):
         scheme = text.split("://", 1)[0]
-        raise HistoryError(f"history target {text!r}: unknown scheme {scheme!r}; give a file path, "
+        raise HistoryError(f"history target {redact_url(text)!r}: unknown scheme {redact_url(scheme)!r}; "
+                           "give a file path, "
                            "sqlite:///PATH or postgresql://USER@HOST/DB")
     path = Path(text.removeprefix("sqlite://")) if text else DEFAULT_FILE
     return Target(path=path if path.is_absolute() else Path(root) / path)

@@ -53,7 +53,7 @@ def at_first_failure(changes: list[cp.Change], failed: list[bool], means: list[f
     starts = [i for i, f in enumerate(failed) if f and (i == 0 or not failed[i - 1])]
     for start in starts:
         end = next((i for i in range(start, len(failed)) if not failed[i]), len(failed))
-        inside = [c for c in changes if start <= c.index <= end]
+        inside = [c for c in changes if start <= c.index < end]  # a change at ``end`` is the recovery: kept
         prev = max((c.index for c in changes if c.index < start), default=0)
         if start > prev:
             before, after = float(np.mean(means[prev:start])), float(np.mean(means[start:end]))
@@ -83,8 +83,7 @@ def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
     out = {}
     for h in records.case_history(store, key):
         facts = RunFacts(h.verdict, held=h.held, failed_gate=h.failed_gate, accepted=h.accepted)
-        nodeid = key.split("@", 1)[0]
-        result = records.result_of(store, h.run_id, nodeid)
+        result = records.result_of(store, h.run_id, h.nodeid)
         if result is not None:
             facts.reason = str(result.get("reason") or "")
             for n, ctx, case in compare.sub_cases(result):
@@ -142,8 +141,10 @@ def trend(store: Store, key: str, *, alpha: float = 0.005, facts: dict[int, RunF
             entry.predicted = natural(pred.center, direction)
             entry.interval = sorted(natural(b, direction) for b in pred.bounds(alpha))
             entry.between, entry.within = pred.between, pred.within
-        else:
-            notes.append(f"{metric}: {len(kept)} run(s), fewer than the {noise.MIN_RUNS} that estimate the run-to-run "
-                         "noise; no prediction")
+        else:  # the runs the gate would judge against, not all shown: held runs are why there may be too few
+            used = sum(h.run_id in judged for h, _ in kept)
+            aside = (f" ({len(kept) - used} more held out or before an accepted change)" if used < len(kept) else "")
+            notes.append(f"{metric}: {used} run(s) to judge against{aside}, fewer than the {noise.MIN_RUNS} that "
+                         "estimate the run-to-run noise; no prediction")
         out.append(entry)
     return out, notes

@@ -192,7 +192,7 @@ def _history(config: pytest.Config) -> str | None:
     try:
         target = parse_target("" if text.lower() in YES else text, config.rootpath)
     except HistoryError as exc:
-        raise ConfigError(f"--specperf-history: {str(exc).replace(text, redact_url(text))}") from None
+        raise ConfigError(f"--specperf-history: {exc}") from None
     if target.url is not None:
         return target.url
     assert target.path is not None

@@ -169,12 +169,12 @@ def test_report_that_cannot_be_drawn_is_one_line_and_a_chart_that_cannot_is_a_no
     result = full({"nodeid": "t.py::test_x", "kind": "two_point", "verdict": "passed", "decode_tps": 50.0,
                    "samples_tps": [49.0, 50.0, 51.0], "ctx": 64})
     storage.save_run(folder, [result], {}, "one")
-    out_file = tmp_path / "r.html"
 
     def boom(*args: Any, **kwargs: Any) -> None:
         raise ValueError("'yerr' must not contain negative values")
 
     monkeypatch.setattr(drawing, "_draw_series", boom)  # every chart: each is a note, the report is written
+    out_file = tmp_path / "reports" / "r.html"  # a folder not made yet: made, as the plugin's outputs make theirs
     assert cli.main(["--storage", str(folder), "report", "one", "-o", str(out_file)]) == 0
     page = out_file.read_text()
     assert "could not be drawn (ValueError: &#39;yerr&#39; must not contain negative values)" in page

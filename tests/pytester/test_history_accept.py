@@ -55,8 +55,9 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     normal = pytester.runpytest_subprocess(SPEED, "--specperf-history", "--specperf-json=r.json")
     normal.assert_outcomes(passed=1)
     # a passing row judged by its history shows the prediction it passed against, in the table and the JSON
-    normal.stdout.fnmatch_lines(["*[[]sustained[]] test_single_user*passed*history test_perf.py::test_single_user: "
-                                 "decode_tps * passed, predicted * in [[]*, *[]] from 5 runs*"])
+    normal.stdout.fnmatch_lines(["*[[]sustained[]] test_single_user*passed",  # the table writes notes below the row
+                                 "*history test_perf.py::test_single_user: decode_tps * passed, predicted * "
+                                 "in [[]*, *[]] from 5 runs*"])
     notes = _decode(pytester.path)["notes"]
     assert any(n.startswith("history test_perf.py::test_single_user: decode_tps") for n in notes), notes
 
@@ -93,7 +94,7 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
     accepted = _specperf(pytester.path, "history", "accept", "7")
     assert accepted.returncode == 0, accepted.stderr
     assert "accepted the change of test_perf.py::test_single_user at run 7" in accepted.stdout
-    assert "later held run(s) 8 released" in accepted.stdout
+    assert "other held run(s) 8 released" in accepted.stdout
     again = _specperf(pytester.path, "history", "accept", "7")
     assert again.returncode == 2 and "run 7 holds no case that failed its history gate" in again.stderr
     # the new normal: judged from run 7 on (two runs: by the baseline rule against the latest), it passes

@@ -90,6 +90,8 @@ def test_a_colder_cache_is_named_cached_share() -> None:
     prefill = next(f for f in c.factors if f.name == "prefill")
     assert (prefill.base, prefill.now) == pytest.approx((20000.0, 20000.0))
     assert "cached share 0.90 -> 0.00 of the prompt (explains 100%)" in c.text
+    # the report's table shows the TTFT in ms, as the results table does: 200 and 2000 tokens at 20000 tok/s
+    assert views_cause.table(c, "why").rows[0][:3] == ["ttft_s (ms)", "10.0", "100.0"]
     # the same cache, a slower prefill: named prefill
     c = cause.explain("ttft_s", 1 / 1.5 - 1, [_case(20.0, 3.0, ttft=0.1)], [_case(20.0, 3.0, ttft=0.15)])
     assert c is not None and c.named == "prefill" and "cached share" not in c.text

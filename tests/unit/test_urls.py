@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pytest_specperf import cli
 from pytest_specperf.compare.storage import run_meta
-from pytest_specperf.history.store import Target
+from pytest_specperf.history.store import HistoryError, Target, parse_target
 from pytest_specperf.urls import redact_text, redact_url, request_parts
 
 
@@ -22,6 +25,11 @@ from pytest_specperf.urls import redact_text, redact_url, request_parts
     ("http://u:p@w@host?k=v", "http://u:***@host?k=***"),  # the last @ ends the userinfo
     ("u:secret@host:8000", "***@host:8000"),  # no scheme: whatever precedes the @ is masked
     ("/tmp/history.sqlite", "/tmp/history.sqlite"),
+    # a / ? or # in the password ends urlsplit's netloc early: everything up to the last @ is still the user's
+    ("http://ci:pa/ss@host:8000", "http://ci:***@host:8000"),
+    ("http://ci:pa#ss@host:8000/v1", "http://ci:***@host:8000/v1"),
+    ("http://ci:pa?ss@host?k=v", "http://ci:***@host?k=***"),
+    ("http://to/ken@host", "http://***@host"),  # no clean user name: all masked
 ])
 def test_redact_url(given: str, shown: str) -> None:
     assert redact_url(given) == shown
@@ -48,3 +56,26 @@ def test_request_parts_keep_the_credentials_and_the_query_pairs_in_order() -> No
 def test_run_meta_stores_an_endpoint_given_to_it_masked() -> None:
     meta = run_meta(endpoint="http://ci:pw@host:8000?key=abc")
     assert meta["endpoint"] == "http://ci:***@host:8000?key=***"
+
+
+@pytest.mark.parametrize("given", ["postgresq://u:PASSWORD@h/db", "mysql://u:PASSWORD@h/db"])
+def test_a_history_url_with_a_wrong_scheme_is_refused_without_its_password(
+        given: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--storage", str(tmp_path), "history", "--history", given]) == 2
+    err = capsys.readouterr().err
+    assert "unknown scheme" in err and "u:***@h/db" in err, err
+    assert "PASS" not in err, err
+
+
+def test_parse_target_names_a_wrong_scheme_without_the_password(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError) as caught:
+        parse_target("postgresq://u:PASSWORD@h/db", tmp_path)
+    assert "'postgresq://u:***@h/db'" in str(caught.value) and "PASS" not in str(caught.value)
+
+
+def test_every_command_error_is_printed_with_its_urls_masked(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # a name given where a run was expected is echoed back in the error: a URL in it is masked
+    assert cli.main(["--storage", str(tmp_path), "show", "http://u:PASSWORD@h/x"]) == 2
+    err = capsys.readouterr().err
+    assert "u:***@h/x" in err and "PASS" not in err, err

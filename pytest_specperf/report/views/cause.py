@@ -16,8 +16,11 @@ def table(cause: Cause, title: str) -> Table:
     """One cause: a row for the metric, then one per factor (the cause first): each side's figure, the change, and
     the share of the metric's change it explains."""
     other, this = [*cause.sides, "baseline", "current"][:2] if len(cause.sides) < 2 else cause.sides[:2]
-    rows = [[cause.metric, value_text(cause.base, ""), value_text(cause.now, ""), signed_pct(cause.change),
-             "100%" if cause.named else "-"]]
+    # a time in seconds is shown in ms, as the results table shows it
+    scale, unit = (1000.0, "ms") if cause.metric.endswith("_s") else (1.0, "")
+    base, now = (None if v is None else v * scale for v in (cause.base, cause.now))
+    rows = [[f"{cause.metric} ({unit})" if unit else cause.metric, value_text(base, unit), value_text(now, unit),
+             signed_pct(cause.change), "100%" if cause.named else "-"]]
     for f in cause.factors:
         if f.name == "other":
             rows.append(["other (not measured apart)", "", "", "", _share(f.share)])
