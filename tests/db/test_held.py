@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 from test_gate import _meta, _result, _trials, _typed
-from test_history_pins import _sweep
+from test_store_pins import _sweep
 
 from pytest_specperf import cli
 from pytest_specperf.cases.results import Result
