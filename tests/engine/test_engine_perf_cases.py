@@ -21,10 +21,12 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
     # on this engine: the prompt-file one (4 x 300 tokens, half a minute here) in test_engine_categories, and the
     # load sweep in test_engine_arms and test_engine_load, with several slots. On this one-slot server a sweep
     # measures only its queue (the plugin says so: no common window), took 45 of this test's 100 s, and on a busy
-    # CI host its eighth user waited past the 60 s timeout.
+    # CI host its eighth user waited past the 60 s timeout. The trace replay sends 1-4k-token prompts at the trace's
+    # own pace: on this one-slot CPU server it measures only its queue (TTFT p90 20 s against the example's 5 s).
     res = pytester.runpytest_subprocess("perf_cases", "--specperf-engine=llamacpp", f"--specperf-json={out}",
                                         f"--specperf-engine-args={' '.join(THREAD_ARGS)}", "-p", "no:cacheprovider",
-                                        "-k", "not test_per_category and not test_load_curve")
+                                        "-k",
+                                        "not test_per_category and not test_load_curve and not test_mooncake_window")
     results = json.loads(out.read_text())["results"]
     # The burst example asserts its bursts lie within half again of each other: a statement about the host. On a
     # busy one the server itself really is that noisy, so the example may fail, but only when the server's own
@@ -49,7 +51,7 @@ def test_examples_pass_on_the_real_engine(pytester: pytest.Pytester, llama_engin
                    and r["verdict"] == "failed"]
         assert drifted and all(r["reason"].startswith("drift ") for r in drifted), res.stdout.str()
     assert failed <= {burst_case, prose}, res.stdout.str()
-    res.assert_outcomes(passed=6 - len(failed), failed=len(failed), deselected=2)
+    res.assert_outcomes(passed=6 - len(failed), failed=len(failed), deselected=3)
     assert {r["server"] for r in results} == {"llamacpp"}
     sustained = [r for r in results if r["kind"] == "sustained"]
     assert all(r["counts_exact"] and r["completion_tokens"] == r["tokens"] for r in sustained)

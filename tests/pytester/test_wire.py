@@ -10,8 +10,8 @@ from pytest_specperf.sim import SimServer
 
 CASES = {
     "sustained": "@pytest.mark.sustained(tokens=300, ctx=200, max_burst_gap=0.9, temperature=0.7)",
-    "two_point": "@pytest.mark.two_point(ctx=200, temperature=0.7)",
-    "ctx_sweep": "@pytest.mark.ctx_sweep(ctxs=[100, 150], tokens=32, temperature=0.7)",
+    "two_point": "@pytest.mark.two_point(ctx=200, long=1032, temperature=0.7)",  # a span past the timing noise
+    "ctx_sweep": "@pytest.mark.ctx_sweep(ctxs=[100, 150], tokens=512, temperature=0.7)",
 }
 WARM_UP_TOKENS = 32  # the runner's one warm-up request per session is not part of any case
 
@@ -30,7 +30,9 @@ def test_temperature_and_seed_reach_every_request(pytester: pytest.Pytester, sim
     res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=2)
     sent = [r for r in sim.requests() if r["prompt_tokens"] != WARM_UP_TOKENS]
-    per_case = {"sustained": 1 + 3, "two_point": 3, "ctx_sweep": 2 * 3}[kind]  # stream (+ burst), 3 per two-point
+    # stream (+ burst: a two-point), 4 per two-point (the warm-up, the short request twice to time the client's noise,
+    # the long one)
+    per_case = {"sustained": 1 + 4, "two_point": 4, "ctx_sweep": 2 * 4}[kind]
     assert len(sent) == 2 * per_case
     assert all(r["body"].get("temperature") == 0.7 for r in sent), [r["body"] for r in sent]
     a, b = sent[:per_case], sent[per_case:]  # cases never overlap: a's requests come first
