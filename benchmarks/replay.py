@@ -63,7 +63,7 @@ def main() -> None:
             assert isinstance(r, ReplayResult) and r.origin_s is not None
             sched, sent = [], []
             for p in r.per_request:
-                stamp = sim.truth(p.response_id)["arrival_monotonic"]
+                stamp = sim.truth(p.response_id)["received_monotonic"]
                 sched.append(1000 * (stamp - (r.origin_s + p.scheduled_s)))
                 sent.append(1000 * (stamp - (r.origin_s + p.sent_s)))
             print(f"speed {speed:g}: {r.requests} requests; prompts built in {r.prompts_build_s:.1f} s; client CPU "

@@ -85,18 +85,19 @@ class StampedProtocol(asyncio.Protocol):
 
 
 def arrival_of(request: web.Request) -> float:
-    """When ``request``'s first bytes were read (now, where it came in through another listener, e.g. a test client)."""
+    """When the loop read ``request``'s first bytes, before any handler's work (now, where it came in through another
+    listener, e.g. a test client): the truth's ``arrival_monotonic``, from which every step time counts."""
     protocol = _protocol(request)
-    stamp = protocol.arrival if protocol is not None else None
+    stamp = protocol.read_at if protocol is not None else None
     return time.monotonic() if stamp is None else stamp
 
 
-def read_of(request: web.Request) -> float | None:
-    """When the loop read ``request``'s first bytes (None where it came in through another listener). The model's
-    timeline starts here, as it did before arrivals were the kernel's: what the process could not yet see it could
-    not yet schedule, and that wait is the request's queueing."""
+def received_of(request: web.Request) -> float | None:
+    """When ``request``'s first bytes reached the socket: on Linux the kernel's receive time, which a busy event loop
+    cannot delay (the truth's ``received_monotonic``, what a replay's send fidelity is judged by); else the loop's
+    read; None where it came in through another listener."""
     protocol = _protocol(request)
-    return protocol.read_at if protocol is not None else None
+    return protocol.arrival if protocol is not None else None
 
 
 def request_done(request: web.Request) -> None:

@@ -78,7 +78,7 @@ class GenRequest:
     cache_salt: str = ""  # vLLM cache_salt: the prefix cache's namespace ("" = the shared one)
     cache_prompt: bool = True  # llama.cpp cache_prompt: false reuses nothing of the cache
     model_arrival: float = 0.0  # the arrival on the model's schedule (``Engine.late_s`` earlier), set by the engine
-    read_at: float | None = None  # when the server's loop read it (arrival.py); its timeline starts there
+    received: float | None = None  # when its first bytes reached the socket (arrival.py: the kernel's stamp)
 
 
 #: Real seconds a step may start late and still keep the schedule (see ``Engine._run_steps``).
@@ -139,6 +139,7 @@ class Engine:
                 "seed": req.seed, "body": req.body,
                 "speculation": p.speculation,
                 "completion_tokens": 0, "finish_reason": None, "done": False, "arrival_monotonic": req.arrival,
+                "received_monotonic": req.arrival if req.received is None else min(req.received, req.arrival),
                 "queue_s": None, "ttft_s": None, "total_s": None, "steps": [], "faults": [],
                 **self._phase_fields(req)}
 
@@ -202,9 +203,7 @@ class Engine:
         seq: Seq | None = None
         try:
             start = await self._first_byte(req, rec) - self.late_s  # on the model's schedule
-            # the model's schedule (intended_t_s, queue_s) counts from where its timeline starts, the loop's read
-            # (``_first_byte``): a kernel arrival stamp earlier than that must not make it look slower
-            req.model_arrival = (req.arrival if req.read_at is None else max(req.arrival, req.read_at)) - self.late_s
+            req.model_arrival = req.arrival - self.late_s
             rec["behind_s"] = self.late_s
             await sink.start()
             seed = self.request_seed(req.seed, req.prompt_ids)
@@ -238,10 +237,9 @@ class Engine:
         faults = req.faults
         # the timeline starts at arrival, so parsing and tokenizing the prompt are part of the
         # modelled prefill (as on a real server) instead of adding to it
-        begin = req.arrival if req.read_at is None else max(req.arrival, req.read_at)
         if not self.status.first_byte(faults, "first_byte"):  # first_byte=S*K holds only the first K answered
-            return begin
-        start = begin + faults.first_byte_s / self.speed
+            return req.arrival
+        start = req.arrival + faults.first_byte_s / self.speed
         if faults.first_byte_s > 0:
             await _sleep_until(start)
             rec["faults"].append({"kind": "first_byte", "at_token": 0, "s": faults.first_byte_s,

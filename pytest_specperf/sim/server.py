@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from pytest_specperf.sim.arrival import arrival_of, listen, read_of, request_done
+from pytest_specperf.sim.arrival import arrival_of, listen, received_of, request_done
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile
 from pytest_specperf.sim.requests import (
@@ -57,7 +57,7 @@ def _prepared(engine: Engine, raw: bytes, route: str, request: web.Request, arri
               ) -> tuple[Any, dict[str, Any]]:
     """A generation request's body parsed and validated (its prompt tokenized) into a GenRequest and options."""
     req, opts = gen_request(engine, parse_body(raw), route, request, arrival)
-    req.read_at = read_of(request)
+    req.received = received_of(request)
     return req, opts
 
 

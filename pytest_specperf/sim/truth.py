@@ -5,8 +5,10 @@ A record (``GET /sim/truth/{id}``, ``SimServer.truth(id)``) is plain JSON::
     {"id", "route", "stream", "model", "dialect", "profile", "speed", "content_kind", "category",
      "prompt_tokens", "max_tokens", "temperature", "seed", "speculation", "completion_tokens", "finish_reason", "done",
      "body",                        # the request's sampling/length fields as the client sent them
-     "arrival_monotonic",           # server's time.monotonic() when the request's first bytes reached it (arrival.py;
-                                    # the same clock as the client's on one host)
+     "arrival_monotonic",           # server's time.monotonic() when its loop read the request's first bytes, before
+                                    # any handler's work (arrival.py; the same clock as the client's on one host)
+     "received_monotonic",          # when those bytes reached the socket: on Linux the kernel's receive time, which a
+                                    # busy loop cannot delay (a replay's send fidelity); else = arrival_monotonic
      "queue_s",                     # arrival -> start of the step that prefilled it (waiting for a slot)
      "ttft_s",                      # = steps[0].t_s: the first token's chunk written
      "total_s",                     # the response finished (last byte written), null until done

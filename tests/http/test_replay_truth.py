@@ -44,8 +44,8 @@ def _arrival_errors(sim: SimServer, r: ReplayResult) -> tuple[np.ndarray, np.nda
     sched, sent = [], []
     for p in r.per_request:
         truth = sim.truth(p.response_id)
-        sched.append(truth["arrival_monotonic"] - (r.origin_s + p.scheduled_s))
-        sent.append(truth["arrival_monotonic"] - (r.origin_s + p.sent_s))
+        sched.append(truth["received_monotonic"] - (r.origin_s + p.scheduled_s))
+        sent.append(truth["received_monotonic"] - (r.origin_s + p.sent_s))
     return np.array(sched), np.array(sent)
 
 
