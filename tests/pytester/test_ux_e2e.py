@@ -94,7 +94,9 @@ def test_a_passing_row_shows_its_goals_and_margins_against_the_simulator(pyteste
     assert found, one
     decode = float(found.group(1))
     assert abs(decode / true_decode(truth["test_single_user"][0]) - 1) < 0.03  # the simulator's own rate
-    assert float(found.group(2)) == pytest.approx((decode / 40 - 1) * 100, abs=0.06)
+    # the margin is the unrounded figure's: the shown decode's rounding (0.05 tok/s) moves it by up to 0.125 points,
+    # and its own rounding by 0.05
+    assert float(found.group(2)) == pytest.approx((decode / 40 - 1) * 100, abs=0.05 / 40 * 100 + 0.05)
     assert "max_ttft_s 2 s: ttft " in one
     # under load max_ttft_s reads the median request and says so; max_ttft_p90_s the 90th percentile
     six = block(lines, "test_six_users")
