@@ -32,6 +32,7 @@ import numpy as np
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
+from pytest_specperf.cases.replay import ReplaySpec
 from pytest_specperf.cases.result_parts import CategoryFigures, LowestRate, RateRequest
 from pytest_specperf.cases.results import RateResult
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
@@ -275,8 +276,9 @@ def floor_problems(r: RateResult, spec: RateSpec) -> list[str]:
     return floor_problems_of(r.attainment, r.goodput_rps, spec)
 
 
-def floor_problems_of(attainment: float | None, goodput: float | None, spec: RateSpec) -> list[str]:
-    """``floor_problems`` over an attainment and a goodput (of ``summarize``, or had every request been on time)."""
+def floor_problems_of(attainment: float | None, goodput: float | None, spec: RateSpec | ReplaySpec) -> list[str]:
+    """``floor_problems`` over an attainment and a goodput (of ``summarize``, or had every request been on time); a
+    replay's floors are the same two."""
     out = []
     if spec.min_attainment is not None and attainment is not None and attainment < spec.min_attainment:
         out.append(f"SLO attainment {attainment:.2f} < min_attainment {spec.min_attainment:g}")

@@ -97,7 +97,7 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
     lateness.attach(res, [p.late_s for p in records], lateness.open_loop_bound(slo, span))
     if slo and res.client_behind:  # the rate case's rule: blamed only where sending on time could change the verdict
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
-        on_time = floor_problems_of(met / len(records), met / res.duration_s if res.duration_s > 0 else 0.0, spec)
+        on_time = rate.floor_problems_of(met / len(records), met / res.duration_s if res.duration_s > 0 else 0.0, spec)
         lateness.weigh(res, bool(floor_problems(res, spec)), bool(on_time))
     if not context.client.caps.step_chunks:
         res.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
@@ -137,7 +137,7 @@ def buckets(records: list[ReplayRequest]) -> dict[str, LengthBucket]:
 
 def floor_problems(r: ReplayResult, spec: ReplaySpec) -> list[str]:
     """The floors a replay misses: attainment and goodput (as ``rate``), then TTFT and decode per length bucket."""
-    out = floor_problems_of(r.attainment, r.goodput_rps, spec)
+    out = rate.floor_problems_of(r.attainment, r.goodput_rps, spec)
     for name, b in r.buckets.items():
         ceiling = bucket_bound(spec.max_ttft_p90_s, name)
         if ceiling is not None and (b.ttft_p90_s is None or b.ttft_p90_s > ceiling):
@@ -147,16 +147,6 @@ def floor_problems(r: ReplayResult, spec: ReplaySpec) -> list[str]:
         if floor is not None and (b.decode_tps is None or b.decode_tps < floor):
             got = "none answered" if b.decode_tps is None else f"{b.decode_tps:.3g} tok/s"
             out.append(f"decode of the {name} prompts {got} < min_decode_tps {floor:g} ({b.requests} requests)")
-    return out
-
-
-def floor_problems_of(attainment: float | None, goodput: float | None, spec: ReplaySpec) -> list[str]:
-    """The attainment and goodput floors (had every request been on time, with ``met_on_time``'s figures)."""
-    out = []
-    if spec.min_attainment is not None and attainment is not None and attainment < spec.min_attainment:
-        out.append(f"SLO attainment {attainment:.2f} < min_attainment {spec.min_attainment:g}")
-    if spec.min_goodput is not None and goodput is not None and goodput < spec.min_goodput:
-        out.append(f"goodput {goodput:.2f} req/s < min_goodput {spec.min_goodput:g}")
     return out
 
 
