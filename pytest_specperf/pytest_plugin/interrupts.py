@@ -34,6 +34,10 @@ TRACEBACK_KEPT = 4
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _settle() -> None:
+    """A Python call: a signal already delivered to this thread runs its handler here, at the latest."""
+
+
 class Interrupts:
     """The run's SIGINT/SIGTERM handling (a pytest plugin object, one per process)."""
 
@@ -79,20 +83,29 @@ class Interrupts:
         return True
 
     def uninstall(self) -> None:
-        """Give the signals their previous handlers back."""
+        """Give the signals their previous handlers back, once no delivery of ours can still arrive."""
         if threading.current_thread() is not threading.main_thread():
             return
+        self._taken.set()
+        if self._socks is not None:
+            with contextlib.suppress(ValueError):
+                signal.set_wakeup_fd(self._old_fd)
+            for s in self._socks:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)  # wakes the watcher's recv (a close alone may not), so it ends
+                s.close()
+            self._socks = None
+        if self._thread is not None:
+            # A re-delivery sent just before this, handled after the old handler is back, would end the process
+            # with SIGINT's status after pytest finished (seen: exit -2 on an engine start): wait the watcher out,
+            # then let a delivery already sent reach our handler, which drops it (the interrupt is taken).
+            self._thread.join(timeout=2 * REDELIVER_S)
+            self._thread = None
+            _settle()
         for sig, old in self._old.items():
             if signal.getsignal(sig) == self._handle:
                 signal.signal(sig, old)
         self._old.clear()
-        if self._socks is not None:
-            with contextlib.suppress(ValueError):
-                signal.set_wakeup_fd(self._old_fd)
-            self._taken.set()
-            for s in self._socks:
-                s.close()  # the watcher's recv then fails and it ends
-            self._socks = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         __tracebackhide__ = True  # pytest's one line names where the signal landed, not this handler

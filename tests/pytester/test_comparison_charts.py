@@ -46,11 +46,11 @@ def test_single(specperf):
 def test_pair(specperf):
     pass
 
-@pytest.mark.two_point(ctx=100, repeat=3)
+@pytest.mark.two_point(ctx=100, long=1032, repeat=3)
 def test_burst(specperf):
     pass
 
-@pytest.mark.ctx_sweep(ctxs=[64, 512], tokens=64)
+@pytest.mark.ctx_sweep(ctxs=[64, 512], tokens=512)  # a span past the timing noise
 def test_ctx(specperf):
     pass
 

@@ -25,7 +25,7 @@ import pytest
 @pytest.mark.sustained(tokens=300, ctx=64)
 def test_stalled(specperf): pass
 
-@pytest.mark.ctx_sweep(ctxs=[64, 2048], tokens=64)
+@pytest.mark.ctx_sweep(ctxs=[64, 2048], tokens=512)  # a span past the timing noise
 def test_sweep(specperf): pass
 
 def test_ad_hoc(specperf):
@@ -79,7 +79,7 @@ def test_stalls_sweep_figure_and_direct_calls_are_shown(pytester: pytest.Pyteste
 def test_comparison_column_when_comparing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_perf="""
         import pytest
-        @pytest.mark.two_point(ctx=64, repeat=3)
+        @pytest.mark.two_point(ctx=64, long=1032, repeat=3)
         def test_tp(specperf): pass
     """)
     first = pytester.runpytest_subprocess(FAST, "--specperf-save=base", "-p", "no:cacheprovider")
@@ -95,7 +95,7 @@ def test_comparison_column_when_comparing(pytester: pytest.Pytester) -> None:
 def test_comparison_column_in_ab(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_perf="""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_tp(specperf): pass
     """)
     with SimServer("healthy", speed=SPEED) as a, SimServer("healthy", speed=SPEED) as b:
