@@ -23,7 +23,7 @@ from pytest_specperf.compare import storage
 CASES = '''
 import pytest
 
-@pytest.mark.two_point(ctx=200, repeat=5)
+@pytest.mark.two_point(ctx=200, repeat=5, long=1032)
 def test_tp(specperf):
     pass
 

@@ -20,15 +20,15 @@ def pytest_specperf_verdict(config, result):
 CASES = '''
 import pytest
 
-@pytest.mark.two_point(ctx=100, min_tps=1e5)
+@pytest.mark.two_point(ctx=100, min_tps=1e5, long=1032)
 def test_waived(specperf):
     pass
 
-@pytest.mark.two_point(ctx=100, min_tps=1e5)
+@pytest.mark.two_point(ctx=100, min_tps=1e5, long=1032)
 def test_failing(specperf):
     pass
 
-@pytest.mark.two_point(ctx=100)
+@pytest.mark.two_point(ctx=100, long=1032)
 def test_noted(specperf):
     pass
 '''

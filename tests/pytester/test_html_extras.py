@@ -21,7 +21,7 @@ pytest.importorskip("pytest_html", reason="pytest-html is part of the test extra
 CASES = '''
 import pytest
 
-@pytest.mark.two_point(ctx=200, repeat=2)
+@pytest.mark.two_point(ctx=200, repeat=2, long=1032)
 def test_tp(specperf):
     pass
 

@@ -234,7 +234,7 @@ def test_ini_twin_writes_the_report(pytester: pytest.Pytester) -> None:
     pytester.mkdir("out")
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=100)
+        @pytest.mark.two_point(ctx=100, long=1032)
         def test_tp(specperf): pass
     """)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")

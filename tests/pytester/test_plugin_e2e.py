@@ -149,7 +149,7 @@ def test_each_bad_yaml_case_fails_alone_while_the_good_cases_run(pytester: pytes
 def test_endpoint_down_is_an_error_not_a_failure(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_x(specperf): pass
     """)
     res = pytester.runpytest_subprocess("--endpoint=http://127.0.0.1:9", "--specperf-timeout=5")

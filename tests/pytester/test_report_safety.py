@@ -152,7 +152,7 @@ def _placeholder() -> str:
 def test_pytest_html_counts_a_direct_call_that_could_not_measure_as_an_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ad_hoc="""
         def test_ad_hoc(specperf):
-            specperf.two_point(ctx=64)
+            specperf.two_point(ctx=64, long=1032)
     """)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--endpoint=http://127.0.0.1:9",
                                         "--specperf-timeout=5", "--html=ph.html", "--self-contained-html")

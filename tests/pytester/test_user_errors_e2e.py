@@ -53,7 +53,7 @@ def test_direct_call_mistake_is_one_line(pytester: pytest.Pytester, body: str, m
 def test_direct_call_that_cannot_measure_is_an_error_with_a_row(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         def test_ad_hoc(specperf):
-            specperf.two_point(ctx=64)
+            specperf.two_point(ctx=64, long=1032)
     """)
     out, md = pytester.path / "r.json", pytester.path / "s.md"
     res = pytester.runpytest_subprocess(f"--endpoint={DOWN}", "--specperf-timeout=5", f"--specperf-json={out}",
@@ -80,7 +80,7 @@ def test_cut_connection_on_two_point_and_sweep_is_a_named_error(pytester: pytest
     pytester.makepyfile("""
         import pytest
 
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_tp(specperf): pass
 
         @pytest.mark.ctx_sweep(ctxs=[64, 128], tokens=200)
@@ -121,7 +121,7 @@ def test_unwritable_output_is_a_usage_error_at_start(pytester: pytest.Pytester, 
             args.append(option)
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_x(specperf): pass
     """)
     res = pytester.runpytest_subprocess(FAST, *args)
@@ -138,13 +138,13 @@ def test_write_failing_mid_run_is_a_warning_and_the_run_completes(pytester: pyte
         import shutil
         import pytest
 
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_first(specperf):
             # the output folder becomes a file while the run goes on (a folder that only disappears is made again)
             shutil.rmtree({str(outdir)!r})
             open({str(outdir)!r}, "w").close()
 
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_second(specperf): pass
     """)
     res = pytester.runpytest_subprocess(FAST, f"--specperf-json={outdir / 'r.json'}",
@@ -262,7 +262,7 @@ def test_ini_save_words(pytester: pytest.Pytester, value: str, saved: bool) -> N
     pytester.makeini(f"[pytest]\nspecperf_save = {value}\n")
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_x(specperf): pass
     """)
     pytester.runpytest_subprocess(FAST).assert_outcomes(passed=1)
@@ -274,7 +274,7 @@ def test_ini_save_words(pytester: pytest.Pytester, value: str, saved: bool) -> N
 def test_save_name_with_a_slash_round_trips_to_compare(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_x(specperf): pass
     """)
     saved = pytester.runpytest_subprocess(FAST, "--specperf-save=feature/fast-path")
@@ -301,7 +301,7 @@ def test_ab_with_one_url_twice_is_a_usage_error(pytester: pytest.Pytester) -> No
 def test_down_ab_endpoint_names_the_ab_option(pytester: pytest.Pytester, healthy_sim: SimServer) -> None:
     pytester.makepyfile("""
         import pytest
-        @pytest.mark.two_point(ctx=64)
+        @pytest.mark.two_point(ctx=64, long=1032)
         def test_x(specperf): pass
     """)
     res = pytester.runpytest_subprocess(f"--specperf-ab={DOWN},{healthy_sim.url}", "--specperf-ab-trials=2")

@@ -28,7 +28,7 @@ def test_single_user(specperf): pass
 @pytest.mark.sustained(tokens=100, ctx=200, concurrency=4, max_ttft_s=2)
 def test_four_users(specperf): pass
 
-@pytest.mark.two_point(ctx=256)
+@pytest.mark.two_point(ctx=256, long=1032)
 def test_two_point(specperf): pass
 
 @pytest.mark.sustained(tokens=120, ctx=64, content="code")
