@@ -87,6 +87,16 @@ def _compare(p: pytest.Pytester, base: SimServer, cand: SimServer, case: str) ->
     return res, saved, out
 
 
+def _sides_match_truth(cause: dict, before: dict, after: dict) -> tuple[dict, dict]:
+    """The step-time and acceptance factors, each side's figures checked against what that side's server did."""
+    step, accept = _factor(cause, "step time"), _factor(cause, "acceptance")
+    assert step["base"] == pytest.approx(before["step_ms"], rel=0.08)
+    assert step["now"] == pytest.approx(after["step_ms"], rel=0.08)
+    assert accept["base"] == pytest.approx(before["accept"], rel=0.03)
+    assert accept["now"] == pytest.approx(after["accept"], rel=0.03)
+    return step, accept
+
+
 def test_slower_steps_are_named_step_time(pytester: pytest.Pytester, sims: dict[str, SimServer]) -> None:
     res, saved, out = _compare(pytester, sims["base"], sims["slow"], DECODE_CASE)
     res.assert_outcomes(failed=1)
@@ -94,13 +104,7 @@ def test_slower_steps_are_named_step_time(pytester: pytest.Pytester, sims: dict[
     r = _result(out)
     cc = _cause(r, "decode_tps")
     assert cc["verdict"] == "regressed" and cc["cause"]["named"] == "step time"
-    before, after = _truth(sims["base"], _result(saved)), _truth(sims["slow"], r)
-    step, accept = _factor(cc["cause"], "step time"), _factor(cc["cause"], "acceptance")
-    # each side's figures are what that side's server did
-    assert step["base"] == pytest.approx(before["step_ms"], rel=0.08)
-    assert step["now"] == pytest.approx(after["step_ms"], rel=0.08)
-    assert accept["base"] == pytest.approx(before["accept"], rel=0.03)
-    assert accept["now"] == pytest.approx(after["accept"], rel=0.03)
+    step, accept = _sides_match_truth(cc["cause"], _truth(sims["base"], _result(saved)), _truth(sims["slow"], r))
     assert step["share"] > 0.7 and abs(accept["share"]) < 0.2
     assert cc["cause"]["text"] in r["reason"]
     # the HTML report: the baseline's and this run's figures side by side, the cause first
@@ -120,13 +124,8 @@ def test_fewer_tokens_per_step_are_named_acceptance(pytester: pytest.Pytester, s
     r = _result(out)
     cc = _cause(r, "decode_tps")
     assert cc["verdict"] == "regressed" and cc["cause"]["named"] == "acceptance"
-    before, after = _truth(sims["base"], _result(saved)), _truth(sims["low"], r)
-    accept, step = _factor(cc["cause"], "acceptance"), _factor(cc["cause"], "step time")
-    assert step["base"] == pytest.approx(before["step_ms"], rel=0.08)
-    assert step["now"] == pytest.approx(after["step_ms"], rel=0.08)
+    _, accept = _sides_match_truth(cc["cause"], _truth(sims["base"], _result(saved)), _truth(sims["low"], r))
     assert accept["source"] == "metrics"  # the simulator exposes vLLM's counters: the server's count is used
-    assert accept["base"] == pytest.approx(before["accept"], rel=0.03)
-    assert accept["now"] == pytest.approx(after["accept"], rel=0.03)
     assert accept["share"] > 0.7
 
 
