@@ -121,6 +121,23 @@ def test_shares_add_to_one_whatever_moved() -> None:
         assert c.named == max((f for f in c.factors if f.share is not None), key=lambda f: f.share or 0).name
 
 
+def test_a_true_rate_change_is_explained_by_its_factors_not_by_other() -> None:
+    """Shares add to 1 by construction (``other`` is the rest): what can fail is how much the measured factors explain.
+    With the change the sides' true decode ratio (decode = tokens per step / step time, as built), acceptance and
+    step time explain it and ``other`` holds only the streams' jitter."""
+    rng = random.Random(11)
+    for _ in range(300):
+        base = _case(rng.uniform(5, 50), rng.uniform(1, 6), seed=rng.randrange(1000))
+        now = _case(rng.uniform(5, 50), rng.uniform(1, 6), seed=rng.randrange(1000))
+        ratio = now.decode_tps / base.decode_tps
+        if abs(math.log(ratio)) < 0.05:  # a change of a few % is within the streams' jitter: nothing to attribute
+            continue
+        c = cause.explain("decode_tps", ratio - 1, [base], [now])
+        assert c is not None and c.named in ("acceptance", "step time"), c
+        (other,) = [f for f in c.factors if f.name == "other"]
+        assert other.share is not None and abs(other.share) < 0.15, c
+
+
 def test_a_change_too_small_to_split_names_no_cause() -> None:
     c = cause.explain("decode_tps", -0.005, [_case(20.0, 3.0)], [_case(20.1, 3.0)])
     assert c is not None and c.named is None and all(f.share is None for f in c.factors)
