@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison
-from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
@@ -174,17 +173,14 @@ def judge(base: storage.Run, new: storage.Run, max_regression: float, inconclusi
     except ConfigError as exc:  # a result no version wrote: the one line that says to upgrade
         raise UsageError(str(exc)) from None
     # records built afresh from the run's data, so judging them leaves ``new`` as read; its own comparisons
-    # (against its baseline then) are not this judgement's. An error record stays data: a copy is judged.
-    judged = [r if isinstance(r, Result) else {k: v for k, v in r.items() if k != "comparisons"}
-              for r in fresh]
-    for r in judged:
-        if isinstance(r, Result):
-            r.comparisons = None
+    # (against its baseline then) are not this judgement's.
+    for r in fresh:
+        r.comparisons = None
         gating.against_baseline(gate, r, baseline, differences=differences, strict=strict)
-    ccs = gating.comparisons_of(judged)
-    ours = {compare.read(r, "nodeid") for r in judged}
-    ccs += [CaseComparison(str(compare.read(b, "nodeid")), None, None, "missing", "only in the baseline")
-            for b in baseline if compare.read(b, "nodeid") not in ours]
+    ccs = gating.comparisons_of(fresh)
+    ours = {r.nodeid for r in fresh}
+    ccs += [CaseComparison(b.nodeid, None, None, "missing", "only in the baseline")
+            for b in baseline if b.nodeid not in ours]
     fail, _ = compare.gate(ccs, inconclusive)
     return ccs, fail
 

@@ -507,3 +507,46 @@ class ReplayResult(RateResult):
     origin_s: float | None = None
     buckets: dict[str, LengthBucket] = field(default_factory=dict)  # figures per input-length bucket
     per_request: list[ReplayRequest] = field(default_factory=list)  # type: ignore[assignment]
+
+
+@dataclass
+class ErrorRecord:
+    """A case that could not be measured: what it asked and why it could not run, no figures (``verdict`` "error").
+
+    It stands beside the kinds' records: measuring makes one (``recording.error_record``), a saved run's JSON with
+    ``verdict`` "error" loads into one (``saved_results.load_record``), and it is judged (skipped against a baseline),
+    shown and written like them. ``kind`` may be a kind this version has no record of."""
+
+    #: fields set after measuring: written last in the JSON
+    JSON_LAST: ClassVar[tuple[str, ...]] = ("comparisons", "call")
+
+    nodeid: str
+    kind: str
+    ctx: int | None = None  # the largest context the case asked for
+    content: str | None = None
+    verdict: str = "error"
+    reason: str = ""
+    # what the case asked, where its kind has it (an errored load case or session still says how many users)
+    tokens: int | None = field(default=None, metadata=OMIT)
+    short: int | None = field(default=None, metadata=OMIT)
+    long: int | None = field(default=None, metadata=OMIT)
+    concurrency: int | list[int] | None = field(default=None, metadata=OMIT)
+    users: int | None = field(default=None, metadata=OMIT)
+    turns: int | None = field(default=None, metadata=OMIT)
+    call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test
+    # against a saved baseline: "skipped" (`specperf compare` judges an errored case too)
+    comparisons: list[CaseComparison] | None = field(default=None, metadata=OMIT)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data, as a result's."""
+        return to_dict(self)
+
+
+#: What a case leaves: its kind's record, or the error record of a case that could not be measured.
+Recorded = Result | ErrorRecord
+
+
+def is_error(result: Recorded) -> bool:
+    """Whether ``result`` says its case could not be measured: the one test on a record (``saved_results``'s
+    ``is_error_record`` is its twin on JSON, used only where JSON becomes a record)."""
+    return result.verdict == "error"

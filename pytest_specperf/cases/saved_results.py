@@ -15,8 +15,10 @@ import cattrs
 
 from pytest_specperf.cases.results import (
     CapacityResult,
+    ErrorRecord,
     LoadSweepResult,
     RateResult,
+    Recorded,
     ReplayResult,
     Result,
     SessionResult,
@@ -41,11 +43,13 @@ RESULT_TYPES: dict[str, type[Result]] = {
 _converter = cattrs.Converter(forbid_extra_keys=False)
 for _t in (int, float, str, bool):  # JSON's own types, kept as they are (an int in a float field writes back as is)
     _converter.register_structure_hook(_t, lambda v, _: v)
+# an error record's concurrency: a sustained case's users, or a load sweep's levels, kept as written
+_converter.register_structure_hook(int | list[int] | None, lambda v, _: list(v) if isinstance(v, list) else v)
 
 
 def is_error_record(data: Mapping[str, Any]) -> bool:
-    """Whether ``data`` is the error record of a case that could not be measured: what the case asked and why it
-    could not run, no figures. It stays the plain data it was written as (no record: nothing in it is measured)."""
+    """Whether ``data`` is the JSON of an error record (a case that could not be measured: what it asked and why it
+    could not run, no figures); ``load_record`` alone asks, where JSON becomes a record."""
     return data.get("verdict") == "error"
 
 
@@ -67,6 +71,19 @@ def load_result(data: Mapping[str, Any]) -> Result:
     except cattrs.BaseValidationError as exc:
         why = "; ".join(str(e) for e in cattrs.transform_error(exc))[:300]
         raise ConfigError(f"a {kind} result cannot be read ({why}); the saved run is damaged: save it again") from None
+
+
+def load_record(data: Mapping[str, Any]) -> Recorded:
+    """One result of a saved run, a history row or an xdist report as its record: the one place where JSON becomes
+    a record (an ``ErrorRecord`` for a case that could not be measured, else its kind's, ``load_result``)."""
+    if is_error_record(data):
+        try:
+            return _converter.structure(dict(data), ErrorRecord)
+        except cattrs.BaseValidationError as exc:
+            why = "; ".join(str(e) for e in cattrs.transform_error(exc))[:300]
+            raise ConfigError(f"an error record cannot be read ({why}); the saved run is damaged: save it "
+                              "again") from None
+    return load_result(data)
 
 
 R = TypeVar("R")

@@ -23,11 +23,13 @@ from pytest_specperf.cases.results import (
     LoadLevel,
     LoadSweepResult,
     RateResult,
+    Recorded,
     Result,
     SessionResult,
     SustainedResult,
+    is_error,
 )
-from pytest_specperf.cases.saved_results import is_error_record, load_part, load_result
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, cause, crossover, sequential
 from pytest_specperf.compare import trials as compare
@@ -49,7 +51,7 @@ CASE_TRIAL_METRICS = {"rate": (*KIND_METRICS["rate"], "decode_tps", "ttft_s"),
                       "session": ("decode_tps", "ttft_s", "total_tps")}
 
 
-def metrics_for(result: Result | dict[str, Any]) -> tuple[str, ...]:
+def metrics_for(result: Case) -> tuple[str, ...]:
     """The metrics compared for a result of this kind."""
     kind = read(result, "kind")
     return KIND_METRICS.get(str(kind), METRICS)
@@ -64,35 +66,26 @@ class Gate:
     max_regression: float = 0.05
     inconclusive: str = "warn"  # pass | warn | fail
 
-    def apply(self, result: Result | dict[str, Any], comparisons: list[CaseComparison], *,
-              judge: bool = True) -> list[str]:
+    def apply(self, result: Recorded, comparisons: list[CaseComparison], *, judge: bool = True) -> list[str]:
         """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
-        ``judge=False`` only records them (another gate judges the case)."""
-        own = [cc for cc in comparisons if cc.nodeid == read(result, "nodeid")]
+        ``judge=False`` only records them (another gate judges the case). An error record (a case that could
+        not be measured) gets its comparisons (skipped) and keeps its verdict."""
+        own = [cc for cc in comparisons if cc.nodeid == result.nodeid]
         fail, warn = compare.gate(own, self.inconclusive) if judge else ([], [])
-        if isinstance(result, Result):
-            result.comparisons = own
-            if fail and result.verdict != "error":
-                result.verdict = "failed"
-                result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
-        else:  # an error record (a case that could not be measured) is plain data: `specperf compare` judges it
-            result["comparisons"] = [cc.as_dict() for cc in own]
-            if fail and read(result, "verdict") != "error":
-                result["verdict"] = "failed"
-                prior = read(result, "reason", "")
-                result["reason"] = "; ".join([r for r in [prior] if r] + [cc.reason for cc in fail])
+        result.comparisons = own
+        if fail and not is_error(result):
+            result.verdict = "failed"
+            result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
         return [cc.reason for cc in warn]
 
 
-def _record(result: Result | Mapping[str, Any]) -> Result | dict[str, Any]:
-    """A result as the statistics below read it: its record, data (a baseline the history stored) loaded into
-    one; a case that could not be measured stays its error record, plain data (as ``Run.typed_results`` keeps it)."""
-    if isinstance(result, Result):
-        return result
-    return dict(result) if is_error_record(result) else load_result(result)
+def _record(result: Recorded | Mapping[str, Any]) -> Recorded:
+    """A result as the rules read it: JSON given by a caller (a test's hand-built row) becomes its record here, at
+    the entry, through the one loader (``saved_results.load_record``)."""
+    return load_record(result) if isinstance(result, Mapping) else result
 
 
-def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequence[Result | Mapping[str, Any]],
+def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded | Mapping[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
                      strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
@@ -104,8 +97,8 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
-    row = _record(result)
-    mine = [b for b in map(_record, baseline) if read(b, "nodeid") == read(row, "nodeid")]
+    row = result
+    mine = [b for b in map(_record, baseline) if b.nodeid == row.nodeid]
     threshold = max_regression or gate.max_regression
     base, cand = per_trial(mine), per_trial([row])
     if auto:
@@ -116,7 +109,7 @@ def against_baseline(gate: Gate, result: Result | dict[str, Any], baseline: Sequ
     # every comparison that moved names its cause from both sides' figures, last in its reason (compare/cause.py)
     judged = cause.attach(_unlike(_ttft_judged(ccs, base, cand), unlike, strict), base, cand)
     if keys is not None:
-        kind = read(row, "kind")
+        kind = row.kind
         judged = [cc for cc in judged if unit_key(kind, cc.nodeid, cc.ctx, cc.users) in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
 
@@ -132,7 +125,7 @@ def whole_case(spec: CaseSpec) -> bool:
 
 
 def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: Gate, *,
-               baseline: Sequence[Result | Mapping[str, Any]] | None = None, nodeid: str = "",
+               baseline: Sequence[Recorded] | None = None, nodeid: str = "",
                save: bool = False) -> Result:
     """A case that sends at once, measured ``repeat`` times as whole trials (``measure`` runs one and judges it)
     and combined into one row as A/B combines an arm (``aggregate``): medians, the worst verdict, and each trial's
@@ -143,7 +136,7 @@ def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: Gate
     auto = spec.repeat == "auto"
     cap = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else int(spec.repeat)
     one = replace(spec, repeat=1, max_repeat=None)
-    mine = [b for b in map(_record, baseline or []) if read(b, "nodeid") == nodeid]
+    mine = [b for b in baseline or [] if b.nodeid == nodeid]
     threshold = spec.max_regression or gate.max_regression
     done: list[Result] = []
     while len(done) < cap:
@@ -153,7 +146,7 @@ def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: Gate
     return aggregate(done) if len(done) > 1 else done[0]
 
 
-def _trials_settle(done: list[Result], mine: list[Result | dict[str, Any]], threshold: float, cap: int,
+def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, cap: int,
                    save: bool) -> bool:
     """repeat="auto" of whole trials: whether the trials so far settle the case (``run_trials``)."""
     row = aggregate(done)
@@ -200,14 +193,14 @@ def _per_typed_trial(r: Result) -> list[Result]:
     return [r]
 
 
-def per_trial(results: Sequence[Result | dict[str, Any]]) -> list[Result | dict[str, Any]]:
+def per_trial(results: Sequence[Recorded]) -> list[Recorded]:
     """Results as comparisons see them: a load case gives one value per trial per level (that trial's median
     user, its aggregate), not one per stream, since the streams of one trial share the engine's batched steps.
 
     A row that combines trials (an A/B arm, ``aggregate``) becomes one result per trial; other results
     pass unchanged (a sustained case's sequential streams are its trials, an error record is plain data).
     """
-    out: list[Result | dict[str, Any]] = []
+    out: list[Recorded] = []
     for r in results:
         if isinstance(r, Result) and r.verdict != "error" and _is_load(r) and r.kind in ("sustained", "load_sweep"):
             out += _per_typed_trial(r)
@@ -268,10 +261,10 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
     return _ab_summary(arms, _ttft_judged(ccs, a, b, sides=("A", "B")), gate)
 
 
-def until_baseline(gate: Gate, nodeid: str, baseline: Sequence[Result | Mapping[str, Any]],
+def until_baseline(gate: Gate, nodeid: str, baseline: Sequence[Recorded],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
-    return sequential.until_baseline([_record(b) for b in baseline], nodeid,
+    return sequential.until_baseline(list(baseline), nodeid,
                                      max_regression=max_regression or gate.max_regression, metrics=METRICS,
                                      judge=_ttft_judged)
 
@@ -589,12 +582,6 @@ def _cache_differs(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequen
     return out
 
 
-def comparisons_of(results: Sequence[Result | Mapping[str, Any]]) -> list[CaseComparison]:
-    """Every result's comparisons (rebuilt from data where a result is still data: the CLI's)."""
-    out: list[CaseComparison] = []
-    for r in results:
-        if isinstance(r, Result):
-            out += r.comparisons or []
-            continue
-        out += [load_part(d, CaseComparison) for d in read(r, "comparisons") or []]
-    return out
+def comparisons_of(results: Sequence[Recorded]) -> list[CaseComparison]:
+    """Every result's comparisons, in order."""
+    return [cc for r in results for cc in r.comparisons or []]

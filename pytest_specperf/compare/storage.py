@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import is_error_record, load_result
+from pytest_specperf.cases.results import Recorded, Result
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.files import write_temp
 from pytest_specperf.urls import redact_url
 
@@ -101,12 +101,12 @@ class Run:
     meta: dict[str, Any] = field(default_factory=dict)
     partial: str = ""  # why the run stopped early ("" for a complete run): never a default baseline
 
-    def typed_results(self) -> list[Result | dict[str, Any]]:
-        """The results as records (``saved_results.load_result``); a case that could not be measured stays its
-        error record (plain data). ConfigError (one line) for a result no version of the plugin wrote.
+    def typed_results(self) -> list[Recorded]:
+        """The results as records (``saved_results.load_record``: a case that could not be measured as its
+        ``ErrorRecord``). ConfigError (one line) for a result no version of the plugin wrote.
 
-        ``results`` keep the data as read, for the callers that still read mappings (the CLI, report/)."""
-        return [r if is_error_record(r) else load_result(r) for r in self.results]
+        ``results`` keep the data as read, for the callers that still read mappings (report/ of `specperf show`)."""
+        return [load_record(r) for r in self.results]
 
     @property
     def label(self) -> str:
@@ -235,12 +235,16 @@ def _run_label(name: str | None, commit: dict[str, Any]) -> str:
     return label or "run"
 
 
-def _top(result: Result | dict[str, Any], key: str) -> Any:
+def _top(result: Recorded, key: str) -> str | None:
     """A result's endpoint, model, server or server version (an error record has none of them)."""
-    return getattr(result, key) if isinstance(result, Result) else result.get(key)  # not result data: error records
+    if not isinstance(result, Result):
+        return None
+    value: str | None = {"endpoint": result.endpoint, "model": result.model, "server": result.server,
+                         "server_version": result.server_version}[key]
+    return value
 
 
-def run_meta(results: Sequence[Result | dict[str, Any]] = (), *, root: Path | str | None = None,
+def run_meta(results: Sequence[Recorded] = (), *, root: Path | str | None = None,
              **known: Any) -> dict[str, Any]:
     """What identifies a run's measurements, built one way for the saved run, the HTML header and the baseline
     check: plugin version, endpoint, model, server kind and version (the first result's, or ``known`` where no
@@ -261,7 +265,7 @@ def run_meta(results: Sequence[Result | dict[str, Any]] = (), *, root: Path | st
     return meta
 
 
-def save_run(folder: Path | str, results: Sequence[Result | dict[str, Any]], meta: dict[str, Any],
+def save_run(folder: Path | str, results: Sequence[Recorded], meta: dict[str, Any],
              name: str | None = None, *,
              root: Path | str | None = None, redact: Iterable[str] = ()) -> Path:
     """Write a run file atomically into ``folder`` (created if needed) and return its path."""
@@ -282,7 +286,7 @@ def save_run(folder: Path | str, results: Sequence[Result | dict[str, Any]], met
         "machine": machine_info(),
         "job": job_info(),
         "meta": {k: v for k, v in meta.items() if k not in (*TOP_META, "commit", "partial")},
-        "results": [to_dict(r) if isinstance(r, Result) else r for r in results],
+        "results": [to_dict(r) for r in results],
     }
     text = json.dumps(doc, indent=2, default=_jsonable)
     for secret in redact:

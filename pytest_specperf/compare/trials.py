@@ -87,7 +87,7 @@ import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, SweepPoint
-from pytest_specperf.cases.results import LoadLevel, Result, StreamResult
+from pytest_specperf.cases.results import ErrorRecord, LoadLevel, Result, StreamResult
 
 #: which way is better, per metric; all are positive quantities, compared as logs.
 DIRECTIONS: dict[str, str] = {
@@ -107,6 +107,10 @@ DIRECTIONS: dict[str, str] = {
     "ttft_s": "lower",
     "total_s": "lower",
 }
+
+#: The figures read by their name (``figure``): the compared metrics and the per-trial and per-level figures the
+#: A/B, arms and crossover tables and the cause of a change read. tests/repo checks each is a field of the records.
+FIGURES: tuple[str, ...] = (*DIRECTIONS, "decode_p10_tps", "accept_len", "step_ms", "cached_share")
 
 ALPHA = 0.01
 POWER = 0.8
@@ -150,7 +154,7 @@ def _values(items: Iterable[Any]) -> list[float]:
 
 #: What the functions below read: a typed result or one of its comparable parts (a load level, a sweep point),
 #: or the same as a mapping (a saved run's JSON, or the partial rows the unit tests and benchmarks build).
-Case = Result | LoadLevel | SweepPoint | Mapping[str, Any]
+Case = Result | ErrorRecord | LoadLevel | SweepPoint | Mapping[str, Any]
 
 
 def read(x: object, name: str, default: Any = None) -> Any:
@@ -158,6 +162,14 @@ def read(x: object, name: str, default: Any = None) -> Any:
     if isinstance(x, Mapping):
         return x.get(name, default)
     return getattr(x, name, default)
+
+
+def figure(x: Case, metric: str) -> float | None:
+    """The finite figure ``metric`` (a name of ``FIGURES``) of a case, a load level, a sweep point, a stream or a
+    trial; None where it has none. The one read of a figure by its name: every other read is by attribute."""
+    if metric not in FIGURES:
+        raise ValueError(f"{metric!r} is not a figure read by name; the figures are {', '.join(FIGURES)}")
+    return _num(read(x, metric))
 
 
 def _has(x: object, name: str) -> bool:
@@ -416,7 +428,7 @@ def _index(results: Iterable[Case]) -> tuple[dict[_Key, _Entry], dict[str, str]]
     idx: dict[_Key, _Entry] = {}
     errors: dict[str, str] = {}
     for r in results:
-        if not isinstance(r, dict | Result):
+        if not isinstance(r, dict | Result | ErrorRecord):
             continue
         if read(r, "verdict") == "error":
             errors.setdefault(str(read(r, "nodeid", "")), str(read(r, "reason", "")) or "error")

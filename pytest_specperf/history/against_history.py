@@ -100,7 +100,7 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
             entries.append(_entry(key, metric, direction, d, kept, alpha / tests))
             if entries[-1].verdict != "passed":  # what the change comes from, against the runs it was judged by
                 ids = cause.judged_runs(entries[-1], [h.run_id for h, _ in kept])
-                cause.explain_entry(entries[-1], [records.result_of(store, i, result.nodeid) for i in ids], result)
+                cause.explain_entry(entries[-1], [records.record_of(store, i, result.nodeid) for i in ids], result)
     if short:
         notes += _fall_back(store, result, short, max_regression, inconclusive)
     failing = [e for e in entries if e.verdict == "regressed"]
@@ -172,7 +172,7 @@ def _fall_back(store: Store, result: Result, short: list[tuple[str, list[records
             "that estimate its run-to-run noise")
     if latest is None:
         return [f"{head}; nothing to judge against yet, this run starts it"]
-    base = records.result_of(store, latest.run_id, nodeid)
+    base = records.record_of(store, latest.run_id, nodeid)
     if base is None:
         return [f"{head}; the latest run's result is missing, not judged"]
     # only the short units: the others were judged against their history above

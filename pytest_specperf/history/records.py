@@ -18,7 +18,8 @@ from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import case_key, unit_key
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import Recorded
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history.store import Store
@@ -72,17 +73,17 @@ def fingerprint(setup: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _stored(result: Result | Mapping[str, Any]) -> dict[str, Any]:
-    """A result as the history stores it: its JSON form (typed results are serialised here, at the store's edge),
-    which the set-up fingerprints and the results table are made of."""
-    return to_dict(result) if isinstance(result, Result) else dict(result)
+def _stored(result: Recorded | Mapping[str, Any]) -> dict[str, Any]:
+    """A result as the history stores it: its JSON form (records are serialised here, at the store's edge; a saved
+    run's JSON goes in as written), which the set-up fingerprints and the results table are made of."""
+    return dict(result) if isinstance(result, Mapping) else to_dict(result)
 
 
-def units(results: Iterable[Result | Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+def units(results: Iterable[Recorded | Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """``(case key, case)`` per comparable unit of the results (a case, a sweep point, a load level), each unit as
     its stored JSON form; errored cases are left out (they measured nothing)."""
     out = []
-    for r in (_stored(x) for x in results if isinstance(x, Result | Mapping)):
+    for r in (_stored(x) for x in results):
         if r.get("verdict") == "error":
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
@@ -125,16 +126,17 @@ def held_keys(results: Iterable[Mapping[str, Any]]) -> set[str]:
     return out
 
 
-def record_run(store: Store, results: Iterable[Result | Mapping[str, Any]], meta: dict[str, Any], *,
+def record_run(store: Store, results: Iterable[Recorded | Mapping[str, Any]], meta: dict[str, Any], *,
                source: str | None = None, gated: bool = False) -> int | None:
     """Add one run (its ``meta`` as ``storage.run_meta`` builds it; its results typed or as saved JSON); returns
     its id, or None when ``source`` (an imported file) is already in the history. ``gated``: the run was judged
     against this history, so the units that failed it are held out of later predictions (``held_keys``)."""
-    data = [_stored(r) for r in results if isinstance(r, Result | Mapping)]
+    recorded = list(results)
+    data = [_stored(r) for r in recorded]
     held = held_keys(data) if gated else set()
     commit = c if isinstance(c := meta.get("commit"), dict) else {}
     machine = m if isinstance(m := meta.get("machine"), dict) else {}
-    rows = units(data)
+    rows = units(recorded)
     try:
         with store.transaction() as cur:
             if source is not None and store.execute(cur, "SELECT id FROM runs WHERE source = ?",
@@ -194,12 +196,20 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
 
 
 def result_of(store: Store, run_id: int, nodeid: str) -> dict[str, Any] | None:
-    """The whole result of ``nodeid`` in run ``run_id`` (what the baseline rule judges against)."""
+    """The whole result of ``nodeid`` in run ``run_id``, as stored (its JSON; ``record_of`` gives its record)."""
     try:
         rows = store.query("SELECT result FROM results WHERE run_id = ? AND nodeid = ?", (run_id, nodeid))
     except Exception as exc:
         raise store.error(f"cannot read the result of {nodeid}", exc) from None
-    return json.loads(rows[0][0]) if rows else None
+    data = json.loads(rows[0][0]) if rows else None
+    return data if isinstance(data, dict) else None
+
+
+def record_of(store: Store, run_id: int, nodeid: str) -> Recorded | None:
+    """The whole result of ``nodeid`` in run ``run_id`` as its record (what the baseline rule judges against): the
+    history's one place where a stored row becomes a record (``saved_results.load_record``)."""
+    data = result_of(store, run_id, nodeid)
+    return None if data is None else load_record(data)
 
 
 def runs(store: Store) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import Recorded, Result
 from pytest_specperf.history import against_history, records
 from pytest_specperf.history.schema import open_store
 from pytest_specperf.history.store import HistoryError, Store, Target
@@ -64,7 +64,7 @@ class HistorySession:
             self.error = str(exc)
             return []
 
-    def record(self, results: Sequence[Result | dict[str, Any]], meta: dict[str, Any]) -> int | None:
+    def record(self, results: Sequence[Recorded], meta: dict[str, Any]) -> int | None:
         """Add the run; raises HistoryError (the one line to show) when the history cannot take it."""
         store = self._open()
         if store is None:

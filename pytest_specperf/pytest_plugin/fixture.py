@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.result_view import ResultView
-from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
-from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, Recorded, SpecperfWarning
+from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import error_record, keep_result
 from pytest_specperf.run.target import EndpointSession
-
-
-def _field(r: Recorded, name: str) -> Any:
-    """A field of a kept result, or of an error record (plain data)."""
-    return getattr(r, name, None) if isinstance(r, Result) else r.get(name)
 
 
 class SpecperfFixture:
@@ -44,8 +39,8 @@ class SpecperfFixture:
         except ConfigError as exc:
             raise ConfigError(f"specperf.{exc}") from None  # "specperf.sustained(): unknown keyword ..."
         done = self._item.stash.get(RESULTS, [])
-        n = sum(1 for r in done if _field(r, "kind") == kind)
-        call = 1 + sum(1 for r in done if _field(r, "call") is not None)  # tells a test's direct calls apart
+        n = sum(1 for r in done if r.kind == kind)
+        call = 1 + sum(1 for r in done if r.call is not None)  # tells a test's direct calls apart
         try:
             nodeid = f"{self._item.nodeid}#{kind}{n}"
             runner = self._session.runner
@@ -53,7 +48,7 @@ class SpecperfFixture:
             result = (gating.run_trials(lambda s: runner.run(s, nodeid), spec, gating.Gate())
                       if gating.whole_case(spec) else runner.run(spec, nodeid))
         except MeasurementError as exc:
-            keep_result(self._item, {**error_record(self._item, spec, str(exc)), "call": call})
+            keep_result(self._item, dataclasses.replace(error_record(self._item, spec, str(exc)), call=call))
             raise
         result.nodeid = self._item.nodeid
         result.call = call

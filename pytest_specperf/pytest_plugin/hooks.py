@@ -15,7 +15,6 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.registry import SPECS, build_spec, marker_help
-from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.history.session import HistorySession, target_of
@@ -241,7 +240,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if isinstance(item, pytest.Function):
         bench = item.funcargs.get("benchmark") if SPEC in item.stash else None
         for r in item.stash.get(RESULTS, []) if bench is not None else []:
-            problem = benchmark_bridge.feed(bench, to_dict(r) if isinstance(r, Result) else r)
+            problem = benchmark_bridge.feed(bench, to_dict(r))
             if problem:
                 item.warn(SpecperfWarning(problem))
         reason = failed_reason(item)
@@ -273,11 +272,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     sent = item.stash.get(SENT, 0)
     if results[sent:] and (call.when == "call" or report.failed):
         for r in results[sent:]:
-            if isinstance(r, Result):
-                r.nodeid = item.nodeid
-            else:
-                r["nodeid"] = item.nodeid
-            data = to_dict(r) if isinstance(r, Result) else r  # plain data: what xdist sends to the controller
+            r.nodeid = item.nodeid
+            data = to_dict(r)  # plain data: what xdist sends to the controller
             report.user_properties.append((PROP, data))
             # JUnit XML writes the item's properties at teardown: flat, string-valued, one per field.
             item.user_properties.extend(junit_properties(data))

@@ -16,6 +16,7 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.prompt_cases import many_trials
 from pytest_specperf.cases.registry import SPECS
+from pytest_specperf.cases.results import ErrorRecord
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.pytest_plugin.keys import RESULTS, SpecperfWarning
 from pytest_specperf.run.target import arm_name
@@ -32,7 +33,7 @@ class InvalidCase(pytest.Item):
         self.kind = kind or kind_in(reason)
 
     def runtest(self) -> None:
-        record = {"nodeid": self.nodeid, "kind": self.kind, "verdict": "error", "reason": self.reason}
+        record = ErrorRecord(nodeid=self.nodeid, kind=self.kind, reason=self.reason)
         self.stash.setdefault(RESULTS, []).append(record)  # sent with the report, as a measured case's
         pytest.fail(self.reason, pytrace=False)  # its one line, also in the short summary
 

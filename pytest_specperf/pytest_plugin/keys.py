@@ -8,16 +8,12 @@ import pytest
 
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.result_view import ResultView
-from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import is_error_record, load_result
+from pytest_specperf.cases.results import Recorded, is_error
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import storage
 from pytest_specperf.history.session import HistorySession
 from pytest_specperf.run.target import EndpointSession, SharedStart
 from pytest_specperf.settings import Settings
-
-#: What a case leaves: its typed Result, or the error record of a case that could not be measured (plain data:
-#: it has none of a result's figures, and is written as it is).
-Recorded = Result | dict[str, Any]
 
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
@@ -46,19 +42,12 @@ def carried(report: pytest.TestReport) -> list[dict[str, Any]]:
     return [v for k, v in report.user_properties if k == PROP and isinstance(v, dict)]
 
 
-def typed(data: dict[str, Any]) -> Recorded:
-    """Carried or saved data back into its Result; an error record stays as it is."""
-    return data if is_error(data) else load_result(data)
-
-
-def is_error(result: Recorded) -> bool:
-    """Whether ``result`` is the error record of a case that could not be measured."""
-    return result.verdict == "error" if isinstance(result, Result) else is_error_record(result)
-
-
 def results_of(report: pytest.TestReport) -> list[Recorded]:
-    """The results a report carries, typed (error records stay plain)."""
-    return [typed(v) for v in carried(report)]
+    """The results a report carries, as records (``saved_results.load_record``, the edge)."""
+    return [load_record(v) for v in carried(report)]
+
+
+__all__ = ["Recorded", "is_error"]  # the pytest layer's names for the record a case leaves, and its error test
 
 
 RESULT_OBJ = pytest.StashKey[ResultView]()

@@ -11,7 +11,7 @@ import pytest
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_view import ResultView
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import ErrorRecord, Result
 from pytest_specperf.compare import crossover, sequential, storage
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
@@ -80,19 +80,18 @@ def hooks_verdict(config: pytest.Config, result: Result) -> None:
         if change.get("note"):
             result.notes.append(str(change["note"]))
 
-def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> dict[str, Any]:
+def error_record(item: pytest.Item, spec: CaseSpec, reason: str) -> ErrorRecord:
     # The ctx the case asked for: a session's first message (not its last turn's whole history); any other kind
     # its largest prompt as the kind says (a sweep's longest ctx, a prompt file's longest prompt), since every
     # spec inherits a default ctx that a sweep or a prompt file never uses.
     ctx = spec.ctx if spec.KIND == "session" else kind_for(spec).context_needed(spec)[0]
-    record = {"nodeid": item.nodeid, "kind": spec.KIND, "ctx": ctx, "content": spec.content,
-              "verdict": "error", "reason": reason}
     # concurrency and users: an errored load case or session still says how many users it was for
-    for name in ("tokens", "short", "long", "concurrency", "users", "turns"):
-        if hasattr(spec, name):
-            value = getattr(spec, name)
-            record[name] = list(value) if isinstance(value, tuple) else value
-    return record
+    concurrency = getattr(spec, "concurrency", None)
+    return ErrorRecord(nodeid=item.nodeid, kind=spec.KIND, ctx=ctx, content=spec.content, reason=reason,
+                       tokens=getattr(spec, "tokens", None), short=getattr(spec, "short", None),
+                       long=getattr(spec, "long", None),
+                       concurrency=list(concurrency) if isinstance(concurrency, tuple) else concurrency,
+                       users=getattr(spec, "users", None), turns=getattr(spec, "turns", None))
 
 
 def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate) -> sequential.Until | None:

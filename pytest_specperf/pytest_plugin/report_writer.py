@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import storage
 from pytest_specperf.history.store import HistoryError
@@ -28,7 +29,6 @@ from pytest_specperf.pytest_plugin.keys import (
     SpecperfWarning,
     carried,
     is_error,
-    typed,
 )
 from pytest_specperf.pytest_plugin.recording import storage_folder
 from pytest_specperf.report.output import Meta, Output, problem
@@ -67,7 +67,7 @@ class ReportWriter:
         data = carried(report)
         if data:
             self.carried += data
-            self.results += [typed(d) for d in data]
+            self.results += [load_record(d) for d in data]
             self.write_live()  # after every case, so a killed run keeps what it measured
 
     def _write(self, option: str, path: Path | str, write: Callable[[], Any]) -> bool:
@@ -215,7 +215,7 @@ class ReportWriter:
 
 
 def _endpoint(result: Recorded) -> str | None:
-    return result.endpoint if isinstance(result, Result) else result.get("endpoint")
+    return result.endpoint if isinstance(result, Result) else None  # an error record measured at none
 
 
 def partial_reason(session: pytest.Session, exitstatus: int, results: list[Recorded]) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import SweepPoint, case_key
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, SessionResult, SweepResult
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Recorded, Result, SessionResult, SweepResult
 from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
 from pytest_specperf.compare.trials import trials
 from pytest_specperf.files import write_text_atomic
@@ -87,7 +87,7 @@ def _trial_values(unit: Unit, case: dict[str, Any], users: int | None, metric: s
     return trials(case, metric)
 
 
-def bencher_json(results: Iterable[Result | Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+def bencher_json(results: Iterable[Recorded | Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Results in Bencher Metric Format (``bencher run --adapter json``)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for r in map(as_case, results):
@@ -112,6 +112,6 @@ class BencherFile(Output):
     option = "--specperf-bencher"
     setting = "bencher"
 
-    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the Bencher JSON (atomically)."""
         write_text_atomic(path, json.dumps(bencher_json(results), indent=2))

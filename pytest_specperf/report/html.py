@@ -16,7 +16,7 @@ import jinja2
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import Recorded, Result
 from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report import table as report
@@ -128,8 +128,8 @@ def goal_facts(row: report.Row) -> list[tuple[str, str]]:
     return [("judged against", ", ".join(report.goal_text(g) for g in row.goals))] if row.goals else []
 
 
-def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
-            baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def context(results: Sequence[Recorded | Mapping[str, Any]], meta: dict[str, Any] | None = None,
+            baseline: Sequence[Recorded | Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """What the template needs: header rows, summary rows (failures first), one section per case."""
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
@@ -164,9 +164,9 @@ def context(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] 
             "data": _json_safe(data)}
 
 
-def _json_of(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+def _json_of(result: Recorded | Mapping[str, Any]) -> dict[str, Any]:
     """A result's JSON: a record's ``to_dict``, a result given as JSON (a saved run's) as it is."""
-    return to_dict(result) if isinstance(result, Result) else dict(result)
+    return dict(result) if isinstance(result, Mapping) else to_dict(result)
 
 
 def _json_safe(obj: Any) -> Any:
@@ -180,14 +180,14 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def render(results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
-           baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> str:
+def render(results: Sequence[Recorded | Mapping[str, Any]], meta: dict[str, Any] | None = None,
+           baseline: Sequence[Recorded | Mapping[str, Any]] | None = None) -> str:
     """The report as one HTML document."""
     return _env().get_template("report.html.j2").render(**context(results, meta, baseline))
 
 
-def write(path: Path | str, results: Sequence[Result | Mapping[str, Any]], meta: dict[str, Any] | None = None,
-          baseline: Sequence[Result | Mapping[str, Any]] | None = None, redact: list[str] | None = None) -> Path:
+def write(path: Path | str, results: Sequence[Recorded | Mapping[str, Any]], meta: dict[str, Any] | None = None,
+          baseline: Sequence[Recorded | Mapping[str, Any]] | None = None, redact: list[str] | None = None) -> Path:
     """Write the report atomically (a reader never sees half of it); API keys in ``redact`` become ``***``."""
     text = render(results, meta, baseline)
     for secret in redact or []:
@@ -207,8 +207,8 @@ class HtmlReport(Output):
     setting = "html"
     done = "HTML report written to {path}"
 
-    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the report; its header is ``meta.about``, or this run's commit and machine when that is None."""
-        about = meta.about if meta.about is not None else storage.run_meta(  # it reads the results' JSON for now
-            [_json_of(r) for r in results], root=meta.root or Path.cwd())
+        about = meta.about if meta.about is not None else storage.run_meta(  # the plugin's records (the CLI gives
+            [r for r in results if not isinstance(r, Mapping)], root=meta.root or Path.cwd())  # its ``about``)
         write(path, results, about, meta.baseline, redact=list(meta.redact))

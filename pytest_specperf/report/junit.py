@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures, Crossover
-from pytest_specperf.cases.results import LoadLevel, Result, StreamResult
+from pytest_specperf.cases.results import LoadLevel, Recorded, Result, StreamResult
 from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
 
@@ -36,7 +36,7 @@ def _s(v: Any) -> str:
     return str(v)
 
 
-def junit_properties(result: Result | Mapping[str, Any], comparisons: Iterable[CaseComparison] | None = None
+def junit_properties(result: Recorded | Mapping[str, Any], comparisons: Iterable[CaseComparison] | None = None
                      ) -> list[tuple[str, str]]:
     """``(name, value)`` string pairs for JUnit XML properties."""
     r = as_case(result)  # an error record: the fields it has
@@ -84,7 +84,7 @@ JUNIT_CATEGORY_FIELDS = ("n", "n_prompts", "decode_tps_p50", "decode_tps_p10", "
                          "accept_rate", "drift", "attainment", "speedup")
 
 
-def category_props(result: Result | Mapping[str, Any]) -> list[tuple[str, str]]:
+def category_props(result: Recorded | Mapping[str, Any]) -> list[tuple[str, str]]:
     """A prompt file's figures per category (only those the server showed)."""
     return _category_props(as_case(result))
 

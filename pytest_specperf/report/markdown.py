@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison, case_key
-from pytest_specperf.cases.results import Result, SweepResult
+from pytest_specperf.cases.results import Recorded, Result, SweepResult
 from pytest_specperf.compare import arms
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
@@ -68,7 +68,8 @@ def _cmp_cell(ccs: Sequence[CaseComparison]) -> str:
     return "<br>".join(_cell(p) for p in parts)
 
 
-def markdown_summary(results: Iterable[Result | Mapping[str, Any]], comparisons: Iterable[CaseComparison] | None = None,
+def markdown_summary(results: Iterable[Recorded | Mapping[str, Any]],
+                     comparisons: Iterable[CaseComparison] | None = None,
                      against: str = "baseline", plots: Sequence[str | None] | None = None) -> str:
     """The results (and comparisons against ``against``: "baseline" or "A") as a GitHub-flavoured Markdown table
     with notes below it.
@@ -174,7 +175,7 @@ def links(meta: Meta, relative_to: Path | None) -> list[str | None]:
             for p in meta.images]
 
 
-def render(results: Sequence[Result | Mapping[str, Any]], meta: Meta, relative_to: Path | None) -> str:
+def render(results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, relative_to: Path | None) -> str:
     """The Markdown summary of ``results``, linking the case images from ``relative_to``'s folder."""
     return markdown_summary(results, meta.comparisons, against=meta.against, plots=links(meta, relative_to))
 
@@ -186,7 +187,7 @@ class MarkdownSummary(Output):
     option = "--specperf-markdown"
     setting = "markdown"
 
-    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the summary (atomically)."""
         write_text_atomic(path, render(results, meta, path))
 
@@ -203,7 +204,7 @@ class StepSummary(Output):
         summary = os.environ.get(STEP_SUMMARY)
         return Path(summary) if summary and settings.markdown else None
 
-    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Append the summary under a ``## specperf`` heading (links as from the Markdown file)."""
         text = render(results, meta, meta.paths.get(MarkdownSummary.name))
         path.parent.mkdir(parents=True, exist_ok=True)

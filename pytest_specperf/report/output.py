@@ -18,7 +18,7 @@ from pytest_specperf.errors import shorten
 
 if TYPE_CHECKING:
     from pytest_specperf.cases.result_parts import CaseComparison
-    from pytest_specperf.cases.results import Result
+    from pytest_specperf.cases.results import Recorded
     from pytest_specperf.settings import Settings
 
 
@@ -31,7 +31,7 @@ class Meta:
     about: dict[str, Any] | None = None  # commit, machine, time of the run (None: this run, measured now)
     root: Path | None = None  # where the commit of this run is read
     # the compared run's results (charts draw its trials); a plain mapping (a saved run's JSON) is read as one
-    baseline: Sequence[Result | Mapping[str, Any]] | None = None
+    baseline: Sequence[Recorded | Mapping[str, Any]] | None = None
     comparisons: list[CaseComparison] | None = None  # None: this run was not compared
     against: str = "baseline"  # the other side of the comparisons: "baseline" or "A"
     redact: Sequence[str] = ()  # secrets (an API key) written as ***
@@ -58,7 +58,7 @@ class Output(ABC):
         return getattr(settings, self.setting, None) or None
 
     @abstractmethod
-    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the output for ``results`` (typed results, or their JSON) to ``path``; raises what drawing or
         writing raised."""
 

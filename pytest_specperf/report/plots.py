@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import Recorded
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.views.registry import view
 
 
-def case_title(result: Result | Row | Mapping[str, Any]) -> str:
+def case_title(result: Recorded | Row | Mapping[str, Any]) -> str:
     """"<node id>: <verdict>", the heading of a case's image, so a PNG on its own says what it shows."""
     r = as_case(result)
     return f"{r.nodeid}: {r.verdict or '-'}"
@@ -30,7 +30,7 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.")[:120] or "case"
 
 
-def image_names(results: Iterable[Result | Row | Mapping[str, Any]], fmt: str) -> list[str]:
+def image_names(results: Iterable[Recorded | Row | Mapping[str, Any]], fmt: str) -> list[str]:
     """One unique file name per result (a test that measured several cases gets ``-2``, ``-3``, ...)."""
     seen: dict[str, int] = {}
     names = []
@@ -41,8 +41,8 @@ def image_names(results: Iterable[Result | Row | Mapping[str, Any]], fmt: str) -
     return names
 
 
-def write_case_images(results: Sequence[Result | Mapping[str, Any]], folder: Path, fmt: str = "png",
-                      baseline: Sequence[Result | Mapping[str, Any]] | None = None) -> list[Path | None]:
+def write_case_images(results: Sequence[Recorded | Mapping[str, Any]], folder: Path, fmt: str = "png",
+                      baseline: Sequence[Recorded | Mapping[str, Any]] | None = None) -> list[Path | None]:
     """One image per case with charts into ``folder`` (created); None for cases with nothing to draw."""
     from pytest_specperf.report import drawing  # matplotlib is loaded only by runs that draw
 
@@ -61,9 +61,9 @@ def write_case_images(results: Sequence[Result | Mapping[str, Any]], folder: Pat
     return out
 
 
-def _json_of(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+def _json_of(result: Recorded | Mapping[str, Any]) -> dict[str, Any]:
     """A result's JSON: a record's ``to_dict``, a result given as JSON (a saved run's) as it is."""
-    return to_dict(result) if isinstance(result, Result) else dict(result)
+    return dict(result) if isinstance(result, Mapping) else to_dict(result)
 
 
 class CasePlots(Output):
@@ -74,6 +74,6 @@ class CasePlots(Output):
     setting = "plots"
     done = "plots written to {path}"
 
-    def write(self, results: Sequence[Result | Mapping[str, Any]], meta: Meta, path: Path) -> None:
+    def write(self, results: Sequence[Recorded | Mapping[str, Any]], meta: Meta, path: Path) -> None:
         """Write the images into the folder ``path``; later outputs (Markdown, pytest-html) link or reuse them."""
         meta.images = write_case_images(results, path, baseline=meta.baseline)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.results import Result, SweepResult
+from pytest_specperf.cases.results import Recorded, SweepResult
 from pytest_specperf.compare.trials import trials
 from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
@@ -31,7 +31,7 @@ EXTRA_INFO_FIELDS = ("kind", "endpoint", "model", "server", "content", "ctx", "p
                      "verdict", "reason")
 
 
-def benchmark_extra_info(result: Result | Mapping[str, Any]) -> dict[str, Any]:
+def benchmark_extra_info(result: Recorded | Mapping[str, Any]) -> dict[str, Any]:
     """Scalar result fields (no lists) for pytest-benchmark's ``benchmark.extra_info``."""
     r = as_case(result)  # an error record: the fields it has
     # each field where the case's kind has it and it holds one finite value
@@ -42,7 +42,7 @@ def benchmark_extra_info(result: Result | Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
-def per_token_seconds(result: Result | Mapping[str, Any]) -> list[float]:
+def per_token_seconds(result: Recorded | Mapping[str, Any]) -> list[float]:
     """Seconds per decoded token, one per trial; [] for an errored case."""
     r = as_case(result)
     if isinstance(r, Row) or r.verdict == "error":
@@ -66,7 +66,7 @@ def wanted(config: Any) -> bool:
     return any(bool(config.getoption(name, None)) for name in OUTPUT_OPTIONS)
 
 
-def feed(bench: Any, result: Result | Mapping[str, Any]) -> str | None:
+def feed(bench: Any, result: Recorded | Mapping[str, Any]) -> str | None:
     """Give one result's trials to a ``benchmark`` fixture; returns a warning text if it could not."""
     if getattr(bench, "disabled", False):
         return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, CategoryFigures, Crossover, Goal, SweepPoint
-from pytest_specperf.cases.results import AbSummary, LoadLevel, Result
+from pytest_specperf.cases.results import AbSummary, ErrorRecord, LoadLevel, Recorded, Result
 from pytest_specperf.cases.saved_results import as_result, has_record, load_part
 from pytest_specperf.compare import arms
 from pytest_specperf.run.load import knee_text
@@ -111,7 +111,7 @@ def _row_of(record: object, **given: Any) -> Row:
     return Row(**{**have, **given})
 
 
-def as_row(r: Row | Result | Mapping[str, Any]) -> Row:
+def as_row(r: Row | Recorded | Mapping[str, Any]) -> Row:
     """``r`` as a table row: a result (typed, or its JSON) gives its case's row."""
     if isinstance(r, Row):
         return r
@@ -119,12 +119,14 @@ def as_row(r: Row | Result | Mapping[str, Any]) -> Row:
     return case if isinstance(case, Row) else _row_of(case)
 
 
-def as_case(r: Result | Row | Mapping[str, Any]) -> Result | Row:
+def as_case(r: Recorded | Row | Mapping[str, Any]) -> Result | Row:
     """What the outputs read of one case: its typed result; or its row, read from the data as it is (what it lacks
     shown as missing), for the error record of a case that could not be measured (plain data with none of a
     result's figures) and for a kind this version has no record of (a view registered for it draws it)."""
     if isinstance(r, Row):
         return r
+    if isinstance(r, ErrorRecord):
+        return _row_of(r)
     if isinstance(r, Mapping) and not has_record(r):  # an error record, or a kind without a record
         return error_row(r)
     return as_result(r)
@@ -156,7 +158,7 @@ def _sweep_low(r: Row) -> str:
     return f"{_f(low.decode_tps)} (min, ctx {_f(low.ctx, '.0f')})"
 
 
-def cells(r: Row | Result | Mapping[str, Any], *, verdict: bool = True) -> list[str]:
+def cells(r: Row | Recorded | Mapping[str, Any], *, verdict: bool = True) -> list[str]:
     """The columns after "case" for one result (or row), as plain text (missing values are "-")."""
     r = as_row(r)
     if r.kind == "ctx_sweep" and r.points:
@@ -181,7 +183,7 @@ def cells(r: Row | Result | Mapping[str, Any], *, verdict: bool = True) -> list[
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.drift, ".2f"), text]
 
 
-def verdict_parts(r: Row | Result | Mapping[str, Any]) -> list[str]:
+def verdict_parts(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     """The verdict cell's parts: the verdict (with what an open-loop case is judged on, and a failure's reason),
     each warning, each note, and the floors and ceilings the case was judged against with their margins."""
     r = as_row(r)
@@ -211,13 +213,13 @@ def goal_text(g: Goal) -> str:
             + ("" if margin is None else f" ({signed_pct(margin)})"))
 
 
-def goals_text(r: Row | Result | Mapping[str, Any]) -> str:
+def goals_text(r: Row | Recorded | Mapping[str, Any]) -> str:
     """'judged against min_tps 40 tok/s: decode 2989.3 tok/s (+7373.3%), ...', or '' for a case without goals."""
     goals = as_row(r).goals or []
     return "judged against " + ", ".join(goal_text(g) for g in goals) if goals else ""
 
 
-def case_warnings(r: Row | Result | Mapping[str, Any]) -> list[str]:
+def case_warnings(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     """A row's warnings, each once; a load sweep leaves a level's own ("at 2 users: ...") to that level's row."""
     r = as_row(r)
     out = once(r.warnings or [])
@@ -227,7 +229,7 @@ def case_warnings(r: Row | Result | Mapping[str, Any]) -> list[str]:
     return [w for w in out if not w.startswith(tuple(shown))]
 
 
-def aggregation_note(r: Row | Result | Mapping[str, Any]) -> str | None:
+def aggregation_note(r: Row | Recorded | Mapping[str, Any]) -> str | None:
     """Where early -> late and drift are separate medians (over an A/B arm's trials, or a case's streams) that do
     not give each other, say so: else '714.2 -> 668.1' beside drift 0.01 reads as a mistake."""
     r = as_row(r)
@@ -245,7 +247,7 @@ def once(texts: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(str(t) for t in texts))
 
 
-def phase_notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
+def phase_notes(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     """What a reasoning phase and a session add to a row: each phase's tokens and rate, the first answer
     token; a session's turns and cache-hit share (nothing for a result without them)."""
     r = as_row(r)
@@ -269,7 +271,7 @@ def _is_knee(note: str) -> bool:
     return note.startswith(("knee at ", "no knee up to "))
 
 
-def notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
+def notes(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     """A row's notes, each once. A load sweep says its knee once, for the levels shown (an A/B case has one knee
     note per trial), and carries the notes every level shares, which its level rows then leave out."""
     r = as_row(r)
@@ -291,7 +293,7 @@ def notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
     return [*knees, *[n for n in out if not _is_knee(n)], *shared_level_notes(r)]
 
 
-def shared_level_notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
+def shared_level_notes(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     """Notes that every level of a load sweep has (e.g. why drift was not judged), said once for the case."""
     levels = [once(lv.notes or []) for lv in as_row(r).levels or []]
     if len(levels) < 2:
@@ -299,7 +301,7 @@ def shared_level_notes(r: Row | Result | Mapping[str, Any]) -> list[str]:
     return [n for n in levels[0] if all(n in other for other in levels[1:])]
 
 
-def label(r: Row | Result | Mapping[str, Any]) -> str:
+def label(r: Row | Recorded | Mapping[str, Any]) -> str:
     """The case cell: kind and test name; a direct call (``specperf.sustained(...)``) adds its number and content,
     so several calls in one test are told apart (ctx and tokens have their own columns)."""
     r = as_row(r)
@@ -352,7 +354,7 @@ def worst(comparisons: Iterable[CaseComparison]) -> CaseComparison | None:
     return min(comparisons, key=rank, default=None)
 
 
-def comparison_cell(r: Row | Result | Mapping[str, Any]) -> str:
+def comparison_cell(r: Row | Recorded | Mapping[str, Any]) -> str:
     """The comparison column: a case's own comparisons; for a sweep, also the worst of its points or levels,
     labelled with where (each level's own are on the level's row)."""
     r = as_row(r)
@@ -368,7 +370,7 @@ def comparison_cell(r: Row | Result | Mapping[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def extra_columns(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[tuple[str, Any]]:
+def extra_columns(results: Iterable[Row | Recorded | Mapping[str, Any]]) -> list[tuple[str, Any]]:
     """Columns shown only when they say something: stalls when any occurred, the comparison when comparing."""
     rows = [as_row(r) for r in results]
     extra: list[tuple[str, Any]] = []
@@ -380,20 +382,20 @@ def extra_columns(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[t
     return extra
 
 
-def has_load(results: Iterable[Row | Result | Mapping[str, Any]]) -> bool:
+def has_load(results: Iterable[Row | Recorded | Mapping[str, Any]]) -> bool:
     """Whether any result is a load case (then the table shows LOAD_COLUMNS)."""
     return any(r.kind in ("load_sweep", "rate", "capacity") or (finite_number(r.concurrency) or 1) > 1
                for r in map(as_row, results))
 
 
-def with_load(values: Sequence[str], r: Row | Result | Mapping[str, Any] | None = None) -> list[str]:
+def with_load(values: Sequence[str], r: Row | Recorded | Mapping[str, Any] | None = None) -> list[str]:
     """``values`` (a row ending in its verdict) with the load cells of ``r`` before the verdict; the
     header's names when ``r`` is None."""
     extra = list(LOAD_COLUMNS) if r is None else [users(r), total_cell(r)]
     return [*values[:-1], *extra, values[-1]]
 
 
-def users(r: Row | Result | Mapping[str, Any]) -> str:
+def users(r: Row | Recorded | Mapping[str, Any]) -> str:
     """Concurrent streams: a load case's N, a load sweep's levels (1..8), a session case's sessions at once, 1 for
     single-stream cases, "-" for open-loop cases (their load is a request rate, said with their verdict)."""
     r = as_row(r)
@@ -407,14 +409,14 @@ def users(r: Row | Result | Mapping[str, Any]) -> str:
     return str(c) if finite_number(c) is not None else "1"
 
 
-def total_cell(r: Row | Result | Mapping[str, Any]) -> str:
+def total_cell(r: Row | Recorded | Mapping[str, Any]) -> str:
     """Aggregate tok/s, with the floor it was judged against (``min_total_tps``) when the case has one."""
     r = as_row(r)
     floor = finite_number(r.min_total_tps)
     return _f(r.total_tps) + (f" (min {floor:g})" if floor is not None else "")
 
 
-def open_loop(r: Row | Result | Mapping[str, Any]) -> str:
+def open_loop(r: Row | Recorded | Mapping[str, Any]) -> str:
     """What a rate or capacity case is judged on, ahead of its verdict; '' for other kinds."""
     r = as_row(r)
     if r.kind == "rate" and r.attainment is not None:
@@ -425,7 +427,7 @@ def open_loop(r: Row | Result | Mapping[str, Any]) -> str:
     return ""
 
 
-def capacity_text(r: Row | Result | Mapping[str, Any]) -> str:
+def capacity_text(r: Row | Recorded | Mapping[str, Any]) -> str:
     """What a capacity search found: a lower bound (the highest rate that met the SLO) and its bracket."""
     r = as_row(r)
     lo_hi: list[Any] = [*(r.bracket or []), None, None]
@@ -438,7 +440,7 @@ def capacity_text(r: Row | Result | Mapping[str, Any]) -> str:
     return f"capacity >= {lo:.3g} req/s (bracket {lo:.3g}..{hi:.3g})"
 
 
-def level_rows(r: Row | Result | Mapping[str, Any]) -> list[tuple[str, Row]]:
+def level_rows(r: Row | Recorded | Mapping[str, Any]) -> list[tuple[str, Row]]:
     """A load sweep's levels as (label suffix, row) for a row each under the case's own: each with its
     comparisons, its aggregate floor, and a verdict that agrees with the case's reason."""
     r = as_row(r)
@@ -472,7 +474,7 @@ def _arms_figures(r: Row, n: Any) -> dict[str, Any]:
     return out
 
 
-def arms_note(r: Row | Result | Mapping[str, Any]) -> str | None:
+def arms_note(r: Row | Recorded | Mapping[str, Any]) -> str | None:
     """What a load sweep measured on arms (or A/B) shows as per-user decode on its rows, and why."""
     r = as_row(r)
     t = r.arms
@@ -511,7 +513,7 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     return {"verdict": "failed", "reason": "; ".join(once(blamed))} if blamed else {}
 
 
-def category_rows(r: Row | Result | Mapping[str, Any]) -> list[tuple[str, Row]]:
+def category_rows(r: Row | Recorded | Mapping[str, Any]) -> list[tuple[str, Row]]:
     """A case over a prompt file: (label suffix, row) per category, its figures over its own requests
     (the decode cell is the category's median, with its p10; the last cell says n, acceptance and its floors)."""
     r = as_row(r)
@@ -543,7 +545,7 @@ def category_rows(r: Row | Result | Mapping[str, Any]) -> list[tuple[str, Row]]:
     return rows
 
 
-def category_load(r: Row | Result | Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+def category_load(r: Row | Recorded | Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     """(the load fields of ``Row`` a category row shows, the sweep level its figures come from or None).
 
     A category's requests ran under its case's load: a 4-user case's categories are at 4 users, a session
@@ -592,12 +594,12 @@ def n_users(n: Any) -> str:
     return f"{n} user" if str(n) == "1" else f"{n} users"
 
 
-def row(r: Row | Result | Mapping[str, Any]) -> tuple[str, ...]:
+def row(r: Row | Recorded | Mapping[str, Any]) -> tuple[str, ...]:
     """One terminal table row from a result (the fixed columns)."""
     return (label(r), *cells(shown_case(r)))
 
 
-def shown_case(r: Row | Result | Mapping[str, Any]) -> Row:
+def shown_case(r: Row | Recorded | Mapping[str, Any]) -> Row:
     """The case row's figures: a sweep on arms shows its highest level's per-user decode and its best aggregate
     as those levels' rows do (the arms table's figures)."""
     r = as_row(r)
@@ -610,7 +612,7 @@ def shown_case(r: Row | Result | Mapping[str, Any]) -> Row:
     return r
 
 
-def table(results: Iterable[Row | Result | Mapping[str, Any]], width: int | None = None) -> list[str]:
+def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | None = None) -> list[str]:
     """The summary table as lines of aligned columns; the verdict column is last and left unpadded.
 
     With ``width`` (the terminal's table), no line is wider: the comparison column shows each row's worst
@@ -700,7 +702,7 @@ def one_trial_undecided(c: CaseComparison) -> bool:
             and x.n_base == 1 == x.n_cand)
 
 
-def one_trial_note(results: Iterable[Row | Result | Mapping[str, Any]]) -> str | None:
+def one_trial_note(results: Iterable[Row | Recorded | Mapping[str, Any]]) -> str | None:
     """Once per run: comparisons with one trial on each side have no noise to judge by and cannot decide within
     their threshold; what ``repeat=`` would do (None when no comparison was one of those)."""
     undecided = [c for r in map(as_row, results) for c in r.comparisons or [] if one_trial_undecided(c)]
@@ -721,7 +723,7 @@ def count_text(n: int, verdict: str) -> str:
     return f"{n} {verdict}" + ("s" if n != 1 and verdict in ("error", "warning") else "")
 
 
-def headline(r: Row | Result | Mapping[str, Any]) -> str:
+def headline(r: Row | Recorded | Mapping[str, Any]) -> str:
     """A result's figures in a few words, in the terms its kind is judged on (a summary's figures cell)."""
     r = as_row(r)
     kind = r.kind
@@ -748,13 +750,13 @@ def headline(r: Row | Result | Mapping[str, Any]) -> str:
 ATTENTION = {"error": 0, "failed": 1}
 
 
-def diagnosis(results: Iterable[Row | Result | Mapping[str, Any]]) -> list[str]:
+def diagnosis(results: Iterable[Row | Recorded | Mapping[str, Any]]) -> list[str]:
     """One line per case that failed or errored, errors first then failures, each with its one-line reason."""
     bad = sorted((r for r in map(as_row, results) if r.verdict in ATTENTION), key=lambda r: ATTENTION[r.verdict])
     return [f"{str(r.verdict).upper()} {label(r)}: {r.reason or 'no reason given'}" for r in bad]
 
 
-def summary(results: Iterable[Result | Mapping[str, Any]], width: int | None = None) -> list[str]:
+def summary(results: Iterable[Recorded | Mapping[str, Any]], width: int | None = None) -> list[str]:
     """The terminal section: failures and errors first with their reasons, then the table (within ``width``), and
     once per run what one-trial comparisons cannot decide."""
     cases = [as_case(r) for r in results]

@@ -39,6 +39,16 @@ def test_the_old_history_lists_its_runs_and_verdicts(db: Path) -> None:
         assert not any(k.endswith("test_too_long") for k in keys)  # an error measured nothing
 
 
+def test_every_stored_result_of_the_old_history_loads_whole(db: Path) -> None:
+    """Each run's stored result of each case reads back as the result the run file of run 1 holds."""
+    saved = {r["nodeid"]: r for r in json.loads(RUN.read_text())["results"]}
+    with open_store(Store(Target(path=db))) as store:
+        for nodeid, r in saved.items():
+            stored = records.record_of(store, 1, nodeid)
+            assert stored is not None
+            assert (stored.nodeid, stored.kind, stored.verdict) == (nodeid, r["kind"], r["verdict"])
+
+
 def test_the_command_lists_the_old_history(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["history", "--history", str(db)]) == 0
     out = capsys.readouterr().out

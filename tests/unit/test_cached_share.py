@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from support import judged_json
+
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.result_parts import SessionRequest
 from pytest_specperf.cases.results import SessionResult, StreamResult, SustainedResult
@@ -84,7 +86,7 @@ def _saved(ttfts: list[float], cached: int) -> dict[str, Any]:
 def test_a_comparison_whose_sides_differ_in_cached_share_says_so() -> None:
     base = _saved([0.060, 0.061, 0.059, 0.062, 0.060], cached=1)
     cand = _saved([0.010, 0.011, 0.010, 0.012, 0.010], cached=496)
-    gates.against_baseline(gates.Gate(), cand, [base])
+    judged_json.against_baseline(gates.Gate(), cand, [base])
     ttft = next(c for c in cand["comparisons"] if c["metric"] == "ttft_s")
     assert ttft["verdict"] == "inconclusive", ttft["reason"]
     assert "cached share of the prompt 0.00 (baseline) vs 0.99 (now): the prefix cache moved TTFT" in ttft["reason"]
@@ -93,6 +95,6 @@ def test_a_comparison_whose_sides_differ_in_cached_share_says_so() -> None:
         decode["reason"]
     # the same shares on both sides: the TTFT change is the server's, judged as ever
     cand = _saved([0.010, 0.011, 0.010, 0.012, 0.010], cached=1)
-    gates.against_baseline(gates.Gate(), cand, [base])
+    judged_json.against_baseline(gates.Gate(), cand, [base])
     ttft = next(c for c in cand["comparisons"] if c["metric"] == "ttft_s")
     assert ttft["verdict"] == "improved" and "cached share" not in ttft["reason"]

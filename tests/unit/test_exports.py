@@ -10,8 +10,10 @@ import sys
 
 import numpy as np
 import pytest
+from support import judged_json
 from support.result_json import full
 
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare.trials import compare_runs
 from pytest_specperf.report.bencher import bencher_json
 from pytest_specperf.report.junit import junit_properties
@@ -163,12 +165,12 @@ def test_markdown_carries_the_noise_floor_verdict_of_json_and_junit() -> None:
                      "ttft_s": ttft, "streams": streams})
 
     base, cand = case(0.010), case(0.015)  # +50%, significant, but 5 ms: under the 10 ms floor
-    gating.against_baseline(gating.Gate(), cand, [base])
+    judged_json.against_baseline(gating.Gate(), cand, [base])
     ttft = next(c for c in cand["comparisons"] if c["metric"] == "ttft_s")
     assert ttft["verdict"] == "passed" and ttft["comparison"]["verdict"] == "passed"
     props = dict(junit_properties(cand))
     assert props["specperf_cmp_ttft_s_verdict"] == "passed"
-    md = markdown_summary([cand], gating.comparisons_of([cand]))
+    md = markdown_summary([cand], gating.comparisons_of([load_record(cand)]))
     row = next(line for line in md.splitlines() if line.startswith("| `"))
     assert "ttft_s +49.9%" in row and "regressed" not in md
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from support import judged_json
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Result
@@ -90,7 +91,7 @@ def test_compare_runs_and_the_gate_read_a_record_as_its_json() -> None:
     gate = gates.Gate(max_regression=0.05)
     for c in cand:
         row = to_dict(c)
-        warned = gates.against_baseline(gate, row, [to_dict(b) for b in base])
+        warned = judged_json.against_baseline(gate, row, [to_dict(b) for b in base])
         assert gates.against_baseline(gate, c, base) == warned, c.nodeid
         assert to_dict(c)["comparisons"] == row["comparisons"], c.nodeid
         assert (c.verdict, c.reason) == (row["verdict"], row["reason"]), c.nodeid

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from support import judged_json
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, CategoryFigures
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import RateResult, Result, StreamResult, SustainedResult
-from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.saved_results import load_record, load_result
 from pytest_specperf.compare import gates
 
 
@@ -36,11 +37,11 @@ def test_the_baseline_gate_sets_typed_comparisons_and_the_verdict_as_for_data() 
     typed = _sustained(list(80 * np.exp(rng.normal(0, 0.01, 8))))  # 20 % slower: regressed
     data = to_dict(typed)
     notes_typed = gates.against_baseline(gates.Gate(), typed, [base])
-    notes_data = gates.against_baseline(gates.Gate(), data, [to_dict(base)])
+    notes_data = judged_json.against_baseline(gates.Gate(), data, [to_dict(base)])
     assert typed.verdict == "failed" and "decode_tps" in typed.reason
     assert typed.comparisons and all(isinstance(cc, CaseComparison) for cc in typed.comparisons)
     assert notes_typed == notes_data and to_dict(typed) == data  # the same judgement, typed or as data
-    assert gates.comparisons_of([typed]) == gates.comparisons_of([data])
+    assert gates.comparisons_of([typed]) == gates.comparisons_of([load_record(data)])
 
 
 def test_the_users_view_is_the_results_json_with_the_late_fields_last() -> None:

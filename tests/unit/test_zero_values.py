@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from tests.support import judged_json
 from tests.support.result_json import full
 
 
@@ -16,7 +17,7 @@ def _rate(**figures: float) -> dict:
 def test_rate_figures_falling_to_zero_regress_and_fail_the_case() -> None:
     # Every request refused or late: nothing met the SLO, while the latencies of the answered ones held.
     base, cand = _rate(goodput_rps=3.8, attainment=0.97), _rate(goodput_rps=0.0, attainment=0.0)
-    gating.against_baseline(gating.Gate(0.05, "warn"), cand, [base])
+    judged_json.against_baseline(gating.Gate(0.05, "warn"), cand, [base])
     verdicts = {c["metric"]: c["verdict"] for c in cand["comparisons"]}
     assert verdicts["goodput_rps"] == verdicts["attainment"] == "regressed"
     assert cand["verdict"] == "failed" and "attainment fell to 0 from 0.97" in cand["reason"]
@@ -24,7 +25,7 @@ def test_rate_figures_falling_to_zero_regress_and_fail_the_case() -> None:
 
 def test_capacity_falling_to_zero_regresses() -> None:
     cap = full({"nodeid": "t::cap", "kind": "capacity", "verdict": "passed", "reason": "", "max_rps": 0.0})
-    gating.against_baseline(gating.Gate(0.05, "warn"), cap, [{**cap, "max_rps": 4.0}])
+    judged_json.against_baseline(gating.Gate(0.05, "warn"), cap, [{**cap, "max_rps": 4.0}])
     assert [(c["metric"], c["verdict"]) for c in cap["comparisons"]] == [("max_rps", "regressed")]
     assert cap["verdict"] == "failed" and "max_rps fell to 0 from 4" in cap["reason"]
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, case_key
-from pytest_specperf.cases.results import LoadSweepResult, Result
+from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult, Recorded, Result
 from pytest_specperf.cases.saved_results import as_result
 from pytest_specperf.compare.trials import DIRECTIONS, sub_cases, trials
 from pytest_specperf.report.table import finite_number
@@ -93,14 +93,17 @@ class CaseView:
 
 
 #: What a view takes: a typed result, or its JSON (a saved run's, an xdist report's).
-ResultLike = Result | Mapping[str, Any]
+ResultLike = Recorded | Mapping[str, Any]
 
 #: A kind's view: (result, baseline results) -> what the report shows for it.
 View = Callable[[ResultLike, Sequence[ResultLike]], CaseView]
 
 
 def typed(result: ResultLike) -> Result:
-    """A view's result as one typed record: a record as it is, JSON (a saved run's) loaded once at the entry."""
+    """A view's result as one typed record: a record as it is, JSON (a saved run's) loaded once at the entry.
+    TypeError for an error record: it has no figures (``registry.view`` shows it as recorded)."""
+    if isinstance(result, ErrorRecord):
+        raise TypeError(f"{result.nodeid} could not be measured: its error record has no figures to show")
     return as_result(result)
 
 
@@ -117,7 +120,7 @@ def typed_as(result: ResultLike, cls: type[R]) -> R:
 
 def typed_all(results: Sequence[ResultLike]) -> list[Result]:
     """A baseline run's results, each typed (``typed``)."""
-    return [as_result(r) for r in results]
+    return [as_result(r) for r in results if not isinstance(r, ErrorRecord)]  # an error measured nothing
 
 
 # -- formatting ------------------------------------------------------------------------------------
@@ -169,7 +172,7 @@ def generic(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
     The fields as recorded, not typed: an errored case's record holds only what the case asked (no endpoint,
     no figures), and its row shows just that."""
     facts = []
-    for key, value in (to_dict(result) if isinstance(result, Result) else result).items():
+    for key, value in (result if isinstance(result, Mapping) else to_dict(result)).items():
         if isinstance(value, bool) or value is None:
             facts.append((key, str(value).lower() if isinstance(value, bool) else "-"))
         elif isinstance(value, int):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pytest_specperf.cases.results import ErrorRecord
 from pytest_specperf.cases.saved_results import has_record, is_error_record
 from pytest_specperf.report.views import categories, cause, load, session, single, trend
 from pytest_specperf.report.views.arms import arms_view
@@ -34,6 +35,8 @@ VIEWS: dict[str, View] = {
 
 def view(result: ResultLike, baseline: Sequence[ResultLike] | None = None) -> CaseView:
     """The view of one result: its kind's view (the generic one otherwise), plus its comparisons."""
+    if isinstance(result, ErrorRecord):
+        return generic(result, [])  # nothing was measured: shown as recorded, nothing drawn
     if isinstance(result, Mapping) and not has_record(result):
         if is_error_record(result):
             # An errored case's record holds only what the case asked (no endpoint, no figures): it is not a

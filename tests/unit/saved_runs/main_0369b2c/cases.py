@@ -1,5 +1,6 @@
 import pytest
 
+
 @pytest.mark.two_point(ctx=200, repeat=3, long=1032)
 def test_tp(specperf):
     pass
