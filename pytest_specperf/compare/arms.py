@@ -33,7 +33,7 @@ import scipy
 
 from pytest_specperf.cases.result_parts import ArmFigures, ArmsGate, ArmsGateLevel, ArmsLevel, ArmsTable, VsBest
 from pytest_specperf.cases.results import LoadLevel, Result
-from pytest_specperf.compare import crossover
+from pytest_specperf.compare import crossover, verdicts
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
 
@@ -82,9 +82,9 @@ def mean_interval(xs: Sequence[float], alpha: float = compare.ALPHA) -> tuple[fl
     m = float(logs.mean())
     sd = float(logs.std(ddof=1)) if logs.size >= 2 else 0.0
     if sd > 1e-9:
-        half = float(scipy.special.stdtrit(logs.size - 1, 1 - alpha)) * sd / math.sqrt(logs.size)
-    else:
-        half = float(scipy.special.ndtri(1 - alpha)) * compare.NOISE_FLOOR / math.sqrt(logs.size)
+        half = compare.t_quantile(1 - alpha, logs.size - 1) * sd / math.sqrt(logs.size)
+    else:  # no spread: the assumed per-trial noise, on the normal (infinite degrees of freedom), as ``interval``
+        half = compare.t_quantile(1 - alpha, math.inf) * compare.NOISE_FLOOR / math.sqrt(logs.size)
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
@@ -161,7 +161,7 @@ def trials_to_hold(noise: float, max_loss: float, alpha: float = compare.ALPHA, 
     margin = -math.log1p(-max_loss)
     z = float(scipy.special.ndtri(power))
     for n in range(3, most + 1):
-        if (float(scipy.special.stdtrit(2 * n - 2, 1 - alpha)) + z) * noise * math.sqrt(2 / n) <= margin:
+        if (compare.t_quantile(1 - alpha, 2 * n - 2) + z) * noise * math.sqrt(2 / n) <= margin:
             return n
     return None
 
@@ -212,11 +212,10 @@ def loss_text(deployed: str, lv: ArmsGateLevel, max_loss: float) -> str:
             f"{lv.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}" + (f"; {lv.cause.text}" if lv.cause else ""))
 
 
-def _write(summary: Result, t: ArmsTable, note: str, reason: str | None) -> None:
-    """Put the table and its note on the case's summary, and with ``reason`` fail it."""
+def _write(summary: Result, t: ArmsTable, note: str, reasons: list[str] | None) -> None:
+    """Put the table and its note on the case's summary, and with ``reasons`` fail it (they lead)."""
     summary.arms = t
-    if reason is not None:
-        summary.verdict, summary.reason = "failed", reason
+    verdicts.fail(summary, reasons or [], first=True)
     summary.notes.append(note)
 
 
@@ -230,12 +229,7 @@ def apply(summary: Result, t: ArmsTable, inconclusive: str) -> list[str]:
     below = [lv for lv in g.levels if lv.verdict == "below"]
     unsure = [lv for lv in g.levels if lv.verdict == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    reason = None
-    if fail and summary.verdict != "error":
-        reasons = [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in fail]
-        prior = summary.reason
-        reason = "; ".join(reasons + [x for x in [prior] if x])
-    _write(summary, t, t.text, reason)
+    _write(summary, t, t.text, [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in fail])
     if unsure and inconclusive == "warn":
         return [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in unsure]
     return []

@@ -26,17 +26,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy
 
 from pytest_specperf.cases.result_parts import Crossover, LevelTrial, SpeedupLevel
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare import verdicts
 from pytest_specperf.compare.trials import Case, read
 
 #: Figures a load trial gives per level, one value each (the ones comparisons judge).
 TRIAL_METRICS = ("decode_tps", "ttft_s", "total_tps")
-#: Below this log-sd the values of one arm are equal up to rounding: no spread to measure.
-_NO_SPREAD = 1e-9
 
 
 def _positive(v: Any) -> float | None:
@@ -78,31 +76,13 @@ def trial_values(results: Sequence[Case], users: int) -> list[float]:
     return out
 
 
-def _sd(x: np.ndarray) -> float:
-    sd = float(x.std(ddof=1)) if x.size >= 2 else 0.0
-    return sd if sd > _NO_SPREAD else 0.0
-
-
 def log_interval(la: np.ndarray, lb: np.ndarray, alpha: float = compare.ALPHA,
                  noise_floor: float = compare.NOISE_FLOOR) -> tuple[float, float, float, str]:
     """``(estimate, lo, hi, method)`` of mean(lb) - mean(la), the interval ``1 - 2 alpha`` two-sided and
-    centred on the estimate: Welch, a prediction interval, or the assumed ``noise_floor`` (module docstring)."""
-    na, nb = la.size, lb.size
+    centred on the estimate: Welch, a prediction interval, or the assumed ``noise_floor`` (``compare.interval``,
+    the one interval of a difference of mean logs)."""
     d = float(lb.mean() - la.mean())
-    sa, sb = _sd(la), _sd(lb)
-    if na >= 2 and nb >= 2 and (sa > 0 or sb > 0):
-        va, vb = sa**2 / na, sb**2 / nb
-        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))  # Welch-Satterthwaite
-        half, method = float(scipy.special.stdtrit(df, 1 - alpha)) * math.sqrt(va + vb), "welch"
-    elif min(na, nb) == 1 and max(sa, sb) > 0:
-        # One trial on one arm: the other arm's spread predicts where a single trial falls (pooled t).
-        dof = na + nb - 2
-        pooled = ((na - 1) * sa**2 + (nb - 1) * sb**2) / dof
-        half = float(scipy.special.stdtrit(dof, 1 - alpha)) * math.sqrt(pooled * (1 / na + 1 / nb))
-        method = "prediction"
-    else:
-        half = float(scipy.special.ndtri(1 - alpha)) * noise_floor * math.sqrt(1 / na + 1 / nb)
-        method = "noise-floor"
+    _, _, half, method, _ = compare.interval(la, lb, alpha, noise_floor)
     return d, d - half, d + half, method
 
 
@@ -174,12 +154,11 @@ def _text(first: SpeedupLevel | None, floor: float, levels: list[SpeedupLevel]) 
     return f"B {what} from {_users(first.users)}: {level_text(first)}"
 
 
-def _write(summary: Result, result: Crossover, note: str | None, reason: str | None) -> None:
-    """Put the crossover on B's summary, with ``note`` among its notes, and with ``reason`` fail it."""
+def _write(summary: Result, result: Crossover, note: str | None, reasons: list[str] | None) -> None:
+    """Put the crossover on B's summary, with ``note`` among its notes, and with ``reasons`` fail it (they lead)."""
     if isinstance(summary, LoadSweepResult):  # the only kind with a crossover
         summary.crossover = result
-    if reason is not None:
-        summary.verdict, summary.reason = "failed", reason
+    verdicts.fail(summary, reasons or [], first=True)
     if note is not None:
         summary.notes.append(note)
 
@@ -202,8 +181,7 @@ def apply(summary: Result, arm_a: Sequence[Case], arm_b: Sequence[Case], inconcl
                 f"min_speedup {floor:g}, {level_text(lv)}"
                 for lv in sorted(fail, key=lambda lv: lv.users) if lv.users != result.users]
         # The crossover first: it is what the case asked (min_speedup), the rest explains the levels.
-        prior = summary.reason
-        _write(summary, result, None, "; ".join([result.text, *more] + [x for x in [prior] if x]))
+        _write(summary, result, None, [result.text, *more])
         return []
     _write(summary, result, None, None)
     return [result.text] if unsure and inconclusive == "warn" else []

@@ -27,11 +27,10 @@ from pytest_specperf.cases.results import (
     Result,
     SessionResult,
     SustainedResult,
-    is_error,
 )
 from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import arms as arms_table
-from pytest_specperf.compare import categories, cause, crossover, sequential
+from pytest_specperf.compare import categories, cause, crossover, sequential, verdicts
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import Case, read
 
@@ -73,9 +72,7 @@ class Gate:
         own = [cc for cc in comparisons if cc.nodeid == result.nodeid]
         fail, warn = compare.gate(own, self.inconclusive) if judge else ([], [])
         result.comparisons = own
-        if fail and not is_error(result):
-            result.verdict = "failed"
-            result.reason = "; ".join([r for r in [result.reason] if r] + [cc.reason for cc in fail])
+        verdicts.fail(result, [cc.reason for cc in fail])
         return [cc.reason for cc in warn]
 
 
@@ -241,14 +238,8 @@ def _unlike(ccs: list[CaseComparison], differences: list[str], strict: bool) -> 
             why = f"{cc.reason}; not comparable ({what}): inconclusive, --specperf-compare-strict judges it anyway"
         else:
             why = f"{cc.reason}; baseline differs ({what})"
-        out.append(_with_verdict(cc, verdict, why))
+        out.append(verdicts.with_verdict(cc, verdict, why))
     return out
-
-
-def _with_verdict(cc: CaseComparison, verdict: str, reason: str) -> CaseComparison:
-    """The same comparison with a new verdict and reason, inside and out, so every report says one thing."""
-    inner = replace(cc.comparison, verdict=verdict, reason=reason) if cc.comparison is not None else None
-    return replace(cc, verdict=verdict, reason=reason, comparison=inner)
 
 
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
@@ -535,7 +526,7 @@ def _ttft_floor(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[
                 at = "" if cc.users is None else f"at {cc.users} user{'' if cc.users == 1 else 's'}: "
                 why = (f"{at}{m} {b[key] * 1000:.1f} -> {c[key] * 1000:.1f} ms: within the "
                        f"{TTFT_FLOOR_S * 1000:.0f} ms noise floor")
-                cc = _with_verdict(cc, "passed", why)
+                cc = verdicts.with_verdict(cc, "passed", why)
         out.append(cc)
     return out
 
@@ -575,10 +566,10 @@ def _cache_differs(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequen
         if cc.comparison is None:
             out.append(cc)
         elif compare.is_ttft(cc.metric or "") and cc.verdict in ("regressed", "improved"):
-            out.append(_with_verdict(cc, "inconclusive", f"{cc.reason}; {what}: the prefix cache moved TTFT, "
+            out.append(verdicts.with_verdict(cc, "inconclusive", f"{cc.reason}; {what}: the prefix cache moved TTFT, "
                                                          "inconclusive"))
         else:
-            out.append(_with_verdict(cc, cc.verdict, f"{cc.reason}; {what}"))
+            out.append(verdicts.with_verdict(cc, cc.verdict, f"{cc.reason}; {what}"))
     return out
 
 

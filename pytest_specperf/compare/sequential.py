@@ -57,9 +57,9 @@ from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
 from pytest_specperf.cases.results import Result, StreamResult
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import Case, read
+from pytest_specperf.compare.trials import ALPHA, Case, read
 
-ALPHA = 0.01  # false alarms per case: regressed when nothing changed, over all its gated metrics together
+# ALPHA (compare.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
 BETA = 0.05  # misses: passed at a regression of twice the threshold
 #: candidate trials before a decision (and A trials in A/B): with the baseline's they give the variance
 #: enough degrees of freedom that one unlucky pair cannot decide.
@@ -267,7 +267,7 @@ def sprt_case(base: Sequence[float], cand: Sequence[float], *, direction: str, m
     if paired and dec.n_cand >= MIN_TRIALS:
         # The pair differences' mean and t interval: the figure and its interval from one estimator.
         sign = 1.0 if direction == "higher" else -1.0
-        half = float(scipy.special.stdtrit(dec.df, 1 - compare.ALPHA)) * dec.se
+        half = compare.t_quantile(1 - ALPHA, dec.df) * dec.se
         lo, hi = dec.d - half, dec.d + half
         ch = sorted((math.expm1(sign * lo), math.expm1(sign * hi)))
         figures = replace(fixed, effect=math.expm1(dec.d), ci=[math.expm1(lo), math.expm1(hi)],

@@ -298,11 +298,12 @@ def _log_trials(base: Sequence[float], cand: Sequence[float], direction: str) ->
     return sign, sign * np.log(b), sign * np.log(c)
 
 
-def _interval(lb: np.ndarray, lc: np.ndarray, alpha: float, noise_floor: float
-              ) -> tuple[float, float, float, str, str]:
+def interval(lb: np.ndarray, lc: np.ndarray, alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR
+             ) -> tuple[float, float, float, str, str]:
     """``(se, df, half, method, how)`` of the difference of mean logs ``mean(lc) - mean(lb)``: its standard error,
     degrees of freedom (inf for the assumed noise) and the half-width of its ``1 - 2 alpha`` interval, from
-    Welch's t, a prediction interval (one trial on one side) or the assumed noise floor (nothing measures it)."""
+    Welch's t, a prediction interval (one trial on one side) or the assumed noise floor (nothing measures it).
+    The one interval of a difference of mean logs: A/B's, a stored baseline's, the crossover's and the categories'."""
     nb, nc = lb.size, lc.size
     # Below 1e-9 log-sd (rounding of equal values) there is no spread to measure.
     sd_b = float(lb.std(ddof=1)) if nb >= 2 else 0.0
@@ -323,10 +324,10 @@ def _interval(lb: np.ndarray, lc: np.ndarray, alpha: float, noise_floor: float
         se, df = noise_floor * math.sqrt(1 / nb + 1 / nc), math.inf
         what = "1 trial per side" if nb == nc == 1 else f"{nb} vs {nc} trials without spread"
         method, how = "noise-floor", f"{what}: no noise estimate, assumed {noise_floor:.0%} per trial"
-    return se, df, _t(1 - alpha, df) * se, method, how
+    return se, df, t_quantile(1 - alpha, df) * se, method, how
 
 
-def _t(q: float, df: float) -> float:
+def t_quantile(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t on ``df`` degrees of freedom (the normal's for inf)."""
     return float(scipy.special.ndtri(q) if math.isinf(df) else scipy.special.stdtrit(df, q))
 
@@ -386,9 +387,9 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
     d = float(lc.mean() - lb.mean())
     if paired and nb == nc and nb >= 2 and float(np.std(lc - lb, ddof=1)) > _NO_SPREAD:
         se, df = float(np.std(lc - lb, ddof=1)) / math.sqrt(nb), float(nb - 1)
-        half, method, how = _t(1 - alpha, df) * se, "paired", f"{nb} prompts paired"
+        half, method, how = t_quantile(1 - alpha, df) * se, "paired", f"{nb} prompts paired"
     else:
-        se, df, half, method, how = _interval(lb, lc, alpha, noise_floor)
+        se, df, half, method, how = interval(lb, lc, alpha, noise_floor)
     lo, hi = d - half, d + half
     p = _tail(d / se, df)  # one-sided, worse: the t statistic of the same mean difference the interval is on
     p_better = _tail(-d / se, df)

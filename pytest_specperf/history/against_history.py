@@ -20,15 +20,15 @@ import numpy as np
 
 from pytest_specperf.cases.result_parts import HistoryEntry
 from pytest_specperf.cases.results import Result
-from pytest_specperf.compare import cause
+from pytest_specperf.compare import cause, verdicts
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.trials import ALPHA
 from pytest_specperf.history import decide, noise, records
 from pytest_specperf.history.store import Store
 from pytest_specperf.history.trend import SHOWN, change_entry, natural, run_entry
 
 #: a case fails an unchanged deploy at most this often from the step check (split over its metrics and units)
-ALPHA = 0.01
 
 
 def _fmt(v: float, metric: str) -> str:
@@ -104,9 +104,7 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
     if short:
         notes += _fall_back(store, result, short, max_regression, inconclusive)
     failing = [e for e in entries if e.verdict == "regressed"]
-    if failing and result.verdict != "error":
-        result.verdict = "failed"
-        result.reason = "; ".join([r for r in [result.reason] if r] + [e.reason for e in failing])
+    verdicts.fail(result, [e.reason for e in failing])
     result.history = entries
     result.notes += _predictions(entries)
     return notes
