@@ -3,7 +3,7 @@
 Seeded comparisons of three arms at one load level. A trial's streams share the engine's batched steps, so
 they share its offset: a stream's per-user decode is ``rate * exp(offset_trial + e_stream)`` with
 ``offset ~ N(0, between)`` per trial and ``e ~ N(0, within)`` per stream (log scale). Per condition it prints,
-for repeat="auto" (``gates.run_arms(auto=True)``: rounds of one trial per arm from the third round on until the
+for repeat="auto" (``interleaved.run_arms(auto=True)``: rounds of one trial per arm from the third round on until the
 level's best arm is decided, 20 at most) and for fixed designs of n trials per arm:
 
 * ``undecided``: how often the level's best arm is not decided at the end (another arm neither shown slower
@@ -37,6 +37,7 @@ from case_error_rates import record
 
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
+from pytest_specperf.measure import interleaved
 
 USERS = 8
 TOLERANCE = 0.05
@@ -64,7 +65,7 @@ def run_auto(rng: np.random.Generator, rates: dict[str, float], between: float) 
     """(undecided, wrong pick, trials per arm) of one repeat="auto" comparison."""
     def measure(name: str, levels: list[int] | None) -> Any:
         return record(trial(rng, rates[name], between))
-    row, _ = gating.run_arms(measure, list(rates), 20, gating.Gate(), baseline="a", auto=True)
+    row, _ = interleaved.run_arms(measure, list(rates), 20, gating.Gate(), baseline="a", auto=True)
     t = row.arms
     assert t is not None
     lv = t.levels[0]
@@ -101,7 +102,7 @@ def run_gate(rng: np.random.Generator, n_arms: int, n_levels: int, ratio: float)
 
     def measure(name: str, levels: list[int] | None) -> Any:
         return record(sweep_trial(rng, 100.0 * (ratio if name == "a" else 1.0), levels or every))
-    row, _ = gating.run_arms(measure, list("abcd"[:n_arms]), 20, gating.Gate(), baseline="a", max_loss=TOLERANCE,
+    row, _ = interleaved.run_arms(measure, list("abcd"[:n_arms]), 20, gating.Gate(), baseline="a", max_loss=TOLERANCE,
                              auto=True)
     assert row.arms is not None and row.arms.gate is not None
     vs = [x.verdict for x in row.arms.gate.levels]

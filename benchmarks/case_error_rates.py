@@ -42,6 +42,7 @@ from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms, categories, crossover, gates
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.measure import interleaved, repeats
 
 USERS = 8
 
@@ -109,7 +110,7 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
     def measure(name: str, levels: list[int] | None) -> Any:
         return record(sweep(rng, levels or lv, 1)[0])
 
-    row, _ = gates.run_arms(measure, list("abcd"[:n_arms]), 20, gates.Gate(), baseline="a", max_loss=0.05,
+    row, _ = interleaved.run_arms(measure, list("abcd"[:n_arms]), 20, gates.Gate(), baseline="a", max_loss=0.05,
                             auto=True)
     assert row.arms is not None and row.arms.gate is not None
     vs = [x.verdict for x in row.arms.gate.levels]
@@ -151,7 +152,7 @@ def load_trials_fail(rng: np.random.Generator, sweep_levels: bool, saved: int, r
     if repeat == 1:
         row = load_trial(rng, sweep_levels, factor, between)
     else:
-        row = gates.run_trials(lambda _: load_trial(rng, sweep_levels, factor, between), spec, gate,
+        row = repeats.run_trials(lambda _: load_trial(rng, sweep_levels, factor, between), spec, gate,
                                baseline=[base], nodeid="t")
     gates.against_baseline(gate, row, [base], auto=repeat == "auto")
     return row.verdict == "failed", int(getattr(row, "repeat", None) or 1)

@@ -10,7 +10,7 @@ measured once and shared (common random numbers), so the difference between desi
 design's alone. Designs:
 
 * A/B, fixed: 10 trials per arm, ``compare.compare_case`` (the rule ``repeat=10`` uses);
-* A/B, auto: ``sequential.run_ab`` (``repeat="auto"``, max_repeat 20), ABBA rounds;
+* A/B, auto: ``interleaved.ab_until_decided`` (``repeat="auto"``, max_repeat 20), ABBA rounds;
 * baseline, fixed / auto: A's first 5 trials (``--base-trials``) stand for a stored run; the
   candidate (B) runs 10 trials, or sequential ones until decided (``sprt(..., stored=True)``, its last
   look at ``max_repeat``). Endpoint time counts the candidate's trials only.
@@ -38,6 +38,7 @@ import numpy as np
 from pytest_specperf.compare import sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.endpoint.client import Client
+from pytest_specperf.measure import interleaved
 from pytest_specperf.prompts.exact_length import build_prompt
 from pytest_specperf.run import stream_figures as measure
 from pytest_specperf.sim import SimServer
@@ -84,7 +85,7 @@ def _auto_ab(a: Arm, b: Arm, c: int, max_repeat: int) -> tuple[str, int, float]:
         used[name] += 1
         return {"nodeid": "x", "kind": "trial", "decode_tps": tps}
 
-    _, _, ccs = sequential.run_ab(lambda: one(a, "A"), lambda: one(b, "B"), max_repeat=max_repeat,
+    _, _, ccs = interleaved.ab_until_decided(lambda: one(a, "A"), lambda: one(b, "B"), max_repeat=max_repeat,
                                   max_regression=THRESHOLD, metrics=("decode_tps",))
     secs = sum(a.trial(c, i)[1] for i in range(used["A"])) + sum(b.trial(c, i)[1] for i in range(used["B"]))
     return ccs[0].verdict, used["A"] + used["B"], secs

@@ -25,7 +25,7 @@ interval of deployed / best against ``1 - max_loss_vs_best``: ``below`` (whole i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,14 +41,6 @@ from pytest_specperf.compare.trials import Case, read
 DEFAULT_TOLERANCE = 0.05
 
 T = TypeVar("T")
-
-
-def measure(measures: Mapping[str, Callable[[], T]], trials: int) -> dict[str, list[T]]:
-    """Every arm's results, ``trials`` each, measured interleaved in ``trials.arm_order``."""
-    out: dict[str, list[T]] = {name: [] for name in measures}
-    for name in compare.arm_order(list(measures), trials):
-        out[name].append(measures[name]())
-    return out
 
 
 def levels_of(results: Sequence[Case]) -> list[int]:

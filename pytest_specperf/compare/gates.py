@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.json_form import OMIT
 from pytest_specperf.cases.result_parts import CaseComparison, LevelTrial, unit_key
 from pytest_specperf.cases.results import (
@@ -104,66 +103,11 @@ def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded |
         ccs = compare.compare_runs(base, cand, max_regression=threshold, metrics=metrics_for(row))
     unlike = [*(differences or []), *_case_differences(mine, row)]
     # every comparison that moved names its cause from both sides' figures, last in its reason (compare/cause.py)
-    judged = cause.attach(_unlike(_ttft_judged(ccs, base, cand), unlike, strict), base, cand)
+    judged = cause.attach(_unlike(ttft_judged(ccs, base, cand), unlike, strict), base, cand)
     if keys is not None:
         kind = row.kind
         judged = [cc for cc in judged if unit_key(kind, cc.nodeid, cc.ctx, cc.users) in keys]
     return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
-
-
-def whole_case(spec: CaseSpec) -> bool:
-    """Whether ``repeat`` of this case runs the whole case that many times (``run_trials``): a case that sends at
-    once (a sustained case with concurrency > 1, a load sweep, a rate case, a session). A single-user sustained
-    case and a two-point case repeat their streams inside one measurement instead."""
-    if spec.repeat == 1:
-        return False
-    users = getattr(spec, "concurrency", 1)
-    return spec.KIND in ("load_sweep", "rate", "session") or (spec.KIND == "sustained" and users != 1)
-
-
-def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: Gate, *,
-               baseline: Sequence[Recorded] | None = None, nodeid: str = "",
-               save: bool = False) -> Result:
-    """A case that sends at once, measured ``repeat`` times as whole trials (``measure`` runs one and judges it)
-    and combined into one row as A/B combines an arm (``aggregate``): medians, the worst verdict, and each trial's
-    compared figures in ``trials``, so a saved run carries its trial-to-trial noise and a comparison has one value
-    per trial on each side. ``repeat="auto"``: trials until the sequential test against ``baseline`` decides every
-    metric (or, saved with nothing to compare, until the run's noise suits a baseline; else ``MIN_TRIALS``),
-    ``max_repeat`` at most."""
-    auto = spec.repeat == "auto"
-    cap = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else int(spec.repeat)
-    one = replace(spec, repeat=1, max_repeat=None)
-    mine = [b for b in baseline or [] if b.nodeid == nodeid]
-    threshold = spec.max_regression or gate.max_regression
-    done: list[Result] = []
-    while len(done) < cap:
-        done.append(measure(one))
-        if auto and len(done) >= sequential.MIN_TRIALS and _trials_settle(done, mine, threshold, cap, save):
-            break
-    return aggregate(done) if len(done) > 1 else done[0]
-
-
-def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, cap: int,
-                   save: bool) -> bool:
-    """repeat="auto" of whole trials: whether the trials so far settle the case (``run_trials``)."""
-    row = aggregate(done)
-    cand = per_trial([row])
-    if mine:
-        base = per_trial(mine)
-        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=metrics_for(row),
-                                   final=len(done) >= cap)
-        return sequential.decided(_ttft_judged(ccs, base, cand))
-    if save:  # every level (or the case) sized on its own trials: one level's figures are not another's
-        units: dict[tuple[int | None, Any], dict[str, list[Any]]] = {}
-        for c in cand:
-            for _, ctx, case in compare.sub_cases(c):
-                unit = units.setdefault((ctx, compare.users_of(case)), {})
-                for m in sequential.SIZED:
-                    if values := compare.trials(case, m):
-                        unit.setdefault(m, []).extend(values)
-        sized = sequential.until_saved(max_repeat=cap, max_regression=threshold, floors={"ttft_s": TTFT_FLOOR_S})
-        return all(sized(values) for values in units.values())
-    return True
 
 
 def _is_load(result: Case) -> bool:
@@ -242,24 +186,6 @@ def _unlike(ccs: list[CaseComparison], differences: list[str], strict: bool) -> 
     return out
 
 
-def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: Gate,
-           max_regression: float | None = None) -> tuple[Result, list[str]]:
-    """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
-    arms = arms_table.measure({"A": measure_a, "B": measure_b}, trials)
-    a, b = per_trial(arms["A"]), per_trial(arms["B"])
-    ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
-                             metrics=metrics_for(arms["B"][0]))
-    return _ab_summary(arms, _ttft_judged(ccs, a, b, sides=("A", "B")), gate)
-
-
-def until_baseline(gate: Gate, nodeid: str, baseline: Sequence[Recorded],
-                   max_regression: float | None = None) -> sequential.Until:
-    """The runner's ``until`` for repeat="auto" against a stored run (same metrics and noise floor as the gate)."""
-    return sequential.until_baseline(list(baseline), nodeid,
-                                     max_regression=max_regression or gate.max_regression, metrics=METRICS,
-                                     judge=_ttft_judged)
-
-
 def until_saved(gate: Gate, max_repeat: int, max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" saved with nothing to compare: trials until the run can serve as
     a baseline at its own noise (``max_repeat`` at most); a TTFT whose threshold is under the floor is not sized."""
@@ -273,17 +199,18 @@ def saved_notes(gate: Gate, result: Result, max_repeat: int, max_regression: flo
                                   max_regression=max_regression or gate.max_regression, floors={"ttft_s": TTFT_FLOOR_S})
 
 
-def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: Gate,
-                max_regression: float | None = None) -> tuple[Result, list[str]]:
-    """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
-    a, b, ccs = sequential.run_ab(measure_a, measure_b, max_repeat=max_repeat,
-                                  max_regression=max_regression or gate.max_regression, metrics=METRICS,
-                                  judge=_ab_judged)
-    summary, warnings = _ab_summary({"A": a, "B": b}, ccs, gate)
-    return summary, warnings + sequential.noise_warnings(ccs)
+def judge_ab(arms: dict[str, list[Result]], gate: Gate, max_regression: float | None = None
+             ) -> tuple[Result, list[str]]:
+    """B's trials judged against A's (``arms``: each arm's trials, ABBA): B's summary row and warnings."""
+    a, b = per_trial(arms["A"]), per_trial(arms["B"])
+    ccs = compare.compare_ab(a, b, max_regression=max_regression or gate.max_regression,
+                             metrics=metrics_for(arms["B"][0]))
+    return ab_summary(arms, ttft_judged(ccs, a, b, sides=("A", "B")), gate)
 
 
-def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: Gate) -> tuple[Result, list[str]]:
+def ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: Gate) -> tuple[Result, list[str]]:
+    """B's row (its trials combined) with A's figures in ``ab``, judged by the comparisons ``ccs`` (or, for a load
+    sweep with ``min_speedup``, by its speedup floor), its crossover, arms table and categories; and warnings."""
     ccs = cause.attach(ccs, per_trial(arms["A"]), per_trial(arms["B"]), ("A", "B"))  # what each change comes from
     trials = len(arms["B"])
     summary = aggregate(arms["B"], arm="B")
@@ -308,48 +235,12 @@ def _ab_summary(arms: dict[str, list[Result]], ccs: list[CaseComparison], gate: 
     return summary, warnings
 
 
-#: One trial of one arm: ``(arm name, levels)`` -> its result; ``levels`` None runs the case as written, else
-#: a load sweep over only those levels (repeat="auto" stops measuring a level once its best arm is decided).
-ArmMeasure = Callable[[str, "list[int] | None"], Result]
-
-
-def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: Gate, *, baseline: str,
-             deployed: str | None = None, max_loss: float | None = None, tokens: dict[str, int] | None = None,
-             auto: bool = False) -> tuple[Result, list[str]]:
-    """Measure every arm interleaved (``trials`` each; with ``auto`` rounds until every level's best arm is
-    decided, at most ``trials`` full sweeps' worth of level-trials per arm, spent on the open levels) and judge
-    the deployed arm against the best; returns its row and warnings.
-
-    The case's row is the deployed arm's (the baseline's when none is named), every trial combined; the arms
-    comparison is in ``arms``. Without ``auto`` this is ``arms_table.measure``, the same loop A/B runs.
-    """
-    results: dict[str, list[Result]]
-    if not auto:
-        def trial(n: str) -> Callable[[], Result]:  # binds this arm's name now, not the loop's last
-            return lambda: measure(n, None)
-
-        results = arms_table.measure({n: trial(n) for n in names}, trials)
-    else:
-        results = {n: [] for n in names}
-        open_levels: list[int] | None = None
-        # The budget is ``trials`` full sweeps per arm, counted in level-trials: what a decided level no longer
-        # takes goes to the open ones, so a case holds as a whole (every level must decide), not level by level.
-        budget, spent, round_, cost = trials, 0, 0, 1  # per arm; a round costs its open levels (all at first)
-        while spent + cost <= budget:
-            for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
-                results[n].append(measure(n, open_levels))
-            if round_ == 0:
-                cost = max(1, len(arms_table.levels_of(results[names[0]])))
-                budget = trials * cost
-            round_, spent = round_ + 1, spent + cost
-            if round_ < sequential.MIN_TRIALS:
-                continue
-            t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss)
-            done = set(arms_table.settled(t))
-            open_levels = [row.users for row in t.levels if row.users not in done]
-            if not open_levels:
-                break
-            cost = len(open_levels)
+def judge_arms(results: dict[str, list[Result]], gate: Gate, *, baseline: str, deployed: str | None = None,
+               max_loss: float | None = None, tokens: dict[str, int] | None = None, auto: bool = False
+               ) -> tuple[Result, list[str]]:
+    """Every arm's trials (``results``) judged: the deployed arm's row (the baseline's when none is named), every
+    trial combined, with the arms table (``max_loss_vs_best`` judged against the best arm per level); warnings.
+    ``auto``: later trials swept only the levels still open."""
     row: Result = aggregate(results[deployed or baseline], arm=deployed or baseline)
     if auto and isinstance(row, LoadSweepResult):
         # later trials swept only the open levels: the row speaks for every level, its top one as for one trial
@@ -540,14 +431,14 @@ def _median_share(results: Sequence[Case]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def _ttft_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
+def ttft_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
                  sides: tuple[str, str] = ("baseline", "now")) -> list[CaseComparison]:
     """TTFT comparisons after the noise floor and the prefix cache (``_ttft_floor``, ``_cache_differs``)."""
     return _cache_differs(_ttft_floor(ccs, base, cand), base, cand, sides)
 
 
 def _ab_judged(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]) -> list[CaseComparison]:
-    return _ttft_judged(ccs, base, cand, ("A", "B"))
+    return ttft_judged(ccs, base, cand, ("A", "B"))
 
 
 def _cache_differs(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],

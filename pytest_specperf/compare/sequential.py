@@ -38,7 +38,7 @@ on the simulator, and checked on a smaller sample by the tests.
 
 Public API: ``sprt(base, cand, ...) -> Decision``, ``first_decision``, ``sprt_case(...) -> Comparison``
 (the fixed rule's figures with the sequential verdict), ``sprt_runs`` (as ``trials.compare_runs``),
-``decided(comparisons)``, ``run_ab(...)`` (A/B in ABBA order until decided), ``until_baseline``,
+``decided(comparisons)``, ``look`` (one look against a stored run), ``until_baseline``,
 ``until_saved``, ``saved_notes``, ``noise_warnings``, ``pairable``, ``baseline_trials_needed`` and
 ``pairs_needed``.
 """
@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import scipy  # scipy.special and .stats load on first use: a run without statistics never pays for them
@@ -393,10 +393,8 @@ def decided(comparisons: Iterable[CaseComparison]) -> bool:
     return not any(cc.verdict == "inconclusive" for cc in ccs)
 
 
-_C = TypeVar("_C", bound=Case)
 #: per-metric trial values so far (and ``text_sha``, each trial's text hash, where known) -> decided
 Until = Callable[[dict[str, list[Any]]], bool]
-Judge = Callable[[list[CaseComparison], Sequence[Case], Sequence[Case]], list[CaseComparison]]
 
 
 #: Trials a repeat="auto" run saved with nothing to compare takes at least; it goes on while its own noise says
@@ -470,49 +468,31 @@ def saved_notes(result: Case, *, max_repeat: int, max_regression: float,
     return notes
 
 
-def until_baseline(baseline: Sequence[Case], nodeid: str, *, max_regression: float, metrics: Sequence[str],
-                   judge: Judge | None = None) -> Until:
+def look(mine: Sequence[Case], nodeid: str, values: dict[str, list[Any]], *, max_regression: float,
+         metrics: Sequence[str]) -> tuple[list[CaseComparison], list[Case]] | None:
+    """One look of repeat="auto" against a stored run (``mine``: its results of this case) at the runner's
+    ``values`` so far: the comparisons and the candidate they judged; None once every baseline trial is paired (the
+    paired test has no more pairs to add)."""
+    texts = values.get("text_sha") or []  # not result data: the runner's values so far, by name
+    gauged = {m: v for m, v in values.items() if m != "text_sha"}
+    n = max((len(v) for v in gauged.values()), default=0)
+    streams = [{**{m: v[i] for m, v in gauged.items() if i < len(v)},
+                **({"text_sha": texts[i]} if i < len(texts) else {})} for i in range(n)]
+    cand: list[Case] = [{"nodeid": nodeid, "kind": "sustained", "streams": streams}]
+    pairs = pairable(mine, cand)
+    if pairs and pairs >= len(text_keys(mine)):
+        return None
+    return sprt_runs(mine, cand, max_regression=max_regression, metrics=metrics), cand
+
+
+def until_baseline(baseline: Sequence[Case], nodeid: str, *, max_regression: float, metrics: Sequence[str]
+                   ) -> Until:
     """The runner's ``until`` against a stored run: True once every metric is decided on the trials so far, or
-    once every baseline trial is paired (a paired test has no more pairs to add)."""
+    once every baseline trial is paired (``look``). The gate's own adds its TTFT rules (``measure.repeats``)."""
     mine = [b for b in baseline if read(b, "nodeid") == nodeid]
-    n_base = len(text_keys(mine))
 
     def done(values: dict[str, list[Any]]) -> bool:
-        texts = values.get("text_sha") or []  # not result data: the runner's values so far, by name
-        gauged = {m: v for m, v in values.items() if m != "text_sha"}
-        n = max((len(v) for v in gauged.values()), default=0)
-        streams = [{**{m: v[i] for m, v in gauged.items() if i < len(v)},
-                    **({"text_sha": texts[i]} if i < len(texts) else {})} for i in range(n)]
-        cand = [{"nodeid": nodeid, "kind": "sustained", "streams": streams}]
-        pairs = pairable(mine, cand)
-        if pairs and pairs >= n_base:
-            return True  # every baseline trial has its pair: the paired test took its last look
-        ccs = sprt_runs(mine, cand, max_regression=max_regression, metrics=metrics)
-        return decided(judge(ccs, mine, cand) if judge else ccs)
+        found = look(mine, nodeid, values, max_regression=max_regression, metrics=metrics)
+        return found is None or decided(found[0])
 
     return done
-
-
-def run_ab(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *, max_repeat: int, max_regression: float,
-           metrics: Sequence[str], judge: Judge | None = None) -> tuple[list[_C], list[_C], list[CaseComparison]]:
-    """A and B in ABBA order, one trial each per round, until every metric is decided or ``max_repeat`` per arm.
-
-    ``judge`` post-processes each look's comparisons (e.g. a noise floor that passes tiny TTFT changes).
-    Returns A's trials, B's trials and the last look's comparisons (undecided ones ``inconclusive``).
-    """
-    arms: dict[str, list[_C]] = {"A": [], "B": []}
-    order = compare.ab_order(max_repeat)
-    ccs: list[CaseComparison] = []
-    for i in range(0, len(order), 2):
-        for arm in order[i:i + 2]:
-            arms[arm].append((measure_a if arm == "A" else measure_b)())
-        n = len(arms["B"])
-        if n < min(MIN_TRIALS, max_repeat):
-            continue
-        ccs = sprt_runs(arms["A"], arms["B"], max_regression=max_regression, metrics=metrics, against="A",
-                           final=n >= max_repeat)
-        if judge is not None:
-            ccs = judge(ccs, arms["A"], arms["B"])
-        if decided(ccs):
-            break
-    return arms["A"], arms["B"], ccs

@@ -11,6 +11,7 @@ from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.measure import repeats
 from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning
 from pytest_specperf.pytest_plugin.recording import error_record, keep_result
 from pytest_specperf.run.target import EndpointSession
@@ -45,8 +46,8 @@ class SpecperfFixture:
             nodeid = f"{self._item.nodeid}#{kind}{n}"
             runner = self._session.runner
             # a case that sends at once repeats as whole trials, as its marker does
-            result = (gating.run_trials(lambda s: runner.run(s, nodeid), spec, gating.Gate())
-                      if gating.whole_case(spec) else runner.run(spec, nodeid))
+            result = (repeats.run_trials(lambda s: runner.run(s, nodeid), spec, gating.Gate())
+                      if repeats.whole_case(spec) else runner.run(spec, nodeid))
         except MeasurementError as exc:
             keep_result(self._item, dataclasses.replace(error_record(self._item, spec, str(exc)), call=call))
             raise

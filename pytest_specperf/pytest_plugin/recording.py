@@ -15,6 +15,7 @@ from pytest_specperf.cases.results import ErrorRecord, Result
 from pytest_specperf.compare import crossover, sequential, storage
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.measure import interleaved, repeats
 from pytest_specperf.pytest_plugin.keys import (
     AB_A,
     ARMS,
@@ -98,7 +99,7 @@ def _until(config: pytest.Config, nodeid: str, spec: CaseSpec, gate: gating.Gate
     """What repeat="auto" waits for besides drift: the comparison with the baseline, or a saved run's size."""
     if BASELINE in config.stash:
         baseline: list[Recorded] = config.stash[BASELINE]
-        return gating.until_baseline(gate, nodeid, baseline, spec.max_regression)
+        return repeats.until_baseline(gate, nodeid, baseline, spec.max_regression)
     if config.stash[SETTINGS].save is not None:
         return gating.until_saved(gate, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
     return None
@@ -121,7 +122,7 @@ def _run_arms(item: pytest.Item, spec: CaseSpec, gate: gating.Gate) -> tuple[Res
         return sessions[name].runner.run(case, item.nodeid)
 
     trials = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else settings.ab_trials
-    return gating.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
+    return interleaved.run_arms(measure, names, trials, gate, baseline=settings.arms_baseline or names[0],
                            deployed=deployed, max_loss=getattr(spec, "max_loss_vs_best", None),
                            tokens=dict(settings.arms_tokens or ()) or None, auto=auto)
 
@@ -153,17 +154,17 @@ def measure_marked(item: pytest.Item) -> None:
                               "as --specperf-arms=A=URL_A,B=URL_B, or give the sweep no repeat")
         elif AB_A in config.stash and auto:
             a, one = config.stash[AB_A], dataclasses.replace(spec, repeat=1, max_repeat=None)  # a trial per round
-            record, notes = gating.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
+            record, notes = interleaved.run_ab_auto(lambda: a.runner.run(one, item.nodeid),
                                                lambda: session.runner.run(one, item.nodeid),
                                                spec.max_repeat or AUTO_MAX_REPEAT, gate, spec.max_regression)
         elif AB_A in config.stash:
             a = config.stash[AB_A]
-            record, notes = gating.run_ab(lambda: a.runner.run(spec, item.nodeid),
+            record, notes = interleaved.run_ab(lambda: a.runner.run(spec, item.nodeid),
                                           lambda: session.runner.run(spec, item.nodeid),
                                           settings.ab_trials, gate, spec.max_regression)
         else:
-            if gating.whole_case(spec):  # a case that sends at once: repeat runs it as whole trials
-                record = gating.run_trials(lambda s: session.runner.run(s, item.nodeid), spec, gate,
+            if repeats.whole_case(spec):  # a case that sends at once: repeat runs it as whole trials
+                record = repeats.run_trials(lambda s: session.runner.run(s, item.nodeid), spec, gate,
                                            baseline=config.stash.get(BASELINE, None), nodeid=item.nodeid,
                                            save=settings.save is not None)
             else:
@@ -172,7 +173,7 @@ def measure_marked(item: pytest.Item) -> None:
             record.nodeid = item.nodeid
             crossover.unjudged(record)
             arms_unjudged(record, spec)
-            if auto and BASELINE not in config.stash and settings.save is not None and not gating.whole_case(spec):
+            if auto and BASELINE not in config.stash and settings.save is not None and not repeats.whole_case(spec):
                 notes = gating.saved_notes(gate, record, spec.max_repeat or AUTO_MAX_REPEAT, spec.max_regression)
             if BASELINE in config.stash:
                 baseline: list[Recorded] = config.stash[BASELINE]

@@ -16,6 +16,7 @@ from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates
 from pytest_specperf.history import against_history, records, schema, trend
 from pytest_specperf.history.store import Store, Target
+from pytest_specperf.measure import interleaved
 
 SLOWER = math.log(0.88)
 
@@ -114,7 +115,7 @@ def test_a_repeated_sessions_trials_are_its_history(target: Target) -> None:
 def test_b_slower_than_a_is_not_held_by_the_history(target: Target) -> None:
     # --specperf-ab with --specperf-history: B 20 % slower than A fails against A; that is no history gate failure
     rng = np.random.default_rng(25)
-    b, _ = gates.run_ab(lambda: _result(_trials(rng, 0.0)), lambda: _result(_trials(rng, math.log(0.8))), 3,
+    b, _ = interleaved.run_ab(lambda: _result(_trials(rng, 0.0)), lambda: _result(_trials(rng, math.log(0.8))), 3,
                         gates.Gate(0.05))
     assert b.verdict == "failed" and [c.verdict for c in b.comparisons if c.metric == "decode_tps"] == ["regressed"]
     with schema.open_store(Store(target)) as store:

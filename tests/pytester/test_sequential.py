@@ -16,6 +16,7 @@ from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import sequential
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.measure import interleaved, repeats
 from pytest_specperf.sim import SimServer, load_profile
 from pytest_specperf.sim.model import plan
 
@@ -40,7 +41,7 @@ def _ab(change: float, n: int, seed: int) -> tuple[list[str], list[int]]:
     rng = random.Random(seed)
     verdicts, trials = [], []
     for _ in range(n):
-        a, b, ccs = sequential.run_ab(_trial_source(0.0, rng), _trial_source(change, rng), max_repeat=20,
+        a, b, ccs = interleaved.ab_until_decided(_trial_source(0.0, rng), _trial_source(change, rng), max_repeat=20,
                                       max_regression=0.05, metrics=("decode_tps",))
         verdicts.append(ccs[0].verdict)
         trials.append(len(a) + len(b))
@@ -255,7 +256,7 @@ def test_two_point_auto_against_a_baseline(ab_sims: tuple[str, str, str], runner
     gate = gating.Gate(0.05)
     base = runner_for(a).run(spec, "t::tp").as_dict()
     assert base["repeat"] == 3  # nothing to decide without a baseline: the first look's trials
-    until = gating.until_baseline(gate, "t::tp", [base])
+    until = repeats.until_baseline(gate, "t::tp", [base])
     cand = runner_for(slow).run(spec, "t::tp", until=until).as_dict()
     gating.against_baseline(gate, cand, [base], auto=True)
     (dec,) = [c for c in cand["comparisons"] if c["metric"] == "decode_tps"]

@@ -21,7 +21,7 @@ PKG = "pytest_specperf"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_plugin", "cli"),
     ("report",),
-    ("history",),
+    ("history", "measure"),
     ("compare",),
     ("run",),
     ("endpoint", "sim", "engines"),

@@ -16,6 +16,7 @@ from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult, SustainedResult
 from pytest_specperf.compare import categories, gates
+from pytest_specperf.measure import interleaved
 
 
 def _stream(tps: float, rid: str) -> StreamResult:
@@ -126,7 +127,7 @@ def _single(endpoint: str, decode: float, ttft: float) -> SustainedResult:
 def test_the_ab_summary_is_bs_row_with_as_figures_in_ab() -> None:
     a = iter([_single("http://a", v, t) for v, t in ((100.0, 0.1), (80.0, 0.3), (110.0, 0.2))])
     b = iter([_single("http://b", v, t) for v, t in ((101.0, 0.1), (81.0, 0.3), (111.0, 0.2))])
-    summary, _ = gates.run_ab(lambda: next(a), lambda: next(b), 3, gates.Gate())
+    summary, _ = interleaved.run_ab(lambda: next(a), lambda: next(b), 3, gates.Gate())
     assert isinstance(summary, SustainedResult) and summary.ab is not None
     # ABBA: A's trials in the order measured; a sustained case's streams are its trials, kept untagged
     assert [s.trial for s in summary.streams] == [None] * 3 and summary.repeat == 6

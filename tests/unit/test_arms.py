@@ -19,6 +19,7 @@ from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.measure import interleaved
 from tests.support.result_json import full
 
 
@@ -134,7 +135,7 @@ def test_auto_stops_measuring_a_level_once_its_best_arm_is_decided() -> None:
     # which takes more trials; the sweep then runs only that level.
     truth = {"off": {1: 50.0, 8: 40.0}, "k2": {1: 80.0, 8: 41.6}, "k4": {1: 100.0, 8: 30.0}}
     calls: list[tuple[str, Any]] = []
-    row, _ = gating.run_arms(_fake_measure(np.random.default_rng(5), truth, calls), list(truth), 20,
+    row, _ = interleaved.run_arms(_fake_measure(np.random.default_rng(5), truth, calls), list(truth), 20,
                              gating.Gate(), baseline="off", auto=True)
     t = _table(row)
     by_level = {lv.users: {n: a.n for n, a in lv.arms.items()} for lv in t.levels}
@@ -151,7 +152,7 @@ def test_auto_stops_measuring_a_level_once_its_best_arm_is_decided() -> None:
 def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
     truth = {"a": {2: 50.0}, "b": {2: 60.0}, "c": {2: 70.0}}
     calls: list[tuple[str, Any]] = []
-    row, _ = gating.run_arms(_fake_measure(np.random.default_rng(1), truth, calls), list(truth), 2,
+    row, _ = interleaved.run_arms(_fake_measure(np.random.default_rng(1), truth, calls), list(truth), 2,
                              gating.Gate(), baseline="a", deployed="c")
     assert [n for n, _ in calls] == compare.arm_order(list(truth), 2)
     assert row.endpoint == "c" and _table(row).deployed == "c"
@@ -165,7 +166,7 @@ def test_auto_picks_right_on_close_arms_with_fewer_trials_than_a_fixed_design_th
     truth = {"a": {8: 100.0}, "b": {8: 92.0}, "c": {8: 85.0}}
     trials, wrong = [], 0
     for _ in range(40):
-        row, _ = gating.run_arms(_fake_measure(rng, truth, [], between=0.04), list(truth), 20, gating.Gate(),
+        row, _ = interleaved.run_arms(_fake_measure(rng, truth, [], between=0.04), list(truth), 20, gating.Gate(),
                                  baseline="a", auto=True)
         lv = _table(row).levels[0]
         wrong += lv.best != "a" or not lv.decided
@@ -185,7 +186,7 @@ def test_ab_is_the_two_arm_case_its_arms_table_agrees_with_the_crossover() -> No
              "min_speedup": None}
         return load_result(full(r))
 
-    summary, _ = gating.run_ab(lambda: result("A"), lambda: result("B"), 5, gating.Gate())
+    summary, _ = interleaved.run_ab(lambda: result("A"), lambda: result("B"), 5, gating.Gate())
     t = _table(summary)
     assert isinstance(summary, LoadSweepResult)
     cross = summary.crossover
@@ -222,7 +223,7 @@ def test_auto_spends_a_decided_levels_budget_on_the_open_ones() -> None:
     # decided level no longer takes go to 8 users (9 trials there, not 6), and no arm takes more than 12.
     truth = {"a": {1: 70.0, 8: 95.0}, "b": {1: 100.0, 8: 100.0}}
     calls: list[tuple[str, Any]] = []
-    row, _ = gating.run_arms(_fake_measure(np.random.default_rng(3), truth, calls), list(truth), 6, gating.Gate(),
+    row, _ = interleaved.run_arms(_fake_measure(np.random.default_rng(3), truth, calls), list(truth), 6, gating.Gate(),
                              baseline="a", max_loss=0.05, auto=True)
     n = {lv.users: lv.arms["a"].n for lv in _table(row).levels}
     assert n == {1: 3, 8: 9}
@@ -252,7 +253,7 @@ def test_auto_holds_identical_arms_over_a_four_level_sweep_and_fails_a_slower_de
     verdicts: dict[str, list[str]] = {"same": [], "slower": []}
     for key, truth, runs in (("same", same, 30), ("slower", slower, 10)):
         for _ in range(runs):
-            row, _ = gating.run_arms(_fake_measure(rng, truth, [], between=0.03), list(truth), 20, gating.Gate(),
+            row, _ = interleaved.run_arms(_fake_measure(rng, truth, [], between=0.03), list(truth), 20, gating.Gate(),
                                      baseline="a", max_loss=0.05, auto=True)
             gate = _table(row).gate
             assert gate is not None

@@ -14,6 +14,7 @@ from pytest_specperf.cases.result_parts import Acceptance
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResult, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import cause, gates
+from pytest_specperf.measure import interleaved
 from pytest_specperf.report.views import cause as views_cause
 
 
@@ -179,7 +180,7 @@ def test_ab_names_the_cause_per_level_with_a_and_b() -> None:
     a = [sweep(20.0, 3.0, i) for i in range(5)]
     b = [sweep(20.0, 2.4, i) for i in range(5)]
     it_a, it_b = iter(a), iter(b)
-    row, _ = gates.run_ab(lambda: next(it_a), lambda: next(it_b), 5, gates.Gate())
+    row, _ = interleaved.run_ab(lambda: next(it_a), lambda: next(it_b), 5, gates.Gate())
     (dec,) = [cc for cc in row.comparisons or [] if cc.metric == "decode_tps" and cc.users == 4]
     assert dec.verdict == "regressed" and dec.cause is not None
     assert dec.cause.sides == ["A", "B"] and dec.cause.named == "acceptance"
@@ -202,7 +203,7 @@ def test_an_arm_below_the_best_names_the_cause_against_the_best_arm() -> None:
         return LoadSweepResult(kind="load_sweep", endpoint=name, model="m", server="vllm", ctx=200, prompt_tokens=200,
                                nodeid="t::s", concurrency=[1, 8], levels=rows, decode_tps=rows[-1].decode_tps)
 
-    row, _ = gates.run_arms(measure, ["k2", "k4"], 5, gates.Gate(), baseline="k2", deployed="k4", max_loss=0.05)
+    row, _ = interleaved.run_arms(measure, ["k2", "k4"], 5, gates.Gate(), baseline="k2", deployed="k4", max_loss=0.05)
     assert row.arms is not None and row.arms.gate is not None
     (lv,) = [lv for lv in row.arms.gate.levels if lv.users == 8]
     assert lv.verdict == "below" and lv.cause is not None

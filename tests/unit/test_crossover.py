@@ -18,6 +18,7 @@ from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.measure import interleaved
 from tests.support.result_json import full
 
 
@@ -261,7 +262,7 @@ def test_with_min_speedup_the_floor_is_the_sweeps_ab_gate(min_speedup: float | N
     # decode fell 20 %.
     rng = np.random.default_rng(24)
     gate = gating.Gate(max_regression=0.05)
-    summary, _ = gating.run_ab(_measure({1: 100.0, 8: 100.0}, rng, min_speedup),
+    summary, _ = interleaved.run_ab(_measure({1: 100.0, 8: 100.0}, rng, min_speedup),
                                _measure({1: 250.0, 8: 80.0}, rng, min_speedup), 5, gate)
     assert isinstance(summary, LoadSweepResult) and summary.crossover is not None and summary.comparisons
     assert summary.verdict == verdict, summary.reason

@@ -20,6 +20,7 @@ from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import gates
+from pytest_specperf.measure import repeats
 from tests.support.result_json import full
 
 USERS = 8
@@ -54,7 +55,7 @@ def judged(rng: np.random.Generator, make: Any, spec: CaseSpec, *, saved: int, f
     """A baseline of ``saved`` trials, then the candidate's trials run and judged as the plugin does."""
     base = gates.aggregate([make(rng, 1.0, between) for _ in range(saved)])
     gate = gates.Gate(0.05)
-    row = gates.run_trials(lambda s: make(rng, factor, between), spec, gate, baseline=[base], nodeid="t")
+    row = repeats.run_trials(lambda s: make(rng, factor, between), spec, gate, baseline=[base], nodeid="t")
     gates.against_baseline(gate, row, [base], auto=spec.repeat == "auto")
     return row
 
@@ -64,22 +65,22 @@ def _load(repeat: int | str) -> CaseSpec:
 
 
 def test_which_cases_repeat_as_whole_trials() -> None:
-    assert gates.whole_case(_load(3)) and gates.whole_case(_load("auto"))
-    assert gates.whole_case(build_spec("load_sweep", {"repeat": 2}))
-    assert gates.whole_case(build_spec("rate", {"repeat": 2}))
-    assert gates.whole_case(build_spec("session", {"repeat": "auto"}))
-    assert not gates.whole_case(_load(1))
-    assert not gates.whole_case(build_spec("sustained", {"repeat": 5}))  # one user: its streams are its trials
+    assert repeats.whole_case(_load(3)) and repeats.whole_case(_load("auto"))
+    assert repeats.whole_case(build_spec("load_sweep", {"repeat": 2}))
+    assert repeats.whole_case(build_spec("rate", {"repeat": 2}))
+    assert repeats.whole_case(build_spec("session", {"repeat": "auto"}))
+    assert not repeats.whole_case(_load(1))
+    assert not repeats.whole_case(build_spec("sustained", {"repeat": 5}))  # one user: its streams are its trials
 
 
 def test_repeat_runs_that_many_trials_and_keeps_each() -> None:
     rng = np.random.default_rng(10)
-    row = gates.run_trials(lambda s: load_trial(rng), _load(6), gates.Gate())
+    row = repeats.run_trials(lambda s: load_trial(rng), _load(6), gates.Gate())
     assert isinstance(row, SustainedResult) and row.repeat == 6
     assert row.trials is not None and len(row.trials) == 6
     values = sorted(t.decode_tps for t in row.trials if t.decode_tps is not None)
     assert row.decode_tps == float(np.median(values))  # the row is the median trial
-    sweep = gates.run_trials(lambda s: sweep_trial(rng), build_spec("load_sweep", {"repeat": 4}), gates.Gate())
+    sweep = repeats.run_trials(lambda s: sweep_trial(rng), build_spec("load_sweep", {"repeat": 4}), gates.Gate())
     assert isinstance(sweep, LoadSweepResult)
     assert [len(lv.trials or []) for lv in sweep.levels] == [4, 4, 4, 4]
 
@@ -133,10 +134,10 @@ def test_repeat_auto_saved_with_nothing_to_compare_sizes_itself_to_its_noise() -
     rng = np.random.default_rng(15)
     spec = _load("auto")
     # nothing to compare, nothing saved: the first look's trials
-    assert gates.run_trials(lambda s: load_trial(rng), spec, gates.Gate()).repeat == 3  # type: ignore[attr-defined]
+    assert repeats.run_trials(lambda s: load_trial(rng), spec, gates.Gate()).repeat == 3  # type: ignore[attr-defined]
     # saved: at least 5 (a baseline's noise needs them), more at a noise a candidate could not decide against
-    quiet = gates.run_trials(lambda s: load_trial(rng, between=0.005), spec, gates.Gate(), save=True)
-    noisy = gates.run_trials(lambda s: load_trial(rng, between=0.04), spec, gates.Gate(), save=True)
+    quiet = repeats.run_trials(lambda s: load_trial(rng, between=0.005), spec, gates.Gate(), save=True)
+    noisy = repeats.run_trials(lambda s: load_trial(rng, between=0.04), spec, gates.Gate(), save=True)
     assert quiet.repeat == 5  # type: ignore[attr-defined]
     assert noisy.repeat > 5, noisy.repeat  # type: ignore[attr-defined]
 

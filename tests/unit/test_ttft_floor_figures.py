@@ -1,6 +1,6 @@
 """The 10 ms TTFT noise floor on every compared TTFT figure (p50, p90, p99; rate cases, sessions, load rows), not
 only ``ttft_s``: seeded trials with a known TTFT, through the gate's own path (``per_trial``, ``compare_ab`` /
-``compare_runs``, ``_ttft_judged``)."""
+``compare_runs``, ``ttft_judged``)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_the_floor_applies_to_percentiles_of_saved_repeat_trials() -> None:
     base = gates.aggregate(rate_arm(rng, 0.0030))
     cand = gates.aggregate(rate_arm(rng, 0.0050))
     assert base.trials is not None and len(base.trials) == 5  # type: ignore[attr-defined]
-    got = {cc.metric: cc for cc in gates._ttft_judged(
+    got = {cc.metric: cc for cc in gates.ttft_judged(
         compare.compare_runs(gates.per_trial([base]), gates.per_trial([cand]), metrics=gates.metrics_for(cand)),
         gates.per_trial([base]), gates.per_trial([cand]))}
     assert got["ttft_p90_s"].verdict == "passed" and "noise floor" in got["ttft_p90_s"].reason

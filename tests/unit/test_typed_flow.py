@@ -15,6 +15,7 @@ from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import RateResult, Result, StreamResult, SustainedResult
 from pytest_specperf.cases.saved_results import load_record, load_result
 from pytest_specperf.compare import gates
+from pytest_specperf.measure import interleaved
 
 
 def _stream(tps: float, trial: int | None = None) -> StreamResult:
@@ -77,16 +78,16 @@ def test_a_combined_ab_row_of_every_shape_loads_into_its_record_whole() -> None:
                                                      for k, v in cats.items()}),
     }
     for name, measure in shapes.items():
-        row, _ = gates.run_ab(measure, measure, 3, gates.Gate())
+        row, _ = interleaved.run_ab(measure, measure, 3, gates.Gate())
         typed, data = _round_trip(row)
         assert to_dict(typed) == data and type(typed) is type(row), name  # its JSON loads back into the same
         assert row.ab is not None and row.ab.trials == 3
-    rate, _ = gates.run_ab(shapes["rate"], shapes["rate"], 3, gates.Gate())
+    rate, _ = interleaved.run_ab(shapes["rate"], shapes["rate"], 3, gates.Gate())
     assert isinstance(rate, RateResult) and rate.repeat == 3
-    load, _ = gates.run_ab(shapes["load"], shapes["load"], 3, gates.Gate())
+    load, _ = interleaved.run_ab(shapes["load"], shapes["load"], 3, gates.Gate())
     assert isinstance(load, SustainedResult) and load.trials is not None and len(load.trials) == 3
     assert {s.trial for s in load.streams} == {0, 1, 2}
-    cat, _ = gates.run_ab(shapes["categories"], shapes["categories"], 3, gates.Gate())
+    cat, _ = interleaved.run_ab(shapes["categories"], shapes["categories"], 3, gates.Gate())
     assert isinstance(cat, SustainedResult) and cat.categories is not None
     code = cat.categories["code"]
     assert code.speedup is not None and code.speedup_interval is not None and code.trials == 3

@@ -1,0 +1,108 @@
+"""A/B and N arms measured interleaved (ABBA, ABC CBA ...), so a drift over the session hits every arm alike:
+the loops, each trial measured by the arm's runner it is given, then judged by ``compare.gates``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from pytest_specperf.cases.result_parts import CaseComparison
+from pytest_specperf.cases.results import Result
+from pytest_specperf.compare import arms as arms_table
+from pytest_specperf.compare import gates, sequential
+from pytest_specperf.compare import trials as compare
+
+T = TypeVar("T")
+_C = TypeVar("_C", bound=compare.Case)
+
+#: One trial of one arm: ``(arm name, levels)`` -> its result; ``levels`` None runs the case as written, else
+#: a load sweep over only those levels (repeat="auto" stops measuring a level once its best arm is decided).
+ArmMeasure = Callable[[str, "list[int] | None"], Result]
+
+
+def measure_arms(measures: Mapping[str, Callable[[], T]], trials: int) -> dict[str, list[T]]:
+    """Every arm's results, ``trials`` each, measured interleaved in ``trials.arm_order``."""
+    out: dict[str, list[T]] = {name: [] for name in measures}
+    for name in compare.arm_order(list(measures), trials):
+        out[name].append(measures[name]())
+    return out
+
+
+def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: gates.Gate,
+           max_regression: float | None = None) -> tuple[Result, list[str]]:
+    """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
+    return gates.judge_ab(measure_arms({"A": measure_a, "B": measure_b}, trials), gate, max_regression)
+
+
+def ab_until_decided(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *, max_repeat: int,
+                     max_regression: float, metrics: Sequence[str] = gates.METRICS, ttft_rules: bool = False
+                     ) -> tuple[list[_C], list[_C], list[CaseComparison]]:
+    """A and B in ABBA order, one trial each per round, until every metric is decided (the sequential test; with
+    ``ttft_rules`` after the gate's TTFT noise floor and prefix-cache rules, ``gates.ttft_judged``) or
+    ``max_repeat`` per arm. Returns A's trials, B's trials and the last look's comparisons (undecided ones
+    ``inconclusive``)."""
+    arms: dict[str, list[_C]] = {"A": [], "B": []}
+    order = compare.ab_order(max_repeat)
+    ccs: list[CaseComparison] = []
+    for i in range(0, len(order), 2):
+        for arm in order[i:i + 2]:
+            arms[arm].append((measure_a if arm == "A" else measure_b)())
+        n = len(arms["B"])
+        if n < min(sequential.MIN_TRIALS, max_repeat):
+            continue
+        ccs = sequential.sprt_runs(arms["A"], arms["B"], max_regression=max_regression, metrics=metrics,
+                                   against="A", final=n >= max_repeat)
+        if ttft_rules:
+            ccs = gates.ttft_judged(ccs, arms["A"], arms["B"], ("A", "B"))
+        if sequential.decided(ccs):
+            break
+    return arms["A"], arms["B"], ccs
+
+
+def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result], max_repeat: int, gate: gates.Gate,
+                max_regression: float | None = None) -> tuple[Result, list[str]]:
+    """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
+    a, b, ccs = ab_until_decided(measure_a, measure_b, max_repeat=max_repeat,
+                                 max_regression=max_regression or gate.max_regression, ttft_rules=True)
+    summary, warnings = gates.ab_summary({"A": a, "B": b}, ccs, gate)
+    return summary, warnings + sequential.noise_warnings(ccs)
+
+
+def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: gates.Gate, *, baseline: str,
+             deployed: str | None = None, max_loss: float | None = None, tokens: dict[str, int] | None = None,
+             auto: bool = False) -> tuple[Result, list[str]]:
+    """Measure every arm interleaved (``trials`` each; with ``auto`` rounds until every level's best arm is
+    decided, at most ``trials`` full sweeps' worth of level-trials per arm, spent on the open levels) and judge
+    the deployed arm against the best (``gates.judge_arms``); returns its row and warnings.
+
+    Without ``auto`` this is ``measure_arms``, the same loop A/B runs.
+    """
+    results: dict[str, list[Result]]
+    if not auto:
+        def trial(n: str) -> Callable[[], Result]:  # binds this arm's name now, not the loop's last
+            return lambda: measure(n, None)
+
+        results = measure_arms({n: trial(n) for n in names}, trials)
+    else:
+        results = {n: [] for n in names}
+        open_levels: list[int] | None = None
+        # The budget is ``trials`` full sweeps per arm, counted in level-trials: what a decided level no longer
+        # takes goes to the open ones, so a case holds as a whole (every level must decide), not level by level.
+        budget, spent, round_, cost = trials, 0, 0, 1  # per arm; a round costs its open levels (all at first)
+        while spent + cost <= budget:
+            for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
+                results[n].append(measure(n, open_levels))
+            if round_ == 0:
+                cost = max(1, len(arms_table.levels_of(results[names[0]])))
+                budget = trials * cost
+            round_, spent = round_ + 1, spent + cost
+            if round_ < sequential.MIN_TRIALS:
+                continue
+            t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss)
+            done = set(arms_table.settled(t))
+            open_levels = [row.users for row in t.levels if row.users not in done]
+            if not open_levels:
+                break
+            cost = len(open_levels)
+    return gates.judge_arms(results, gate, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens,
+                            auto=auto)
