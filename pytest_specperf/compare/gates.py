@@ -81,6 +81,11 @@ def _record(result: Recorded | Mapping[str, Any]) -> Recorded:
     return load_record(result) if isinstance(result, Mapping) else result
 
 
+def records_of(results: Sequence[Recorded | Mapping[str, Any]]) -> list[Recorded]:
+    """A baseline's results as records (``_record`` each)."""
+    return [_record(r) for r in results]
+
+
 def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded | Mapping[str, Any]],
                      max_regression: float | None = None, differences: list[str] | None = None,
                      strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:

@@ -3,7 +3,7 @@ against a stored run: the loops, each trial measured by the runner it is given, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +24,8 @@ def whole_case(spec: CaseSpec) -> bool:
 
 
 def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: gates.Gate, *,
-               baseline: Sequence[Recorded] | None = None, nodeid: str = "", save: bool = False) -> Result:
+               baseline: Sequence[Recorded | Mapping[str, Any]] | None = None, nodeid: str = "", save: bool = False
+               ) -> Result:
     """A case that sends at once, measured ``repeat`` times as whole trials (``measure`` runs one and judges it)
     and combined into one row as A/B combines an arm (``gates.aggregate``): medians, the worst verdict, and each
     trial's compared figures in ``trials``, so a saved run carries its trial-to-trial noise and a comparison has one
@@ -34,7 +35,7 @@ def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: gate
     auto = spec.repeat == "auto"
     cap = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else int(spec.repeat)
     one = replace(spec, repeat=1, max_repeat=None)
-    mine = [b for b in baseline or [] if b.nodeid == nodeid]
+    mine = [b for b in gates.records_of(baseline or []) if b.nodeid == nodeid]
     threshold = spec.max_regression or gate.max_regression
     done: list[Result] = []
     while len(done) < cap:
@@ -67,11 +68,11 @@ def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, c
     return True
 
 
-def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded],
+def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded | Mapping[str, Any]],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run: each look is the sequential test's
     (``sequential.look``) after the same noise floor and prefix-cache rules as the gate (``gates.ttft_judged``)."""
-    mine = [b for b in baseline if b.nodeid == nodeid]
+    mine = [b for b in gates.records_of(baseline) if b.nodeid == nodeid]
     threshold = max_regression or gate.max_regression
 
     def done(values: dict[str, list[Any]]) -> bool:

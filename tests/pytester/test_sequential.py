@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.stats
+from support import judged_json
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.compare import gates as gating
@@ -258,7 +259,7 @@ def test_two_point_auto_against_a_baseline(ab_sims: tuple[str, str, str], runner
     assert base["repeat"] == 3  # nothing to decide without a baseline: the first look's trials
     until = repeats.until_baseline(gate, "t::tp", [base])
     cand = runner_for(slow).run(spec, "t::tp", until=until).as_dict()
-    gating.against_baseline(gate, cand, [base], auto=True)
+    judged_json.against_baseline(gate, cand, [base], auto=True)
     (dec,) = [c for c in cand["comparisons"] if c["metric"] == "decode_tps"]
     assert dec["verdict"] == "regressed" and dec["comparison"]["method"] == "sprt"
     assert len(cand["samples_tps"]) == cand["repeat"] < 8

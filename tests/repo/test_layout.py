@@ -135,3 +135,19 @@ def test_no_two_module_names_differ_only_by_a_suffix() -> None:
     clashes = [(a, b) for a in stems for b in stems
                if a != b and b.startswith(a) and b[len(a):] in ("s", "er", "ers", "ing", "ed")]
     assert clashes == []
+
+
+def test_the_measuring_loops_are_imported_only_from_above(graph: grimp.ImportGraph) -> None:
+    """``measure/`` measures (A/B, arms, whole trials, repeats until decided) and asks ``compare/`` to judge each
+    look: judging, the history and the outputs never import it, and it imports neither the history nor an output,
+    so no judgement calls back up into a loop."""
+    mods = _modules(graph)
+    measure = f"{PKG}.measure"
+    assert any(m.startswith(measure + ".") for m in mods), "the measuring loops have their package"
+    into = sorted(f"{m} -> {x}" for m in mods if not m.startswith((measure, PYTEST_LAYER, f"{PKG}.cli"))
+                  for x in graph.find_modules_directly_imported_by(m) if x == measure or x.startswith(measure + "."))
+    assert into == []
+    out_of = sorted(f"{m} -> {x}" for m in mods if m.startswith(measure)
+                    for x in graph.find_modules_directly_imported_by(m)
+                    if x.startswith((f"{PKG}.history", f"{PKG}.report")))
+    assert out_of == []

@@ -48,3 +48,20 @@ def test_the_count_sees_a_string_key_read() -> None:
     """The pattern finds the reads it must refuse, in either quote style."""
     lines = ['x = r.get("decode_tps")', "x = r.get('ttft_s', 0)", "x = getattr(r, 'ttft_s')"]
     assert [ln for ln in lines if _GET.search(ln)] == lines[:2]
+
+
+def test_every_figure_read_by_its_name_is_a_field_of_a_record() -> None:
+    """``compare.trials.figure`` is the one read of a figure by a name held in a variable; each name it takes
+    (``FIGURES``) is a field of a result record or of a part a comparison reads (a level, a sweep point, a stream,
+    a trial), so a misspelt or removed field cannot read as a quiet None."""
+    import dataclasses
+
+    from pytest_specperf.cases.result_parts import LevelTrial, SweepPoint
+    from pytest_specperf.cases.results import LoadLevel, StreamResult
+    from pytest_specperf.cases.saved_results import RESULT_TYPES
+    from pytest_specperf.compare.trials import FIGURES
+
+    records = [*RESULT_TYPES.values(), LoadLevel, SweepPoint, StreamResult, LevelTrial]
+    fields = {f.name for cls in records for f in dataclasses.fields(cls)}
+    assert len(FIGURES) >= 15
+    assert [name for name in FIGURES if name not in fields] == []
