@@ -31,7 +31,7 @@ from pytest_specperf.cases.result_parts import Crossover, LevelTrial, SpeedupLev
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare import verdicts
-from pytest_specperf.compare.trials import Case, read
+from pytest_specperf.compare.trials import Case, figure, read
 
 #: Figures a load trial gives per level, one value each (the ones comparisons judge).
 TRIAL_METRICS = ("decode_tps", "ttft_s", "total_tps")
@@ -58,7 +58,7 @@ def trial_figures(case: Case) -> list[dict[str, float | None]]:
     """
     rows = read(case, "trials")
     if isinstance(rows, list):
-        return [{m: _positive(read(t, m)) for m in TRIAL_METRICS} for t in rows if isinstance(t, dict | LevelTrial)]
+        return [{m: _positive(figure(t, m)) for m in TRIAL_METRICS} for t in rows if isinstance(t, dict | LevelTrial)]
     out: dict[str, float | None] = {}
     for m in TRIAL_METRICS:
         own = _positive(read(case, m))

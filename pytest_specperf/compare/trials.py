@@ -86,7 +86,7 @@ from typing import Any, overload
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
-from pytest_specperf.cases.result_parts import CaseComparison, Comparison, SweepPoint
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison, LevelTrial, SweepPoint
 from pytest_specperf.cases.results import ErrorRecord, LoadLevel, Result, StreamResult
 
 #: which way is better, per metric; all are positive quantities, compared as logs.
@@ -110,7 +110,7 @@ DIRECTIONS: dict[str, str] = {
 
 #: The figures read by their name (``figure``): the compared metrics and the per-trial and per-level figures the
 #: A/B, arms and crossover tables and the cause of a change read. tests/repo checks each is a field of the records.
-FIGURES: tuple[str, ...] = (*DIRECTIONS, "decode_p10_tps", "accept_len", "step_ms", "cached_share")
+FIGURES: tuple[str, ...] = (*DIRECTIONS, "drift", "decode_p10_tps", "accept_len", "step_ms", "cached_share")
 
 ALPHA = 0.01
 POWER = 0.8
@@ -164,7 +164,7 @@ def read(x: object, name: str, default: Any = None) -> Any:
     return getattr(x, name, default)
 
 
-def figure(x: Case, metric: str) -> float | None:
+def figure(x: Case | StreamResult | LevelTrial, metric: str) -> float | None:
     """The finite figure ``metric`` (a name of ``FIGURES``) of a case, a load level, a sweep point, a stream or a
     trial; None where it has none. The one read of a figure by its name: every other read is by attribute."""
     if metric not in FIGURES:
@@ -199,10 +199,10 @@ def trials(result: Case, metric: str) -> list[float]:
     if kind == "sustained":
         streams = [s for s in read(result, "streams") or [] if _has(s, metric)]
         if streams:
-            return _values(read(s, metric) for s in streams)
+            return _values(figure(s, metric) for s in streams)
     if kind == "two_point" and metric == "decode_tps" and read(result, "samples_tps"):
         return _values(read(result, "samples_tps"))
-    return _values([read(result, metric)])
+    return _values([figure(result, metric)])
 
 
 @overload
