@@ -17,8 +17,8 @@ from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison, case_key
 from pytest_specperf.cases.results import Recorded, Result, SweepResult
-from pytest_specperf.compare import arms
 from pytest_specperf.files import write_text_atomic
+from pytest_specperf.report import arms_grid
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import (
     ATTENTION,
@@ -119,7 +119,7 @@ def markdown_summary(results: Iterable[Recorded | Mapping[str, Any]],
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     if ccs:
         lines += _notes(ccs, against)
-    lines += [line for r in typed if isinstance(r, Result) for line in arms.markdown_lines(r)]
+    lines += [line for r in typed if isinstance(r, Result) for line in arms_grid.markdown_lines(r)]
     return "\n".join(lines + _plot_links(typed, plots)) + "\n"
 
 

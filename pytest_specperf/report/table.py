@@ -13,6 +13,7 @@ from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, Catego
 from pytest_specperf.cases.results import AbSummary, ErrorRecord, LoadLevel, Recorded, Result
 from pytest_specperf.cases.saved_results import as_result, has_record, load_part
 from pytest_specperf.compare import arms
+from pytest_specperf.report import arms_grid
 from pytest_specperf.run.load import knee_text
 
 COLUMNS = ("case", "ctx", "tokens", "ttft", "decode tok/s", "early -> late", "drift", "verdict")
@@ -763,7 +764,7 @@ def summary(results: Iterable[Recorded | Mapping[str, Any]], width: int | None =
     first = diagnosis(cases)
     if width is not None:
         first = [x for line in first for x in textwrap.wrap(line, width, subsequent_indent="    ")]
-    grids = [lines for r in cases if isinstance(r, Result) for lines in [arms.text_lines(r)] if lines]
+    grids = [lines for r in cases if isinstance(r, Result) for lines in [arms_grid.text_lines(r)] if lines]
     note = one_trial_note(cases)
     said = [] if note is None else [note] if width is None else textwrap.wrap(note, width, subsequent_indent="  ")
     return [*first, *([""] if first else []), *table(cases, width), *said,

@@ -6,7 +6,7 @@ Every number drawn is in the result's ``arms`` field as written to ``--specperf-
 
 from __future__ import annotations
 
-from pytest_specperf.compare import arms
+from pytest_specperf.report import arms_grid
 from pytest_specperf.report.views.base import CaseView, Chart, ResultLike, Series, typed, users_text
 
 
@@ -15,7 +15,7 @@ def arms_view(result: ResultLike) -> CaseView:
     t = typed(result).arms
     if t is None or not t.levels:
         return CaseView()
-    header, rows = arms.grid(t)
+    header, rows = arms_grid.grid(t)
     facts = [("arms", ", ".join(f"{n} ({t.trials.get(n, 0)} trials)" for n in t.names)
               + f"; baseline {t.baseline}, deployed {t.deployed}")]
     facts += [(f"{users_text(row[0])}", "; ".join(f"{name} {cell}" for name, cell in zip(header[1:-1], row[1:-1],
