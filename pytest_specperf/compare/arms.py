@@ -1,7 +1,7 @@
 """N named arms per case (``--specperf-arms=NAME=URL,...``): per load level the best arm, the arms that cannot be
 told from it, a schedule (level -> arm) and the gate on a deployed arm's loss against the best.
 
-A/B is the two-arm case: both measure every arm through ``measure`` in ``trials.arm_order`` (forward, then
+A/B is the two-arm case: both measure every arm in ``measure/interleaved.arm_order`` (forward, then
 backward: ABC CBA ABC ..., so a drift over the session hits every arm alike).
 
 The samples are trials, as in the crossover: per level one value per trial, that trial's median user

@@ -33,8 +33,6 @@ decide_at=20, against="baseline") -> Comparison``
     BH q-values over all the p-values are attached (``CaseComparison.q``), for reports only.
 ``compare_ab(results_a, results_b, *, max_regression=0.05, ...)``
     The same with A as the baseline; reasons say "vs A".
-``ab_order(n) -> list[str]``
-    ABBA interleaving, n trials per arm: ``["A", "B", "B", "A", "A", "B", ...]``.
 ``gate(comparisons, inconclusive="warn") -> tuple[list, list]``
     (failing, warning) comparisons for ``--specperf-inconclusive=pass|warn|fail``.
 ``trials_needed(noise, max_regression)``, ``min_detectable(noise, n_base, n_cand)``
@@ -626,19 +624,6 @@ def compare_ab(results_a: Iterable[Case], results_b: Iterable[Case], *,
     """A/B in one session: B (candidate) against A (baseline), same rules as ``compare_runs``."""
     return compare_runs(list(results_a), results_b, max_regression=max_regression, metrics=metrics, alpha=alpha,
                         noise_floor=noise_floor, decide_at=decide_at, against="A")
-
-
-def arm_order(names: Sequence[str], n: int) -> list[str]:
-    """Interleaving of any number of arms, ``n`` trials each: rounds forward then backward (ABC CBA ABC ...), so
-    a drift over the session hits every arm alike; with two arms it is ABBA."""
-    if n < 0:
-        raise ValueError("n must be >= 0")
-    return [x for i in range(n) for x in (list(names) if i % 2 == 0 else list(reversed(names)))]
-
-
-def ab_order(n: int) -> list[str]:
-    """ABBA interleaving with ``n`` trials per arm: A/B is the two-arm case of ``arm_order``."""
-    return arm_order(("A", "B"), n)
 
 
 def gate(comparisons: Iterable[CaseComparison], inconclusive: str = "warn"

@@ -20,10 +20,23 @@ _C = TypeVar("_C", bound=compare.Case)
 ArmMeasure = Callable[[str, "list[int] | None"], Result]
 
 
+def arm_order(names: Sequence[str], n: int) -> list[str]:
+    """Interleaving of any number of arms, ``n`` trials each: rounds forward then backward (ABC CBA ABC ...), so
+    a drift over the session hits every arm alike; with two arms it is ABBA."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    return [x for i in range(n) for x in (list(names) if i % 2 == 0 else list(reversed(names)))]
+
+
+def ab_order(n: int) -> list[str]:
+    """ABBA interleaving with ``n`` trials per arm: A/B is the two-arm case of ``arm_order``."""
+    return arm_order(("A", "B"), n)
+
+
 def measure_arms(measures: Mapping[str, Callable[[], T]], trials: int) -> dict[str, list[T]]:
-    """Every arm's results, ``trials`` each, measured interleaved in ``trials.arm_order``."""
+    """Every arm's results, ``trials`` each, measured interleaved in ``arm_order``."""
     out: dict[str, list[T]] = {name: [] for name in measures}
-    for name in compare.arm_order(list(measures), trials):
+    for name in arm_order(list(measures), trials):
         out[name].append(measures[name]())
     return out
 
@@ -42,7 +55,7 @@ def ab_until_decided(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *
     ``max_repeat`` per arm. Returns A's trials, B's trials and the last look's comparisons (undecided ones
     ``inconclusive``)."""
     arms: dict[str, list[_C]] = {"A": [], "B": []}
-    order = compare.ab_order(max_repeat)
+    order = ab_order(max_repeat)
     ccs: list[CaseComparison] = []
     for i in range(0, len(order), 2):
         for arm in order[i:i + 2]:
@@ -90,7 +103,7 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: gates.Gat
         # takes goes to the open ones, so a case holds as a whole (every level must decide), not level by level.
         budget, spent, round_, cost = trials, 0, 0, 1  # per arm; a round costs its open levels (all at first)
         while spent + cost <= budget:
-            for n in compare.arm_order(names, round_ + 1)[-len(names):]:  # this round's order
+            for n in arm_order(names, round_ + 1)[-len(names):]:  # this round's order
                 results[n].append(measure(n, open_levels))
             if round_ == 0:
                 cost = max(1, len(arms_table.levels_of(results[names[0]])))

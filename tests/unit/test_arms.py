@@ -18,7 +18,6 @@ from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
-from pytest_specperf.compare import trials as compare
 from pytest_specperf.measure import interleaved
 from tests.support.result_json import full
 
@@ -52,8 +51,8 @@ def _arms(rng: np.random.Generator, truth: dict[str, dict[int, float]], trials: 
 
 
 def test_arm_order_is_abba_for_two_and_balanced_for_more() -> None:
-    assert compare.ab_order(3) == compare.arm_order(("A", "B"), 3) == ["A", "B", "B", "A", "A", "B"]
-    order = compare.arm_order(("x", "y", "z"), 4)
+    assert interleaved.ab_order(3) == interleaved.arm_order(("A", "B"), 3) == ["A", "B", "B", "A", "A", "B"]
+    order = interleaved.arm_order(("x", "y", "z"), 4)
     assert order == ["x", "y", "z", "z", "y", "x", "x", "y", "z", "z", "y", "x"]
     # every arm's mean position in the session is the same, so a linear drift hits them alike
     means = {n: np.mean([i for i, o in enumerate(order) if o == n]) for n in "xyz"}
@@ -154,7 +153,7 @@ def test_fixed_trials_run_every_arm_the_same_way_ab_does() -> None:
     calls: list[tuple[str, Any]] = []
     row, _ = interleaved.run_arms(_fake_measure(np.random.default_rng(1), truth, calls), list(truth), 2,
                              gating.Gate(), baseline="a", deployed="c")
-    assert [n for n, _ in calls] == compare.arm_order(list(truth), 2)
+    assert [n for n, _ in calls] == interleaved.arm_order(list(truth), 2)
     assert row.endpoint == "c" and _table(row).deployed == "c"
     assert _table(row).endpoints == {"a": "a", "b": "b", "c": "c"}
 

@@ -11,7 +11,6 @@ from pytest_specperf.compare.storage import Run
 from pytest_specperf.compare.trials import (
     DIRECTIONS,
     CaseComparison,
-    ab_order,
     compare_ab,
     compare_case,
     compare_runs,
@@ -21,6 +20,7 @@ from pytest_specperf.compare.trials import (
     trials,
     trials_needed,
 )
+from pytest_specperf.measure.interleaved import ab_order
 
 
 def draw(rng: np.random.Generator, median: float, cv: float, n: int) -> list[float]:
