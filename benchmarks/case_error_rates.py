@@ -10,14 +10,14 @@ between the sides, per condition:
   speedup interval wholly under 1;
 * ``arms``: N identical arms over L levels with ``max_loss_vs_best=0.05`` (``arms.table``): the deployed arm
   ``below`` at some level; and the share of runs the gate is inconclusive (fixed 5 trials) or, with
-  ``repeat="auto"`` (``gates.run_arms``), holds within ``max_repeat``;
+  ``repeat="auto"`` (``interleaved.run_arms``), holds within ``max_repeat``;
 * ``regression``: a load sweep of L levels in A/B through the regression gate (``gates.per_trial`` and
   ``trials.compare_ab``, every level x decode_tps, ttft_s, total_tps): some comparison ``regressed``;
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
   (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
 * ``load trials``: a load case (``sustained(concurrency=8)``, or a 4-level ``load_sweep``) saved with ``repeat=N``
   (its trials combined as the plugin saves them, ``gates.aggregate``), then a candidate run through the plugin's
-  whole-case trial loop and gate (``gates.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``):
+  whole-case trial loop and gate (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``):
   the case ``failed``. Identical deploys (false alarms), and a deploy 6 % slower (detections; decode and
   aggregate x0.94, TTFT /0.94).
 
