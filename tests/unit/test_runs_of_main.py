@@ -73,3 +73,13 @@ def test_every_kind_round_trips_record_json_record() -> None:
             seen.add(type(record).__name__)
     assert seen == {"SustainedResult", "TwoPointResult", "SweepResult", "LoadSweepResult", "RateResult",
                     "SessionResult", "ErrorRecord"}
+
+
+def test_the_report_draws_against_an_old_baseline_with_an_errored_case(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The comparison charts read the baseline's results as records: its case that could not be measured is
+    skipped, not read as a damaged result (which cost the whole report before)."""
+    out = tmp_path / "r.html"
+    code = cli.main(["--storage", str(FOLDER), "report", "0002_compared", "-o", str(out), "--baseline", "0001_base"])
+    assert code == 0, capsys.readouterr().err
+    assert out.stat().st_size > 10_000 and "test_too_long" in out.read_text()

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, case_key
 from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult, Recorded, Result
-from pytest_specperf.cases.saved_results import as_result
+from pytest_specperf.cases.saved_results import as_result, load_record
 from pytest_specperf.compare.trials import DIRECTIONS, sub_cases, trials
 from pytest_specperf.report.table import finite_number
 
@@ -120,7 +120,8 @@ def typed_as(result: ResultLike, cls: type[R]) -> R:
 
 def typed_all(results: Sequence[ResultLike]) -> list[Result]:
     """A baseline run's results, each typed (``typed``)."""
-    return [as_result(r) for r in results if not isinstance(r, ErrorRecord)]  # an error measured nothing
+    # each through the one loader (a saved run's JSON too): a case that could not be measured measured nothing
+    return [r for r in (load_record(x) if isinstance(x, Mapping) else x for x in results) if isinstance(r, Result)]
 
 
 # -- formatting ------------------------------------------------------------------------------------
