@@ -187,13 +187,21 @@ def resolve_lengths(kind: str, values: dict[str, Any], base: str | Path | None =
     (``tokens_dist``, ``ctx_dist``) and the keyword into its longest draw, in place."""
     for name in ("tokens", "ctx"):
         text = values.get(name)
-        if not isinstance(text, str):
-            continue
+        if not isinstance(text, str) or _plain_number(text):
+            continue  # a number in quotes: the kind's own check names it
         if kind not in DRAWN_KINDS:
             raise ConfigError(f"{kind}(): {name}={text!r}: a distribution of lengths applies to "
                               "sustained(concurrency=N), load_sweep, rate and capacity; give this case a number")
         drawn = parse(text, name, kind, base)
         values[name], values[f"{name}_dist"] = drawn.high, drawn
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def parse(text: str, keyword: str, kind: str, base: str | Path | None = None) -> Lengths:

@@ -39,7 +39,7 @@ def test_each_form_parses_into_its_typed_spec_and_the_keyword_holds_the_longest_
 
 def test_bad_strings_are_one_line_errors_naming_the_forms() -> None:
     for text, what in [("unifrom(1, 2)", "unknown form 'unifrom'"), ("uniform(1)", "takes 2 values, got 1"),
-                       ("normal(100, -1)", "sigma a positive number"), ("300", "a number in quotes"),
+                       ("normal(100, -1)", "sigma a positive number"),
                        ("uniform(5, 2)", "a <= b"), ("normal(100, 10, mni=5)", "no keyword 'mni'"),
                        ("mix(uniform(2, 9), 0.5 * uniform(3, 4))", "a positive weight times it"),
                        ("uniform(2,", "syntax error"), ("lognormal(0, 1)", "median a positive number")]:
@@ -47,6 +47,8 @@ def test_bad_strings_are_one_line_errors_naming_the_forms() -> None:
             build_spec("rate", {"tokens": text})
         msg = str(err.value)
         assert "\n" not in msg and what in msg and msg.startswith(f"rate(): tokens={text!r}") and "trace(PATH)" in msg
+    with pytest.raises(ConfigError, match="tokens must be an integer >= 2, got '300'"):  # the kind's own check
+        build_spec("rate", {"tokens": "300"})
     with pytest.raises(ConfigError, match="applies to sustained"):
         build_spec("two_point", {"ctx": "uniform(1, 5)"})
     with pytest.raises(ConfigError, match="needs several requests"):
