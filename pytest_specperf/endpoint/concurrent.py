@@ -40,6 +40,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import json
 import ssl
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -222,9 +223,10 @@ async def _run(client: Client, requests: list[StreamRequest], origin: float | No
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
         await _warm(client, timeout)
+        bodies = [_encoded(client, r) for r in requests]  # before the origin: none is encoded beside a send
         # The origin is LEAD_S ahead, so a request due at it sets out as early as every later one.
         start = time.perf_counter() + LEAD_S if origin is None else origin
-        tasks = [asyncio.create_task(_one(client, http, r, start)) for r in requests]
+        tasks = [asyncio.create_task(_one(client, http, r, start, b)) for r, b in zip(requests, bodies, strict=True)]
         done = await asyncio.gather(*tasks)
     # Parsing waits until the last stream ended: done per stream as it ends, it would hold up the
     # event loop while other streams' chunks arrive (with 64 streams ending together, by tens of ms).
@@ -277,15 +279,18 @@ class _GatedClock(SentClock):
         self(name, info)
 
 
-async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float
-               ) -> tuple[StreamOutcome, _Raw | None]:
+_JSON = {"Content-Type": "application/json"}
+
+
+async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float,
+               encoded: tuple[str, bytes] | None = None) -> tuple[StreamOutcome, _Raw | None]:
     due = origin + req.at_s
     delay = due - LEAD_S - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
     sent = time.perf_counter()
     try:
-        raw = await _stream(client, http, req, due)
+        raw = await _stream(client, http, req, due, encoded)
         return StreamOutcome(req, None, None, raw.t0 - origin, origin), raw
     except MeasurementError as exc:
         return StreamOutcome(req, None, exc, sent - origin, origin), None
@@ -307,16 +312,25 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
     return outcome
 
 
-async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, due: float = 0.0) -> _Raw:
-    """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy); its headers
-    are written no earlier than ``due`` (``time.perf_counter()``)."""
+def _encoded(client: Client, req: StreamRequest) -> tuple[str, bytes]:
+    """A request's path and JSON body as bytes: a long prompt's encoding takes the loop milliseconds, which an
+    open-loop run spends before its origin rather than beside other requests' sends."""
     path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature, req.messages,
                              salt=req.salt)
+    return path, json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, due: float = 0.0,
+                  encoded: tuple[str, bytes] | None = None) -> _Raw:
+    """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy); its headers
+    are written no earlier than ``due`` (``time.perf_counter()``); ``encoded``: its path and body, built before."""
+    path, content = encoded or _encoded(client, req)
 
     async def send() -> tuple[httpx.Response, float]:
         with client.named_errors("POST", path) as t0:
             sent = _GatedClock(due)
-            request = http.build_request("POST", path, json=body, extensions={"trace": sent.atrace})
+            request = http.build_request("POST", path, content=content, headers=_JSON,
+                                         extensions={"trace": sent.atrace})
             resp = await http.send(request, stream=True)
             if resp.status_code != 200:
                 await resp.aread()
