@@ -259,7 +259,7 @@ async def _ignore(name: str, info: dict[str, Any]) -> None:
 LEAD_S = 0.25
 #: The last part of that wait is spent yielding to the event loop turn by turn: the loop's timers wake on whole
 #: milliseconds (epoll), late by up to one.
-SPIN_S = 0.002
+SPIN_S = 0.001
 
 
 class _GatedClock(SentClock):
