@@ -157,6 +157,7 @@ def test_arrivals_within_5_ms_p99_of_the_schedule(calm_sim: SimServer, speed: fl
     p50, p99 = (float(np.percentile(errors, q)) for q in (50, 99))
     machine_p99 = float(np.percentile(machine, 99))
     assert min(sent) >= -0.001  # never stamped before the client wrote it
+    assert min(errors) >= -0.001  # nor written before its time (a request sets out early, and waits for it)
     bound = max(ARRIVAL_S, machine_p99 + SEND_PATH_S)
     assert p99 <= bound, (f"arrivals p50 {1000 * p50:.1f} ms p99 {1000 * p99:.1f} ms behind the schedule over "
                           f"{len(errors)} rows at speed {speed}; this machine woke a sleeping process p99 "
