@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,8 @@ from pytest_specperf.sim import SimServer
 CASES = """
 import pytest
 
-@pytest.mark.rate(rps=10, requests=16, tokens="uniform(16, 48)", ctx="mix(0.5 * uniform(60, 120), 0.5 * uniform(400, 500))")
+@pytest.mark.rate(rps=10, requests=16, tokens="uniform(16, 48)",
+                  ctx="mix(0.5 * uniform(60, 120), 0.5 * uniform(400, 500))")
 def test_rate(specperf):
     pass
 
