@@ -58,13 +58,13 @@ WARMUP = 0.10
 FLOOR_RPS = 1e-3
 
 
-def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: int, nodeid: str = "") -> Probe:
+def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: int) -> Probe:
     """One open-loop run at ``rps``: its attainment over the counted requests, and its figures."""
     n = spec.probe_requests(rps)
     recs = categories.records(spec)
     drawn = categories.draw(recs, n, seed + 1009 * k) if recs else None
-    # drawn lengths: the same for every probe of the case (seeded by its node id), so probes differ only in rate
-    toks, ctxs = drawn_lengths(spec, n, nodeid)
+    # drawn lengths: the same for every probe of the case (seeded by its node id's seed), so probes differ only in rate
+    toks, ctxs = drawn_lengths(spec, n, f"capacity:{seed}")
     outcomes = run_requests(context, rps=rps, n=n, tokens=toks, ctx=ctxs, content=spec.content,
                             api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
                             seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn,
@@ -147,7 +147,7 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
             stop = (f"budget: a probe at {rate:.3g} req/s (~{expected:.0f} s) would not fit in "
                     f"budget_s={spec.budget_s:g}")
             break
-        p = probe(context, spec, rate, seed, len(probes), nodeid)
+        p = probe(context, spec, rate, seed, len(probes))
         probes.append(p)
         if p.passed:
             lo = rate if lo is None else max(lo, rate)
