@@ -13,20 +13,35 @@ Run: ``python benchmarks/replay.py`` (a few minutes; ``--rows 162 --speeds 1 10`
 
 ``--quick`` replays the first 38 rows at speed 10 only (CI's check that the script still runs).
 ``--build-all`` also times building all 400 rows of the Mooncake excerpt (5.7M prompt tokens).
+
+``--peers`` (not with ``--quick``) sets the client's whole CPU beside other replay tools', each run as a child
+process replaying the same first rows at the trace's own pace against one simulator, one after the other, CPU
+seconds from the kernel's account of the finished child and its workers (``RUSAGE_CHILDREN``): ours
+(``Runner`` on a replay case), AIPerf (``--aiperf PATH``, default ``aiperf`` on PATH: ``profile
+--custom-dataset-type mooncake_trace --fixed-schedule``, with ``--aiperf-tokenizer``, a Hugging Face tokenizer
+it can load offline) and GuideLLM (``--guidellm PATH``: ``benchmark --profile replay``). A tool that is not
+installed is left out with a printed note.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import ReplayResult
 from pytest_specperf.endpoint.client import Client
-from pytest_specperf.prompts.traces import build_trace_prompts, load_trace
+from pytest_specperf.prompts.traces import BUILTIN_PREFIX, BUILTIN_TRACES, build_trace_prompts, load_trace
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.sim import SimServer
 
@@ -40,9 +55,16 @@ def main() -> None:
     ap.add_argument("--sim-speed", type=float, default=50.0)
     ap.add_argument("--build-all", action="store_true")
     ap.add_argument("--quick", action="store_true", help="38 rows at speed 10 (under a minute)")
+    ap.add_argument("--peers", action="store_true", help="the client CPU of ours, AIPerf and GuideLLM, one run each")
+    ap.add_argument("--aiperf", default="aiperf")
+    ap.add_argument("--aiperf-tokenizer", default=None, help="a tokenizer AIPerf loads (a Hugging Face name)")
+    ap.add_argument("--guidellm", default="guidellm")
     args = ap.parse_args()
     if args.quick:
-        args.rows, args.speeds, args.build_all = 38, [10.0], False
+        args.rows, args.speeds, args.build_all, args.peers = 38, [10.0], False, False
+    if args.peers:
+        peers(args)
+        return
     rows = load_trace(TRACE).rows[:args.rows]
     window = rows[-1].at_s + 1e-3
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
@@ -72,6 +94,56 @@ def main() -> None:
                   f"p50 {np.percentile(sent, 50):.2f} ms p99 {np.percentile(sent, 99):.2f} ms; length mismatches "
                   f"{r.length_mismatches}; reusable {r.reusable_share:.4f} vs cached {r.cached_share}")
         client.close()
+
+
+OURS = """
+import sys
+from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.run.runner import Runner
+url, window = sys.argv[1], float(sys.argv[2])
+client = Client(url, timeout=300)
+client.detect()
+r = Runner(client).run(build_spec("replay", {"trace": "builtin:mooncake-conversation", "duration_s": window}), "peers")
+print(r.requests, r.length_mismatches)
+"""
+
+
+def peers(args: argparse.Namespace) -> None:
+    """Each tool's whole CPU (its process and every worker it waited for) replaying the same rows, one at a time."""
+    rows = load_trace(TRACE).rows[:args.rows]
+    window = rows[-1].at_s + 1e-3
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {len(rows)} Mooncake rows at "
+          f"the trace's pace ({window:.0f} s)")
+    with tempfile.TemporaryDirectory() as tmp, SimServer("healthy", speed=args.sim_speed,
+                                                         overrides={"cache_report": True}) as sim:
+        rows_file = Path(tmp) / "mooncake.jsonl"
+        text = resources.files("pytest_specperf").joinpath(
+            "data/traces", BUILTIN_TRACES[TRACE.removeprefix(BUILTIN_PREFIX)]).read_text()
+        rows_file.write_text("".join(line + "\n" for line in text.splitlines()[:args.rows]))
+        runs = {"specperf": [sys.executable, "-c", OURS, sim.url, str(window)]}
+        aiperf = shutil.which(args.aiperf)
+        if aiperf is None or args.aiperf_tokenizer is None:
+            print(f"AIPerf left out: {'no --aiperf-tokenizer given' if aiperf else f'{args.aiperf} not found'}")
+        else:
+            runs["AIPerf"] = [aiperf, "profile", "-m", sim.model, "--url", sim.url, "--endpoint-type", "completions",
+                              "--streaming", "--input-file", str(rows_file), "--custom-dataset-type",
+                              "mooncake_trace", "--fixed-schedule", "--tokenizer", args.aiperf_tokenizer,
+                              "--use-server-token-count", "--artifact-dir", str(Path(tmp) / "aiperf")]
+        guidellm = shutil.which(args.guidellm)
+        if guidellm is None:
+            print(f"GuideLLM left out: {args.guidellm} not found")
+        else:
+            runs["GuideLLM"] = [guidellm, "benchmark", "--target", sim.url, "--profile", "replay", "--data",
+                                str(rows_file), "--output-dir", str(Path(tmp) / "guidellm")]
+        for name, cmd in runs.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, check=False)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            note = "" if done.returncode == 0 else f" (exit {done.returncode}: {done.stderr.strip()[-300:]})"
+            print(f"{name}: client CPU {cpu:.1f} s in all over {time.perf_counter() - wall:.0f} s wall{note}")
 
 
 if __name__ == "__main__":

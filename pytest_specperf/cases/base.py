@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeGuard
 
+from pytest_specperf.cases.lengths import DERIVED, DRAWN_KINDS, Lengths
 from pytest_specperf.cases.prompt_cases import check_prompts
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts.content_kinds import CONTENT_KINDS
@@ -59,10 +60,19 @@ class CaseSpec:
     # prefill (prompts/cold.py); "warm": the same prompt text every time, sent once untimed before it is
     # measured, for figures of a cached prefill. A session's later turns reuse their conversation either way.
     prefix_cache: str = "cold"
+    # ``tokens=`` and ``ctx=`` given as a distribution (cases/lengths.py), parsed when the spec is built; the keyword
+    # itself then holds the longest length it draws (what the server's context must fit).
+    tokens_dist: Lengths | None = field(default=None, metadata=DERIVED)
+    ctx_dist: Lengths | None = field(default=None, metadata=DERIVED)
 
     def validate(self) -> None:
         """Raise ConfigError naming the keyword when a value is out of range."""
         k = self.KIND
+        check((self.tokens_dist is None and self.ctx_dist is None) or k in DRAWN_KINDS, k,
+              "a distribution of lengths applies to sustained(concurrency=N), load_sweep, rate and capacity")
+        check(self.ctx_dist is None or self.prompts is None, k,
+              f"ctx={self.ctx_dist.text if self.ctx_dist else ''!r} draws prompt lengths, but prompts= sends a file's "
+              "prompts at their own lengths; drop one of them")
         check(isinstance(self.ctx, int) and self.ctx >= 1, k, f"ctx must be a positive integer, got {self.ctx!r}")
         check(self.content in CONTENT_KINDS, k, f"content must be one of {', '.join(CONTENT_KINDS)}, "
                f"got {self.content!r}")

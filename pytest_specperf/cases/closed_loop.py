@@ -58,6 +58,10 @@ class SustainedSpec(CaseSpec):
         check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
                f"max_drift needs tokens >= {MIN_DRIFT_TOKENS} (drift is judged over 8 windows of 32 decode tokens), "
                f"got tokens={self.tokens}; raise tokens or drop max_drift")
+        check(self.concurrency > 1 or self.requests is not None or (self.tokens_dist is None and self.ctx_dist is None),
+              k, "tokens or ctx drawn from a distribution needs several requests: give concurrency=N (N > 1) or "
+              "requests=K")
+        validate_drawn(self, k)
         for name in ("max_ttft_s", "max_ttft_content_s", "max_ttft_p90_s", "max_ttft_p99_s"):
             v = getattr(self, name)
             check(v is None or (is_number(v) and v > 0), k, f"{name} must be a positive number of seconds, got {v!r}")
@@ -154,6 +158,7 @@ class LoadSweepSpec(CaseSpec):
                f"max_drift must be a fraction in (0, 1), got {self.max_drift!r}")
         check(self.max_drift is None or self.tokens >= MIN_DRIFT_TOKENS, k,
                f"max_drift needs tokens >= {MIN_DRIFT_TOKENS}, got tokens={self.tokens}; raise tokens or drop it")
+        validate_drawn(self, k)
         check(self.min_speedup is None or (is_number(self.min_speedup) and self.min_speedup > 0), k,
                f"min_speedup must be a positive ratio (1.0: speculation must not slow users), got {self.min_speedup!r}")
 
@@ -168,6 +173,7 @@ class LoadSweepSpec(CaseSpec):
                              prompts=self.prompts, prompts_format=self.prompts_format, sample=self.sample,
                              categories=self.categories,
                              tokens=self.tokens, concurrency=c, requests=self.requests, ramp_s=self.ramp_s,
+                             tokens_dist=self.tokens_dist, ctx_dist=self.ctx_dist,
                              max_drift=self.max_drift,
                              min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
 
@@ -197,8 +203,12 @@ def validate_load(spec: Any, k: str) -> None:
            f"min_total_tps must be a positive number of tokens/s (aggregate over all streams), got {v!r}")
 
 
-
-
+def validate_drawn(spec: Any, k: str) -> None:
+    """Drawn output lengths and the drift gate: every draw must be long enough to judge drift on."""
+    d = spec.tokens_dist
+    check(spec.max_drift is None or d is None or d.low >= MIN_DRIFT_TOKENS, k,
+          f"max_drift needs every request's tokens >= {MIN_DRIFT_TOKENS}, but tokens={d.text if d else ''!r} draws "
+          f"from {d.low if d else 0}; give the distribution min={MIN_DRIFT_TOKENS} or drop max_drift")
 
 
 def validate_ttft_tail(spec: SustainedSpec, k: str) -> None:

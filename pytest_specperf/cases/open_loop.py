@@ -31,6 +31,14 @@ def check_slo(slo: Any, k: str, *, required: bool) -> None:
                f"slo {key} must be a positive number of {SLO_KEYS[key]}, got {value!r}")
 
 
+def check_burstiness(spec: Any, k: str) -> None:
+    """``burstiness`` goes with ``arrivals="gamma"`` only, as a positive number."""
+    b = spec.burstiness
+    check(b is None or (spec.arrivals == "gamma" and is_number(b) and b > 0 and math.isfinite(b)), k,
+          f"burstiness must be a positive number with arrivals='gamma' (1 = Poisson, 0.25 = bursts with a CV of "
+          f"2), got burstiness={b!r} with arrivals={spec.arrivals!r}")
+
+
 def _fraction(v: Any, name: str, k: str) -> None:
     check(v is None or (is_number(v) and 0 < v <= 1), k, f"{name} must be a fraction in (0, 1], got {v!r}")
 
@@ -72,10 +80,7 @@ class RateSpec(CaseSpec):
         check(isinstance(self.requests, int) and not isinstance(self.requests, bool) and self.requests >= 2, k,
                f"requests must be an integer >= 2, got {self.requests!r}")
         _common(self, k)
-        check(self.burstiness is None or (self.arrivals == "gamma" and is_number(self.burstiness)
-                                          and self.burstiness > 0 and math.isfinite(self.burstiness)), k,
-              f"burstiness must be a positive number with arrivals='gamma' (1 = Poisson, 0.25 = bursts with a CV of "
-              f"2), got burstiness={self.burstiness!r} with arrivals={self.arrivals!r}")
+        check_burstiness(self, k)
         check_slo(self.slo, k, required=self.min_attainment is not None or self.min_goodput is not None)
         _fraction(self.min_attainment, "min_attainment", k)
         check(self.min_goodput is None or (is_number(self.min_goodput) and self.min_goodput > 0), k,
@@ -95,6 +100,7 @@ class CapacitySpec(CaseSpec):
     target: float = 0.95  # attainment a rate must keep
     tokens: int = 256
     arrivals: str = "poisson"
+    burstiness: float | None = None  # arrivals="gamma": the gaps' gamma shape (vLLM's), as in rate
     start_rps: float = 1.0  # first probe
     probe_s: float = 30.0  # arrivals per probe last this long (at least min_requests requests)
     min_requests: int = 32
@@ -108,8 +114,7 @@ class CapacitySpec(CaseSpec):
         check_slo(self.slo, k, required=True)
         _fraction(self.target, "target", k)
         _common(self, k)
-        check(self.arrivals != "gamma", k, "arrivals='gamma' applies to rate cases; a capacity search probes with "
-              "poisson or constant arrivals")
+        check_burstiness(self, k)
         for name in ("start_rps", "probe_s"):
             v = getattr(self, name)
             check(is_number(v) and v > 0 and math.isfinite(v), k, f"{name} must be a positive number, got {v!r}")

@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import CtxSweepSpec, LoadSweepSpec, SustainedSpec, TwoPointSpec
+from pytest_specperf.cases.lengths import resolve_lengths
 from pytest_specperf.cases.open_loop import CapacitySpec, RateSpec
 from pytest_specperf.cases.prompt_cases import resolve_keywords
 from pytest_specperf.cases.replay import ReplaySpec
@@ -27,7 +28,7 @@ def marker_help() -> dict[str, str]:
     """Marker registration lines with their signatures, for ``pytest --markers``."""
     out = {}
     for kind, cls in SPECS.items():
-        args = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls))
+        args = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls) if not f.metadata.get("derived"))
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         out[kind] = f"{kind}({args}): specperf perf case. {doc}"
     return out
@@ -45,13 +46,14 @@ def build_spec(kind: str, kwargs: Mapping[str, Any], args: tuple[Any, ...] = (),
     cls = SPECS[kind]
     if args:
         raise ConfigError(f"{kind}() takes keyword arguments only, e.g. {kind}(ctx=1000); got positional {args!r}")
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")]
     for key in kwargs:
         if key not in names:
             near = difflib.get_close_matches(str(key), names, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keywords: {', '.join(names)}"
             raise ConfigError(f"{kind}(): unknown keyword {key!r}{hint}")
     values = resolve_keywords(kind, kwargs, base, default_prompts)
+    resolve_lengths(kind, values, base)  # tokens="uniform(100, 400)": parsed once, here
     if kind == "replay" and isinstance(values.get("trace"), str | Path):
         values["trace"] = traces.resolve(values["trace"], base)  # relative to the case file, as prompts= is
     for name in ("ctxs", "concurrency"):

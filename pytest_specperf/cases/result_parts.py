@@ -196,6 +196,9 @@ class RateRequest:
     met: bool | None = None
     category: str | None = field(default=None, metadata=OMIT)
     prompt_id: str | None = field(default=None, metadata=OMIT)
+    # Lengths drawn from a distribution (cases/lengths.py): the prompt tokens and output tokens this request asked for
+    drawn_ctx: int | None = field(default=None, metadata=OMIT)
+    drawn_tokens: int | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

@@ -62,6 +62,9 @@ class Result:
     # cached share of the prompt tokens of requests meant to be cold, where the server says (run/cached_share.py)
     cached_share: float | None = None
     ttft_cache: str = ""  # why TTFT is inconclusive: requests meant to be cold came back cached ("" = they did not)
+    # {"tokens": ..., "ctx": ...}: the keywords given as a distribution, as written (cases/lengths.py); ctx and tokens
+    # then hold the median request's lengths, and each request its own (drawn_ctx, drawn_tokens)
+    drawn: dict[str, str] | None = field(default=None, metadata=OMIT)
     # Set after measuring, and only on some runs (left out of the JSON while None):
     # against a saved baseline, A, or the history
     comparisons: list[CaseComparison] | None = field(default=None, metadata=OMIT)
@@ -121,6 +124,9 @@ class StreamResult:
     bursts: list[Burst] = field(default_factory=list)
     # A/B and arms: the trial (0-based) of a stream in a combined result
     trial: int | None = field(default=None, metadata=OMIT)
+    # Lengths drawn from a distribution (cases/lengths.py): the prompt tokens and output tokens this request asked for
+    drawn_ctx: int | None = field(default=None, metadata=OMIT)
+    drawn_tokens: int | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

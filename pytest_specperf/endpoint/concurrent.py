@@ -13,10 +13,12 @@ that completed it; events that arrived in one read share its time, as they did a
 
 Scheduling: requests with ``at_s`` in the future wait on the event loop's timer, so open-loop
 arrivals (a Poisson schedule, a fixed rate) are a list of requests with increasing ``at_s``; each
-outcome records how late it was actually sent (``sent_s`` against ``at_s``). ``sent_s`` is when the
-request first touched the network (httpcore's first trace event for it: connecting, or writing its
-headers), so every delay of the client's own (event-loop lag, building the request, a first-time
-import) counts as lateness, never as the server's time.
+outcome records how late it was actually sent (``sent_s`` against ``at_s``). A scheduled request sets
+out ``LEAD_S`` before its time (its body encoded, a connection taken or opened, everything up to the
+write of its headers) and waits there for its time: done at its time, that work took a busy loop
+10-40 ms, the TCP connect alone several loop turns. ``sent_s`` is when its headers went to the socket
+(``SentClock``), so any delay of the client's own (event-loop lag, a connect slower than the lead)
+still counts as lateness, never as the server's time.
 
 Warm-up: before the origin is taken, one streamed GET goes through a throwaway async client, so
 the one-time costs of the first async request in a process (importing the async network backend)
@@ -38,6 +40,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import json
 import ssl
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -46,7 +49,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from pytest_specperf.endpoint.client import Client, SentClock
+from pytest_specperf.endpoint.client import HEADERS_SENT, Client, SentClock
 from pytest_specperf.endpoint.sse import Trace, TraceBuilder, paused_gc, split_events
 from pytest_specperf.errors import MeasurementError
 
@@ -220,8 +223,10 @@ async def _run(client: Client, requests: list[StreamRequest], origin: float | No
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
         await _warm(client, timeout)
-        start = time.perf_counter() if origin is None else origin
-        tasks = [asyncio.create_task(_one(client, http, r, start)) for r in requests]
+        bodies = [_encoded(client, r) for r in requests]  # before the origin: none is encoded beside a send
+        # The origin is LEAD_S ahead, so a request due at it sets out as early as every later one.
+        start = time.perf_counter() + LEAD_S if origin is None else origin
+        tasks = [asyncio.create_task(_one(client, http, r, start, b)) for r, b in zip(requests, bodies, strict=True)]
         done = await asyncio.gather(*tasks)
     # Parsing waits until the last stream ended: done per stream as it ends, it would hold up the
     # event loop while other streams' chunks arrive (with 64 streams ending together, by tens of ms).
@@ -248,14 +253,47 @@ async def _ignore(name: str, info: dict[str, Any]) -> None:
     """A trace callback that records nothing (exercises the traced path during warm-up)."""
 
 
-async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float
-               ) -> tuple[StreamOutcome, _Raw | None]:
-    delay = origin + req.at_s - time.perf_counter()
+#: The event loop's own sleep, for the schedule's waits (a test may stand in for ``asyncio.sleep`` to count retry
+#: waits; the schedule still keeps time).
+_sleep = asyncio.sleep
+#: How early a scheduled request sets out: it builds its body, takes a connection (opening one) and reaches the
+#: point of writing its headers this long before its time, then waits there and writes them on time. Done at its
+#: time instead, that work took a busy event loop 10-40 ms (a TCP connect alone is several loop turns).
+LEAD_S = 0.25
+#: The last part of that wait is spent yielding to the event loop turn by turn: the loop's timers wake on whole
+#: milliseconds (epoll), late by up to one.
+SPIN_S = 0.001
+
+
+class _GatedClock(SentClock):
+    """A ``SentClock`` that holds the headers back until ``due`` (``time.perf_counter()``), then stamps them."""
+
+    def __init__(self, due: float) -> None:
+        super().__init__()
+        self.due = due
+
+    async def atrace(self, name: str, info: dict[str, Any]) -> None:
+        """Before the headers' write (httpcore awaits this, then writes at once): wait for ``due``, then stamp."""
+        if self.at is None and name.endswith(HEADERS_SENT):
+            if (wait := self.due - time.perf_counter()) > SPIN_S:
+                await _sleep(wait - SPIN_S)
+            while time.perf_counter() < self.due:  # the last stretch by loop turns: a timer wakes up to 1 ms late
+                await _sleep(0)
+        self(name, info)
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float,
+               encoded: tuple[str, bytes] | None = None) -> tuple[StreamOutcome, _Raw | None]:
+    due = origin + req.at_s
+    delay = due - LEAD_S - time.perf_counter()
     if delay > 0:
-        await asyncio.sleep(delay)
+        await _sleep(delay)
     sent = time.perf_counter()
     try:
-        raw = await _stream(client, http, req)
+        raw = await _stream(client, http, req, due, encoded)
         return StreamOutcome(req, None, None, raw.t0 - origin, origin), raw
     except MeasurementError as exc:
         return StreamOutcome(req, None, exc, sent - origin, origin), None
@@ -277,15 +315,25 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
     return outcome
 
 
-async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest) -> _Raw:
-    """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy)."""
+def _encoded(client: Client, req: StreamRequest) -> tuple[str, bytes]:
+    """A request's path and JSON body as bytes: a long prompt's encoding takes the loop milliseconds, which an
+    open-loop run spends before its origin rather than beside other requests' sends."""
     path, body = client.body(req.prompt, req.max_tokens, req.api, True, req.seed, req.temperature, req.messages,
                              salt=req.salt)
+    return path, json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, due: float = 0.0,
+                  encoded: tuple[str, bytes] | None = None) -> _Raw:
+    """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy); its headers
+    are written no earlier than ``due`` (``time.perf_counter()``); ``encoded``: its path and body, built before."""
+    path, content = encoded or _encoded(client, req)
 
     async def send() -> tuple[httpx.Response, float]:
         with client.named_errors("POST", path) as t0:
-            sent = SentClock()
-            request = http.build_request("POST", path, json=body, extensions={"trace": sent.atrace})
+            sent = _GatedClock(due)
+            request = http.build_request("POST", path, content=content, headers=_JSON,
+                                         extensions={"trace": sent.atrace})
             resp = await http.send(request, stream=True)
             if resp.status_code != 200:
                 await resp.aread()

@@ -32,6 +32,7 @@ import math
 import time
 from typing import ClassVar
 
+from pytest_specperf.cases import lengths
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
 from pytest_specperf.cases.result_parts import LowestRate, RateRequest
@@ -41,7 +42,9 @@ from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.rate import (
     category_figures,
+    drawn_lengths,
     lowest_rate,
+    mark_drawn,
     moved,
     request_record,
     run_requests,
@@ -60,11 +63,15 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     n = spec.probe_requests(rps)
     recs = categories.records(spec)
     drawn = categories.draw(recs, n, seed + 1009 * k) if recs else None
-    outcomes = run_requests(context, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
+    # drawn lengths: the same for every probe of the case (seeded by its node id's seed), so probes differ only in rate
+    toks, ctxs = drawn_lengths(spec, n, f"capacity:{seed}")
+    outcomes = run_requests(context, rps=rps, n=n, tokens=toks, ctx=ctxs, content=spec.content,
                             api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn)
+                            seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn,
+                            burstiness=spec.burstiness or 1.0)
     slo = dict(spec.slo)
-    records = [request_record(o, slo, spec.tokens, context.client.kind) for o in outcomes]
+    records = [request_record(o, slo, t, context.client.kind) for o, t in zip(outcomes, toks, strict=True)]
+    mark_drawn(spec, records, toks, ctxs)
     cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     fig = summarize(records, slo)  # a probe the server refused entirely is measured: it met nothing
     counted, attainment, passed = probe_verdict(records, spec.target)
@@ -160,6 +167,9 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
         search_s=time.monotonic() - began, goodput_rps=best.goodput_rps if best else None,
         attainment=best.attainment if best else None, min_rps=spec.min_rps,
         decode_tps=best.decode_tps if best else None)
+    r.drawn = lengths.described({"tokens": spec.tokens_dist, "ctx": spec.ctx_dist})
+    if r.drawn:  # the typical request's lengths stand for the case
+        r.tokens, r.ctx = lengths.typical(spec.tokens_dist, spec.tokens), lengths.typical(spec.ctx_dist, spec.ctx)
     if spec.prompts is not None:  # figures per category at the capacity found (its highest passing probe)
         r.prompts, r.categories = spec.prompts, best.categories if best else None
         r.content = categories.content_label(spec)

@@ -117,6 +117,25 @@ class CaseContext:
         with ThreadPoolExecutor(min(COUNT_WORKERS, len(base))) as pool:
             return list(pool.map(lambda p: self._fresh(p, api), base))
 
+    def prompts_of(self, kind: str, ctxs: list[int], variants: list[int], api: str = "completions") -> list[Prompt]:
+        """``prompts`` where each request has its own length (``ctxs[i]`` server tokens for ``variants[i]``): the
+        requests of each length built together, the lengths side by side."""
+        if len(set(ctxs)) <= 1:
+            return self.prompts(kind, ctxs[0], variants, api) if ctxs else []
+        groups: dict[int, list[int]] = {}
+        for i, c in enumerate(ctxs):
+            groups.setdefault(c, []).append(i)
+        out: list[Prompt | None] = [None] * len(ctxs)
+
+        def build(item: tuple[int, list[int]]) -> None:
+            ctx, where = item
+            for i, p in zip(where, self.prompts(kind, ctx, [variants[i] for i in where], api), strict=True):
+                out[i] = p
+
+        with ThreadPoolExecutor(min(COUNT_WORKERS, len(groups))) as pool:
+            list(pool.map(build, groups.items()))
+        return [p for p in out if p is not None]
+
     def tags_prompts(self) -> bool:
         """Whether a cold request's prompt must open with a fresh tag: a cold case on a server the client cannot
         keep out of its cache otherwise (``Capabilities.cold_by``)."""

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases import lengths
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResult, SustainedResult
@@ -43,15 +44,18 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     requests = []
     recs = categories.records(spec)
     k = request_count(spec, len(recs) if recs else None)
+    # Each request's lengths: the case's, or drawn for this node id (cases/lengths.py)
+    toks = lengths.per_request(spec.tokens_dist, spec.tokens, k, nodeid)
+    ctxs = lengths.per_request(spec.ctx_dist, spec.ctx, k, nodeid)
     if recs:  # a prompt file: each request its own prompt, drawn from the file (categories.draw)
         drawn = categories.draw(recs, k, seed)
         for i, rec in enumerate(drawn):
-            requests.append(StreamRequest(prompt=rec.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
+            requests.append(StreamRequest(prompt=rec.text, max_tokens=toks[i], api=spec.api, seed=seed + i,
                                           temperature=spec.temperature, at_s=spec.ramp_s * min(i, n) / n,
                                           messages=categories.messages(rec, spec.api)))
-    for i, prompt in enumerate([] if recs else context.prompts(spec.content, spec.ctx, [seed + i for i in range(k)],
-                                                                spec.api)):
-        requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
+    for i, prompt in enumerate([] if recs else context.prompts_of(spec.content, ctxs, [seed + i for i in range(k)],
+                                                                   spec.api)):
+        requests.append(StreamRequest(prompt=prompt.text, max_tokens=toks[i], api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * min(i, n) / n))
     before = context.scrape_metrics()
     outcomes = run_streams(context.client, requests) if k == n else run_closed_loop(context.client, requests, n)
@@ -59,9 +63,11 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     found = traces(outcomes)
     streams, drifts = [], []
     for i, (o, trace) in enumerate(zip(outcomes, found, strict=True)):
-        stream_figures.check_length(spec.tokens, trace.completion_tokens, trace.finish_reason, context.client.kind)
+        stream_figures.check_length(toks[i], trace.completion_tokens, trace.finish_reason, context.client.kind)
         s, d = stream_figures.stream_result(trace, coalesce_s=context.coalesce_s())
         s.sent_s, s.user = o.sent_s, o.user if k > n else i
+        if spec.tokens_dist is not None or (spec.ctx_dist is not None and not recs):
+            s.drawn_tokens, s.drawn_ctx = toks[i], None if recs else ctxs[i]
         if recs:
             s.category, s.prompt_id = drawn[i].category, drawn[i].id
         streams.append(s)
@@ -72,6 +78,9 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
         judged = list(range(len(streams)))
     js, jt = [streams[i] for i in judged], [found[i] for i in judged]
     r = _result(context, spec, nodeid, js, found, steady, jt)
+    r.drawn = lengths.described({"tokens": spec.tokens_dist, "ctx": None if recs else spec.ctx_dist})
+    if r.drawn:  # the median request's lengths stand for the case
+        r.tokens, r.ctx = int(np.median(toks)), int(np.median(ctxs))
     r.streams = js
     r.requests = k
     if steady is not None:
@@ -259,6 +268,7 @@ def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSw
         decode_tps=levels[-1].decode_tps, total_tps=max(totals) if totals else None,
         min_total_tps=spec.min_total_tps, min_speedup=spec.min_speedup)
     result.notes.append(knee_text(result.knee, levels))
+    result.drawn = lengths.described({"tokens": spec.tokens_dist, "ctx": spec.ctx_dist})
     if spec.prompts is not None:  # figures per category at the highest level: the load a deploy is sized for
         result.prompts, result.categories = spec.prompts, levels[-1].categories
         result.content = categories.content_label(spec)

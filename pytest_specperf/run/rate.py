@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_specperf.cases import lengths
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
 from pytest_specperf.cases.replay import ReplaySpec
@@ -115,20 +116,22 @@ def within(rec: RateRequest, key: str, bound: float) -> bool:
     return v is not None and not math.isnan(v) and v <= bound
 
 
-def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int, ctx: int, content: str, api: str,
-                 temperature: float, arrivals: str, seed: int, variant: int,
+def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int | list[int], ctx: int | list[int],
+                 content: str, api: str, temperature: float, arrivals: str, seed: int, variant: int,
                  drawn: list[PromptRecord] | None = None, burstiness: float = 1.0) -> list[StreamOutcome]:
     """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock, or ``drawn`` from a prompt
-    file); 429/503 are not retried."""
+    file); 429/503 are not retried. ``tokens`` and ``ctx``: every request's, or one per request."""
     times = schedule(rps, n, arrivals, seed, burstiness)
+    toks = tokens if isinstance(tokens, list) else [tokens] * n
+    ctxs = ctx if isinstance(ctx, list) else [ctx] * n
     reqs = []
     if drawn is not None:
         for i, (at, rec) in enumerate(zip(times, drawn, strict=True)):
-            reqs.append(StreamRequest(prompt=rec.text, max_tokens=tokens, api=api, seed=seed + i,
+            reqs.append(StreamRequest(prompt=rec.text, max_tokens=toks[i], api=api, seed=seed + i,
                                       temperature=temperature, at_s=at, messages=categories.messages(rec, api)))
-    prompts = context.prompts(content, ctx, [variant + i for i in range(n)], api) if drawn is None else []
+    prompts = context.prompts_of(content, ctxs, [variant + i for i in range(n)], api) if drawn is None else []
     for i, (at, prompt) in enumerate(zip(times, prompts, strict=False)):
-        reqs.append(StreamRequest(prompt=prompt.text, max_tokens=tokens, api=api, seed=seed + i,
+        reqs.append(StreamRequest(prompt=prompt.text, max_tokens=toks[i], api=api, seed=seed + i,
                                   temperature=temperature, at_s=at))
     client = context.client
     retries, client.retries = client.retries, 0  # a refusal is an answer under load: count it, do not retry
@@ -196,12 +199,14 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     seed = case_seed(nodeid)
     recs = categories.records(spec)
     drawn = categories.draw(recs, spec.requests, seed) if recs else None
-    outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=spec.tokens, ctx=spec.ctx,
+    toks, ctxs = drawn_lengths(spec, spec.requests, nodeid)
+    outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=toks, ctx=ctxs,
                             content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
                             seed=seed, variant=seed, drawn=drawn, burstiness=spec.burstiness or 1.0)
     slo = dict(spec.slo) if spec.slo else None
     kind = context.client.kind
-    records = [request_record(o, slo, spec.tokens, kind) for o in outcomes]
+    records = [request_record(o, slo, t, kind) for o, t in zip(outcomes, toks, strict=True)]
+    mark_drawn(spec, records, toks, ctxs)
     cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
     figures = summarize(records, slo)
     prompt_tokens = next((o.trace.prompt_tokens for o in outcomes if o.trace is not None), None)
@@ -215,6 +220,12 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
         counted = [p.prompt_tokens for p in records if p.prompt_tokens is not None]
         if counted:
             r.ctx = r.prompt_tokens = int(np.median(counted))
+    r.drawn = lengths.described({"tokens": spec.tokens_dist, "ctx": spec.ctx_dist})
+    if r.drawn:  # the median request's lengths stand for the case
+        r.tokens = r.completion_tokens = int(np.median(toks))
+        r.ctx = int(np.median(ctxs))
+        counted = [p.prompt_tokens for p in records if p.prompt_tokens is not None]
+        r.prompt_tokens = int(np.median(counted)) if counted else None
     lateness.attach(r, [p.late_s for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
     if slo and r.client_behind:  # blamed only where sending on time could change the verdict
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
@@ -250,16 +261,32 @@ def category_figures(records: list[RateRequest], outcomes: list[StreamOutcome], 
     return out
 
 
+def drawn_lengths(spec: Any, n: int, nodeid: str) -> tuple[list[int], list[int]]:
+    """Each of ``n`` requests' output and prompt lengths: the case's, or drawn for the node id (cases/lengths.py)."""
+    return (lengths.per_request(spec.tokens_dist, spec.tokens, n, nodeid),
+            lengths.per_request(spec.ctx_dist, spec.ctx, n, nodeid))
+
+
+def mark_drawn(spec: Any, records: list[RateRequest], toks: list[int], ctxs: list[int]) -> None:
+    """Each record's drawn lengths, where the case draws them (its JSON keeps what each request asked for)."""
+    if spec.tokens_dist is None and spec.ctx_dist is None:
+        return
+    for rec, t, c in zip(records, toks, ctxs, strict=True):
+        rec.drawn_tokens, rec.drawn_ctx = t, None if spec.prompts is not None else c
+
+
 def lowest_rate(context: CaseContext, spec: Any, seed: int) -> LowestRate:
     """Tokens per step and step time with one request at a time: what load is measured against."""
     recs = []
     file_recs = categories.records(spec)
     for i in range(REFERENCE_REQUESTS):
-        outcomes = run_requests(context, rps=1.0, n=1, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
+        # at the case's typical lengths (the median of a drawn length), not its longest
+        tokens, ctx = (lengths.typical(spec.tokens_dist, spec.tokens), lengths.typical(spec.ctx_dist, spec.ctx))
+        outcomes = run_requests(context, rps=1.0, n=1, tokens=tokens, ctx=ctx, content=spec.content,
                                 api=spec.api, temperature=spec.temperature, arrivals="constant", seed=seed + 7919 + i,
                                 variant=seed + 7919 + i,
                                 drawn=categories.draw(file_recs, 1, seed + 7919 + i) if file_recs else None)
-        recs.append(request_record(outcomes[0], None, spec.tokens, context.client.kind))
+        recs.append(request_record(outcomes[0], None, tokens, context.client.kind))
     ok = [r for r in recs if r.status == 200]
     if not ok:
         return LowestRate()  # none answered: nothing to measure load against

@@ -150,6 +150,9 @@ async def listen(runner: web.AppRunner, host: str, port: int, **kwargs: Any) -> 
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     lsock = socket.socket(info[0], socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # On the listener too, so the kernel stamps a connection's bytes from the first (the accepted socket inherits it),
+    # even where they came before a busy loop accepted it.
+    lsock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     lsock.bind(info[4])
     lsock.listen(int(kwargs.get("backlog", 100)))
     lsock.setblocking(False)

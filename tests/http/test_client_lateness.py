@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support import stalls
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
@@ -25,24 +25,18 @@ def fast_sim() -> Iterator[SimServer]:
 
 
 def stall_once(client: Client, seconds: float, at_call: int = 1) -> dict[str, float]:
-    """Make the client stall once, inside its event loop, while building its ``at_call``-th request.
+    """Make ``client`` stall once, inside its event loop, as it sends its ``at_call``-th request (support/stalls.py).
 
     This is the defect under test (a client busy with itself), not a wait: ``time.sleep`` blocks
     the loop exactly as a slow client would. Returns where the stall ended (the test's own clock).
     """
-    seen: dict[str, float] = {}
-    body = client.body
-    calls = []
+    return stalls.stall_once(seconds, at_call)
 
-    def slow(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        if len(calls) == at_call:
-            time.sleep(seconds)
-            seen["end"] = time.perf_counter()
-        return body(*args, **kw)
 
-    client.body = slow  # type: ignore[method-assign]
-    return seen
+@pytest.fixture(autouse=True)
+def _no_stall_after() -> Iterator[None]:
+    yield
+    stalls.restore()
 
 
 def test_a_late_send_is_recorded_late_as_the_server_clocked_it(fast_sim: SimServer) -> None:

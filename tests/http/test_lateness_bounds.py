@@ -1,18 +1,18 @@
 """The client's lateness weighed against an SLO with two bounds: held to the tightest schedule-counted bound, and
 never taken off a figure it does not enter (TPOT runs from the first token, not from the scheduled arrival).
 
-The lateness is a stall of the client's own, made on the test's clock (``time.sleep`` inside its event loop while it
-builds a request), so which requests went out late, and by about how much, is known without the plugin.
+The lateness is a stall of the client's own, made on the test's clock (``time.sleep`` inside its event loop as it
+sends a request), so which requests went out late, and by about how much, is known without the plugin.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support import stalls
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
@@ -27,17 +27,15 @@ def fast_sim() -> Iterator[SimServer]:
 
 
 def stall_once(client: Client, seconds: float) -> None:
-    """Make the client stall once, inside its event loop, while it builds its first request: a busy client."""
-    body = client.body
-    calls: list[int] = []
+    """Make the client stall once, inside its event loop, as it sends its first request: a busy client
+    (support/stalls.py)."""
+    stalls.stall_once(seconds)
 
-    def slow(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
-            time.sleep(seconds)
-        return body(*args, **kw)
 
-    client.body = slow  # type: ignore[method-assign]
+@pytest.fixture(autouse=True)
+def _no_stall_after() -> Iterator[None]:
+    yield
+    stalls.restore()
 
 
 def _rate(sim: SimServer, runner_for: Any, slo: dict[str, float], nodeid: str, *, stall_s: float = 0.6,

@@ -39,5 +39,7 @@ def test_burstiness_only_with_gamma() -> None:
     assert build_spec("rate", {"arrivals": "gamma", "burstiness": 0.25}).burstiness == 0.25
     with pytest.raises(ConfigError, match="burstiness must be a positive number with arrivals='gamma'"):
         build_spec("rate", {"burstiness": 0.25})
-    with pytest.raises(ConfigError, match="applies to rate cases"):
-        build_spec("capacity", {"arrivals": "gamma", "slo": {"ttft_s": 1}})
+    # a capacity search probes with the same arrivals
+    assert build_spec("capacity", {"arrivals": "gamma", "burstiness": 0.25, "slo": {"ttft_s": 1}}).burstiness == 0.25
+    with pytest.raises(ConfigError, match="burstiness must be a positive number with arrivals='gamma'"):
+        build_spec("capacity", {"burstiness": 0.25, "slo": {"ttft_s": 1}})

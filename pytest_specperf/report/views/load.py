@@ -27,6 +27,7 @@ from pytest_specperf.report.views.base import (
     typed_as,
     users_text,
 )
+from pytest_specperf.report.views.lengths import drawn_charts
 
 #: The latencies a rate case records per request: field -> (name, unit shown).
 LATENCIES = {"ttft_s": ("TTFT", "s"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("end-to-end", "s"),
@@ -224,6 +225,7 @@ def rate(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
              ("client late p99", fmt(_ms(r.late_p99_s), ".1f", " ms"))]
     charts = [_latency_chart(r, key, reqs) for key in LATENCIES if key in slo or key in ("ttft_s", "e2e_s")]
     charts.append(_outcome_chart(reqs, bool(slo)))
+    charts += drawn_charts(r, reqs)  # lengths drawn from a distribution: latency against each request's lengths
     return CaseView(facts, [c for c in charts if c.series])
 
 

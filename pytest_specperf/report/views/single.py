@@ -24,6 +24,7 @@ from pytest_specperf.report.views.base import (
     pct,
     typed_as,
 )
+from pytest_specperf.report.views.lengths import drawn_charts
 from pytest_specperf.run.acceptance import slowdown_split
 
 #: share of the windows at each end that make the early and late medians (the drift definition)
@@ -105,6 +106,7 @@ def sustained(result: ResultLike, baseline: Sequence[ResultLike]) -> CaseView:
     streams = r.streams
     charts = [_cumulative_chart(streams), _window_chart(r, streams)]
     charts += _step_charts(r)
+    charts += drawn_charts(r, streams + r.warmup_drain_streams)  # lengths drawn: latency against each one's lengths
     mark_phases(r, charts)
     burst, decode = finite_number(r.burst_tps), finite_number(r.decode_tps)
     if burst is not None and decode is not None:
