@@ -36,7 +36,7 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
 from pytest_specperf.cases.result_parts import LowestRate, RateRequest
 from pytest_specperf.cases.results import CapacityResult, Probe
-from pytest_specperf.run import cached_share, categories, lateness
+from pytest_specperf.run import cached_share, categories, lateness, workers
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.rate import (
@@ -60,9 +60,10 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     n = spec.probe_requests(rps)
     recs = categories.records(spec)
     drawn = categories.draw(recs, n, seed + 1009 * k) if recs else None
-    outcomes = run_requests(context, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
-                            api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn)
+    sent = run_requests(context, rps=rps, n=n, tokens=spec.tokens, ctx=spec.ctx, content=spec.content,
+                        api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
+                        seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn)
+    outcomes = sent.outcomes
     slo = dict(spec.slo)
     records = [request_record(o, slo, spec.tokens, context.client.kind) for o in outcomes]
     cats = category_figures(records, outcomes, drawn, context.client.caps.step_chunks) if drawn else None
@@ -83,6 +84,7 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     if context.client.caps.step_chunks:
         p.tokens_per_chunk, p.step_ms = fig["tokens_per_chunk"], fig["step_ms"]
     cached_share.probe_fields(p, records, context.cold_allowance(spec.api), context.prefix_cache)
+    workers.attach(p, sent, lateness.open_loop_bound(slo, n / rps))  # a worker over capacity: this probe's doubt
     return p
 
 
@@ -164,6 +166,7 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
         r.prompts, r.categories = spec.prompts, best.categories if best else None
         r.content = categories.content_label(spec)
     lateness.attach_probes(r)
+    r.workers = probes[-1].workers if probes else None  # who sent: the last probe's shares (each probe keeps its own)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")
     if capacity_problems(r, spec) and context.client.caps.step_chunks:

@@ -1,0 +1,82 @@
+"""The code a worker runs, sent over an execnet gateway (``remote_exec`` of this module's source).
+
+Only the standard library is imported at the top: the first message tells the controller whether this host can
+import pytest_specperf at all, and which version, before any request is planned for it. Messages in, each a tuple:
+``("clock",)`` -> the worker's ``perf_counter()``; ``("run", text)`` -> build the client, answer ``("ready",)``, wait
+for ``("go", origin)`` (the origin on this worker's clock), send the share and answer ``("done", text)``;
+``("stop",)`` ends it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+
+def _raise_nofile() -> tuple[int, int]:
+    """The open-file limit raised to its hard limit (each stream holds a socket); (soft, hard) after."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: nothing to raise
+        return -1, -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process has used, user and system."""
+    t = os.times()
+    return t.user + t.system
+
+
+def serve(channel: Any) -> None:
+    """Answer the controller until it says stop or the channel closes."""
+    hello: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "python": sys.version.split()[0],
+                             "nofile": _raise_nofile()[0]}
+    try:
+        from pytest_specperf.scale import wire
+        from pytest_specperf.version import __version__
+    except ImportError as exc:
+        hello["error"] = f"{type(exc).__name__}: {exc}"
+        channel.send(hello)
+        return
+    hello["version"] = __version__
+    channel.send(hello)
+    from pytest_specperf.endpoint.concurrent import run_closed_loop, run_streams
+
+    while True:
+        msg = channel.receive()
+        if msg[0] == "clock":
+            channel.send(time.perf_counter())
+        elif msg[0] == "run":
+            job = wire.loads(msg[1])
+            client = wire.client_from(job["client"])
+            client.detect()
+            requests = [wire.request_from(r) for r in job["requests"]]
+            run_streams(client, [])  # pays a fresh process's first async send (imports) before the barrier
+            channel.send(("ready",))
+            go = channel.receive()
+            cpu0, wall0 = _cpu_s(), time.perf_counter()
+            if job["users"] is None:
+                outcomes = run_streams(client, requests, origin=go[1])
+            else:
+                outcomes = run_closed_loop(client, requests, job["users"], origin=go[1])
+            cpu, wall = _cpu_s() - cpu0, time.perf_counter() - wall0
+            client.close()
+            channel.send(("done", wire.dumps({"outcomes": [wire.outcome_dict(o) for o in outcomes],
+                                              "cpu_s": cpu, "wall_s": wall})))
+        else:
+            return
+
+
+if __name__ == "__channelexec__":
+    serve(channel)  # type: ignore[name-defined] # noqa: F821 (execnet puts ``channel`` in this module's globals)
