@@ -71,6 +71,7 @@ class Runner:
             spec = fit_spec(spec, *self.size_cap)
         kind = kind_for(spec)
         self._check_context(*kind.context_needed(spec), spec)
+        self.context.senders.start()  # every host reached and checked before this case sends anything
         with endpoint_lock(self.client.url):
             self.warm_up()
             started = time.time()

@@ -10,9 +10,11 @@ naming it; the next case opens the workers afresh.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,15 +118,21 @@ class Pool:
         """Open one gateway and hear from it: a host that cannot be reached or cannot import pytest_specperf is a
         one-line error naming it, before any request is planned for it."""
         label = "this machine" if spec == "popen" else spec
-        try:
-            gw = self._group.makegateway(spec)
-            ch = gw.remote_exec(remote)
-            hello = ch.receive(HELLO_TIMEOUT_S)
-        except Exception as exc:  # execnet raises plain OSError, HostNotFound, TimeoutError, EOFError alike
-            self._broken = (f"--specperf-hosts: cannot reach {label} ({type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())[:160]}); check it is up and its ssh or execnet socket "
-                            "server listens, or drop it from --specperf-hosts")
-            raise ConfigError(self._broken) from None
+        # execnet leaves the socket of a refused connection open; it is freed with the exception, and its
+        # ResourceWarning is execnet's, not the user's
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            try:
+                gw = self._group.makegateway(spec)
+                ch = gw.remote_exec(remote)
+                hello = ch.receive(HELLO_TIMEOUT_S)
+            except Exception as exc:  # execnet raises plain OSError, HostNotFound, TimeoutError, EOFError alike
+                self._broken = (f"--specperf-hosts: cannot reach {label} ({type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:160]}); check it is up and its ssh or execnet socket "
+                                "server listens, or drop it from --specperf-hosts")
+            gc.collect()
+        if self._broken:
+            raise ConfigError(self._broken)
         if "error" in hello or hello.get("version") != __version__:
             found = hello.get("error") or f"it has pytest-specperf {hello.get('version')}"
             self._broken = (f"--specperf-hosts: {label} (host {hello['host']}) cannot run a worker: {found}; install "
@@ -132,9 +140,15 @@ class Pool:
                             f"{hello['python']} there)")
             gw.exit()
             raise ConfigError(self._broken)
+        if spec.startswith("popen"):
+            ch.send(("bind",))  # a local worker dies with this process, however it ends
         return Worker(spec, gw, ch, int(hello["pid"]), str(hello["host"]), int(hello["nofile"]))
 
     # -- Senders ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Every host opened and checked (local processes open when a case needs them)."""
+        self._open(0)
 
     def check(self, streams: int, what: str) -> None:
         """PER_PROCESS_STREAMS per worker at most, with every worker this run may open."""

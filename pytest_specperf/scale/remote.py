@@ -32,6 +32,16 @@ def _raise_nofile() -> tuple[int, int]:
     return soft, hard
 
 
+def _die_with_parent() -> None:
+    """A local worker ends with the process that started it, even one killed outright (SIGKILL runs no code of its
+    own): the kernel's parent-death signal (Linux; elsewhere its closed pipe ends it)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _cpu_s() -> float:
     """CPU seconds this process has used, user and system."""
     t = os.times()
@@ -57,6 +67,8 @@ def serve(channel: Any) -> None:
         msg = channel.receive()
         if msg[0] == "clock":
             channel.send(time.perf_counter())
+        elif msg[0] == "bind":
+            _die_with_parent()
         elif msg[0] == "run":
             job = wire.loads(msg[1])
             client = wire.client_from(job["client"])

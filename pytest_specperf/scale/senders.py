@@ -38,6 +38,9 @@ class Sent:
 class Senders(Protocol):
     """Sends a case's requests and returns every outcome on this process's clock."""
 
+    def start(self) -> None:
+        """Reach and check every host (a one-line ConfigError naming one that fails) before anything is sent."""
+
     def check(self, streams: int, what: str) -> None:
         """Raise a one-line ConfigError when ``streams`` at once are more than these senders read faithfully."""
 
@@ -82,6 +85,9 @@ class Local:
 
     def __init__(self) -> None:
         self.nofile = raise_nofile()
+
+    def start(self) -> None:
+        """Nothing to reach."""
 
     def check(self, streams: int, what: str) -> None:
         """One process: PER_PROCESS_STREAMS at most."""

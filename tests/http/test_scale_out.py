@@ -1,0 +1,179 @@
+"""Load sent by worker processes (scale/): local execnet workers and a socket gateway standing in for another host,
+every figure judged against the simulator's recorded truth; a worker killed mid-case; a host that cannot be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import execnet
+import httpx
+import numpy as np
+import pytest
+from support.load_helpers import true_decode
+from support.processes import alive
+
+from pytest_specperf.cases.closed_loop import SustainedSpec
+from pytest_specperf.cases.open_loop import RateSpec
+from pytest_specperf.endpoint.client import Client
+from pytest_specperf.errors import ConfigError, MeasurementError
+from pytest_specperf.run.runner import Runner
+from pytest_specperf.scale.pool import Pool
+from pytest_specperf.scale.senders import PER_PROCESS_STREAMS
+from pytest_specperf.sim import SimServer
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process table in /proc")
+
+#: Streams of the scale-out case: three workers at the per-process bound each (the simulator serves them from one
+#: process on 2 cores; 2,000 would put 667 on each worker, past what one process reads faithfully).
+STREAMS = 3 * PER_PROCESS_STREAMS
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def socket_host() -> Iterator[str]:
+    """An execnet socket server on this machine, standing in for another host: its gateway spec."""
+    port = _free_port()
+    script = Path(execnet.__file__).parent / "script" / "socketserver.py"
+    proc = subprocess.Popen([sys.executable, str(script), f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "... Entering Accept loop ...": listening
+        assert "Accept loop" in line, line
+        yield f"socket=127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def _truths(sim: SimServer, ids: list[str]) -> list[dict]:
+    """The simulator's records over one connection (a fresh connection per record costs ~50 ms each)."""
+    with httpx.Client(base_url=sim.url, timeout=30) as http:
+        return [http.get(f"/sim/truth/{i}").raise_for_status().json() for i in ids]
+
+
+def test_streams_over_two_workers_and_a_socket_host_match_truth(socket_host: str) -> None:
+    with SimServer("healthy", speed=4.0, overrides={"jitter": 0.0, "max_batch": STREAMS}) as sim, \
+            Client(sim.url, timeout=120) as client:
+        client.detect()
+        pool = Pool(2, [socket_host])
+        try:
+            r = Runner(client, senders=pool, inconclusive="pass").run(
+                SustainedSpec(tokens=24, ctx=64, concurrency=STREAMS, max_drift=0.99), "scale::three")
+            recs = _truths(sim, [str(s.response_id) for s in r.streams])
+            local = [w.pid for w in r.workers or [] if w.host.startswith("popen")]
+        finally:
+            pool.close()
+    assert r.workers is not None and len(r.workers) == 3
+    assert {w.host.split(":")[0] for w in r.workers} == {"popen", "socket=127.0.0.1"}
+    assert sum(w.streams for w in r.workers) == STREAMS == len(r.streams)
+    # One host, one monotonic clock: the true offset is 0, so each measured one is within its uncertainty of it.
+    assert all(abs(w.offset_s) <= w.offset_err_s + 1e-4 for w in r.workers), r.workers
+    # Every stream really went, once, and the simulator batched them all together.
+    assert len({rec["id"] for rec in recs}) == STREAMS
+    assert max(s["batch"] for rec in recs for s in rec["steps"]) > STREAMS // 2
+    # Per-user decode against the simulator's record of each stream, every worker alike. Within 5 %: 768 streams
+    # of 24 tokens beside two CPU hogs read 3 % slow (the simulator writes 768 chunks a step on a shared core).
+    truth = np.array([true_decode(rec) for rec in recs])
+    measured = np.array([s.decode_tps for s in r.streams])
+    assert abs(float(np.median(measured / truth)) - 1) < 0.05
+    assert r.decode_tps is not None and abs(r.decode_tps / float(np.median(truth)) - 1) < 0.05
+    # A user's TTFT runs from writing its headers, the server's from reading them: never shorter, on any worker.
+    seen, true_ttft = np.array([s.ttft_s for s in r.streams]), np.array([rec["ttft_s"] for rec in recs])
+    assert np.all(seen >= true_ttft), float((seen - true_ttft).min())
+    assert r.ttft_p99_s is not None and r.ttft_p99_s >= float(np.percentile(true_ttft, 99))
+    assert r.ttft_p50_s is not None and float(np.percentile(true_ttft, 50)) <= r.ttft_p50_s
+    # Every local worker process ended with the pool (the socket host's worker ran inside its server).
+    assert len(local) == 2
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in local) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in local), local
+
+
+def test_a_worker_killed_mid_case_is_a_one_line_error_and_the_next_case_runs() -> None:
+    with SimServer("healthy", speed=1.0) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        runner = Runner(client, senders=pool, inconclusive="pass")
+        runner.run(SustainedSpec(tokens=8, ctx=64, concurrency=4), "scale::before")  # opens both workers
+        victim = pool._workers[0].pid
+        errors: list[BaseException] = []
+
+        def long_case() -> None:
+            try:
+                runner.run(SustainedSpec(tokens=2000, ctx=64, concurrency=4, max_drift=0.99), "scale::killed")
+            except BaseException as exc:  # the test reads what the case raised
+                errors.append(exc)
+
+        seen = len(httpx.get(f"{sim.url}/sim/truth").json())
+        case = threading.Thread(target=long_case)
+        case.start()
+        deadline = time.monotonic() + 60
+        # Mid-case: once the new requests reached the simulator (its truth list grows), not before.
+        while len(httpx.get(f"{sim.url}/sim/truth").json()) < seen + 4:
+            assert time.monotonic() < deadline and case.is_alive(), "the case never reached the simulator"
+            time.sleep(0.05)
+        os.kill(victim, signal.SIGKILL)
+        case.join(120)
+        assert not case.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], MeasurementError), errors
+        text = str(errors[0])
+        assert "\n" not in text and f"pid {victim}" in text and "ended mid-case" in text, text
+        # The next case opens its workers afresh and is measured.
+        after = runner.run(SustainedSpec(tokens=8, ctx=64, concurrency=4), "scale::after")
+        assert after.workers is not None and victim not in {w.pid for w in after.workers}
+        left = [w.pid for w in after.workers]
+        pool.close()
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in [victim, *left])
+
+
+def test_an_unreachable_host_is_a_one_line_error_before_anything_is_sent() -> None:
+    spec = f"socket=127.0.0.1:{_free_port()}"  # nothing listens there
+    with SimServer("healthy", speed=4.0) as sim, Client(sim.url, timeout=30) as client:
+        client.detect()
+        pool = Pool(1, [spec])
+        try:
+            with pytest.raises(ConfigError) as err:
+                Runner(client, senders=pool).run(SustainedSpec(tokens=8, ctx=64, concurrency=4), "scale::unreachable")
+            with pytest.raises(ConfigError) as again:  # said at once for every later case, without a new try
+                Runner(client, senders=pool).run(RateSpec(rps=4.0, requests=4, tokens=8, ctx=64), "scale::again")
+        finally:
+            pool.close()
+        sent = httpx.get(f"{sim.url}/sim/truth").json()
+    text = str(err.value)
+    assert "\n" not in text and spec in text and "--specperf-hosts" in text, text
+    assert str(again.value) == text
+    assert sent == [], "a request reached the simulator"
+
+
+def test_a_host_without_the_plugin_names_what_to_install() -> None:
+    # A Python that cannot import pytest_specperf's dependencies stands in for a host without the plugin.
+    spec = "popen//python=/usr/bin/python3//env:PYTHONPATH="
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no system Python to stand in for a bare host")
+    pool = Pool(1, [spec])
+    try:
+        with pytest.raises(ConfigError) as err:
+            pool.start()
+    finally:
+        pool.close()
+    text = str(err.value)
+    assert "\n" not in text and spec in text and "install pytest-specperf==" in text, text
