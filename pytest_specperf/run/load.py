@@ -40,6 +40,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     """
     seed = case_seed(nodeid)
     n = spec.concurrency
+    context.senders.check(n, "concurrency")  # before a prompt is built: past the workers' bound is a usage error
     requests = []
     recs = categories.records(spec)
     k = request_count(spec, len(recs) if recs else None)
@@ -54,7 +55,6 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=spec.tokens, api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * min(i, n) / n))
     before = context.scrape_metrics()
-    context.senders.check(n, "concurrency")
     senders, client = context.senders, context.client
     sent = senders.streams(client, requests) if k == n else senders.closed_loop(client, requests, n)
     outcomes = sent.outcomes
