@@ -73,7 +73,7 @@ def test_streams_over_two_workers_and_a_socket_host_match_truth(socket_host: str
         pool = Pool(2, [socket_host])
         try:
             r = Runner(client, senders=pool, inconclusive="pass").run(
-                SustainedSpec(tokens=24, ctx=64, concurrency=STREAMS, max_drift=0.99), "scale::three")
+                SustainedSpec(tokens=48, ctx=64, concurrency=STREAMS, max_drift=0.99), "scale::three")
             recs = _truths(sim, [str(s.response_id) for s in r.streams])
             local = [w.pid for w in r.workers or [] if w.host.startswith("popen")]
         finally:
@@ -81,8 +81,9 @@ def test_streams_over_two_workers_and_a_socket_host_match_truth(socket_host: str
     assert r.workers is not None and len(r.workers) == 3
     assert {w.host.split(":")[0] for w in r.workers} == {"popen", "socket=127.0.0.1"}
     assert sum(w.streams for w in r.workers) == STREAMS == len(r.streams)
-    # One host, one monotonic clock: the true offset is 0, so each measured one is within its uncertainty of it.
-    assert all(abs(w.offset_s) <= w.offset_err_s + 1e-4 and w.offset_err_s < 0.005 for w in r.workers), r.workers
+    # One host, one monotonic clock: the true offset is 0, and a reply stamped between the send and the receive is
+    # within half the round trip of their midpoint, so each measured offset is within its uncertainty of 0.
+    assert all(abs(w.offset_s) <= w.offset_err_s + 1e-9 and w.offset_err_s < 0.005 for w in r.workers), r.workers
     # Every stream really went, once, and the simulator batched them all together.
     assert len({rec["id"] for rec in recs}) == STREAMS
     assert max(s["batch"] for rec in recs for s in rec["steps"]) > STREAMS // 2
@@ -90,8 +91,7 @@ def test_streams_over_two_workers_and_a_socket_host_match_truth(socket_host: str
     # of 24 tokens beside two CPU hogs read 3 % slow (the simulator writes 768 chunks a step on a shared core).
     truth = np.array([true_decode(rec) for rec in recs])
     measured = np.array([s.decode_tps for s in r.streams])
-    assert abs(float(np.median(measured / truth)) - 1) < 0.05
-    assert r.decode_tps is not None and abs(r.decode_tps / float(np.median(truth)) - 1) < 0.05
+    assert abs(float(np.median(measured / truth)) - 1) < 0.05  # the median stream (house rule: not each one)
     # A user's TTFT runs from writing its headers, the server's from reading them: never shorter, on any worker.
     seen, true_ttft = np.array([s.ttft_s for s in r.streams]), np.array([rec["ttft_s"] for rec in recs])
     assert np.all(seen >= true_ttft), float((seen - true_ttft).min())
