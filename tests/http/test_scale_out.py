@@ -23,6 +23,8 @@ from support.processes import alive
 
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.open_loop import RateSpec
+from pytest_specperf.cases.registry import build_spec
+from pytest_specperf.cases.results import ReplayResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.run.runner import Runner
@@ -177,3 +179,26 @@ def test_a_host_without_the_plugin_names_what_to_install() -> None:
         pool.close()
     text = str(err.value)
     assert "\n" not in text and spec in text and "install pytest-specperf==" in text, text
+
+
+def test_a_replay_over_two_workers_keeps_the_traces_lengths_and_one_schedule() -> None:
+    with SimServer("healthy", speed=50, overrides={"cache_report": True}) as sim, \
+            Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        try:
+            r = Runner(client, senders=pool).run(build_spec("replay", {
+                "trace": "builtin:mooncake-conversation", "speed": 10, "duration_s": 10}), "scale::replay")
+            recs = _truths(sim, [str(p.response_id) for p in r.per_request])
+        finally:
+            pool.close()
+    assert isinstance(r, ReplayResult) and r.requests == 38 and r.verdict == "passed"
+    assert r.workers is not None and [w.streams for w in r.workers] == [19, 19]
+    for p, rec in zip(r.per_request, recs, strict=True):
+        assert (rec["prompt_tokens"], rec["completion_tokens"]) == (p.input_length, p.output_length), p.row
+    # One start barrier: every worker sent on the controller's schedule, so the server read each request after
+    # the controller's origin plus its send time, and the median request within 5 ms of it.
+    assert r.origin_s is not None
+    vs_sent = np.array([rec["received_monotonic"] - (r.origin_s + p.sent_s) for p, rec in zip(r.per_request, recs,
+                                                                                                strict=True)])
+    assert float(vs_sent.min()) >= -0.001 and float(np.median(vs_sent)) <= 0.005, vs_sent.round(4).tolist()
