@@ -167,7 +167,13 @@ class Pool:
         workers = self._open(self._wanted(users))
         workers = workers[:users]
         shares = senders.by_user(len(requests), users, len(workers))
-        return self._run(client, list(requests), workers, shares, senders.users_of(users, len(workers)))
+        mine = senders.users_of(users, len(workers))
+        for w, us in zip(workers, mine, strict=True):  # each host's own limit, as its worker found it
+            if 0 <= w.nofile < len(us) + senders.SPARE_FILES:
+                raise ConfigError(f"concurrency={users} gives worker {w.name} {len(us)} sockets, past its open-file "
+                                  f"limit RLIMIT_NOFILE {w.nofile} (its hard limit): raise it there (`ulimit -Hn` as "
+                                  "root), or spread the streams over more --specperf-workers or --specperf-hosts")
+        return self._run(client, list(requests), workers, shares, mine)
 
     def _run(self, client: Client, requests: list[StreamRequest], workers: list[Worker], shares: list[list[int]],
              users: list[list[int]] | None) -> Sent:
@@ -197,10 +203,13 @@ class Pool:
             raise MeasurementError(f"worker {who} ended mid-case ({type(exc).__name__}: "
                                    f"{_last_line(exc)}); this case was not measured, the next case opens its "
                                    "workers afresh") from None
+        except BaseException:  # Ctrl-C or SIGTERM mid-case (interrupts.py): the workers stop now, not at the end
+            self._drop()
+            raise
         outcomes: list[StreamOutcome | None] = [None] * len(requests)
         shares_out = []
         for (w, share, mine), got in zip(pairs, done, strict=True):
-            late = []
+            late: list[float] = []
             for i, d in zip(share, got["outcomes"], strict=True):
                 o = wire.outcome_from(d, requests[i], w.offset_s, origin)
                 if mine is not None:
