@@ -4,6 +4,7 @@ every figure judged against the simulator's recorded truth; a worker killed mid-
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -202,3 +203,27 @@ def test_a_replay_over_two_workers_keeps_the_traces_lengths_and_one_schedule() -
     vs_sent = np.array([rec["received_monotonic"] - (r.origin_s + p.sent_s) for p, rec in zip(r.per_request, recs,
                                                                                                 strict=True)])
     assert float(vs_sent.min()) >= -0.001 and float(np.median(vs_sent)) <= 0.005, vs_sent.round(4).tolist()
+
+
+def test_a_closed_loop_with_refill_keeps_each_user_on_one_worker_one_request_at_a_time() -> None:
+    with SimServer("healthy", speed=8.0) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        try:
+            r = Runner(client, senders=pool, inconclusive="pass").run(
+                SustainedSpec(tokens=32, ctx=64, concurrency=4, requests=12), "scale::refill")
+            streams = [*r.streams, *r.warmup_drain_streams]
+            recs = _truths(sim, [str(s.response_id) for s in streams])
+        finally:
+            pool.close()
+    assert r.requests == 12 and len(streams) == 12 and r.workers is not None
+    assert [w.streams for w in r.workers] == [6, 6]
+    users: dict[int, list[dict]] = {}
+    for s, rec in zip(streams, recs, strict=True):
+        users.setdefault(int(s.user or 0), []).append(rec)
+    assert sorted(users) == [0, 1, 2, 3] and all(len(v) == 3 for v in users.values())
+    # By the server's own clock: each user's next request arrived only after its previous answer was written.
+    for mine in users.values():
+        mine.sort(key=lambda rec: rec["arrival_monotonic"])
+        for a, b in itertools.pairwise(mine):
+            assert b["arrival_monotonic"] >= a["arrival_monotonic"] + a["total_s"], (a["id"], b["id"])
