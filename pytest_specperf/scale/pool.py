@@ -155,8 +155,14 @@ class Pool:
         most = self._max_local() + len(self.hosts)
         senders.check_streams(streams, what, most, self.nofile)
 
+    def _alone(self, streams: int) -> bool:
+        """With auto and no hosts, a case one process reads is sent by the pytest process, as without workers."""
+        return self.local == "auto" and not self.hosts and self._wanted(streams) <= 1
+
     def streams(self, client: Client, requests: Sequence[StreamRequest]) -> Sent:
         """Open loop (or N users sent once each): arrivals dealt round-robin over the workers."""
+        if self._alone(len(requests)):
+            return senders.Local().streams(client, requests)
         workers = self._open(self._wanted(len(requests)))
         shares = senders.by_arrival(len(requests), len(workers))
         return self._run(client, list(requests), workers, shares, None)
@@ -164,6 +170,8 @@ class Pool:
     def closed_loop(self, client: Client, requests: Sequence[StreamRequest], users: int) -> Sent:
         """Closed loop: users dealt round-robin, each with its own requests."""
         users = max(1, min(users, len(requests)))
+        if self._alone(users):
+            return senders.Local().closed_loop(client, requests, users)
         workers = self._open(self._wanted(users))
         workers = workers[:users]
         shares = senders.by_user(len(requests), users, len(workers))

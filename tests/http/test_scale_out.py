@@ -227,3 +227,17 @@ def test_a_closed_loop_with_refill_keeps_each_user_on_one_worker_one_request_at_
         mine.sort(key=lambda rec: rec["arrival_monotonic"])
         for a, b in itertools.pairwise(mine):
             assert b["arrival_monotonic"] >= a["arrival_monotonic"] + a["total_s"], (a["id"], b["id"])
+
+
+def test_auto_sends_a_case_one_process_reads_from_pytest_itself() -> None:
+    with SimServer("healthy", speed=8.0) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool("auto")
+        try:
+            r = Runner(client, senders=pool).run(SustainedSpec(tokens=16, ctx=64, concurrency=4), "scale::auto")
+            opened = list(pool._workers)
+        finally:
+            pool.close()
+    assert r.workers is None and opened == []  # as without workers: no process opened, no `workers` key
+    assert len(r.streams) == 4 and r.verdict == "passed"
+    assert Pool("auto")._wanted(PER_PROCESS_STREAMS + 1) == min(2, os.cpu_count() or 1)
