@@ -206,7 +206,7 @@ class Pool:
             for now, _, _ in pairs:
                 done.append(wire.loads(self._expect(now, "done")[1]))
         except (EOFError, OSError, execnet.RemoteError, execnet.TimeoutError, ValueError) as exc:
-            self._drop()
+            self._drop()  # a dead channel cannot be reused: every worker goes, the next case opens afresh
             who = now.name if now is not None else "a worker"
             raise MeasurementError(f"worker {who} ended mid-case ({type(exc).__name__}: "
                                    f"{_last_line(exc)}); this case was not measured, the next case opens its "
