@@ -242,6 +242,7 @@ def step_ms(trace: Trace) -> float:
 
 def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSweepResult:
     """A sustained load at each level, lowest first; levels are judged on their own floors."""
+    context.senders.check(max(spec.concurrency), "concurrency")  # the highest level, before the lowest is sent
     levels = []
     for c in spec.concurrency:
         lspec = spec.level(c)
