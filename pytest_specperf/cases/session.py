@@ -7,8 +7,8 @@ from typing import ClassVar
 
 from pytest_specperf.cases.base import CaseSpec, check, is_number
 
-#: Most sessions one case runs at once: sessions are sent by the pytest process alone (no workers yet), and each
-#: turn's answer is parsed as it ends, so one event loop reads them all.
+#: Most sessions one case runs at once (each turn's answer is parsed as it ends, so one event loop spends more per
+#: stream than in other load cases; with workers they are dealt out, scale/pool.py).
 MAX_SESSIONS = 512
 
 #: Most turns one conversation has. Every turn resends the whole conversation, so the work grows with the

@@ -96,7 +96,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
      "or content of their own; a relative path is read from the current folder (option) or the rootdir (ini)"),
     (("--specperf-workers",), "specperf_workers",
      "worker processes sending each load case's streams (sustained with concurrency, load_sweep, rate, capacity, "
-     "replay): a number, or auto (as many as the case needs, up to the cores); default 1, the pytest process itself"),
+     "session, replay): a number, or auto (as many as the case needs, up to the cores); default 1, the pytest "
+     "process itself"),
     (("--specperf-hosts",), "specperf_hosts",
      "other hosts sending load too, comma-separated execnet specs, e.g. ssh=ci@loadgen1,socket=10.0.0.5:8888 "
      "(one worker each; each needs this pytest-specperf version; see docs/scale-out.md)"),

@@ -10,6 +10,7 @@ naming it; the next case opens the workers afresh.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 import os
@@ -25,9 +26,10 @@ import numpy as np
 from pytest_specperf.cases.result_parts import WorkerShare
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest
+from pytest_specperf.endpoint.conversation import Conversation
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.scale import remote, senders, wire
-from pytest_specperf.scale.senders import Sent
+from pytest_specperf.scale.senders import Sent, SentSessions
 from pytest_specperf.version import __version__
 
 #: Round trips per worker and case for its clock offset (the least one is kept).
@@ -183,37 +185,44 @@ class Pool:
                                   "root), or spread the streams over more --specperf-workers or --specperf-hosts")
         return self._run(client, list(requests), workers, shares, mine)
 
+    def sessions(self, client: Client, conversations: Sequence[Conversation], think_s: float) -> SentSessions:
+        """Sessions dealt round-robin; each worker builds its sessions' turns from their answers, as ``Local``."""
+        n = len(conversations)
+        if self._alone(n):
+            return senders.Local().sessions(client, conversations, think_s)
+        workers = self._open(self._wanted(n))[:max(n, 1)]
+        shares = senders.by_arrival(n, len(workers))
+        pairs = [(w, s) for w, s in zip(workers, shares, strict=True) if s]
+        jobs = [{"sessions": [dataclasses.asdict(conversations[i]) for i in share], "think_s": think_s}
+                for _, share in pairs]
+        done, origin = self._exchange(client, [w for w, _ in pairs], jobs)
+        out: list[list[StreamOutcome]] = [[] for _ in range(n)]
+        shares_out = []
+        for (w, share), got in zip(pairs, done, strict=True):
+            late: list[float] = []
+            for i, turns in zip(share, got["sessions"], strict=True):
+                out[i] = [wire.outcome_from(d, wire.request_from(d["request"]), w.offset_s, origin) for d in turns]
+                for o in out[i]:
+                    o.user = i
+                late += [o.late_s for o in out[i]]
+            shares_out.append(self._share(w, sum(len(out[i]) for i in share), got, late))
+        return SentSessions(out, shares_out, [share for _, share in pairs])
+
+    @staticmethod
+    def _share(w: Worker, streams: int, got: dict[str, Any], late: list[float]) -> WorkerShare:
+        """What the case's JSON says of one worker."""
+        return WorkerShare(host=w.spec if w.spec != "popen" else f"popen:{w.host}", pid=w.pid, streams=streams,
+                           offset_s=w.offset_s, offset_err_s=w.offset_err_s,
+                           cpu_share=got["cpu_s"] / got["wall_s"] if got["wall_s"] > 0 else math.nan,
+                           late_p99_s=float(np.percentile(late, 99)) if late else math.nan)
+
     def _run(self, client: Client, requests: list[StreamRequest], workers: list[Worker], shares: list[list[int]],
              users: list[list[int]] | None) -> Sent:
         pairs = [(w, s, None if users is None else users[k]) for k, (w, s) in enumerate(zip(workers, shares,
                                                                                               strict=True)) if s]
-        fields = wire.client_fields(client)
-        now: Worker | None = None
-        try:
-            for now, _, _ in pairs:
-                now.clock()
-            for now, share, mine in pairs:
-                job = {"client": fields, "requests": [wire.request_dict(requests[i]) for i in share],
-                       "users": None if mine is None else len(mine)}
-                now.channel.send(("run", wire.dumps(job)))
-            for now, _, _ in pairs:
-                self._expect(now, "ready")
-            # The start barrier: one origin on this clock, each worker given it on its own.
-            origin = time.perf_counter() + START_MARGIN_S + max(2 * w.offset_err_s for w, _, _ in pairs)
-            for now, _, _ in pairs:
-                now.channel.send(("go", origin + now.offset_s))
-            done = []
-            for now, _, _ in pairs:
-                done.append(wire.loads(self._expect(now, "done")[1]))
-        except (EOFError, OSError, execnet.RemoteError, execnet.TimeoutError, ValueError) as exc:
-            self._drop()  # a dead channel cannot be reused: every worker goes, the next case opens afresh
-            who = now.name if now is not None else "a worker"
-            raise MeasurementError(f"worker {who} ended mid-case ({type(exc).__name__}: "
-                                   f"{_last_line(exc)}); this case was not measured, the next case opens its "
-                                   "workers afresh") from None
-        except BaseException:  # Ctrl-C or SIGTERM mid-case (interrupts.py): the workers stop now, not at the end
-            self._drop()
-            raise
+        jobs = [{"requests": [wire.request_dict(requests[i]) for i in share],
+                 "users": None if mine is None else len(mine)} for _, share, mine in pairs]
+        done, origin = self._exchange(client, [w for w, _, _ in pairs], jobs)
         outcomes: list[StreamOutcome | None] = [None] * len(requests)
         shares_out = []
         for (w, share, mine), got in zip(pairs, done, strict=True):
@@ -226,12 +235,38 @@ class Pool:
                     o.user = i
                 outcomes[i] = o
                 late.append(o.late_s)
-            shares_out.append(WorkerShare(
-                host=w.spec if w.spec != "popen" else f"popen:{w.host}", pid=w.pid, streams=len(share),
-                offset_s=w.offset_s, offset_err_s=w.offset_err_s,
-                cpu_share=got["cpu_s"] / got["wall_s"] if got["wall_s"] > 0 else math.nan,
-                late_p99_s=float(np.percentile(late, 99)) if late else math.nan))
+            shares_out.append(self._share(w, len(share), got, late))
         return Sent([o for o in outcomes if o is not None], shares_out, [share for _, share, _ in pairs])
+
+    def _exchange(self, client: Client, workers: list[Worker], jobs: list[dict[str, Any]]
+                  ) -> tuple[list[dict[str, Any]], float]:
+        """Clocks, shares, the start barrier and the raw outcomes back: (each worker's answer, the origin)."""
+        fields = wire.client_fields(client)
+        now: Worker | None = None
+        try:
+            for now in workers:
+                now.clock()
+            for now, job in zip(workers, jobs, strict=True):
+                now.channel.send(("run", wire.dumps({"client": fields, **job})))
+            for now in workers:
+                self._expect(now, "ready")
+            # The start barrier: one origin on this clock, each worker given it on its own.
+            origin = time.perf_counter() + START_MARGIN_S + max(2 * w.offset_err_s for w in workers)
+            for now in workers:
+                now.channel.send(("go", origin + now.offset_s))
+            done = []
+            for now in workers:
+                done.append(wire.loads(self._expect(now, "done")[1]))
+        except (EOFError, OSError, execnet.RemoteError, execnet.TimeoutError, ValueError) as exc:
+            self._drop()  # a dead channel cannot be reused: every worker goes, the next case opens afresh
+            who = now.name if now is not None else "a worker"
+            raise MeasurementError(f"worker {who} ended mid-case ({type(exc).__name__}: "
+                                   f"{_last_line(exc)}); this case was not measured, the next case opens its "
+                                   "workers afresh") from None
+        except BaseException:  # Ctrl-C or SIGTERM mid-case (interrupts.py): the workers stop now, not at the end
+            self._drop()
+            raise
+        return done, origin
 
     def _expect(self, w: Worker, what: str) -> Any:
         """The worker's next message, which must be ``what`` (a stream can take the client's timeout, so no limit

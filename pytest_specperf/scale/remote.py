@@ -61,7 +61,8 @@ def serve(channel: Any) -> None:
         return
     hello["version"] = __version__
     channel.send(hello)
-    from pytest_specperf.endpoint.concurrent import run_closed_loop, run_streams
+    from pytest_specperf.endpoint.concurrent import run_closed_loop, run_sessions, run_streams
+    from pytest_specperf.endpoint.conversation import Conversation
 
     while True:
         msg = channel.receive()
@@ -73,19 +74,26 @@ def serve(channel: Any) -> None:
             job = wire.loads(msg[1])
             client = wire.client_from(job["client"])
             client.detect()
-            requests = [wire.request_from(r) for r in job["requests"]]
             run_streams(client, [])  # pays a fresh process's first async send (imports) before the barrier
             channel.send(("ready",))
             go = channel.receive()
             cpu0, wall0 = _cpu_s(), time.perf_counter()
-            if job["users"] is None:
-                outcomes = run_streams(client, requests, origin=go[1])
+            answer: dict[str, Any] = {}
+            if "sessions" in job:  # each turn built here from the last answer, as the pytest process would
+                convs = [Conversation(**c) for c in job["sessions"]]
+                per = run_sessions(client, [c.next_turn for c in convs], think_s=job["think_s"], origin=go[1])
+                answer["sessions"] = [[{**wire.outcome_dict(o), "request": wire.request_dict(o.request)} for o in turns]
+                                      for turns in per]
             else:
-                outcomes = run_closed_loop(client, requests, job["users"], origin=go[1])
+                requests = [wire.request_from(r) for r in job["requests"]]
+                if job["users"] is None:
+                    outcomes = run_streams(client, requests, origin=go[1])
+                else:
+                    outcomes = run_closed_loop(client, requests, job["users"], origin=go[1])
+                answer["outcomes"] = [wire.outcome_dict(o) for o in outcomes]
             cpu, wall = _cpu_s() - cpu0, time.perf_counter() - wall0
             client.close()
-            channel.send(("done", wire.dumps({"outcomes": [wire.outcome_dict(o) for o in outcomes],
-                                              "cpu_s": cpu, "wall_s": wall})))
+            channel.send(("done", wire.dumps({**answer, "cpu_s": cpu, "wall_s": wall})))
         else:
             return
 

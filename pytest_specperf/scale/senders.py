@@ -16,7 +16,14 @@ from typing import Protocol
 
 from pytest_specperf.cases.result_parts import WorkerShare
 from pytest_specperf.endpoint.client import Client
-from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_closed_loop, run_streams
+from pytest_specperf.endpoint.concurrent import (
+    StreamOutcome,
+    StreamRequest,
+    run_closed_loop,
+    run_sessions,
+    run_streams,
+)
+from pytest_specperf.endpoint.conversation import Conversation
 from pytest_specperf.errors import ConfigError
 
 #: Streams one process reads faithfully at once: TTFT within 1 ms at p50 and 5 ms at p99 of the server's first
@@ -35,6 +42,23 @@ class Sent:
     shares: list[list[int]] = field(default_factory=list)  # per worker: the indices of its outcomes
 
 
+@dataclass
+class SentSessions:
+    """A session case's outcomes, per session and turn, and who sent them (None: the pytest process itself)."""
+
+    sessions: list[list[StreamOutcome]]
+    workers: list[WorkerShare] | None = None
+    shares: list[list[int]] = field(default_factory=list)  # per worker: the indices of its sessions
+
+    def flat(self) -> Sent:
+        """Every turn in session order, each worker's share as indices into that order (for ``run/workers``)."""
+        starts = [0]
+        for per in self.sessions:
+            starts.append(starts[-1] + len(per))
+        shares = [[i for s in share for i in range(starts[s], starts[s + 1])] for share in self.shares]
+        return Sent([o for per in self.sessions for o in per], self.workers, shares)
+
+
 class Senders(Protocol):
     """Sends a case's requests and returns every outcome on this process's clock."""
 
@@ -49,6 +73,9 @@ class Senders(Protocol):
 
     def closed_loop(self, client: Client, requests: Sequence[StreamRequest], users: int) -> Sent:
         """``users`` users work through ``requests``, each sending its next as its last one ended."""
+
+    def sessions(self, client: Client, conversations: Sequence[Conversation], think_s: float) -> SentSessions:
+        """Conversations at once, each turn built from the last answer (``run_sessions``)."""
 
     def close(self) -> None:
         """End every process these senders started."""
@@ -100,6 +127,10 @@ class Local:
     def closed_loop(self, client: Client, requests: Sequence[StreamRequest], users: int) -> Sent:
         """``run_closed_loop``, unchanged."""
         return Sent(run_closed_loop(client, requests, users))
+
+    def sessions(self, client: Client, conversations: Sequence[Conversation], think_s: float) -> SentSessions:
+        """``run_sessions``, unchanged."""
+        return SentSessions(run_sessions(client, [c.next_turn for c in conversations], think_s=think_s))
 
     def close(self) -> None:
         """Nothing started, nothing to end."""

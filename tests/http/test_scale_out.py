@@ -241,3 +241,31 @@ def test_auto_sends_a_case_one_process_reads_from_pytest_itself() -> None:
     assert r.workers is None and opened == []  # as without workers: no process opened, no `workers` key
     assert len(r.streams) == 4 and r.verdict == "passed"
     assert Pool("auto")._wanted(PER_PROCESS_STREAMS + 1) == min(2, os.cpu_count() or 1)
+
+
+def test_sessions_over_two_workers_build_each_turn_from_the_last_answer() -> None:
+    with SimServer("healthy", speed=8.0, overrides={"cache_report": True}) as sim, \
+            Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        try:
+            r = Runner(client, senders=pool).run(build_spec("session", {
+                "users": 4, "turns": 3, "ctx": 200, "turn_ctx": 40, "tokens": 24, "api": "chat"}), "scale::sessions")
+            recs = _truths(sim, [str(p.response_id) for p in r.per_request])
+        finally:
+            pool.close()
+    assert r.workers is not None and [w.streams for w in r.workers] == [6, 6]  # two sessions of three turns each
+    by_user: dict[int, list] = {}
+    for p, rec in zip(r.per_request, recs, strict=True):
+        by_user.setdefault(p.user, []).append((p.turn, rec))
+    assert sorted(by_user) == [0, 1, 2, 3]
+    for turns in by_user.values():
+        turns.sort(key=lambda t: t[0])
+        assert [t for t, _ in turns] == [1, 2, 3]
+        # Each later turn resent the whole conversation, so the server saw its prompt grow and found the earlier
+        # turns in its prefix cache: the worker built it from the answer it had just read.
+        prompts = [rec["prompt_tokens"] for _, rec in turns]
+        # each turn adds the last answer (24 tokens) and a new user message (40): not the user message alone
+        assert all(b - a >= 40 + 20 for a, b in itertools.pairwise(prompts)), prompts
+        assert all(rec["cached_tokens"] >= prev["prompt_tokens"] // 2 for (_, prev), (_, rec)
+                   in itertools.pairwise(turns)), [rec["cached_tokens"] for _, rec in turns]
