@@ -560,7 +560,7 @@ class LengthBucket:
 class WorkerShare:
     """One worker process that sent part of a case (``--specperf-workers``, ``--specperf-hosts``): its share."""
 
-    host: str  # its execnet spec (ssh=..., socket=...), or popen:HOSTNAME for a local process
+    host: str  # its execnet spec as given (ssh=USER@HOST, socket=HOST:PORT), or popen for a local process
     pid: int
     streams: int  # requests it sent
     offset_s: float  # its clock minus the controller's (min-RTT round trip); its stamps were moved by this

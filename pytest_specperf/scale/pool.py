@@ -56,8 +56,9 @@ class Worker:
     @property
     def name(self) -> str:
         """How messages name it: its spec (a local process is ``popen``), host and pid."""
-        where = self.spec if self.spec.startswith(("ssh=", "socket=")) else "local"
-        return f"{where} (host {self.host}, pid {self.pid})"
+        if self.spec == "popen":
+            return f"local (pid {self.pid})"  # this machine's name stays out of results (docs/security.md)
+        return f"{self.spec} (host {self.host}, pid {self.pid})"
 
     def clock(self) -> None:
         """Offset = worker clock - controller clock at the midpoint of the quickest round trip."""
@@ -211,7 +212,8 @@ class Pool:
     @staticmethod
     def _share(w: Worker, streams: int, got: dict[str, Any], late: list[float]) -> WorkerShare:
         """What the case's JSON says of one worker."""
-        return WorkerShare(host=w.spec if w.spec != "popen" else f"popen:{w.host}", pid=w.pid, streams=streams,
+        # a local worker is "popen": the host name stays out of saved runs (docs/security.md keeps only its hash)
+        return WorkerShare(host=w.spec, pid=w.pid, streams=streams,
                            offset_s=w.offset_s, offset_err_s=w.offset_err_s,
                            cpu_share=got["cpu_s"] / got["wall_s"] if got["wall_s"] > 0 else math.nan,
                            late_p99_s=float(np.percentile(late, 99)) if late else math.nan)
