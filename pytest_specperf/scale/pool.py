@@ -121,6 +121,7 @@ class Pool:
         """Open one gateway and hear from it: a host that cannot be reached or cannot import pytest_specperf is a
         one-line error naming it, before any request is planned for it."""
         label = "this machine" if spec == "popen" else spec
+        option = "--specperf-workers" if spec == "popen" else "--specperf-hosts"
         # execnet leaves the socket of a refused connection open; it is freed with the exception, and its
         # ResourceWarning is execnet's, not the user's
         with warnings.catch_warnings():
@@ -130,15 +131,15 @@ class Pool:
                 ch = gw.remote_exec(remote)
                 hello = ch.receive(HELLO_TIMEOUT_S)
             except Exception as exc:  # execnet raises plain OSError, HostNotFound, TimeoutError, EOFError alike
-                self._broken = (f"--specperf-hosts: cannot reach {label} ({type(exc).__name__}: "
+                self._broken = (f"{option}: cannot reach {label} ({type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())[:160]}); check it is up and its ssh or execnet socket "
-                                "server listens, or drop it from --specperf-hosts")
+                                f"server listens, or drop it from {option}")
             gc.collect()
         if self._broken:
             raise ConfigError(self._broken)
         if "error" in hello or hello.get("version") != __version__:
             found = hello.get("error") or f"it has pytest-specperf {hello.get('version')}"
-            self._broken = (f"--specperf-hosts: {label} (host {hello['host']}) cannot run a worker: {found}; install "
+            self._broken = (f"{option}: {label} (host {hello['host']}) cannot run a worker: {found}; install "
                             f"pytest-specperf=={__version__} into the Python its gateway starts (python "
                             f"{hello['python']} there)")
             gw.exit()
