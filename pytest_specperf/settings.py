@@ -46,6 +46,8 @@ class Settings:
     plots: Path | None = None
     prompts: str | None = None  # the prompt file of cases that ask for no prompts (absolute, or builtin:NAME)
     history: str | None = None  # --specperf-history: an absolute SQLite path or a postgresql:// URL; None = off
+    workers: int | str = 1  # --specperf-workers: local processes sending a load case ("auto": as the case needs)
+    hosts: tuple[str, ...] = ()  # --specperf-hosts: execnet specs of other hosts, one worker each
 
     @property
     def api_key(self) -> str | None:

@@ -557,3 +557,16 @@ class LengthBucket:
     ttft_p90_s: float | None = None
     decode_tps: float | None = None  # median request's
     attainment: float | None = None  # share of the bucket's requests meeting the slo (with an slo)
+
+
+@dataclass
+class WorkerShare:
+    """One worker process that sent part of a case (``--specperf-workers``, ``--specperf-hosts``): its share."""
+
+    host: str  # its execnet spec as given (ssh=USER@HOST, socket=HOST:PORT), or popen for a local process
+    pid: int
+    streams: int  # requests it sent
+    offset_s: float  # its clock minus the controller's (min-RTT round trip); its stamps were moved by this
+    offset_err_s: float  # half that round trip: the offset is known to within this
+    cpu_share: float  # its CPU seconds over the wall seconds of its share (1.0: one core busy throughout)
+    late_p99_s: float  # p99 of its requests' send lateness

@@ -30,6 +30,7 @@ from pytest_specperf.cases.result_parts import (
     Stall,
     SweepPoint,
     TurnFigures,
+    WorkerShare,
 )
 
 
@@ -76,6 +77,8 @@ class Result:
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
     # the floors and ceilings the case was judged against, each with its figure (run/floors.goals_of)
     goals: list[Goal] | None = field(default=None, metadata=OMIT)
+    # the worker processes that sent it (--specperf-workers, --specperf-hosts); None: the pytest process alone
+    workers: list[WorkerShare] | None = field(default=None, metadata=OMIT)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (also what rides on reports to the xdist controller)."""
@@ -255,6 +258,7 @@ class LoadLevel:
     ttft_cache: str = ""
     # A/B and arms: each trial's figures at this level
     trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)
+    workers: list[WorkerShare] | None = field(default=None, metadata=OMIT)  # who sent this level (as Result's)
 
 
 @dataclass
@@ -306,6 +310,7 @@ class Probe:
     late_note: str | None = field(default=None, metadata=OMIT)
     decode_tps: float | None = None
     categories: dict[str, CategoryFigures] | None = None
+    workers: list[WorkerShare] | None = field(default=None, metadata=OMIT)  # who sent this probe (as Result's)
     tokens_per_chunk: float | None = None
     step_ms: float | None = None
     # prompt and cached tokens over the probe's answered requests, where the server reports cached tokens

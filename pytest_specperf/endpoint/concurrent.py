@@ -122,27 +122,29 @@ def traces(outcomes: Sequence[StreamOutcome]) -> list[Trace]:
     return [o.trace for o in outcomes if o.trace is not None]
 
 
-def run_closed_loop(client: Client, requests: Sequence[StreamRequest], concurrency: int) -> list[StreamOutcome]:
+def run_closed_loop(client: Client, requests: Sequence[StreamRequest], concurrency: int, *,
+                    origin: float | None = None) -> list[StreamOutcome]:
     """``concurrency`` users work through ``requests`` in order, each sending the next one as soon as its
     previous stream ended, so that many stay in flight until the list runs out (refill).
 
     The first ``concurrency`` requests go at their own ``at_s`` (a ramp); a refill is due when its user's
     previous stream ended (its last read), so its lateness is the client's turnaround. Streams are parsed
     once every stream has ended, as in ``run_streams``. Outcomes come back in request order, each with its
-    ``user``.
+    ``user``. ``origin``: as for ``run_streams`` (default now).
     """
     client.info or client.detect()
-    return _run_loop(lambda: _run_closed(client, list(requests), max(1, min(concurrency, len(requests)))))
+    return _run_loop(lambda: _run_closed(client, list(requests), max(1, min(concurrency, len(requests))), origin))
 
 
-async def _run_closed(client: Client, requests: list[StreamRequest], users: int) -> list[StreamOutcome]:
+async def _run_closed(client: Client, requests: list[StreamRequest], users: int, origin: float | None = None
+                      ) -> list[StreamOutcome]:
     limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     done: list[tuple[StreamOutcome, _Raw | None] | None] = [None] * len(requests)
     queue = iter(range(len(requests)))  # one shared cursor: the next free user takes the next request
     async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
         await _warm(client, timeout)
-        start = time.perf_counter()
+        start = time.perf_counter() if origin is None else origin
 
         async def user(u: int) -> None:
             due: float | None = None  # when this user's previous stream ended: its refill was due then
@@ -163,25 +165,28 @@ async def _run_closed(client: Client, requests: list[StreamRequest], users: int)
 NextTurn = Callable[[int, list[StreamOutcome]], StreamRequest | None]
 
 
-def run_sessions(client: Client, sessions: Sequence[NextTurn], *, think_s: float = 0.0) -> list[list[StreamOutcome]]:
+def run_sessions(client: Client, sessions: Sequence[NextTurn], *, think_s: float = 0.0, origin: float | None = None
+                 ) -> list[list[StreamOutcome]]:
     """Conversations at once: each session sends a turn, waits for its whole answer, thinks ``think_s``, asks again.
 
     A turn depends on the answers before it, so each session's next request comes from its
     ``NextTurn`` once the previous trace is parsed; sessions run side by side on one event loop.
     A session's ``at_s`` of its first request staggers its start; later turns go when they are
     ready (their ``sent_s`` is still when they reached the network). A failed turn ends its session.
+    ``origin``: as for ``run_streams`` (default now).
     """
     client.info or client.detect()
-    return _run_loop(lambda: _run_sessions(client, list(sessions), think_s))
+    return _run_loop(lambda: _run_sessions(client, list(sessions), think_s, origin))
 
 
-async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float) -> list[list[StreamOutcome]]:
+async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float, origin: float | None = None
+                        ) -> list[list[StreamOutcome]]:
     n = max(len(sessions), 1)
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     async with client.async_http(timeout=timeout, limits=limits) as http:
         await _warm(client, timeout)
-        start = time.perf_counter()
+        start = time.perf_counter() if origin is None else origin
 
         async def one(next_turn: NextTurn) -> list[StreamOutcome]:
             done: list[StreamOutcome] = []

@@ -94,6 +94,13 @@ OPTIONS: list[tuple[tuple[str, ...], str, str] | tuple[tuple[str, ...], str, str
     (("--specperf-prompts",), "specperf_prompts",
      "prompt file (or builtin:NAME) for sustained, load_sweep, rate and capacity cases that give no prompts, ctx "
      "or content of their own; a relative path is read from the current folder (option) or the rootdir (ini)"),
+    (("--specperf-workers",), "specperf_workers",
+     "worker processes sending each load case's streams (sustained with concurrency, load_sweep, rate, capacity, "
+     "session, replay): a number, or auto (as many as the case needs, up to the cores); default 1, the pytest "
+     "process itself"),
+    (("--specperf-hosts",), "specperf_hosts",
+     "other hosts sending load too, comma-separated execnet specs, e.g. ssh=ci@loadgen1,socket=10.0.0.5:8888 "
+     "(one worker each; each needs this pytest-specperf version; see docs/scale-out.md)"),
     (("--specperf-plots",), "specperf_plots",
      "write one PNG per case into this folder (the Markdown summary links them)"),
 ]
@@ -176,7 +183,36 @@ def read_settings(config: pytest.Config) -> Settings:
         plots=_out_dir(config, "specperf_plots"),
         prompts=_prompts(config),
         history=_history(config),
+        workers=_workers(config),
+        hosts=_hosts(config),
     )
+
+
+def _workers(config: pytest.Config) -> int | str:
+    """--specperf-workers: a whole number of at least 1, or auto."""
+    raw = _raw(config, "specperf_workers")
+    if raw is None:
+        return 1
+    text = str(raw).strip().lower()
+    if text == "auto":
+        return "auto"
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"--specperf-workers={raw!r} is not a whole number of at least 1 or auto; give e.g. "
+                          "--specperf-workers=4 or --specperf-workers=auto")
+    return int(text)
+
+
+def _hosts(config: pytest.Config) -> tuple[str, ...]:
+    """--specperf-hosts: execnet specs (ssh=, socket=, popen), comma-separated."""
+    raw = _raw(config, "specperf_hosts")
+    if raw is None:
+        return ()
+    specs = tuple(s.strip() for s in str(raw).split(",") if s.strip())
+    for spec in specs:
+        if not spec.split("//")[0].startswith(("ssh=", "socket=", "popen")):
+            raise ConfigError(f"--specperf-hosts: {spec!r} is not an execnet gateway spec; give ssh=USER@HOST or "
+                              "socket=HOST:PORT, comma-separated")
+    return specs
 
 
 def _history(config: pytest.Config) -> str | None:

@@ -37,7 +37,7 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.open_loop import SLO_KEYS, CapacitySpec
 from pytest_specperf.cases.result_parts import LowestRate, RateRequest
 from pytest_specperf.cases.results import CapacityResult, Probe
-from pytest_specperf.run import cached_share, categories, lateness
+from pytest_specperf.run import cached_share, categories, lateness, workers
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.rate import (
@@ -65,10 +65,11 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     drawn = categories.draw(recs, n, seed + 1009 * k) if recs else None
     # drawn lengths: the same for every probe of the case (seeded by its node id's seed), so probes differ only in rate
     toks, ctxs = drawn_lengths(spec, n, f"capacity:{seed}")
-    outcomes = run_requests(context, rps=rps, n=n, tokens=toks, ctx=ctxs, content=spec.content,
-                            api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn,
-                            burstiness=spec.burstiness or 1.0)
+    sent = run_requests(context, rps=rps, n=n, tokens=toks, ctx=ctxs, content=spec.content,
+                        api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
+                        seed=seed + 1009 * k, variant=seed + 100_003 * (k + 1), drawn=drawn,
+                        burstiness=spec.burstiness or 1.0)
+    outcomes = sent.outcomes
     slo = dict(spec.slo)
     records = [request_record(o, slo, t, context.client.kind) for o, t in zip(outcomes, toks, strict=True)]
     mark_drawn(spec, records, toks, ctxs)
@@ -90,6 +91,7 @@ def probe(context: CaseContext, spec: CapacitySpec, rps: float, seed: int, k: in
     if context.client.caps.step_chunks:
         p.tokens_per_chunk, p.step_ms = fig["tokens_per_chunk"], fig["step_ms"]
     cached_share.probe_fields(p, records, context.cold_allowance(spec.api), context.prefix_cache)
+    workers.attach(p, sent, lateness.open_loop_bound(slo, n / rps))  # a worker over capacity: this probe's doubt
     return p
 
 
@@ -174,6 +176,7 @@ def search(context: CaseContext, spec: CapacitySpec, nodeid: str) -> CapacityRes
         r.prompts, r.categories = spec.prompts, best.categories if best else None
         r.content = categories.content_label(spec)
     lateness.attach_probes(r)
+    r.workers = probes[-1].workers if probes else None  # who sent: the last probe's shares (each probe keeps its own)
     if hi is None and lo is not None:
         r.notes.append(f"no probe failed: the capacity is at least {lo:.3g} req/s ({stop})")
     if capacity_problems(r, spec) and context.client.caps.step_chunks:

@@ -27,6 +27,7 @@ from pytest_specperf.prompts.exact_length import COUNT_WORKERS, Prompt, build_pr
 from pytest_specperf.run import acceptance, drift
 from pytest_specperf.run.floors import JudgeSettings
 from pytest_specperf.run.stream_figures import median
+from pytest_specperf.scale.senders import Local, Senders
 
 # Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
 # burst; events this close together are one delivery, so windows interpolate over the step.
@@ -62,8 +63,10 @@ class CaseContext:
     """One endpoint's shared means of measuring: its client, prompt cache, warm-up and judging settings."""
 
     def __init__(self, client: Client, judging: JudgeSettings | None = None,
-                 progress: Callable[[str], Progress | None] | None = None) -> None:
+                 progress: Callable[[str], Progress | None] | None = None, senders: Senders | None = None) -> None:
         self.client = client
+        # who sends a load case's streams: this process (the default) or worker processes (scale/)
+        self.senders: Senders = senders if senders is not None else Local()
         self.judging = judging or JudgeSettings()
         self._progress = progress
         self._prompts: dict[tuple[str, int, int, str], Prompt] = {}

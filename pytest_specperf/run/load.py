@@ -21,10 +21,10 @@ from pytest_specperf.cases import lengths
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.closed_loop import LoadSweepSpec, SustainedSpec
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResult, SustainedResult
-from pytest_specperf.endpoint.concurrent import StreamRequest, run_closed_loop, run_streams, traces
+from pytest_specperf.endpoint.concurrent import StreamRequest, traces
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import MeasurementError
-from pytest_specperf.run import acceptance, cached_share, categories, drift, lateness, stream_figures
+from pytest_specperf.run import acceptance, cached_share, categories, drift, lateness, stream_figures, workers
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, judge_sustained, settle
 
@@ -41,6 +41,7 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     """
     seed = case_seed(nodeid)
     n = spec.concurrency
+    context.senders.check(n, "concurrency")  # before a prompt is built: past the workers' bound is a usage error
     requests = []
     recs = categories.records(spec)
     k = request_count(spec, len(recs) if recs else None)
@@ -58,7 +59,9 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
         requests.append(StreamRequest(prompt=prompt.text, max_tokens=toks[i], api=spec.api, seed=seed + i,
                                       temperature=spec.temperature, at_s=spec.ramp_s * min(i, n) / n))
     before = context.scrape_metrics()
-    outcomes = run_streams(context.client, requests) if k == n else run_closed_loop(context.client, requests, n)
+    senders, client = context.senders, context.client
+    sent = senders.streams(client, requests) if k == n else senders.closed_loop(client, requests, n)
+    outcomes = sent.outcomes
     after = context.scrape_metrics()
     found = traces(outcomes)
     streams, drifts = [], []
@@ -88,8 +91,9 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     stream_figures.phases(r, js, jt, context.client.caps.step_chunks)
     if recs:  # per category over every request of the file, warm-up and drain included
         categories.attach(r, spec, streams, found, context.client.caps.step_chunks)
-    lateness.attach(r, [o.late_s for o in outcomes], lateness.load_bound(s.total_s for s in streams),
-                    spread=True)
+    bound = lateness.load_bound(s.total_s for s in streams)
+    lateness.attach(r, [o.late_s for o in outcomes], bound, spread=True)
+    workers.attach(r, sent, bound, spread=True)
     _no_common_window(r, spec, [o.late_s for o in outcomes])
     _drift(r, js, [d for i in judged if (d := drifts[i]) is not None],
            spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
@@ -247,6 +251,7 @@ def step_ms(trace: Trace) -> float:
 
 def load_sweep(context: CaseContext, spec: LoadSweepSpec, nodeid: str) -> LoadSweepResult:
     """A sustained load at each level, lowest first; levels are judged on their own floors."""
+    context.senders.check(max(spec.concurrency), "concurrency")  # the highest level, before the lowest is sent
     levels = []
     for c in spec.concurrency:
         lspec = spec.level(c)

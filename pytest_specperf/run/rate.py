@@ -36,13 +36,14 @@ from pytest_specperf.cases.open_loop import SLO_KEYS, RateSpec
 from pytest_specperf.cases.replay import ReplaySpec
 from pytest_specperf.cases.result_parts import CategoryFigures, LowestRate, RateRequest
 from pytest_specperf.cases.results import RateResult
-from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest, run_streams
+from pytest_specperf.endpoint.concurrent import StreamOutcome, StreamRequest
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts.files import PromptRecord
-from pytest_specperf.run import categories, lateness
+from pytest_specperf.run import categories, lateness, workers
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 from pytest_specperf.run.stream_figures import check_length
+from pytest_specperf.scale.senders import Sent
 
 _REFUSED = re.compile(r"HTTP (429|503)\b")
 PERCENTILES = (50, 90, 99)
@@ -118,9 +119,10 @@ def within(rec: RateRequest, key: str, bound: float) -> bool:
 
 def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int | list[int], ctx: int | list[int],
                  content: str, api: str, temperature: float, arrivals: str, seed: int, variant: int,
-                 drawn: list[PromptRecord] | None = None, burstiness: float = 1.0) -> list[StreamOutcome]:
+                 drawn: list[PromptRecord] | None = None, burstiness: float = 1.0) -> Sent:
     """Send ``n`` streams open-loop at ``rps`` (prompts built first, off the clock, or ``drawn`` from a prompt
-    file); 429/503 are not retried. ``tokens`` and ``ctx``: every request's, or one per request."""
+    file), through the case's senders (its arrivals dealt over the workers); 429/503 are not retried.
+    ``tokens`` and ``ctx``: every request's, or one per request."""
     times = schedule(rps, n, arrivals, seed, burstiness)
     toks = tokens if isinstance(tokens, list) else [tokens] * n
     ctxs = ctx if isinstance(ctx, list) else [ctx] * n
@@ -136,7 +138,7 @@ def run_requests(context: CaseContext, *, rps: float, n: int, tokens: int | list
     client = context.client
     retries, client.retries = client.retries, 0  # a refusal is an answer under load: count it, do not retry
     try:
-        return run_streams(client, reqs)
+        return context.senders.streams(client, reqs)
     finally:
         client.retries = retries
 
@@ -200,9 +202,10 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
     recs = categories.records(spec)
     drawn = categories.draw(recs, spec.requests, seed) if recs else None
     toks, ctxs = drawn_lengths(spec, spec.requests, nodeid)
-    outcomes = run_requests(context, rps=spec.rps, n=spec.requests, tokens=toks, ctx=ctxs,
-                            content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
-                            seed=seed, variant=seed, drawn=drawn, burstiness=spec.burstiness or 1.0)
+    sent = run_requests(context, rps=spec.rps, n=spec.requests, tokens=toks, ctx=ctxs,
+                        content=spec.content, api=spec.api, temperature=spec.temperature, arrivals=spec.arrivals,
+                        seed=seed, variant=seed, drawn=drawn, burstiness=spec.burstiness or 1.0)
+    outcomes = sent.outcomes
     slo = dict(spec.slo) if spec.slo else None
     kind = context.client.kind
     records = [request_record(o, slo, t, kind) for o, t in zip(outcomes, toks, strict=True)]
@@ -226,11 +229,13 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
         r.ctx = int(np.median(ctxs))
         counted = [p.prompt_tokens for p in records if p.prompt_tokens is not None]
         r.prompt_tokens = int(np.median(counted)) if counted else None
-    lateness.attach(r, [p.late_s for p in records], lateness.open_loop_bound(slo, spec.requests / spec.rps))
+    bound = lateness.open_loop_bound(slo, spec.requests / spec.rps)
+    lateness.attach(r, [p.late_s for p in records], bound)
     if slo and r.client_behind:  # blamed only where sending on time could change the verdict
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
         on_time = floor_problems_of(met / len(records), met / r.duration_s if r.duration_s > 0 else 0.0, spec)
         lateness.weigh(r, bool(floor_problems(r, spec)), bool(on_time))
+    workers.attach(r, sent, bound)
     if not context.client.caps.step_chunks:
         r.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
     if floor_problems(r, spec) and context.client.caps.step_chunks:
@@ -286,7 +291,7 @@ def lowest_rate(context: CaseContext, spec: Any, seed: int) -> LowestRate:
                                 api=spec.api, temperature=spec.temperature, arrivals="constant", seed=seed + 7919 + i,
                                 variant=seed + 7919 + i,
                                 drawn=categories.draw(file_recs, 1, seed + 7919 + i) if file_recs else None)
-        recs.append(request_record(outcomes[0], None, tokens, context.client.kind))
+        recs.append(request_record(outcomes.outcomes[0], None, tokens, context.client.kind))
     ok = [r for r in recs if r.status == 200]
     if not ok:
         return LowestRate()  # none answered: nothing to measure load against

@@ -27,10 +27,10 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.replay import ReplaySpec, bucket_bound
 from pytest_specperf.cases.result_parts import LengthBucket, ReplayRequest
 from pytest_specperf.cases.results import ReplayResult
-from pytest_specperf.endpoint.concurrent import StreamRequest, run_streams
+from pytest_specperf.endpoint.concurrent import StreamRequest
 from pytest_specperf.errors import MeasurementError
 from pytest_specperf.prompts import cold, traces
-from pytest_specperf.run import lateness, rate
+from pytest_specperf.run import lateness, rate, workers
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
 
@@ -65,7 +65,8 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
     retries, client.retries = client.retries, 0  # a refusal is an answer under load: count it, do not retry
     wall, cpu = time.perf_counter(), time.process_time()
     try:
-        outcomes = run_streams(client, reqs)
+        sent = context.senders.streams(client, reqs)  # with workers, its rows dealt over them by arrival
+        outcomes = sent.outcomes
     finally:
         client.retries = retries
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -86,7 +87,9 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
         **{k: v for k, v in figures.items() if k != "completion_tokens"},
         trace=spec.trace or "", format=trace.format, timestamp_unit=trace.unit, speed=spec.speed,
         start_s=spec.start_s, window_s=spec.duration_s, skipped=trace.skipped, not_sent=len(rows) - len(sent_rows),
-        reusable_share=traces.reusable_share(sent_rows), client_cpu_share=cpu / wall if wall > 0 else None,
+        reusable_share=traces.reusable_share(sent_rows),
+        client_cpu_share=(cpu / wall if wall > 0 else None) if sent.workers is None else max(
+            w.cpu_share for w in sent.workers),  # with workers, the busiest one's
         prompts_build_s=build_s, origin_s=outcomes[0].origin if outcomes else None)
     res.length_mismatches = sum(1 for p in records if p.status == 200 and (
         p.prompt_tokens != p.input_length or p.output_tokens != p.output_length))
@@ -99,6 +102,7 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
         on_time = rate.floor_problems_of(met / len(records), met / res.duration_s if res.duration_s > 0 else 0.0, spec)
         lateness.weigh(res, bool(floor_problems(res, spec)), bool(on_time))
+    workers.attach(res, sent, lateness.open_loop_bound(slo, span))
     if not context.client.caps.step_chunks:
         res.step_ms = None  # chunks are not steps here: their spacing says nothing about step time
     return res

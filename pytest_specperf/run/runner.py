@@ -32,6 +32,7 @@ from pytest_specperf.run import cached_share
 from pytest_specperf.run.context import CaseContext, Until
 from pytest_specperf.run.floors import JudgeSettings
 from pytest_specperf.run.registry import kind_for
+from pytest_specperf.scale.senders import Senders
 
 
 class Runner:
@@ -39,10 +40,10 @@ class Runner:
 
     def __init__(self, client: Client, *, max_drift: float = 0.15, inconclusive: str = "warn",
                  progress: Callable[[str], Progress | None] | None = None,
-                 size_cap: tuple[int, int, float] | None = None) -> None:
+                 size_cap: tuple[int, int, float] | None = None, senders: Senders | None = None) -> None:
         self.size_cap = size_cap  # (max ctx, max tokens, max floor) for small local engines
         # inconclusive: what a drift the gate cannot decide does: pass | warn | fail
-        self.context = CaseContext(client, JudgeSettings(max_drift, inconclusive), progress)
+        self.context = CaseContext(client, JudgeSettings(max_drift, inconclusive), progress, senders)
 
     @property
     def client(self) -> Client:
@@ -70,6 +71,7 @@ class Runner:
             spec = fit_spec(spec, *self.size_cap)
         kind = kind_for(spec)
         self._check_context(*kind.context_needed(spec), spec)
+        self.context.senders.start()  # every host reached and checked before this case sends anything
         with endpoint_lock(self.client.url):
             self.warm_up()
             started = time.time()

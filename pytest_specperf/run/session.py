@@ -10,7 +10,6 @@ TTFT, decode, prompt tokens and the cached prompt tokens the server reports
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -20,63 +19,14 @@ from pytest_specperf.cases.prompt_cases import prompt_set
 from pytest_specperf.cases.result_parts import SessionRequest, TurnFigures
 from pytest_specperf.cases.results import SessionResult, StreamResult
 from pytest_specperf.cases.session import SessionSpec
-from pytest_specperf.endpoint.concurrent import NextTurn, StreamOutcome, StreamRequest, run_sessions
+from pytest_specperf.endpoint.concurrent import StreamOutcome
+from pytest_specperf.endpoint.conversation import Conversation
 from pytest_specperf.endpoint.sse import Trace
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.prompts import cold
-from pytest_specperf.run import acceptance, drift, lateness, stream_figures
+from pytest_specperf.run import acceptance, drift, lateness, stream_figures, workers
 from pytest_specperf.run.context import CaseContext, Until, case_seed
 from pytest_specperf.run.floors import JudgeSettings, settle, ttft_from_cache
-
-#: Completions has no roles: turns are joined as a plain transcript (the same text every later turn repeats).
-_SPEAKERS = {"user": "User", "assistant": "Assistant"}
-
-
-@dataclass
-class _Conversation:
-    """One session's user messages (one per turn) and the messages sent so far."""
-
-    users: list[str]
-    seed: int
-    spec: SessionSpec
-    salt: str | None = None  # the session's own prefix-cache namespace: its turns reuse each other's, no one else's
-    messages: list[dict[str, str]] = field(default_factory=list)
-
-    def next_turn(self, turn: int, done: list[StreamOutcome]) -> StreamRequest | None:
-        """The request of ``turn``: every earlier message, the last answer, and this turn's user message."""
-        if turn >= self.spec.turns:
-            return None
-        if done:
-            trace = done[-1].trace
-            if trace is None:
-                return None
-            self.messages.append({"role": "assistant", "content": answer_text(trace)})
-        self.messages.append({"role": "user", "content": self.users[turn]})
-        spec = self.spec
-        if spec.api == "chat":
-            return StreamRequest(prompt="", messages=tuple(dict(m) for m in self.messages), max_tokens=spec.tokens,
-                                 api="chat", seed=self.seed + turn, temperature=spec.temperature, salt=self.salt)
-        return StreamRequest(prompt=transcript(self.messages), max_tokens=spec.tokens, api="completions",
-                             seed=self.seed + turn, temperature=spec.temperature, salt=self.salt)
-
-
-def answer_text(trace: Trace) -> str:
-    """The answer a later turn repeats as the assistant's message: content only (reasoning is not sent back,
-    as chat templates of reasoning models drop it from history)."""
-    out = []
-    for c in trace.chunks:
-        if c.reasoning < c.tokens:  # a chunk with answer tokens; a mixed one keeps its text whole
-            out.append(c.text)
-    return "".join(out)
-
-
-def transcript(messages: list[dict[str, str]]) -> str:
-    """A conversation as completions text: each turn repeated exactly, so every turn extends the last."""
-    # An answer follows "Assistant:" exactly as it was generated (no space added), so the text of a turn
-    # starts with the previous turn's prompt and answer, token for token where the tokenizer allows.
-    lines = [f"Assistant:{m['content']}" if m["role"] == "assistant" else
-             f"{_SPEAKERS.get(m['role'], m['role'])}: {m['content']}" for m in messages]
-    return "\n\n".join(lines) + ("" if messages[-1]["role"] == "assistant" else "\n\nAssistant:")
 
 
 def user_turns(context: CaseContext | None, spec: SessionSpec, seed: int) -> list[list[str]]:
@@ -124,11 +74,11 @@ def _from_file(spec: SessionSpec) -> list[list[str]]:
 def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> SessionResult:
     """``users`` conversations of ``turns`` turns at once; per-turn figures, cache-hit share, drift, acceptance."""
     seed = case_seed(nodeid)
-    conversations = [_Conversation(msgs, seed + 100 * u, spec, context.salt())
-                     for u, msgs in enumerate(user_turns(context, spec, seed))]
-    nexts: list[NextTurn] = [c.next_turn for c in conversations]
+    conversations = [Conversation(msgs, seed + 100 * u, spec.turns, spec.api, spec.tokens, spec.temperature,
+                                  context.salt()) for u, msgs in enumerate(user_turns(context, spec, seed))]
     before = context.scrape_metrics()
-    outcomes = run_sessions(context.client, nexts, think_s=float(spec.think_s))
+    sent = context.senders.sessions(context.client, conversations, float(spec.think_s))
+    outcomes = sent.sessions
     after = context.scrape_metrics()
     for per_user in outcomes:
         for o in per_user:
@@ -150,8 +100,9 @@ def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> Sessio
                 drifts.append(d)
             rows.append(_row(u, turn, s, o))
     r = _result(context, spec, nodeid, rows, streams, found)
-    lateness.attach(r, [o.late_s for per_user in outcomes for o in per_user],
-                    lateness.load_bound(s.total_s for s in streams))
+    bound = lateness.load_bound(s.total_s for s in streams)
+    lateness.attach(r, [o.late_s for per_user in outcomes for o in per_user], bound)
+    workers.attach(r, sent.flat(), bound)
     _drift(r, streams, drifts, context.judging.max_drift)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     return r

@@ -14,6 +14,7 @@ from pytest_specperf.endpoint.client import Client, Progress
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.run.runner import Runner
+from pytest_specperf.scale.pool import senders_for
 from pytest_specperf.settings import Settings
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class EndpointSession:
             cap = ENGINE_SIZE if self.started.startswith("engine:") else None
             self._runner = Runner(client, max_drift=self.settings.max_drift, inconclusive=self.settings.inconclusive,
                                   progress=self._progress_for,
-                                  size_cap=cap)
+                                  size_cap=cap, senders=senders_for(self.settings.workers, self.settings.hosts))
         return self._runner
 
     def _progress_for(self, nodeid: str) -> Progress | None:
@@ -140,6 +141,8 @@ class EndpointSession:
 
     def close(self) -> None:
         """Stop what this session started."""
+        if self._runner is not None:
+            self._runner.context.senders.close()  # its worker processes, here and on other hosts
         if self._client is not None:
             self._client.close()
         if self._server is not None:

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("history", "measure"),
     ("compare",),
     ("run",),
-    ("endpoint", "sim", "engines"),
+    ("endpoint", "sim", "engines", "scale"),
     ("cases",),
     ("prompts",),
     ("settings", "files", "version", "errors", "urls"),
