@@ -9,6 +9,7 @@ from collections.abc import Iterator
 # second copy, and httpx no longer recognises (nor translates) that copy's errors.
 import httpcore  # noqa: F401
 import pytest
+from support import forked_pytest
 
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.run.runner import Runner
@@ -40,6 +41,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.pluginmanager.hasplugin("timeout"):
         for item in items:
             item.add_marker(pytest.mark.timeout(300), append=True)  # a test's own timeout mark comes first
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytester, whose `python -m pytest` runs are forks of a process that imported pytest and the plugin once
+    (support/forked_pytest.py: half the CPU of a fresh interpreter; SPECPERF_TEST_FORK=0 gives plain subprocesses)."""
+    forked_pytest.install(pytester)
+    return pytester
 
 
 @pytest.fixture(scope="session")
