@@ -29,8 +29,9 @@ import pytest_specperf
 for _mod in pkgutil.walk_packages(pytest_specperf.__path__, "pytest_specperf."):
     __import__(_mod.name)
 
-#: Modules imported above that pytest would otherwise warn it cannot rewrite (httpx imports anyio, a plugin).
-_PLUGINS_IMPORTED_EARLY = ("anyio",)
+#: Plugins imported above that pytest would otherwise warn it cannot rewrite: httpx imports anyio, and the plugin
+#: itself is marked for rewriting where PYTHONPATH names the source tree (as in a helper's worktree).
+_PLUGINS_IMPORTED_EARLY = ("anyio", "pytest_specperf")
 _BASE_PATH = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
 
 
