@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from pytest_specperf import stopping
+
 #: seconds between deliveries of a signal that no part of pytest has taken yet
 REDELIVER_S = 1.0
 
@@ -106,6 +108,7 @@ class Interrupts:
             if signal.getsignal(sig) == self._handle:
                 signal.signal(sig, old)
         self._old.clear()
+        stopping.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         __tracebackhide__ = True  # pytest's one line names where the signal landed, not this handler
@@ -116,6 +119,7 @@ class Interrupts:
             raise KeyboardInterrupt
         self.count += 1
         self.signum = self.signum or signum
+        stopping.request()  # for the waits that take no exception: another writer's history lock, prompt threads
         if self.finishing and self.count == 1:
             return  # the run's record and the servers' stop complete; the exit status says interrupted
         raise KeyboardInterrupt

@@ -89,7 +89,8 @@ def _saved_partial(pytester: pytest.Pytester) -> list[str]:
     db = pytester.path / ".specperf" / "history.sqlite"
     if db.exists():
         with sqlite3.connect(db) as conn:
-            found += [row[0] for row in conn.execute("SELECT partial FROM runs")]
+            if conn.execute("SELECT name FROM sqlite_master WHERE name = 'runs'").fetchall():  # none: never written
+                found += [row[0] for row in conn.execute("SELECT partial FROM runs")]
     return found
 
 
@@ -247,6 +248,33 @@ def test_while_the_history_is_written(pytester: pytest.Pytester, sig: signal.Sig
         other.close()
     assert code == 2, out[-2000:]
     assert _saved_partial(pytester) == ["", ""], out[-2000:]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_while_another_writer_holds_the_history(pytester: pytest.Pytester, sig: signal.Signals,
+                                                record_property: Callable[[str, Any], None]) -> None:
+    """Another writer holds the history's lock for longer than the run lives: the signal ends the wait (SQLite's
+    own would last its 30 s timeout), pytest exits at once, and nothing is lost: the saved run is on disk, the
+    summary names how to add it to the history, and that import then records it whole."""
+    pytester.makepyfile(test_case=QUICK)
+    db = pytester.path / ".specperf" / "history.sqlite"
+    db.parent.mkdir()
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another run writing its history, for the whole of this one
+    runs = pytester.path / ".specperf" / "runs"
+    try:
+        code, out = _run(pytester, sig, ["test_case.py", "--specperf-sim-speed=20", "--specperf-save"],
+                         lambda _: runs.is_dir() and any(runs.glob("*.json")), record_property)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert code == 2, out[-2000:]
+    assert "specperf history --import" in out, out[-2000:]
+    assert _saved_partial(pytester) == [""]  # the saved run only: the history has no table yet
+    imported = subprocess.run([sys.executable, "-m", "pytest_specperf.cli", "history", "--import"], cwd=pytester.path,
+                              capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert _saved_partial(pytester) == ["", ""]
 
 
 FINALIZER = '''
