@@ -10,11 +10,11 @@ import dataclasses
 import hashlib
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from pytest_specperf import stopping
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS, CaseSpec
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.result_parts import Acceptance, Attribution
@@ -114,8 +114,7 @@ class CaseContext:
             return base
         if len(base) == 1:
             return [self._fresh(base[0], api)]
-        with ThreadPoolExecutor(min(COUNT_WORKERS, len(base))) as pool:
-            return list(pool.map(lambda p: self._fresh(p, api), base))
+        return stopping.thread_map(lambda p: self._fresh(p, api), base, min(COUNT_WORKERS, len(base)))
 
     def tags_prompts(self) -> bool:
         """Whether a cold request's prompt must open with a fresh tag: a cold case on a server the client cannot
