@@ -34,6 +34,7 @@ REDELIVER_S = 1.0
 TRACEBACK_KEPT = 4
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_NUMBERS = frozenset(int(s) for s in _SIGNALS)
 
 
 def _settle() -> None:
@@ -129,11 +130,16 @@ class Interrupts:
         assert self._socks is not None
         theirs = self._socks[1]
         try:
-            while theirs.recv(64):
+            while woken := theirs.recv(64):
+                # Every signal with a Python handler writes its number here: a project's SIGALRM (pytest-timeout's
+                # signal method) must not turn into a Ctrl-C.
+                ours = [n for n in woken if n in _NUMBERS]
+                if not ours:
+                    continue
                 while not self._taken.wait(REDELIVER_S):
                     if self._main is not None:
                         self._resent += 1
-                        signal.pthread_kill(self._main, self.signum or signal.SIGINT)
+                        signal.pthread_kill(self._main, self.signum or ours[0])
         except OSError:
             return  # closed by uninstall
 
@@ -167,6 +173,11 @@ class Interrupts:
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.uninstall()
+        if self.requested or self._taken.is_set():
+            # CPython 3.11 marks a KeyboardInterrupt raised inside exec'd source (a dataclass's generated methods,
+            # built while a module imports) as unhandled, even once pytest has taken it, and then ends the process
+            # with SIGINT (exit -2, not pytest's 2). Every exec of source clears that mark first.
+            exec("None")
 
 
 KEY = pytest.StashKey[Interrupts]()

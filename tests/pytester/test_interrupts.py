@@ -306,3 +306,37 @@ def test_a_signal_lost_in_a_finalizer(pytester: pytest.Pytester, sig: signal.Sig
     assert "Exception ignored" in out  # the first KeyboardInterrupt was indeed lost
     assert code == 2, out[-2000:]
     assert _saved_partial(pytester) == ["interrupted", "interrupted"]
+
+
+ALARM = '''
+import signal
+import threading
+
+from pytest_specperf.pytest_plugin.interrupts import REDELIVER_S
+
+
+def test_alarm():
+    fired = threading.Event()
+    signal.signal(signal.SIGALRM, lambda *_: fired.set())
+    signal.setitimer(signal.ITIMER_REAL, 0.01)
+    assert fired.wait(60)
+    # past the watcher's re-delivery: a Ctrl-C it made up would land in this wait
+    assert not threading.Event().wait(2.5 * REDELIVER_S)
+'''
+
+
+def test_another_signal_is_no_interrupt(pytester: pytest.Pytester) -> None:
+    """A signal the project handles itself (a SIGALRM, as pytest-timeout's signal method sends) wakes the watcher
+    as every handled signal does; it must not become a Ctrl-C."""
+    pytester.makepyfile(test_alarm=ALARM)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_an_interrupt_inside_generated_code_exits_with_pytests_status(pytester: pytest.Pytester) -> None:
+    """A signal can land in code Python built from source: a dataclass's methods, made while a module the run
+    imports on first use loads (seen: ``import httpx`` while an engine started, 2 runs in 6). pytest takes that
+    KeyboardInterrupt like any other, and the run must still exit with pytest's status 2, not by SIGINT."""
+    pytester.makepyfile(test_exec='def test_x():\n    exec("raise KeyboardInterrupt")\n')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 2, result.outlines[-5:]
