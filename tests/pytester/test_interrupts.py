@@ -340,3 +340,62 @@ def test_an_interrupt_inside_generated_code_exits_with_pytests_status(pytester: 
     pytester.makepyfile(test_exec='def test_x():\n    exec("raise KeyboardInterrupt")\n')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 2, result.outlines[-5:]
+
+
+XDIST_LONG = "".join(f'''
+def test_long_{i}(specperf):
+    specperf.sustained(tokens=3000)
+''' for i in range(4))
+
+
+def test_xdist_workers_mid_stream(pytester: pytest.Pytester, slow_sim: SimServer,
+                                  record_property: Callable[[str, Any], None]) -> None:
+    """SIGINT to the controller alone (as a Ctrl-C where the workers run in a group of their own) while one xdist
+    worker streams and the other waits for the endpoint (one case at a time per endpoint): every worker ends
+    within EXIT_S, and so does the run."""
+    pytester.makepyfile(test_case=XDIST_LONG)
+    code, out = _run(pytester, signal.SIGINT, ["test_case.py", "-n", "2", f"--endpoint={slow_sim.url}"],
+                     lambda pid: _requests(slow_sim, 3000, done=False) >= 1, record_property)
+    assert code == 2, out[-2000:]
+
+
+def test_xdist_workers_and_their_simulator(pytester: pytest.Pytester,
+                                           record_property: Callable[[str, Any], None]) -> None:
+    """The controller starts the embedded simulator the workers share, once the first of them needs it: with CI's
+    SIGTERM to the controller while the workers measure, the workers and the simulator are gone within EXIT_S."""
+    pytester.makepyfile(test_case=XDIST_LONG)
+
+    def simulator_up(pid: int) -> bool:
+        return any("pytest_specperf.sim" in c for c in descendants(pid).values())
+
+    code, out = _run(pytester, signal.SIGTERM, ["test_case.py", "-n", "2", "--specperf-sim-speed=1"], simulator_up,
+                     record_property)
+    assert code == 2, out[-2000:]
+
+
+XDIST_WAIT = "".join(f'''
+def test_wait_{i}(specperf, request):
+    import os, pathlib, threading
+    from pytest_specperf.pytest_plugin import interrupts
+    specperf.sustained(tokens=16)
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    pathlib.Path("waiting-" + worker).write_text("")
+    try:
+        threading.Event().wait()  # a wait only a signal ends
+    finally:  # which signal stopped this worker
+        pathlib.Path("stopped-" + worker).write_text(str(request.config.stash[interrupts.KEY].signum))
+''' for i in range(2))
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_xdist_workers_blocked_in_a_wait(pytester: pytest.Pytester, sig: signal.Signals,
+                                         record_property: Callable[[str, Any], None]) -> None:
+    """Both workers measured a case and then block where only a signal gets them out. The signal goes to the
+    controller alone, which passes it on: each worker stops for that signal at once. (xdist's own stop would
+    wait out execnet's 5 s grace and then interrupt each worker with a SIGINT of its own making.)"""
+    pytester.makepyfile(test_case=XDIST_WAIT)
+    code, out = _run(pytester, sig, ["test_case.py", "-n", "2", "--specperf-sim-speed=20"],
+                     lambda _: len(list(pytester.path.glob("waiting-gw*"))) == 2, record_property)
+    assert code == 2, out[-2000:]
+    stopped = {p.name: p.read_text() for p in pytester.path.glob("stopped-gw*")}
+    assert stopped == {"stopped-gw0": str(int(sig)), "stopped-gw1": str(int(sig))}, out[-2000:]
