@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, case_key
 from pytest_specperf.cases.results import LoadSweepResult, Result
-from pytest_specperf.cases.saved_results import as_result
+from pytest_specperf.cases.saved_results import as_result, has_record
 from pytest_specperf.compare.trials import DIRECTIONS, sub_cases, trials
 from pytest_specperf.report.table import finite_number
 
@@ -116,8 +116,9 @@ def typed_as(result: ResultLike, cls: type[R]) -> R:
 
 
 def typed_all(results: Sequence[ResultLike]) -> list[Result]:
-    """A baseline run's results, each typed (``typed``)."""
-    return [as_result(r) for r in results]
+    """A baseline run's results, each typed (``typed``); its error records (cases it could not measure: no figures
+    to draw) and kinds this version has no record of are left out."""
+    return [as_result(r) for r in results if isinstance(r, Result) or has_record(r)]
 
 
 # -- formatting ------------------------------------------------------------------------------------
