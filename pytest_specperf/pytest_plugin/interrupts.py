@@ -65,6 +65,7 @@ class Interrupts:
         self._main = threading.main_thread().ident
         self._resent = 0  # deliveries of our own not handled yet (they never count as a user's second signal)
         self._workers: Path | None = None  # xdist controller: the folder where each worker leaves its pid
+        self._pid_file: Path | None = None  # xdist worker: the pid it left there, taken back when it ends
 
     @property
     def requested(self) -> bool:
@@ -122,6 +123,9 @@ class Interrupts:
         if self._workers is not None:
             shutil.rmtree(self._workers, ignore_errors=True)
             self._workers = None
+        if self._pid_file is not None:  # a worker that ended is no longer signalled (its pid may be reused)
+            self._pid_file.unlink(missing_ok=True)
+            self._pid_file = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         __tracebackhide__ = True  # pytest's one line names where the signal landed, not this handler
@@ -222,7 +226,8 @@ def install(config: pytest.Config) -> None:
         folder = getattr(config, "workerinput", {}).get("specperf_pids")
         if folder:  # an xdist worker: where its controller finds it to pass a signal on
             with contextlib.suppress(OSError):
-                Path(folder, str(os.getpid())).touch()
+                interrupts._pid_file = Path(folder, str(os.getpid()))
+                interrupts._pid_file.touch()
 
 
 def requested(config: pytest.Config) -> bool:
