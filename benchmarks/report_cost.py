@@ -169,9 +169,11 @@ def main() -> None:
                        "--specperf-json=r.json", "--specperf-html=r.html", "--specperf-plots=plots",
                        "--specperf-markdown=r.md", "--html=ph.html", "--self-contained-html")
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-m", "pytest_specperf.cli", "--storage", str(folder / ".specperf/runs"),
-                        "report", "full", "-o", str(folder / "again.html"), "--baseline", "base"],
-                       check=True, capture_output=True, timeout=600)
+        done = subprocess.run([sys.executable, "-m", "pytest_specperf.cli", "--storage", str(folder / ".specperf/runs"),
+                               "report", "full", "-o", str(folder / "again.html"), "--baseline", "base"],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:  # the command's own one line, not a traceback of this script
+            sys.exit(f"specperf report full --baseline base failed: {done.stderr.strip()[-500:]}")
         t_report = time.monotonic() - t0
         results = json.loads((folder / "r.json").read_text())["results"]
         baseline = json.loads(next((folder / ".specperf/runs").glob("*_base.json")).read_text())["results"]

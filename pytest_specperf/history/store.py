@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf import stopping
 from pytest_specperf.errors import SpecperfError
 from pytest_specperf.urls import redact_url
 
@@ -25,6 +27,10 @@ from pytest_specperf.urls import redact_url
 DEFAULT_FILE = Path(".specperf") / "history.sqlite"
 #: seconds a writer waits for another writer's lock before the run's history write is given up
 LOCK_TIMEOUT_S = 30.0
+#: seconds of SQLite's own wait for the lock between two looks at whether the run was asked to stop
+LOCK_POLL_S = 0.1
+#: seconds a writer still waits for the lock once the run was asked to stop (a writer about to finish lets it in)
+STOPPING_WAIT_S = 2.0
 
 
 class HistoryError(SpecperfError):
@@ -113,7 +119,9 @@ class Store:
         return conn
 
     def error(self, what: str, exc: BaseException) -> HistoryError:
-        """A one-line HistoryError naming the target, what failed and the fix."""
+        """A one-line HistoryError naming the target, what failed and the fix (one already made is kept)."""
+        if isinstance(exc, HistoryError):
+            return exc
         text = _one_line(exc)
         low = text.lower()
         if "locked" in low or "lock timeout" in low:
@@ -135,7 +143,7 @@ class Store:
         """One write transaction (SQLite: the write lock taken at once); rolled back on any error."""
         cur = self.conn.cursor()
         try:
-            cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
+            self._begin(cur)
             yield cur
             cur.execute("COMMIT")
         except BaseException:
@@ -145,6 +153,33 @@ class Store:
         finally:
             with contextlib.suppress(Exception):
                 cur.close()
+
+    def _begin(self, cur: Any) -> None:
+        """Open the transaction. SQLite's wait for another writer's lock runs in C, deaf to signals, for up to
+        ``timeout``: it is waited in slices of LOCK_POLL_S, and a run asked to stop (Ctrl-C, SIGTERM) gives up
+        STOPPING_WAIT_S later."""
+        if self.dialect != "sqlite":
+            cur.execute("BEGIN")
+            return
+        deadline = time.monotonic() + self.timeout
+        stop_by: float | None = None
+        self.conn.execute(f"PRAGMA busy_timeout = {round(1000 * min(LOCK_POLL_S, self.timeout))}")
+        try:
+            while True:
+                try:
+                    cur.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+                        raise
+                    if stop_by is None and stopping.requested():
+                        stop_by = time.monotonic() + STOPPING_WAIT_S
+                    if stop_by is not None and time.monotonic() >= stop_by:
+                        raise HistoryError(f"history {self.target.shown()}: not written, the run was interrupted "
+                                           "while another process held the database; add the run later from its "
+                                           "saved run (--specperf-save) with 'specperf history --import'") from None
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {round(1000 * self.timeout)}")
 
     def execute(self, cur: Any, query: str, params: Sequence[Any] = ()) -> Any:
         """Run one ``?``-style query on ``cur``."""

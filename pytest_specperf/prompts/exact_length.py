@@ -18,12 +18,13 @@ import bisect
 import contextlib
 import random
 import re
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from pytest_specperf import stopping
 from pytest_specperf.prompts.content_kinds import CONTENT_KINDS
 
 KINDS = CONTENT_KINDS
@@ -359,14 +360,16 @@ def build_prompts(
     first = build_prompt(kind, ctx, count_tokens, variant=todo[0], instruction=instruction, api=api, head=head)
     ratio = first.tokens / max(1, len(_PIECE.findall(first.text)))
 
+    stop = threading.Event()  # Ctrl-C or another search's error: each running search ends at its next count
+    count = stopping.unless_stopped(count_tokens, stop)
+
     def one(variant: int) -> Prompt:
-        return build_prompt(kind, ctx, count_tokens, variant=variant, instruction=instruction, api=api,
+        return build_prompt(kind, ctx, count, variant=variant, instruction=instruction, api=api,
                             tokens_per_piece=ratio, head=head)
 
     if len(todo) == 1:
         return [first]
-    with ThreadPoolExecutor(max(1, min(workers, len(todo) - 1))) as pool:
-        return [first, *pool.map(one, todo[1:])]
+    return [first, *stopping.thread_map(one, todo[1:], min(workers, len(todo) - 1), stop=stop)]
 
 
 def _search(body: _Body, ctx: int, count: Callable[[int], int], *, overhead: int,

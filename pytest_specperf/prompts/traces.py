@@ -22,8 +22,8 @@ import contextlib
 import csv
 import json
 import math
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_specperf import stopping
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.prompts import exact_length
 
@@ -402,6 +403,8 @@ def build_trace_prompts(rows: list[TraceRow], count_tokens: Callable[[str], int]
     pieces, overhead = _calibrate(kind, count_tokens, salt)
     blocks = _Blocks(kind, pieces, salt)
     ratio = BLOCK_TOKENS / pieces
+    stop = threading.Event()  # Ctrl-C or another row's error: each running row ends at its next count
+    count_tokens = stopping.unless_stopped(count_tokens, stop)
 
     def one(r: TraceRow) -> str:
         if not r.hash_ids:
@@ -422,8 +425,7 @@ def build_trace_prompts(rows: list[TraceRow], count_tokens: Callable[[str], int]
     for r in rows:  # blocks are cut once, before the threads (their cache is a plain dict)
         for h in r.hash_ids or ():
             blocks.text(h)
-    with ThreadPoolExecutor(max(1, min(workers, len(rows)))) as pool:
-        return list(pool.map(one, rows))
+    return stopping.thread_map(one, rows, min(workers, len(rows)), stop=stop)
 
 
 def _calibrate(kind: str, count_tokens: Callable[[str], int], salt: int) -> tuple[int, int]:

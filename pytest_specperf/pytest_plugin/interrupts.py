@@ -12,18 +12,28 @@ Once the session finishes (the saved run, the history row, the outputs, stopping
 signal no longer raises: an exception there would leave a history transaction or a server's stop half done. It
 is noted instead; the report writer skips the outputs not yet drawn, and the exit status says interrupted. A
 second signal raises as ever, for a user who really means it.
+
+Under xdist a signal may reach the controller alone (CI's SIGTERM; a Ctrl-C where the workers run in a group of
+their own). Left to xdist, a worker would finish its case, or be interrupted only after execnet's 5 s grace: so
+each worker leaves its pid in a folder the controller names, and the controller passes every signal on to them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
+
+from pytest_specperf import stopping
 
 #: seconds between deliveries of a signal that no part of pytest has taken yet
 REDELIVER_S = 1.0
@@ -32,6 +42,7 @@ REDELIVER_S = 1.0
 TRACEBACK_KEPT = 4
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_NUMBERS = frozenset(int(s) for s in _SIGNALS)
 
 
 def _settle() -> None:
@@ -53,6 +64,8 @@ class Interrupts:
         self._thread: threading.Thread | None = None
         self._main = threading.main_thread().ident
         self._resent = 0  # deliveries of our own not handled yet (they never count as a user's second signal)
+        self._workers: Path | None = None  # xdist controller: the folder where each worker leaves its pid
+        self._pid_file: Path | None = None  # xdist worker: the pid it left there, taken back when it ends
 
     @property
     def requested(self) -> bool:
@@ -106,6 +119,13 @@ class Interrupts:
             if signal.getsignal(sig) == self._handle:
                 signal.signal(sig, old)
         self._old.clear()
+        stopping.clear()
+        if self._workers is not None:
+            shutil.rmtree(self._workers, ignore_errors=True)
+            self._workers = None
+        if self._pid_file is not None:  # a worker that ended is no longer signalled (its pid may be reused)
+            self._pid_file.unlink(missing_ok=True)
+            self._pid_file = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         __tracebackhide__ = True  # pytest's one line names where the signal landed, not this handler
@@ -116,20 +136,36 @@ class Interrupts:
             raise KeyboardInterrupt
         self.count += 1
         self.signum = self.signum or signum
+        stopping.request()  # for the waits that take no exception: another writer's history lock, prompt threads
+        self._pass_on(signum)
         if self.finishing and self.count == 1:
             return  # the run's record and the servers' stop complete; the exit status says interrupted
         raise KeyboardInterrupt
+
+    def _pass_on(self, signum: int) -> None:
+        """xdist controller: the signal to every worker (each stops its case and its own session)."""
+        if self._workers is None:
+            return
+        with contextlib.suppress(OSError):
+            for entry in self._workers.iterdir():
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(entry.name), signum)
 
     def _watch(self) -> None:
         """Wake on every signal, even while the main thread is blocked in C; deliver it again until taken."""
         assert self._socks is not None
         theirs = self._socks[1]
         try:
-            while theirs.recv(64):
+            while woken := theirs.recv(64):
+                # Every signal with a Python handler writes its number here: a project's SIGALRM (pytest-timeout's
+                # signal method) must not turn into a Ctrl-C.
+                ours = [n for n in woken if n in _NUMBERS]
+                if not ours:
+                    continue
                 while not self._taken.wait(REDELIVER_S):
                     if self._main is not None:
                         self._resent += 1
-                        signal.pthread_kill(self._main, self.signum or signal.SIGINT)
+                        signal.pthread_kill(self._main, self.signum or ours[0])
         except OSError:
             return  # closed by uninstall
 
@@ -160,9 +196,21 @@ class Interrupts:
             if self.requested:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: tell each worker where to leave its pid."""
+        if self._workers is None:
+            self._workers = Path(tempfile.mkdtemp(prefix="specperf-workers-"))
+        node.workerinput["specperf_pids"] = str(self._workers)
+
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.uninstall()
+        if self.requested or self._taken.is_set():
+            # CPython 3.11 marks a KeyboardInterrupt raised inside exec'd source (a dataclass's generated methods,
+            # built while a module imports) as unhandled, even once pytest has taken it, and then ends the process
+            # with SIGINT (exit -2, not pytest's 2). Every exec of source clears that mark first.
+            exec("None")
 
 
 KEY = pytest.StashKey[Interrupts]()
@@ -175,6 +223,11 @@ def install(config: pytest.Config) -> None:
     if interrupts.install():
         config.stash[KEY] = interrupts
         config.pluginmanager.register(interrupts, "specperf-interrupts")
+        folder = getattr(config, "workerinput", {}).get("specperf_pids")
+        if folder:  # an xdist worker: where its controller finds it to pass a signal on
+            with contextlib.suppress(OSError):
+                interrupts._pid_file = Path(folder, str(os.getpid()))
+                interrupts._pid_file.touch()
 
 
 def requested(config: pytest.Config) -> bool:

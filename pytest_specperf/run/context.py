@@ -10,11 +10,11 @@ import dataclasses
 import hashlib
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from pytest_specperf import stopping
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS, CaseSpec
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.result_parts import Acceptance, Attribution
@@ -59,6 +59,10 @@ def text_sha(prompt: str, trace: Trace) -> str:
     return h.hexdigest()[:16]
 
 
+#: back-to-back pairs of identical short requests whose median difference is the client's timing noise
+NOISE_PAIRS = 3
+
+
 class CaseContext:
     """One endpoint's shared means of measuring: its client, prompt cache, warm-up and judging settings."""
 
@@ -71,6 +75,7 @@ class CaseContext:
         self._progress = progress
         self._prompts: dict[tuple[str, int, int, str], Prompt] = {}
         self._warm = False
+        self._noise_s: float | None = None  # timing_noise, once measured
         # The running case's ``prefix_cache`` (the runner sets it per case): "cold" gives every request a
         # fresh tag; "warm" sends the built prompts as they are, each sent once untimed before its first use.
         self.prefix_cache = "cold"
@@ -117,8 +122,7 @@ class CaseContext:
             return base
         if len(base) == 1:
             return [self._fresh(base[0], api)]
-        with ThreadPoolExecutor(min(COUNT_WORKERS, len(base))) as pool:
-            return list(pool.map(lambda p: self._fresh(p, api), base))
+        return stopping.thread_map(lambda p: self._fresh(p, api), base, min(COUNT_WORKERS, len(base)))
 
     def prompts_of(self, kind: str, ctxs: list[int], variants: list[int], api: str = "completions") -> list[Prompt]:
         """``prompts`` where each request has its own length (``ctxs[i]`` server tokens for ``variants[i]``): the
@@ -135,8 +139,7 @@ class CaseContext:
             for i, p in zip(where, self.prompts(kind, ctx, [variants[i] for i in where], api), strict=True):
                 out[i] = p
 
-        with ThreadPoolExecutor(min(COUNT_WORKERS, len(groups))) as pool:
-            list(pool.map(build, groups.items()))
+        stopping.thread_map(build, list(groups.items()), min(COUNT_WORKERS, len(groups)))
         return [p for p in out if p is not None]
 
     def tags_prompts(self) -> bool:
@@ -192,6 +195,18 @@ class CaseContext:
         if not self._warm:
             self.client.complete(self.built("prose", 32, 99_999).text, 8)
             self._warm = True
+
+    def timing_noise(self) -> float:
+        """The client's timing noise against this server (seconds): how far apart identical short requests took
+        (the median of NOISE_PAIRS back-to-back pairs: one late wake-up is not the client's usual noise), measured
+        once per context after the warm-up, for the rule that refuses a rate over a span shorter than ten times it
+        (``stream_figures.SPAN_OVER_NOISE``)."""
+        if self._noise_s is None:
+            self.warm_up()
+            text = self.built("prose", 32, 99_999).text
+            took = [self.client.complete(text, 8).elapsed_s for _ in range(NOISE_PAIRS + 1)]
+            self._noise_s = float(np.median(np.abs(np.diff(took))))
+        return self._noise_s
 
     def coalesce_s(self) -> float:
         """Events closer than this are one delivery (0 where every chunk is an engine step)."""

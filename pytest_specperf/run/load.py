@@ -95,8 +95,9 @@ def sustained_load(context: CaseContext, spec: SustainedSpec, nodeid: str) -> Su
     lateness.attach(r, [o.late_s for o in outcomes], bound, spread=True)
     workers.attach(r, sent, bound, spread=True)
     _no_common_window(r, spec, [o.late_s for o in outcomes])
-    _drift(r, js, [d for i in judged if (d := drifts[i]) is not None],
-           spec.max_drift if spec.max_drift is not None else context.judging.max_drift)
+    found_drifts = [d for i in judged if (d := drifts[i]) is not None]
+    _drift(r, js, found_drifts, spec.max_drift if spec.max_drift is not None else context.judging.max_drift,
+           context.timing_noise() if found_drifts else None)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     context.check_acceptance_gates(spec, r)
     return r
@@ -206,10 +207,12 @@ def _no_common_window(r: SustainedResult, spec: SustainedSpec, late_s: Sequence[
     r.notes.append(f"{text}; aggregate tok/s not measured")
 
 
-def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float) -> None:
+def _drift(r: SustainedResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float,
+           noise_s: float | None) -> None:
     """The drift gate over every stream, as for a sustained case with repeats."""
     r.max_drift = max_drift
-    if stream_figures.judge_drift(r, streams, drifts, max_drift) and len({len(s.window_tps) for s in streams}) == 1:
+    judged = stream_figures.judge_drift(r, streams, drifts, max_drift, noise_s)
+    if judged and len({len(s.window_tps) for s in streams}) == 1:
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams]), axis=0)]
 
 

@@ -103,7 +103,7 @@ def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> Sessio
     bound = lateness.load_bound(s.total_s for s in streams)
     lateness.attach(r, [o.late_s for per_user in outcomes for o in per_user], bound)
     workers.attach(r, sent.flat(), bound)
-    _drift(r, streams, drifts, context.judging.max_drift)
+    _drift(r, streams, drifts, context.judging.max_drift, context.timing_noise() if drifts else 0.0)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     return r
 
@@ -185,12 +185,18 @@ def ttft_growth(rows: list[SessionRequest]) -> float | None:
     return float(np.polyfit(x, y, 1)[0]) * 1000.0 * 1000.0
 
 
-def _drift(r: SessionResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float) -> None:
-    """The drift gate over the turns long enough for windows (none: not judged, said in notes)."""
+def _drift(r: SessionResult, streams: list[StreamResult], drifts: list[drift.Drift], max_drift: float,
+           noise_s: float) -> None:
+    """The drift gate over the turns long enough for windows (none, or windows too short to time against the
+    client's timing ``noise_s``: not judged, said in notes)."""
     r.max_drift = max_drift
     if not drifts:
         r.drift_gate = (f"drift not judged: {r.tokens} tokens per turn are too few for windows; raise tokens "
                         "to judge drift within turns")
+        return
+    untimed = stream_figures.drift_span_problem([s for s in streams if s.window_tokens], drifts, noise_s)
+    if untimed is not None:
+        r.drift_gate = untimed
         return
     gate = drift.drift_gate(drifts, max_drift=max_drift)
     r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed

@@ -144,12 +144,20 @@ def _split_windows(cum: np.ndarray, bounds: list[float], window_tokens: int) -> 
     return tpc, cps
 
 
-def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float) -> bool:
-    """The drift gate over every stream into ``r``; False ("not judged") when a stream was too short for one."""
+def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[stats.Drift], max_drift: float,
+                noise_s: float | None = None) -> bool:
+    """The drift gate over every stream into ``r``; False ("not judged") when a stream was too short for one, or
+    (given the client's measured timing ``noise_s``) its early or late windows too short to time."""
     if len(drifts) < len(streams):
         r.drift_verdict = "not judged"
         r.drift_gate = (f"drift not judged: {streams[0].completion_tokens} tokens are too few, it needs "
                         f"{MIN_DRIFT_TOKENS} (8 windows of 32 decode tokens)")
+        return False
+    untimed = None if noise_s is None else drift_span_problem(streams, drifts, noise_s)
+    if untimed is not None:
+        r.drift_verdict, r.drift_gate = "not judged", untimed
+        for s in streams:  # no early, late or drift figure from spans that short
+            s.early_tps = s.late_tps = s.drift = s.trend_p = None
         return False
     gate = stats.drift_gate(drifts, max_drift=max_drift)
     r.drift, r.drift_p, r.drift_gate, r.drift_failed = gate.drift, gate.p, gate.reason, gate.failed
@@ -179,6 +187,20 @@ def check_span(what: str, span_s: float, noise_s: float, tokens: int) -> None:
                                f"{SPAN_OVER_NOISE:g}x the client's timing noise ({noise_ms:.1f} ms, "
                                f"two identical requests apart); the server is too fast for this size, raise long= "
                                f"(tokens= in a ctx_sweep) until that span is over {1000 * floor:.0f} ms")
+
+
+def drift_span_problem(streams: list[StreamResult], drifts: list[stats.Drift], noise_s: float) -> str | None:
+    """Why no stream's early and late rates can be told apart from timing noise, or None: each group's span (its
+    tokens over its rate) must be SPAN_OVER_NOISE times the client's measured timing noise, as a two-point's."""
+    spans = [d.edge_windows * s.window_tokens / rate for s, d in zip(streams, drifts, strict=True)
+             if s.window_tokens for rate in (d.early_tps, d.late_tps) if rate > 0]
+    floor = SPAN_OVER_NOISE * timing_noise(noise_s)  # the shortest group span that is timed, not guessed
+    if not spans or min(spans) >= floor:
+        return None
+    return (f"drift not judged: the early or late windows took {1000 * min(spans):.1f} ms, within "
+            f"{SPAN_OVER_NOISE:g}x the client's timing noise ({1000 * timing_noise(noise_s):.1f} ms, two identical "
+            f"requests apart), so their rates say nothing; the server is too fast for this length, raise tokens= "
+            f"until that span is over {1000 * floor:.0f} ms")
 
 
 def two_point_rate(short: Completion, long: Completion) -> float:

@@ -44,7 +44,8 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     r = _result(context, spec, nodeid, streams, max_drift)
     if spec.prompts is not None:
         categories.attach(r, spec, streams, trials.traces, context.client.caps.step_chunks)
-    if stream_figures.judge_drift(r, streams, trials.drifts, max_drift):
+    noise = context.timing_noise() if trials.drifts else None  # only a case with windows asks for it
+    if stream_figures.judge_drift(r, streams, trials.drifts, max_drift, noise):
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]),
                                                     axis=0)]
     if context.client.caps.step_chunks:

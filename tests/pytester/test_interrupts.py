@@ -89,7 +89,8 @@ def _saved_partial(pytester: pytest.Pytester) -> list[str]:
     db = pytester.path / ".specperf" / "history.sqlite"
     if db.exists():
         with sqlite3.connect(db) as conn:
-            found += [row[0] for row in conn.execute("SELECT partial FROM runs")]
+            if conn.execute("SELECT name FROM sqlite_master WHERE name = 'runs'").fetchall():  # none: never written
+                found += [row[0] for row in conn.execute("SELECT partial FROM runs")]
     return found
 
 
@@ -249,6 +250,33 @@ def test_while_the_history_is_written(pytester: pytest.Pytester, sig: signal.Sig
     assert _saved_partial(pytester) == ["", ""], out[-2000:]
 
 
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_while_another_writer_holds_the_history(pytester: pytest.Pytester, sig: signal.Signals,
+                                                record_property: Callable[[str, Any], None]) -> None:
+    """Another writer holds the history's lock for longer than the run lives: the signal ends the wait (SQLite's
+    own would last its 30 s timeout), pytest exits at once, and nothing is lost: the saved run is on disk, the
+    summary names how to add it to the history, and that import then records it whole."""
+    pytester.makepyfile(test_case=QUICK)
+    db = pytester.path / ".specperf" / "history.sqlite"
+    db.parent.mkdir()
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another run writing its history, for the whole of this one
+    runs = pytester.path / ".specperf" / "runs"
+    try:
+        code, out = _run(pytester, sig, ["test_case.py", "--specperf-sim-speed=20", "--specperf-save"],
+                         lambda _: runs.is_dir() and any(runs.glob("*.json")), record_property)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert code == 2, out[-2000:]
+    assert "specperf history --import" in out, out[-2000:]
+    assert _saved_partial(pytester) == [""]  # the saved run only: the history has no table yet
+    imported = subprocess.run([sys.executable, "-m", "pytest_specperf.cli", "history", "--import"], cwd=pytester.path,
+                              capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert _saved_partial(pytester) == ["", ""]
+
+
 FINALIZER = '''
 import pathlib
 import threading
@@ -278,3 +306,96 @@ def test_a_signal_lost_in_a_finalizer(pytester: pytest.Pytester, sig: signal.Sig
     assert "Exception ignored" in out  # the first KeyboardInterrupt was indeed lost
     assert code == 2, out[-2000:]
     assert _saved_partial(pytester) == ["interrupted", "interrupted"]
+
+
+ALARM = '''
+import signal
+import threading
+
+from pytest_specperf.pytest_plugin.interrupts import REDELIVER_S
+
+
+def test_alarm():
+    fired = threading.Event()
+    signal.signal(signal.SIGALRM, lambda *_: fired.set())
+    signal.setitimer(signal.ITIMER_REAL, 0.01)
+    assert fired.wait(60)
+    # past the watcher's re-delivery: a Ctrl-C it made up would land in this wait
+    assert not threading.Event().wait(2.5 * REDELIVER_S)
+'''
+
+
+def test_another_signal_is_no_interrupt(pytester: pytest.Pytester) -> None:
+    """A signal the project handles itself (a SIGALRM, as pytest-timeout's signal method sends) wakes the watcher
+    as every handled signal does; it must not become a Ctrl-C."""
+    pytester.makepyfile(test_alarm=ALARM)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_an_interrupt_inside_generated_code_exits_with_pytests_status(pytester: pytest.Pytester) -> None:
+    """A signal can land in code Python built from source: a dataclass's methods, made while a module the run
+    imports on first use loads (seen: ``import httpx`` while an engine started, 2 runs in 6). pytest takes that
+    KeyboardInterrupt like any other, and the run must still exit with pytest's status 2, not by SIGINT."""
+    pytester.makepyfile(test_exec='def test_x():\n    exec("raise KeyboardInterrupt")\n')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 2, result.outlines[-5:]
+
+
+XDIST_LONG = "".join(f'''
+def test_long_{i}(specperf):
+    specperf.sustained(tokens=3000)
+''' for i in range(4))
+
+
+def test_xdist_workers_mid_stream(pytester: pytest.Pytester, slow_sim: SimServer,
+                                  record_property: Callable[[str, Any], None]) -> None:
+    """SIGINT to the controller alone (as a Ctrl-C where the workers run in a group of their own) while one xdist
+    worker streams and the other waits for the endpoint (one case at a time per endpoint): every worker ends
+    within EXIT_S, and so does the run."""
+    pytester.makepyfile(test_case=XDIST_LONG)
+    code, out = _run(pytester, signal.SIGINT, ["test_case.py", "-n", "2", f"--endpoint={slow_sim.url}"],
+                     lambda pid: _requests(slow_sim, 3000, done=False) >= 1, record_property)
+    assert code == 2, out[-2000:]
+
+
+def test_xdist_workers_and_their_simulator(pytester: pytest.Pytester,
+                                           record_property: Callable[[str, Any], None]) -> None:
+    """The controller starts the embedded simulator the workers share, once the first of them needs it: with CI's
+    SIGTERM to the controller while the workers measure, the workers and the simulator are gone within EXIT_S."""
+    pytester.makepyfile(test_case=XDIST_LONG)
+
+    def simulator_up(pid: int) -> bool:
+        return any("pytest_specperf.sim" in c for c in descendants(pid).values())
+
+    code, out = _run(pytester, signal.SIGTERM, ["test_case.py", "-n", "2", "--specperf-sim-speed=1"], simulator_up,
+                     record_property)
+    assert code == 2, out[-2000:]
+
+
+XDIST_WAIT = "".join(f'''
+def test_wait_{i}(specperf, request):
+    import os, pathlib, threading
+    from pytest_specperf.pytest_plugin import interrupts
+    specperf.sustained(tokens=16)
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    pathlib.Path("waiting-" + worker).write_text("")
+    try:
+        threading.Event().wait()  # a wait only a signal ends
+    finally:  # which signal stopped this worker
+        pathlib.Path("stopped-" + worker).write_text(str(request.config.stash[interrupts.KEY].signum))
+''' for i in range(2))
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_xdist_workers_blocked_in_a_wait(pytester: pytest.Pytester, sig: signal.Signals,
+                                         record_property: Callable[[str, Any], None]) -> None:
+    """Both workers measured a case and then block where only a signal gets them out. The signal goes to the
+    controller alone, which passes it on: each worker stops for that signal at once. (xdist's own stop would
+    wait out execnet's 5 s grace and then interrupt each worker with a SIGINT of its own making.)"""
+    pytester.makepyfile(test_case=XDIST_WAIT)
+    code, out = _run(pytester, sig, ["test_case.py", "-n", "2", "--specperf-sim-speed=20"],
+                     lambda _: len(list(pytester.path.glob("waiting-gw*"))) == 2, record_property)
+    assert code == 2, out[-2000:]
+    stopped = {p.name: p.read_text() for p in pytester.path.glob("stopped-gw*")}
+    assert stopped == {"stopped-gw0": str(int(sig)), "stopped-gw1": str(int(sig))}, out[-2000:]

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("endpoint", "sim", "engines", "scale"),
     ("cases",),
     ("prompts",),
-    ("settings", "files", "version", "errors", "urls"),
+    ("settings", "files", "version", "errors", "urls", "stopping"),
 )
 #: The one folder allowed to import pytest.
 PYTEST_LAYER = f"{PKG}.pytest_plugin"

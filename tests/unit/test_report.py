@@ -2,10 +2,13 @@
 
 import json
 import os
+from pathlib import Path
 
 from support.result_json import full
 
 from pytest_specperf.report.json_file import write_json_atomic
+from pytest_specperf.report.output import Meta
+from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import COLUMNS, count_text, n_users, signed_pct, summary, table
 
 
@@ -334,3 +337,15 @@ def test_json_writes_a_record_as_its_json_and_given_json_as_it_is(tmp_path):
     written = json.loads(path.read_text())["results"]
     assert written == [to_dict(typed), given, _error_record()]
     assert list(written[1]) == list(given)  # its keys in their order: the file reads as the run it came from
+
+
+def test_a_baseline_with_a_case_it_could_not_measure_still_draws_the_html(tmp_path: Path) -> None:
+    """A baseline run keeps its errored cases as error records (no figures); drawing the comparison charts of the
+    cases it did measure must not try to read those as results (seen: `specperf report RUN --baseline BASE` and
+    --specperf-html both lost, benchmarks/report_cost.py crashed)."""
+    results = json.loads((Path(__file__).parent / "saved_runs" / "against_baseline.json").read_text())["results"]
+    errored = {"nodeid": "t.py::test_gone", "kind": "two_point", "ctx": 2000, "content": "prose", "verdict": "error",
+               "reason": "two-point inconclusive: raise long=", "short": 8, "long": 264}
+    out = tmp_path / "r.html"
+    OUTPUTS["html"]().write(results, Meta(about={}, baseline=[*results, errored]), out)
+    assert "<svg" in out.read_text()  # the comparison charts of the measured cases are drawn
