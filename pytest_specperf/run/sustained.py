@@ -40,6 +40,8 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     before = context.scrape_metrics()
     max_drift = spec.max_drift if spec.max_drift is not None else context.judging.max_drift
     trials = _trials(context, spec, seed, progress, before is not None, max_drift, until)
+    # the counters are read before the timing-noise requests below, which would move them past what the case explains
+    after = context.scrape_metrics()
     streams = trials.streams
     r = _result(context, spec, nodeid, streams, max_drift)
     if spec.prompts is not None:
@@ -51,7 +53,6 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     if context.client.caps.step_chunks:
         _step_windows(r, streams)
     stream_figures.phases(r, streams, trials.traces, context.client.caps.step_chunks)
-    after = context.scrape_metrics()
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after,
                                                     *acceptance.response_fields(trials.traces))
     if r.acceptance is not None and trials.scrape_series and trials.scrape_series[0]:
