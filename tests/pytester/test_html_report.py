@@ -115,7 +115,8 @@ def test_values_drawn_are_the_values_in_the_json(run: dict[str, Any]) -> None:
                 w = stream["window_tokens"]
                 assert s["x"] == [(j + 0.5) * w for j in range(len(stream["window_tps"]))]
             levels = {lv["label"].split()[0]: lv["y"] for lv in rate["levels"]}
-            assert levels["early"] == r["early_tps"] and levels["late"] == r["late_tps"]
+            # no line where the JSON has no figure (windows too short to time: drift not judged)
+            assert levels.get("early") == r["early_tps"] and levels.get("late") == r["late_tps"]
             assert levels.get("floor") == r["min_tps"]  # no line where the case has no floor
             assert by_id["accept"]["series"][0]["y"] == r["window_accept_len"]
             assert by_id["step_ms"]["series"][0]["y"] == r["window_step_ms"]
