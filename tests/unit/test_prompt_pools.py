@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent('''
         caught = {"calls": state["calls"], "held": state["held"]}
     release.set()
     for t in threading.enumerate():
-        if t is not threading.current_thread():
+        if t is not threading.current_thread() and t.ident is not None:  # one still starting cannot be joined
             t.join(30)
     print(json.dumps({"caught": caught, "calls_at_end": state["calls"], "timed_out": state["timed_out"],
                       "threads_left": [t.name for t in threading.enumerate() if t is not threading.current_thread()]}))
