@@ -34,7 +34,7 @@ def test_ttft_ceilings_under_load_judge_the_percentile_they_name(runner_for) -> 
     # the tail ceiling failed, the median passed, each named with its percentile
     found = re.search(r"ttft p90 (\d+\.\d+) s > max_ttft_p90_s ([\d.]+)", r.reason)
     assert found and float(found.group(2)) == bound, r.reason
-    assert t90 <= float(found.group(1)) <= t90 + 0.05, (found.group(1), t90)  # the client's TTFT is never shorter
+    assert t90 - 0.0005 <= float(found.group(1)) <= t90 + 0.05, (found.group(1), t90)  # never shorter (printed to 1 ms)
     assert "ttft p50" not in r.reason and "max_ttft_p99_s" not in r.reason
     goals = {g.keyword: g for g in r.goals or []}
     assert goals["max_ttft_s"].label == "ttft p50"
@@ -50,4 +50,4 @@ def test_a_median_over_the_ceiling_names_p50(runner_for) -> None:
         t50 = float(np.percentile(_true_ttft(sim, r), 50))
     found = re.search(r"ttft p50 (\d+\.\d+) s > max_ttft_s 0.001 at ctx \d+ with 10 users", r.reason)
     assert found, r.reason
-    assert t50 <= float(found.group(1)) <= t50 + 0.05
+    assert t50 - 0.0005 <= float(found.group(1)) <= t50 + 0.05  # printed to 1 ms
