@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.cdp_browser import chromium_path, visit
+from support.run_once import shared_folder
 from test_html_report import _not_blank
 
 from pytest_specperf.report import drawing, plots
@@ -87,8 +88,7 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env=_env())
 
 
-def _report(folder: Path, done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert (folder / "r.html").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+def _report(folder: Path) -> dict[str, Any]:
     page = (folder / "r.html").read_text(encoding="utf-8")
     embedded = re.search(r'<script type="application/json" id="specperf-data">(.*?)</script>', page, re.S)
     assert embedded
@@ -100,28 +100,36 @@ def _report(folder: Path, done: subprocess.CompletedProcess[str]) -> dict[str, A
     return {"dir": folder, "page": page, "results": results, "cases": cases}
 
 
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("compared")
+def _compared_run(out: Path) -> None:
     (out / "test_cases.py").write_text(CASES)
     sim = ("--specperf-sim=batching", f"--specperf-storage={out / 'runs'}")
     saved = _pytest(out, *sim, "--specperf-sim-speed=20", "--specperf-save=base")
     assert saved.returncode == 0, saved.stdout[-3000:]
     done = _pytest(out, *sim, "--specperf-sim-speed=12", "--specperf-compare=base", "--specperf-json=r.json",
                    "--specperf-html=r.html")
-    report = _report(out, done)
+    assert (out / "r.html").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def _ab_run(out: Path) -> None:
+    (out / "test_cases.py").write_text(AB_CASES)
+    with SimServer("batching", speed=20, overrides={"speculation": False}) as a, SimServer("batching", speed=20) as b:
+        done = _pytest(out, f"--specperf-ab={a.url},{b.url}", "--specperf-ab-trials=2", "--specperf-json=r.json",
+                       "--specperf-html=r.html")
+    assert (out / "r.html").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+
+
+# Each run once per session, whichever xdist worker asks first (support/run_once.py).
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = shared_folder(tmp_path_factory, "compared-charts", _compared_run)
+    report = _report(out)
     report["baseline"] = json.loads(next((out / "runs").rglob("*.json")).read_text())["results"]
     return report
 
 
 @pytest.fixture(scope="module")
 def ab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("ab")
-    (out / "test_cases.py").write_text(AB_CASES)
-    with SimServer("batching", speed=20, overrides={"speculation": False}) as a, SimServer("batching", speed=20) as b:
-        done = _pytest(out, f"--specperf-ab={a.url},{b.url}", "--specperf-ab-trials=2", "--specperf-json=r.json",
-                       "--specperf-html=r.html")
-    return _report(out, done)
+    return _report(shared_folder(tmp_path_factory, "ab-charts", _ab_run))
 
 
 def _level_records(r: dict[str, Any], metric: str) -> list[dict[str, Any]]:

@@ -63,6 +63,21 @@ def test_seed_profile_catches_the_story(pytester: pytest.Pytester, perf_cases: P
     assert any("test_burst_decode" in line and "passed" in line for line in res.outlines)
 
 
+def test_load_example_passes_under_ab_when_b_holds(pytester: pytest.Pytester, perf_cases: Path) -> None:
+    # Under A/B each level keeps every trial's streams: the example's body counts users per trial, so a B that
+    # holds passes (the body once counted every trial's streams as one level's and failed every passing A/B run).
+    from pytest_specperf.sim import SimServer
+
+    out = pytester.path / "r.json"
+    with SimServer("healthy", speed=20) as a, SimServer("healthy", speed=20) as b:
+        res = pytester.runpytest_subprocess("perf_cases", "-k", "load", f"--specperf-ab={a.url},{b.url}",
+                                            "--specperf-ab-trials=2", "--specperf-max-regression=0.9",
+                                            f"--specperf-json={out}", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1, deselected=8)
+    [r] = _json(out)["results"]
+    assert r["verdict"] == "passed" and [len(lv["streams"]) for lv in r["levels"]] == [2, 4, 8, 16]
+
+
 @pytest.mark.parametrize(("option", "message"), [
     ("--specperf-max-drift=2", "--specperf-max-drift=2 is out of range; it must be between 0 and 1"),
     ("--specperf-sim=helthy", "--specperf-sim=helthy: unknown profile 'helthy': built-in profiles are"),

@@ -68,8 +68,8 @@ json.dump(recs, open({str(tmp_path / 'truth.json')!r}, "w"))
         if done.poll() is None:
             os.killpg(done.pid, signal.SIGTERM)
     # The recipe's pair: B is slower for users at 8 users, so the case fails there, as the README says.
-    assert "pytest-exit=1" in text, text[-3000:]
-    assert "1 failed" in text and "deselected" in text  # -k load picks the one load case
+    assert "pytest-exit=1" in text or "pytest-exit=0" in text, text[-3000:]
+    assert ("1 failed" in text or "1 passed" in text) and "deselected" in text  # -k load picks the one load case
     banners = [line for line in text.splitlines() if line.startswith("specperf-sim listening")]
     assert any("speculation=false" in line for line in banners), banners  # A's banner shows its --set
     [r] = json.loads(out.read_text())["results"]
@@ -77,7 +77,17 @@ json.dump(recs, open({str(tmp_path / 'truth.json')!r}, "w"))
     # The simulator's model: speculation loses from about 6 users (batching.yaml), so at 8 of [1, 2, 4, 8].
     assert r["crossover"]["users"] == 8, r["crossover"]["text"]
     assert "B slower for users from 8 users" in text
-    assert r["verdict"] == "failed" and "at 8 users: decode_tps -" in r["reason"], r["reason"]
+    # At 8 users B is about 19% slower per user. On a quiet machine that fails the case, as the README says. On a
+    # busy one (CI's workers beside the sims) five trials may spread too wide to show more than the 5% allowed:
+    # then the comparison is inconclusive, never passed, and the case passes, its body (every user measured) too.
+    at_8 = [c for c in r["comparisons"] if c["users"] == 8 and c["metric"] == "decode_tps"]
+    assert len(at_8) == 1, r["comparisons"]
+    if r["verdict"] == "failed":
+        assert "at 8 users: decode_tps -" in r["reason"] and at_8[0]["verdict"] == "regressed", r["reason"]
+        assert "pytest-exit=1" in text and "1 failed" in text
+    else:
+        assert at_8[0]["verdict"] == "inconclusive" and at_8[0]["comparison"]["effect"] < 0, (at_8, text[-3000:])
+        assert "pytest-exit=0" in text and "1 passed" in text, text[-3000:]
     # B's per-user decode at 8 users, as the table shows it, against B's own records of its steps.
     top = r["levels"][-1]
     truth = [true_decode(rec) for rec in json.loads((tmp_path / "truth.json").read_text())]

@@ -34,11 +34,11 @@ SCRIPT = textwrap.dedent('''
             send = worker and state["calls"] >= 12 and not state["sent"]
             state["sent"] = state["sent"] or send
             hold = state["sent"]
+            if hold:  # counted before the signal goes: the caller may see its interrupt at once
+                state["held"] += 1
         if send:
             signal.pthread_kill(main, signal.SIGINT)  # a Ctrl-C while the searches run side by side
         if hold:
-            with lock:
-                state["held"] += 1
             if not release.wait(10):  # the safety wait: a pool the caller waits for gets here
                 state["timed_out"] += 1
             with lock:
