@@ -31,7 +31,10 @@ from pytest_specperf.history.store import Store
 HELD, RELEASED = 1, 2
 
 SETUP_KEYS = ("model", "server", "kind", "ctx", "tokens", "content", "temperature", "concurrency", "users", "short",
-              "long", "rate", "rates", "prompts", "max_tokens")
+              "long", "rate", "rates", "prompts", "max_tokens",
+              # how lengths were drawn (two distributions with the same medians differ) and which trace window
+              # a replay sent, at what speed
+              "drawn", "trace", "speed", "start_s", "window_s")
 
 
 @dataclass
@@ -88,7 +91,8 @@ def units(results: Iterable[Recorded | Mapping[str, Any]]) -> list[tuple[str, di
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
             users = case.get("users") if r.get("kind") == "load_sweep" else None
-            out.append((case_key(nodeid, ctx, users), {**case, "model": r.get("model"),
+            # a load level's lengths were drawn as its case's were
+            out.append((case_key(nodeid, ctx, users), {"drawn": r.get("drawn"), **case, "model": r.get("model"),
                                                                "server": r.get("server")}))
     return out
 

@@ -206,3 +206,37 @@ def test_saved_json_runs_import_once_and_bad_files_are_named(target: Target, tmp
     assert [h.commit_id for h in history] == ["c0", "c1", "c2"]
     assert [h.trials["decode_tps"][0] for h in history] == [100.0, 101.0, 102.0]
     assert json.loads(json.dumps(history[0].setup))["model"] == "m"
+
+
+def test_drawn_lengths_and_trace_windows_are_set_ups_of_their_own(target: Target) -> None:
+    # Same medians (ctx 1000, tokens 200), drawn two ways; one trace sent over two windows and at two speeds: each
+    # is a set-up of its own, never the same history.
+    def rate(drawn: str) -> dict:
+        return {"nodeid": "t::rate", "kind": "rate", "model": "m", "server": "sim", "verdict": "passed", "rate": 2.0,
+                "ctx": 1000, "tokens": 200, "drawn": {"ctx": drawn, "tokens": "200"}}
+
+    def sweep(drawn: str) -> dict:
+        return {"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed",
+                "drawn": {"ctx": drawn}, "levels": [{"concurrency": 2, "decode_tps": 50.0, "ttft_s": 0.2}]}
+
+    def replay(start_s: float, window_s: float, speed: float) -> dict:
+        return {"nodeid": "t::replay", "kind": "replay", "model": "m", "server": "sim", "verdict": "passed",
+                "trace": "builtin:mooncake-conversation", "speed": speed, "start_s": start_s, "window_s": window_s}
+
+    runs = [
+        [rate("lognormal(median=1000, sigma=0.5)"), sweep("uniform(500, 1500)"), replay(0, 3, 2)],
+        [rate("lognormal(median=1000, sigma=1.0)"), sweep("normal(mean=1000, sd=200)"), replay(3, 3, 2)],
+        [rate("lognormal(median=1000, sigma=0.5)"), sweep("uniform(500, 1500)"), replay(0, 3, 4)],
+        [rate("lognormal(median=1000, sigma=0.5)"), sweep("uniform(500, 1500)"), replay(0, 3, 2)],
+    ]
+    with schema.open_store(Store(target)) as store:
+        for i, results in enumerate(runs):
+            records.record_run(store, results, _meta(f"c{i}"))
+        prints = {key: [h.fingerprint for h in records.case_history(store, key)]
+                  for key in ("t::rate", "t::sweep@users=2", "t::replay")}
+    for key, (first, other, third, again) in prints.items():
+        assert first == again, key  # the same set-up run twice: one history
+        assert first != other, key  # another distribution, another window
+    rate_fp, _, rate_third, _ = prints["t::rate"]
+    _, _, replay_third, _ = prints["t::replay"]
+    assert rate_fp == rate_third and replay_third != prints["t::replay"][0]  # the replay's speed alone differs
