@@ -234,7 +234,7 @@ def test_drawn_lengths_and_trace_windows_are_set_ups_of_their_own(target: Target
             records.record_run(store, results, _meta(f"c{i}"))
         prints = {key: [h.fingerprint for h in records.case_history(store, key)]
                   for key in ("t::rate", "t::sweep@users=2", "t::replay")}
-    for key, (first, other, third, again) in prints.items():
+    for key, (first, other, _third, again) in prints.items():
         assert first == again, key  # the same set-up run twice: one history
         assert first != other, key  # another distribution, another window
     rate_fp, _, rate_third, _ = prints["t::rate"]
