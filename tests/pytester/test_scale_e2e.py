@@ -8,10 +8,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from support.processes import alive, descendants
+from support.processes import alive, assert_none_left, signal_once_started
 
 from pytest_specperf.scale.senders import PER_PROCESS_STREAMS
 from pytest_specperf.sim import SimServer
@@ -100,23 +99,6 @@ def test_no_worker_outlives_a_signalled_pytest(pytester: pytest.Pytester, sig: s
                              "--specperf-sim-speed=20", "--specperf-workers=2"], cwd=pytester.path,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while not (pytester.path / "started").exists():
-            assert proc.poll() is None, proc.communicate()[0].decode(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "the inner test never ran its case"
-            time.sleep(0.05)
-        below = descendants(proc.pid)
-        assert sum("execnet" in cmd or "import sys" in cmd for cmd in below.values()) >= 2, below
-        proc.send_signal(sig)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    deadline = time.monotonic() + 30
-    while (left := {p: c for p, c in below.items() if alive(p)}) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)  # leave nothing behind for the next test
-    assert not left, f"still running after pytest got {sig.name}: {left}"
+    below = signal_once_started(proc, pytester.path / "started", sig)
+    assert sum("execnet" in cmd or "import sys" in cmd for cmd in below.values()) >= 2, below
+    assert_none_left(below, sig)

@@ -1,7 +1,12 @@
-"""The process table in /proc (Linux), read without psutil: a process's descendants, and whether one still runs."""
+"""The process table in /proc (Linux), read without psutil: a process's descendants, whether one still runs, and
+that none outlives a signalled pytest."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 
@@ -42,3 +47,35 @@ def descendants(pid: int) -> dict[int, str]:
                 found[child] = cmd[child]
                 frontier.append(child)
     return found
+
+
+def signal_once_started(proc: subprocess.Popen[bytes], flag: Path, sig: signal.Signals) -> dict[int, str]:
+    """Wait until the pytest run ``proc`` writes ``flag`` (its inner test has started), note every process below
+    it, send it ``sig`` and wait for it to exit (killed after 60 s); returns the processes noted."""
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None, proc.communicate()[0].decode(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, f"the inner test never wrote {flag.name}"
+            time.sleep(0.05)
+        below = descendants(proc.pid)
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return below
+
+
+def assert_none_left(watched: dict[int, str], sig: signal.Signals) -> None:
+    """Fail if any of ``watched`` still runs 30 s after its pytest got ``sig`` (and kill it, for the next test).
+
+    The kernel's parent-death signal is immediate and a stdin watch takes one event-loop turn; a process that
+    survived does so for good, so a generous deadline costs nothing on a passing run."""
+    deadline = time.monotonic() + 30
+    while (left := {p: c for p, c in watched.items() if alive(p)}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"still running after pytest got {sig.name}: {left}"
