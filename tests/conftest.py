@@ -9,7 +9,7 @@ from collections.abc import Iterator
 # second copy, and httpx no longer recognises (nor translates) that copy's errors.
 import httpcore  # noqa: F401
 import pytest
-from support import forked_pytest, worker_order
+from support import forked_pytest
 
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.run.runner import Runner
@@ -41,9 +41,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.pluginmanager.hasplugin("timeout"):
         for item in items:
             item.add_marker(pytest.mark.timeout(300), append=True)  # a test's own timeout mark comes first
-    # Under xdist: the long modules first, spread over the workers (support/worker_order.py).
-    module_of = {id(it): it.nodeid.split("::", 1)[0] for it in items}
-    items[:] = worker_order.order(items, module_of, worker_order.workers())
 
 
 @pytest.fixture
