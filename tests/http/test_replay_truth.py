@@ -156,6 +156,10 @@ def test_arrivals_within_5_ms_p99_of_the_schedule(calm_sim: SimServer, speed: fl
     assert min(sent) >= -0.001  # never stamped before the client wrote it
     assert min(errors) >= -0.001  # nor written before its time (a request sets out early, and waits for it)
     bound = ARRIVAL_S + machine_p99
+    # the latest rows, each as (behind the schedule, behind its own header write) in ms: a row written late has
+    # both large (the client), one written on time and stamped late only the first (the kernel or the server)
+    worst = sorted(zip(errors, sent, strict=True), reverse=True)[:3]
     assert p99 <= bound, (f"arrivals p50 {1000 * p50:.1f} ms p99 {1000 * p99:.1f} ms behind the schedule over "
                           f"{len(errors)} rows at speed {speed}; this machine woke a sleeping process p99 "
-                          f"{1000 * machine_p99:.1f} ms late meanwhile (load average {os.getloadavg()[0]:.1f})")
+                          f"{1000 * machine_p99:.1f} ms late meanwhile (load average {os.getloadavg()[0]:.1f}); "
+                          f"latest rows {[(round(1000 * e, 1), round(1000 * w, 1)) for e, w in worst]}")
