@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import execnet
 import httpx
@@ -67,6 +68,20 @@ def _truths(sim: SimServer, ids: list[str]) -> list[dict]:
     """The simulator's records over one connection (a fresh connection per record costs ~50 ms each)."""
     with httpx.Client(base_url=sim.url, timeout=30) as http:
         return [http.get(f"/sim/truth/{i}").raise_for_status().json() for i in ids]
+
+
+def _over_two_workers(speed: float, kind: str, params: dict, name: str) -> tuple[Any, list[dict]]:
+    """A ``kind`` case sent by two workers to a caching simulator at ``speed``: its result, and the simulator's
+    record of each of its requests."""
+    with SimServer("healthy", speed=speed, overrides={"cache_report": True}) as sim, \
+            Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        try:
+            r = Runner(client, senders=pool).run(build_spec(kind, params), name)
+            return r, _truths(sim, [str(p.response_id) for p in r.per_request])
+        finally:
+            pool.close()
 
 
 def test_streams_over_two_workers_and_a_socket_host_match_truth(socket_host: str) -> None:
@@ -183,16 +198,8 @@ def test_a_host_without_the_plugin_names_what_to_install() -> None:
 
 
 def test_a_replay_over_two_workers_keeps_the_traces_lengths_and_one_schedule() -> None:
-    with SimServer("healthy", speed=50, overrides={"cache_report": True}) as sim, \
-            Client(sim.url, timeout=60) as client:
-        client.detect()
-        pool = Pool(2)
-        try:
-            r = Runner(client, senders=pool).run(build_spec("replay", {
-                "trace": "builtin:mooncake-conversation", "speed": 10, "duration_s": 10}), "scale::replay")
-            recs = _truths(sim, [str(p.response_id) for p in r.per_request])
-        finally:
-            pool.close()
+    r, recs = _over_two_workers(50, "replay", {"trace": "builtin:mooncake-conversation", "speed": 10,
+                                               "duration_s": 10}, "scale::replay")
     assert isinstance(r, ReplayResult) and r.requests == 38 and r.verdict == "passed"
     assert r.workers is not None and [w.streams for w in r.workers] == [19, 19]
     for p, rec in zip(r.per_request, recs, strict=True):
@@ -244,16 +251,8 @@ def test_auto_sends_a_case_one_process_reads_from_pytest_itself() -> None:
 
 
 def test_sessions_over_two_workers_build_each_turn_from_the_last_answer() -> None:
-    with SimServer("healthy", speed=8.0, overrides={"cache_report": True}) as sim, \
-            Client(sim.url, timeout=60) as client:
-        client.detect()
-        pool = Pool(2)
-        try:
-            r = Runner(client, senders=pool).run(build_spec("session", {
-                "users": 4, "turns": 3, "ctx": 200, "turn_ctx": 40, "tokens": 24, "api": "chat"}), "scale::sessions")
-            recs = _truths(sim, [str(p.response_id) for p in r.per_request])
-        finally:
-            pool.close()
+    r, recs = _over_two_workers(8.0, "session", {"users": 4, "turns": 3, "ctx": 200, "turn_ctx": 40, "tokens": 24,
+                                                 "api": "chat"}, "scale::sessions")
     assert r.workers is not None and [w.streams for w in r.workers] == [6, 6]  # two sessions of three turns each
     by_user: dict[int, list] = {}
     for p, rec in zip(r.per_request, recs, strict=True):
