@@ -16,8 +16,10 @@ import time
 from typing import Any
 
 
-def _raise_nofile() -> tuple[int, int]:
-    """The open-file limit raised to its hard limit (each stream holds a socket); (soft, hard) after."""
+def raise_nofile() -> tuple[int, int]:
+    """The open-file limit raised to its hard limit (each stream holds a socket); (soft, hard) after. Standard
+    library only, as all of this module: a host runs it before it is known to have the plugin; the controller
+    calls it too (``senders.raise_nofile``)."""
     try:
         import resource
     except ImportError:  # not POSIX: nothing to raise
@@ -51,7 +53,7 @@ def _cpu_s() -> float:
 def serve(channel: Any) -> None:
     """Answer the controller until it says stop or the channel closes."""
     hello: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "python": sys.version.split()[0],
-                             "nofile": _raise_nofile()[0]}
+                             "nofile": raise_nofile()[0]}
     try:
         from pytest_specperf.scale import wire
         from pytest_specperf.version import __version__

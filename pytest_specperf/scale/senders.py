@@ -9,7 +9,6 @@ computes every figure from the merged outcomes, so percentiles stay exact whoeve
 from __future__ import annotations
 
 import math
-import resource
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,6 +24,7 @@ from pytest_specperf.endpoint.concurrent import (
 )
 from pytest_specperf.endpoint.conversation import Conversation
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.scale import remote
 
 #: Streams one process reads faithfully at once: TTFT within 1 ms at p50 and 5 ms at p99 of the server's first
 #: write, per-user decode within 1% (measured by benchmarks/scale_out.py on a 2-core machine; docs/benchmarks.md).
@@ -83,14 +83,7 @@ class Senders(Protocol):
 
 def raise_nofile() -> int:
     """Raise this process's open-file limit to its hard limit (each stream holds a socket); the soft limit after."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-        except (ValueError, OSError):
-            pass
-    return soft
+    return remote.raise_nofile()[0]
 
 
 def check_streams(streams: int, what: str, workers: int, nofile: int) -> None:
