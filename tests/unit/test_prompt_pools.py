@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pthread_kill")
 
 SCRIPT = textwrap.dedent('''
-    import json, signal, threading
+    import json, signal, threading, time
     from pytest_specperf.prompts.exact_length import build_prompts
 
     main = threading.main_thread().ident
@@ -51,9 +51,14 @@ SCRIPT = textwrap.dedent('''
     except KeyboardInterrupt:
         caught = {"calls": state["calls"], "held": state["held"]}
     release.set()
-    for t in threading.enumerate():
-        if t is not threading.current_thread() and t.ident is not None:  # one still starting cannot be joined
-            t.join(30)
+    deadline = time.monotonic() + 30
+    while (others := [t for t in threading.enumerate() if t is not threading.current_thread()]) \
+            and time.monotonic() < deadline:
+        started = [t for t in others if t.ident is not None]  # one still starting cannot be joined: the next pass
+        for t in started:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if not started:
+            time.sleep(0.01)
     print(json.dumps({"caught": caught, "calls_at_end": state["calls"], "timed_out": state["timed_out"],
                       "threads_left": [t.name for t in threading.enumerate() if t is not threading.current_thread()]}))
 ''')
