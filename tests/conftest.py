@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 
 # httpx imports httpcore on first use. Imported here, before any test: when the first use falls in a test
@@ -14,6 +16,12 @@ from support import forked_pytest
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.run.runner import Runner
 from pytest_specperf.sim import SimServer
+
+# Where PYTHONDONTWRITEBYTECODE is set (some CI images set it), every simulator child and pytest subprocess of the
+# suite would compile the plugin's sources anew (0.2 CPU s a process, hundreds of times on two cores); the suite
+# lets them cache bytecode (__pycache__ is ignored by git and left out of the wheel).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Time compression for the simulator: shapes stay, every rate scales by exactly this factor.
 SPEED = 8.0
