@@ -74,7 +74,7 @@ def run_auto(rng: np.random.Generator, rates: dict[str, float], between: float) 
 
 def run_fixed(rng: np.random.Generator, rates: dict[str, float], between: float, n: int) -> tuple[bool, bool]:
     """(undecided, wrong pick) of a fixed design of ``n`` trials per arm."""
-    results = {name: [trial(rng, rate, between) for _ in range(n)] for name, rate in rates.items()}
+    results = {name: [record(trial(rng, rate, between)) for _ in range(n)] for name, rate in rates.items()}
     lv = arms.table(results, baseline="a").levels[0]
     return not lv.decided, wrong(lv.best, rates)
 

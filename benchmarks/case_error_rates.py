@@ -39,10 +39,10 @@ import numpy as np
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import LoadSweepResult, Result
-from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import arms, categories, crossover, gates
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.measure import interleaved, repeats
+from pytest_specperf.measure import combine, interleaved, repeats
 
 USERS = 8
 
@@ -54,10 +54,18 @@ _STREAM = {"prompt_tokens": None, "completion_tokens": 0, "ttft_s": 0.0, "total_
            "counts_exact": True}
 
 
+def _streams(data: dict[str, Any]) -> dict[str, Any]:
+    return {"streams": [{**_STREAM, **s} for s in data["streams"]]} if "streams" in data else {}
+
+
 def record(data: dict[str, Any]) -> Result:
-    """A simulated trial (the figures the gates read, as its JSON) as its result record."""
-    levels = [{**lv, "streams": [{**_STREAM, **s} for s in lv.get("streams", [])]} for lv in data.get("levels", [])]
-    return load_result({**_RESULT, **data, **({"levels": levels} if "levels" in data else {})})
+    """A simulated trial (the figures the gates read, as its JSON) as its result record, loaded as a saved run's
+    results are (``saved_results.load_record``); the seeded benchmarks share it (they run as scripts, with this
+    folder on the path)."""
+    levels = {"levels": [{**lv, **_streams(lv)} for lv in data["levels"]]} if "levels" in data else {}
+    r = load_record({**_RESULT, **data, **_streams(data), **levels})
+    assert isinstance(r, Result), "a simulated trial is measured, never an error"
+    return r
 
 
 def level_row(rng: np.random.Generator, users: int, between: float = 0.03, within: float = 0.01,
@@ -71,10 +79,10 @@ def level_row(rng: np.random.Generator, users: int, between: float = 0.03, withi
             "decode_tps": float(np.median(tps)), "ttft_s": float(np.median(ttft)), "total_tps": float(tps.sum())}
 
 
-def sweep(rng: np.random.Generator, levels: list[int], trials: int = 5) -> list[dict[str, Any]]:
-    """One arm's load-sweep results, one per trial."""
-    return [{"kind": "load_sweep", "nodeid": "t", "concurrency": levels, "endpoint": "", "verdict": "passed",
-             "levels": [level_row(rng, u) for u in levels]} for _ in range(trials)]
+def sweep(rng: np.random.Generator, levels: list[int], trials: int = 5) -> list[Result]:
+    """One arm's load-sweep results, one record per trial."""
+    return [record({"kind": "load_sweep", "nodeid": "t", "concurrency": levels, "endpoint": "", "verdict": "passed",
+                    "levels": [level_row(rng, u) for u in levels]}) for _ in range(trials)]
 
 
 def crossover_fails(rng: np.random.Generator, n_levels: int) -> bool:
@@ -93,7 +101,9 @@ def category_arm(rng: np.random.Generator, k: int, trials: int = 5) -> list[Resu
 
 def categories_fail(rng: np.random.Generator, k: int) -> bool:
     summary = record({"kind": "sustained"})
-    categories.apply(summary, category_arm(rng, k), category_arm(rng, k))
+    a, b = category_arm(rng, k), category_arm(rng, k)
+    summary.categories = combine.combine_categories(b)  # B's trials combined, as measuring hands them over
+    categories.apply(summary, a, b)
     return any(f.speedup_interval[1] < 1 for f in summary.categories.values())  # type: ignore[attr-defined]
 
 
@@ -108,7 +118,7 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
     lv = list(range(1, n_levels + 1))
 
     def measure(name: str, levels: list[int] | None) -> Any:
-        return record(sweep(rng, levels or lv, 1)[0])
+        return sweep(rng, levels or lv, 1)[0]
 
     row, _ = interleaved.run_arms(measure, list("abcd"[:n_arms]), 20, gates.Gate(), baseline="a", max_loss=0.05,
                             auto=True)
@@ -119,7 +129,7 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
 
 def regression_fails(rng: np.random.Generator, n_levels: int) -> bool:
     lv = list(range(1, n_levels + 1))
-    a, b = gates.per_trial([record(r) for r in sweep(rng, lv)]), gates.per_trial([record(r) for r in sweep(rng, lv)])
+    a, b = gates.per_trial(sweep(rng, lv)), gates.per_trial(sweep(rng, lv))
     return any(cc.verdict == "regressed" for cc in compare.compare_ab(a, b, metrics=gates.METRICS))
 
 
@@ -146,7 +156,7 @@ def load_trials_fail(rng: np.random.Generator, sweep_levels: bool, saved: int, r
     """(failed, candidate trials): a load case saved with ``saved`` trials, then judged as the plugin judges it."""
     spec = build_spec("load_sweep", {"concurrency": [1, 2, 3, 4], "repeat": repeat}) if sweep_levels else \
         build_spec("sustained", {"concurrency": USERS, "tokens": 64, "repeat": repeat})
-    base = gates.aggregate([load_trial(rng, sweep_levels, 1.0, between) for _ in range(saved)]) if saved > 1 else \
+    base = combine.aggregate([load_trial(rng, sweep_levels, 1.0, between) for _ in range(saved)]) if saved > 1 else \
         load_trial(rng, sweep_levels, 1.0, between)
     gate = gates.Gate(0.05)
     if repeat == 1:

@@ -20,6 +20,7 @@ import numpy as np
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import categories
+from pytest_specperf.measure import combine
 
 SPEEDUPS = {"qa": 1.3, "tool_call": 2.2, "math_reasoning": 1.0}
 CONDITIONS = [  # (trials per arm, between-trial sd, within-trial sd, streams per category and trial)
@@ -56,6 +57,7 @@ def coverage(rng: np.random.Generator, n: int, trials: int, between: float, with
         summary = _sustained()
         a = arm(rng, trials, between, within, streams, on=False)
         b = arm(rng, trials, between, within, streams, on=True)
+        summary.categories = combine.combine_categories(b)  # B's trials combined, as measuring hands them over
         categories.apply(summary, a, b)
         for cat, true in SPEEDUPS.items():
             lo, hi = summary.categories[cat].speedup_interval  # type: ignore[attr-defined]

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 import numpy as np
 
+# a simulated trial as its result record: the one helper the seeded benchmarks share (run as scripts, this folder
+# is on the path)
+from case_error_rates import record
+
+from pytest_specperf.cases.results import LoadSweepResult
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import trials as compare
 
@@ -37,20 +41,23 @@ CONDITIONS = [  # (trials per arm, between-trial sd, within-trial sd, true speed
 
 
 def arm(rng: np.random.Generator, trials: int, between: float, within: float, speedup: float
-        ) -> list[dict[str, Any]]:
+        ) -> list[LoadSweepResult]:
     """One arm's load-sweep results at one level, a result per trial."""
     out = []
     for _ in range(trials):
         tps = 100 * speedup * np.exp(rng.normal(0, between) + rng.normal(0, within, USERS))
         streams = [{"decode_tps": float(v)} for v in tps]
-        out.append({"concurrency": [USERS], "levels": [{"concurrency": USERS, "streams": streams}]})
+        r = record({"kind": "load_sweep", "concurrency": [USERS],
+                    "levels": [{"concurrency": USERS, "streams": streams}]})
+        assert isinstance(r, LoadSweepResult)
+        out.append(r)
     return out
 
 
-def pooled_streams(a: list[dict[str, Any]], b: list[dict[str, Any]], floor: float) -> str:
+def pooled_streams(a: list[LoadSweepResult], b: list[LoadSweepResult], floor: float) -> str:
     """The rule before: streams pooled over trials, compare_case's interval, the verdict from its high end."""
-    va = [s["decode_tps"] for r in a for s in r["levels"][0]["streams"]]
-    vb = [s["decode_tps"] for r in b for s in r["levels"][0]["streams"]]
+    va = [s.decode_tps for r in a for s in r.levels[0].streams]
+    vb = [s.decode_tps for r in b for s in r.levels[0].streams]
     c = compare.compare_case(va, vb, direction="higher", metric="decode_tps", against="A")
     hi = 1.0 + c.change_ci[1]
     return "below" if hi < floor else "inconclusive" if 1.0 + c.change < floor else "holds"

@@ -35,6 +35,11 @@ from typing import Any
 
 import numpy as np
 
+# a simulated trial as its result record: the one helper the seeded benchmarks share (run as scripts, this folder
+# is on the path)
+from case_error_rates import record
+
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import sequential
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.endpoint.client import Client
@@ -80,10 +85,10 @@ def _fixed(a: Arm, b: Arm, c: int, n_base: int, n_cand: int) -> str:
 def _auto_ab(a: Arm, b: Arm, c: int, max_repeat: int) -> tuple[str, int, float]:
     used = {"A": 0, "B": 0}
 
-    def one(arm: Arm, name: str) -> dict[str, Any]:
+    def one(arm: Arm, name: str) -> Result:
         tps, _ = arm.trial(c, used[name])
         used[name] += 1
-        return {"nodeid": "x", "kind": "trial", "decode_tps": tps}
+        return record({"nodeid": "x", "kind": "two_point", "decode_tps": tps})  # one value per trial
 
     _, _, ccs = interleaved.ab_until_decided(lambda: one(a, "A"), lambda: one(b, "B"), max_repeat=max_repeat,
                                   max_regression=THRESHOLD, metrics=("decode_tps",))
@@ -217,7 +222,7 @@ def saved_check(args: argparse.Namespace) -> None:
             until = sequential.until_saved(max_repeat=20, max_regression=THRESHOLD)
             while sized and nb < 20 and not until({"decode_tps": [s["decode_tps"] for s in full[:nb]]}):
                 nb += 1
-            base = [{"nodeid": "t", "kind": "sustained", "streams": full[:nb]}]
+            base = [record({"nodeid": "t", "kind": "sustained", "streams": full[:nb]})]
             cand = run(0.15, seeds, rng)[0]["streams"]
             if not paired:
                 cand = [{**s, "text_sha": None} for s in cand]
@@ -226,7 +231,7 @@ def saved_check(args: argparse.Namespace) -> None:
             while k < 20 and not until_c({"decode_tps": [s["decode_tps"] for s in cand[:k]],
                                           "text_sha": [s["text_sha"] for s in cand[:k]]}):
                 k += 1
-            (cc,) = sequential.sprt_runs(base, [{"nodeid": "t", "kind": "sustained", "streams": cand[:k]}],
+            (cc,) = sequential.sprt_runs(base, [record({"nodeid": "t", "kind": "sustained", "streams": cand[:k]})],
                                             max_regression=THRESHOLD, metrics=("decode_tps",), final=True)
             found += cc.verdict == "regressed"
             inconclusive += cc.verdict == "inconclusive"

@@ -18,7 +18,6 @@ from typing import Any
 
 from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.compare import gates as gating
-from pytest_specperf.compare import storage
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import write_text_atomic
@@ -33,6 +32,7 @@ from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
 from pytest_specperf.report.views import trend as trend_view
 from pytest_specperf.report.views.base import CaseView
+from pytest_specperf.storage import saved_runs as storage
 from pytest_specperf.urls import redact_text, redact_url
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)

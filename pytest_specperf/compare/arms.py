@@ -32,10 +32,10 @@ import numpy as np
 import scipy
 
 from pytest_specperf.cases.result_parts import ArmFigures, ArmsGate, ArmsGateLevel, ArmsLevel, ArmsTable, VsBest
-from pytest_specperf.cases.results import LoadLevel, Result
+from pytest_specperf.cases.results import ErrorRecord, LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.compare import crossover, verdicts
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import Case, read
+from pytest_specperf.compare.trials import Case
 
 #: How far (ratio) from the best an arm still counts as "as good" for repeat="auto" without max_loss_vs_best.
 DEFAULT_TOLERANCE = 0.05
@@ -47,9 +47,9 @@ def levels_of(results: Sequence[Case]) -> list[int]:
     """The load levels (users) the results measured: a sweep's levels, else the case's own concurrency (1)."""
     seen: list[int] = []
     for r in results:
-        users = read(r, "concurrency")
+        users = r.concurrency if isinstance(r, SustainedResult | LoadSweepResult | LoadLevel | ErrorRecord) else 1
         found = users if isinstance(users, list) else [users if isinstance(users, int) else 1]
-        seen += [u for u in found if isinstance(u, int) and u not in seen]
+        seen += [u for u in found if u not in seen]
     return sorted(seen)
 
 
@@ -58,11 +58,10 @@ def values(results: Sequence[Case], users: int, metric: str = "decode_tps") -> l
     out: list[float] = []
     for r in results:
         rows: list[Case]
-        if read(r, "kind") == "load_sweep":
-            rows = [lv for lv in read(r, "levels") or []
-                    if isinstance(lv, dict | LoadLevel) and read(lv, "concurrency") == users]
+        if isinstance(r, LoadSweepResult):
+            rows = [lv for lv in r.levels if lv.concurrency == users]
         else:
-            own = read(r, "concurrency")
+            own = r.concurrency if isinstance(r, SustainedResult | LoadLevel | ErrorRecord) else 1
             rows = [r] if (own if isinstance(own, int) else 1) == users else []
         out += [v for row in rows for f in crossover.trial_figures(row) for v in [f.get(metric)] if v is not None]
     return out

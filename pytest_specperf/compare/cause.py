@@ -29,7 +29,15 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, Cause, CauseFactor, HistoryEntry, case_key
-from pytest_specperf.compare.trials import DIRECTIONS, Case, read, sub_cases, users_of
+from pytest_specperf.cases.results import (
+    ErrorRecord,
+    LoadLevel,
+    LoadSweepResult,
+    Result,
+    SessionResult,
+    SustainedResult,
+)
+from pytest_specperf.compare.trials import DIRECTIONS, Case, figure, sub_cases, users_of
 from pytest_specperf.run.acceptance import SLOWDOWN_TO_SPLIT
 
 #: metrics that are a decode rate (or its inverse): tokens per step over step time.
@@ -61,14 +69,14 @@ def _geomean(values: Sequence[float | None]) -> float | None:
 def tokens_per_step(case: Case) -> tuple[float | None, str]:
     """(tokens per engine step, where it came from): the server's acceptance where it counts it, else the stream's
     tokens per chunk on a server that sends one chunk per step."""
-    acc = read(case, "acceptance")
-    mean = _positive(read(acc, "mean_len")) if acc is not None else None
-    if mean is not None:
-        return mean, str(read(acc, "source", "") or "server")
-    level = _positive(read(case, "accept_len"))  # a load level's
+    acc = case.acceptance if isinstance(case, SustainedResult | SessionResult) else None
+    mean = _positive(acc.mean_len) if acc is not None else None
+    if acc is not None and mean is not None:
+        return mean, acc.source or "server"
+    level = _positive(figure(case, "accept_len"))  # a load level's
     if level is not None:
-        return level, str(read(case, "accept_source", "") or "server")
-    tpc = _positive(read(case, "tokens_per_chunk"))
+        return level, (case.accept_source if isinstance(case, LoadLevel) else None) or "server"
+    tpc = _positive(figure(case, "tokens_per_chunk"))
     return tpc, "chunks" if tpc is not None else ""
 
 
@@ -76,17 +84,18 @@ def figures(case: Case, metric: str) -> dict[str, float | None]:
     """One side's unit (a case, a level, a sweep point, a trial) as the split reads it: the metric, tokens per step,
     step time (ms), TTFT (s; the metric's percentile where it is one), cached share and prompt tokens."""
     accept, _ = tokens_per_step(case)
-    decode = _positive(read(case, "decode_tps"))
-    step = _positive(read(case, "step_ms"))
+    decode = _positive(figure(case, "decode_tps"))
+    step = _positive(figure(case, "step_ms"))
     if step is None and accept is not None and decode is not None:
         step = 1000.0 * accept / decode  # seconds per step = tokens per step / tokens per second
-    share = _num(read(case, "cache_hit")) if read(case, "kind") == "session" else None
+    share = _num(case.cache_hit) if isinstance(case, SessionResult) else None
     if share is None:
-        share = _num(read(case, "cached_share"))
-    return {"value": _positive(read(case, metric)), "accept": accept, "step_ms": step,
-            "ttft_s": _positive(read(case, metric if metric in TTFT else "ttft_s")),
+        share = _num(figure(case, "cached_share"))
+    prompt = None if isinstance(case, ErrorRecord) else case.prompt_tokens
+    return {"value": _positive(figure(case, metric)), "accept": accept, "step_ms": step,
+            "ttft_s": _positive(figure(case, metric if metric in TTFT else "ttft_s")),
             "share": share if share is not None and 0.0 <= share <= 1.0 else None,
-            "prompt": _positive(read(case, "prompt_tokens"))}
+            "prompt": _positive(prompt)}
 
 
 def _side(cases: Sequence[Case], metric: str) -> tuple[dict[str, float | None], str]:
@@ -225,13 +234,16 @@ def text(c: Cause) -> str:
     return f"{head}: {', '.join(parts)}"
 
 
+def _errored(r: Case) -> bool:
+    return isinstance(r, ErrorRecord) or (isinstance(r, Result) and r.verdict == "error")
+
+
 def _units(results: Sequence[Case], key: tuple[str, int | None, Any]) -> list[Case]:
     """The units of ``results`` that are the comparison's ``(nodeid, ctx, users)``, error records left out."""
     out: list[Case] = []
     for r in results:
-        if read(r, "verdict") == "error":
-            continue
-        out += [case for nodeid, ctx, case in sub_cases(r) if (nodeid, ctx, users_of(case)) == key]
+        if not _errored(r):
+            out += [case for nodeid, ctx, case in sub_cases(r) if (nodeid, ctx, users_of(case)) == key]
     return out
 
 
@@ -294,9 +306,9 @@ def _history_units(results: Sequence[Case], key: str) -> list[Case]:
     """The units of ``results`` the history keys ``key`` (``records.units``: a load sweep's level by its users)."""
     out: list[Case] = []
     for r in results:
-        if read(r, "verdict") == "error":
+        if _errored(r):
             continue
-        sweep = read(r, "kind") == "load_sweep"
+        sweep = isinstance(r, LoadSweepResult)
         out += [case for nodeid, ctx, case in sub_cases(r)
                 if case_key(nodeid, ctx, users_of(case) if sweep else None) == key]
     return out
@@ -306,9 +318,9 @@ def _level_units(results: Sequence[Case], users: int) -> list[Case]:
     """Each trial's unit at ``users``: a load sweep's level, or a load case run at that concurrency."""
     out: list[Case] = []
     for r in results:
-        if read(r, "verdict") == "error":
-            continue
-        out += [case for _, _, case in sub_cases(r) if read(case, "concurrency") == users]
+        if not _errored(r):
+            out += [case for _, _, case in sub_cases(r)
+                    if isinstance(case, SustainedResult | LoadLevel) and case.concurrency == users]
     return out
 
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import Crossover, LevelTrial, SpeedupLevel
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult
+from pytest_specperf.cases.result_parts import Crossover, SpeedupLevel
+from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SessionResult, SustainedResult
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare import verdicts
-from pytest_specperf.compare.trials import Case, figure, read
+from pytest_specperf.compare.trials import Case, figure
 
 #: Figures a load trial gives per level, one value each (the ones comparisons judge).
 TRIAL_METRICS = ("decode_tps", "ttft_s", "total_tps")
@@ -44,8 +44,8 @@ def _positive(v: Any) -> float | None:
 
 
 def _stream_median(case: Case, metric: str) -> float | None:
-    values = [x for s in read(case, "streams") or [] if isinstance(s, dict | StreamResult)
-              for x in [_positive(read(s, metric))] if x is not None]
+    streams = case.streams if isinstance(case, SustainedResult | LoadLevel) else []
+    values = [x for s in streams for x in [_positive(figure(s, metric))] if x is not None]
     return float(np.median(values)) if values else None
 
 
@@ -56,12 +56,12 @@ def trial_figures(case: Case) -> list[dict[str, float | None]]:
     median user (the row's ``decode_tps``, ``ttft_s``; from its streams when the row lacks them) and the
     aggregate ``total_tps``. A value that was not measured is None.
     """
-    rows = read(case, "trials")
-    if isinstance(rows, list):
-        return [{m: _positive(figure(t, m)) for m in TRIAL_METRICS} for t in rows if isinstance(t, dict | LevelTrial)]
+    rows = case.trials if isinstance(case, SustainedResult | LoadLevel | RateResult | SessionResult) else None
+    if rows is not None:
+        return [{m: _positive(figure(t, m)) for m in TRIAL_METRICS} for t in rows]
     out: dict[str, float | None] = {}
     for m in TRIAL_METRICS:
-        own = _positive(read(case, m))
+        own = _positive(figure(case, m))
         out[m] = own if own is not None or m == "total_tps" else _stream_median(case, m)
     return [out]
 
@@ -70,8 +70,8 @@ def trial_values(results: Sequence[Case], users: int) -> list[float]:
     """One per-user decode rate per trial at ``users``: each trial's median user, over one arm's results."""
     out: list[float] = []
     for r in results:
-        for lv in read(r, "levels") or []:
-            if isinstance(lv, dict | LoadLevel) and read(lv, "concurrency") == users:
+        for lv in r.levels if isinstance(r, LoadSweepResult) else []:
+            if lv.concurrency == users:
                 out += [v for f in trial_figures(lv) for v in [f["decode_tps"]] if v is not None]
     return out
 
@@ -111,7 +111,7 @@ def crossover(arm_a: Sequence[Case], arm_b: Sequence[Case], min_speedup: float |
     ``min_speedup``). ``arm_a``, ``arm_b``: each arm's load-sweep results, one per trial (or combined rows)."""
     floor = 1.0 if min_speedup is None else float(min_speedup)
     pairs = [(users, trial_values(arm_a, users), trial_values(arm_b, users))
-             for users in ((read(arm_b[0], "concurrency") or []) if arm_b else [])]
+             for users in (arm_b[0].concurrency if arm_b and isinstance(arm_b[0], LoadSweepResult) else [])]
     pairs = [(users, a, b) for users, a, b in pairs if a and b]
     # Every level can fail the case: the intervals are joint over them (Bonferroni), so the case holds ALPHA.
     levels = [speedup_level(users, a, b, floor, family=len(pairs)) for users, a, b in pairs]

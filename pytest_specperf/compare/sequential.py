@@ -54,10 +54,17 @@ import numpy as np
 import scipy  # scipy.special and .stats load on first use: a run without statistics never pays for them
 
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
-from pytest_specperf.cases.result_parts import CaseComparison, Comparison
-from pytest_specperf.cases.results import Result, StreamResult
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison, SweepPoint
+from pytest_specperf.cases.results import (
+    ErrorRecord,
+    LoadLevel,
+    Result,
+    StreamResult,
+    SustainedResult,
+    TwoPointResult,
+)
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import ALPHA, Case, read
+from pytest_specperf.compare.trials import ALPHA, Case
 
 # ALPHA (compare.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
 BETA = 0.05  # misses: passed at a regression of twice the threshold
@@ -331,7 +338,7 @@ def pairs_needed(sd: float, max_regression: float, *, alpha: float = ALPHA, beta
 
 
 def _has(results: Sequence[Case], metric: str) -> bool:
-    return any(x > 0 for r in results if isinstance(r, dict | Result) and read(r, "verdict") != "error"
+    return any(x > 0 for r in results if isinstance(r, Result) and r.verdict != "error"
                for _, _, case in compare.sub_cases(r) for x in compare.trials(case, metric))
 
 
@@ -342,9 +349,7 @@ def gated_metrics(base: Sequence[Case], cand: Sequence[Case], metrics: Sequence[
 
 def text_keys(results: Sequence[Case]) -> list[str | None]:
     """Per trial, in order, the hash of its prompt and generated text (``text_sha``); [] without streams."""
-    return [read(s, "text_sha") if isinstance(s, dict | StreamResult) else None
-            for r in results if isinstance(r, dict | Result) and read(r, "kind") == "sustained"
-            for s in read(r, "streams") or []]
+    return [s.text_sha for r in results if isinstance(r, SustainedResult) for s in r.streams]
 
 
 def pairable(base: Sequence[Case], cand: Sequence[Case]) -> int:
@@ -372,17 +377,26 @@ def sprt_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *,
     pairs = pairable(base, cand) if against == "baseline" else 0
     n_base_trials, n_cand_trials = len(text_keys(base)), len(text_keys(cand))
 
-    def rule(b: Sequence[float], c: Sequence[float], *, direction: str, max_regression: float, metric: str,
-             against: str, family: int = 1, **_: Any) -> Comparison:
-        alpha = ALPHA / max(1, family)  # the case's rate split over every level and metric it is judged on
-        if pairs and len(b) == n_base_trials and len(c) == n_cand_trials:  # values still trial by trial
-            return sprt_case(b, c[:pairs], direction=direction, max_regression=max_regression, metric=metric,
-                                against=against, final=final or pairs >= len(b), alpha=alpha, paired=True)
-        return sprt_case(b, c, direction=direction, max_regression=max_regression, metric=metric,
-                            against=against, final=final, alpha=alpha)
-
-    return compare.compare_runs(base, cand, max_regression=max_regression, metrics=metrics, against=against,
-                                rule=rule)
+    out: list[CaseComparison] = []
+    for unit in compare.match_runs(base, cand, metrics=metrics, against=against):
+        if isinstance(unit, CaseComparison):
+            out.append(unit)
+            continue
+        for m in metrics:
+            got = compare.values_of(unit, m)
+            if got is None or isinstance(got, CaseComparison):
+                out += [got] if got is not None else []
+                continue
+            b, c = got.base, got.cand
+            alpha = ALPHA / max(1, unit.family)  # the case's rate split over every level and metric it is judged on
+            if pairs and len(b) == n_base_trials and len(c) == n_cand_trials:  # trial by trial
+                dec = sprt_case(b, c[:pairs], direction=compare.DIRECTIONS[m], max_regression=max_regression,
+                                metric=m, against=against, final=final or pairs >= len(b), alpha=alpha, paired=True)
+            else:
+                dec = sprt_case(b, c, direction=compare.DIRECTIONS[m], max_regression=max_regression, metric=m,
+                                against=against, final=final, alpha=alpha)
+            out.append(unit.compared(m, replace(dec, reason=dec.reason + got.zeros) if got.zeros else dec))
+    return compare.with_q(out)
 
 
 def decided(comparisons: Iterable[CaseComparison]) -> bool:
@@ -451,10 +465,10 @@ def saved_notes(result: Case, *, max_repeat: int, max_regression: float,
                 floors: dict[str, float] | None = None) -> list[str]:
     """What a saved repeat="auto" run cannot do as a baseline: one line per metric whose noise needs more
     trials than ``max_repeat`` gave it."""
-    streams = [s for s in read(result, "streams") or [] if isinstance(s, dict | StreamResult)]
-    values: dict[str, list[Any]] = {m: [read(s, m) for s in streams] for m in SIZED}
+    streams = result.streams if isinstance(result, SustainedResult | LoadLevel) else []
+    values: dict[str, list[Any]] = {m: [compare.figure(s, m) for s in streams] for m in SIZED}
     if not streams:
-        values = {"decode_tps": list(read(result, "samples_tps") or [])}
+        values = {"decode_tps": list(result.samples_tps) if isinstance(result, TwoPointResult | SweepPoint) else []}
     n = len(next(iter(values.values()), []))
     notes = []
     for m, (sd, need) in saved_size(values, max_repeat=max_repeat, max_regression=max_regression,
@@ -468,6 +482,19 @@ def saved_notes(result: Case, *, max_repeat: int, max_regression: float,
     return notes
 
 
+def _trial_stream(values: dict[str, Any], text_sha: str | None) -> StreamResult:
+    """One trial of the runner's values so far as a stream record (what it did not measure: None, or NaN where a
+    figure is always set, which no rule reads as a value)."""
+    nan = math.nan
+    figures = {m: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else nan
+               for m, v in values.items()}
+    ttft, decode = figures.get("ttft_s", nan), figures.get("decode_tps", nan)  # not result data: the runner's
+    return StreamResult(prompt_tokens=None, completion_tokens=0, ttft_s=ttft, total_s=nan, decode_tps=decode,
+                        client_tps=nan, window_tokens=None, window_tps=[], early_tps=None, late_tps=None, drift=None,
+                        trend_p=None, stalls=[], tokens_per_chunk=nan, count_source="", counts_exact=True,
+                        text_sha=text_sha)
+
+
 def look(mine: Sequence[Case], nodeid: str, values: dict[str, list[Any]], *, max_regression: float,
          metrics: Sequence[str]) -> tuple[list[CaseComparison], list[Case]] | None:
     """One look of repeat="auto" against a stored run (``mine``: its results of this case) at the runner's
@@ -476,9 +503,10 @@ def look(mine: Sequence[Case], nodeid: str, values: dict[str, list[Any]], *, max
     texts = values.get("text_sha") or []  # not result data: the runner's values so far, by name
     gauged = {m: v for m, v in values.items() if m != "text_sha"}
     n = max((len(v) for v in gauged.values()), default=0)
-    streams = [{**{m: v[i] for m, v in gauged.items() if i < len(v)},
-                **({"text_sha": texts[i]} if i < len(texts) else {})} for i in range(n)]
-    cand: list[Case] = [{"nodeid": nodeid, "kind": "sustained", "streams": streams}]
+    streams = [_trial_stream({m: v[i] for m, v in gauged.items() if i < len(v)}, texts[i] if i < len(texts) else None)
+               for i in range(n)]
+    cand: list[Case] = [SustainedResult(kind="sustained", endpoint="", model="", server="", ctx=0, prompt_tokens=None,
+                                        nodeid=nodeid, streams=streams)]
     pairs = pairable(mine, cand)
     if pairs and pairs >= len(text_keys(mine)):
         return None
@@ -489,7 +517,7 @@ def until_baseline(baseline: Sequence[Case], nodeid: str, *, max_regression: flo
                    ) -> Until:
     """The runner's ``until`` against a stored run: True once every metric is decided on the trials so far, or
     once every baseline trial is paired (``look``). The gate's own adds its TTFT rules (``measure.repeats``)."""
-    mine = [b for b in baseline if read(b, "nodeid") == nodeid]
+    mine = [b for b in baseline if isinstance(b, Result | ErrorRecord) and b.nodeid == nodeid]
 
     def done(values: dict[str, list[Any]]) -> bool:
         found = look(mine, nodeid, values, max_regression=max_regression, metrics=metrics)

@@ -15,17 +15,15 @@ Public API
     A ``ctx_sweep`` has no trials of its own (``[]``): expand it with ``sub_cases``.
 ``sub_cases(result) -> list[tuple[str, int | None, case]]``
     ``(nodeid, ctx, case)``: one entry for an ordinary case (ctx None), one per point for a sweep (ctx = the
-    asked ctx; the point gets ``kind`` and ``nodeid``), one per level for a load sweep (ctx None; the level
-    gets ``kind`` "sustained", ``nodeid`` and ``users``, its concurrency). ``case_key(nodeid, ctx, users)`` is
-    ``nodeid``, ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key. A typed result gives its
-    typed parts (a ``LoadLevel``, whose ``users_of`` is its concurrency; a ``SweepPoint``, read as two-point),
-    a mapping gives mappings: every function here reads either (``read``), so both give the same figures.
+    asked ctx; a ``SweepPoint``, read as two-point), one per level for a load sweep (ctx None; a ``LoadLevel`` of
+    kind "sustained", whose ``users_of`` is its concurrency). ``case_key(nodeid, ctx, users)`` is ``nodeid``,
+    ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key. Everything here reads records: JSON
+    becomes one at its edge (``saved_results.load_record``: a saved run, the history's rows), never here.
 ``compare_case(base, cand, *, direction, max_regression=0.05, alpha=0.01, metric="value", noise_floor=0.03,
 decide_at=20, against="baseline") -> Comparison``
     The rule for one metric of one case, below. ``Comparison.as_dict()`` is JSON-able.
-``compare_runs(base_run, cand_results, *, max_regression=0.10, metrics=("decode_tps", "ttft_s"), ...)``
-    -> ``list[CaseComparison]``. ``base_run`` is a ``storage.Run`` (anything with ``.results``) or a list of result
-    dicts. Cases are matched by nodeid (and ctx for sweep points); several results with one nodeid on a side are
+``compare_runs(base_results, cand_results, *, max_regression=0.10, metrics=("decode_tps", "ttft_s"), ...)``
+    -> ``list[CaseComparison]``. Cases are matched (``match_runs``; every rule judges the units it returns) by nodeid (and ctx for sweep points); several results with one nodeid on a side are
     pooled (so A/B runs may record one result per trial). Cases only in the candidate are ``new``, only in the
     baseline ``missing``; an errored side or a metric without values gives ``skipped``; none of these raise.
     Zero is a value of a higher-is-better metric (attainment, goodput, ``max_rps``), the worst one: a median
@@ -77,15 +75,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, LevelTrial, SweepPoint
-from pytest_specperf.cases.results import ErrorRecord, LoadLevel, Result, StreamResult
+from pytest_specperf.cases.results import (
+    ErrorRecord,
+    LoadLevel,
+    LoadSweepResult,
+    Result,
+    SessionResult,
+    StreamResult,
+    SustainedResult,
+    SweepResult,
+    TwoPointResult,
+)
 
 #: which way is better, per metric; all are positive quantities, compared as logs.
 DIRECTIONS: dict[str, str] = {
@@ -150,43 +158,37 @@ def _values(items: Iterable[Any]) -> list[float]:
     return [x for x in (_num(v) for v in items) if x is not None]
 
 
-#: What the functions below read: a typed result or one of its comparable parts (a load level, a sweep point),
-#: or the same as a mapping (a saved run's JSON, or the partial rows the unit tests and benchmarks build).
-Case = Result | ErrorRecord | LoadLevel | SweepPoint | Mapping[str, Any]
-
-
-def read(x: object, name: str, default: Any = None) -> Any:
-    """Field ``name`` of a record (by attribute) or a mapping (by key); ``default`` where it has none."""
-    if isinstance(x, Mapping):
-        return x.get(name, default)
-    return getattr(x, name, default)
+#: What the functions below read: a typed result or one of its comparable parts (a load level, a sweep point).
+#: JSON (a saved run, the history's rows) becomes one at its edge (``saved_results.load_record``), never here.
+Case = Result | ErrorRecord | LoadLevel | SweepPoint
 
 
 def figure(x: Case | StreamResult | LevelTrial, metric: str) -> float | None:
     """The finite figure ``metric`` (a name of ``FIGURES``) of a case, a load level, a sweep point, a stream or a
-    trial; None where it has none. The one read of a figure by its name: every other read is by attribute."""
+    trial; None where it has none. The one read of a figure by its name: every other read is by attribute, and
+    tests/repo checks that each name in ``FIGURES`` is a field of the records."""
     if metric not in FIGURES:
         raise ValueError(f"{metric!r} is not a figure read by name; the figures are {', '.join(FIGURES)}")
-    return _num(read(x, metric))
+    return _num(getattr(x, metric, None))
 
 
-def _has(x: object, name: str) -> bool:
-    """Whether a stream (a record or a mapping) carries the field ``name`` at all (its value may be None)."""
-    if isinstance(x, Mapping):
-        return name in x
-    return dataclasses.is_dataclass(x) and name in {f.name for f in dataclasses.fields(x)}
+def _has(x: StreamResult, name: str) -> bool:
+    """Whether a stream's record has the field ``name`` at all (its value may be None)."""
+    return name in {f.name for f in dataclasses.fields(x)}
 
 
-def _kind(case: object) -> str:
+def _kind(case: Case) -> str:
     # A sweep point's record has no kind: it is a two-point measurement (its JSON has no "streams").
-    return "two_point" if isinstance(case, SweepPoint) else str(read(case, "kind", ""))
+    return "two_point" if isinstance(case, SweepPoint) else case.kind
 
 
-def users_of(case: object) -> Any:
+def users_of(case: Case) -> int | None:
     """The users of a sub-case from ``sub_cases``: a load level's concurrency, a session's users; else None."""
     if isinstance(case, LoadLevel):
         return case.concurrency
-    return read(case, "users")
+    if isinstance(case, SessionResult):
+        return case.users
+    return None
 
 
 def trials(result: Case, metric: str) -> list[float]:
@@ -194,49 +196,27 @@ def trials(result: Case, metric: str) -> list[float]:
     kind = _kind(result)
     if kind == "ctx_sweep":
         return []
-    if kind == "sustained":
-        streams = [s for s in read(result, "streams") or [] if _has(s, metric)]
-        if streams:
-            return _values(figure(s, metric) for s in streams)
-    if kind == "two_point" and metric == "decode_tps" and read(result, "samples_tps"):
-        return _values(read(result, "samples_tps"))
+    if isinstance(result, SustainedResult | LoadLevel) and result.streams and _has(result.streams[0], metric):
+        values = _values(figure(s, metric) for s in result.streams)
+        if values:  # else the case's own figure, where its streams have none
+            return values
+    if kind == "two_point" and metric == "decode_tps" and isinstance(result, TwoPointResult | SweepPoint) \
+            and result.samples_tps:
+        return _values(result.samples_tps)
     return _values([figure(result, metric)])
 
 
-@overload
-def sub_cases(result: dict[str, Any]) -> list[tuple[str, int | None, dict[str, Any]]]: ...
-@overload
-def sub_cases(result: Case) -> list[tuple[str, int | None, Case]]: ...
-def sub_cases(result: Case) -> list[tuple[str, int | None, Any]]:
-    """``(nodeid, ctx, case)`` per comparable unit: the case itself, or each point of a sweep.
-
-    A typed result gives its typed parts (a ``LoadLevel``, whose ``users_of`` is its concurrency; a ``SweepPoint``);
-    a mapping gives mappings, as the module docstring says."""
-    nodeid = str(read(result, "nodeid", ""))
-    kind = read(result, "kind")
-    if kind == "load_sweep":
-        out_lv: list[tuple[str, int | None, Any]] = []
-        for lv in read(result, "levels") or []:
-            if isinstance(lv, dict):
-                out_lv.append((nodeid, None, {**lv, "kind": "sustained", "nodeid": nodeid,
-                                              "users": read(lv, "concurrency")}))
-            elif isinstance(lv, LoadLevel):
-                level = lv if lv.kind == "sustained" else dataclasses.replace(lv, kind="sustained")
-                out_lv.append((nodeid, None, level))
-        return out_lv
-    if kind != "ctx_sweep":
-        return [(nodeid, None, result)]
-    out: list[tuple[str, int | None, Any]] = []
-    for p in read(result, "points") or []:
-        if isinstance(p, SweepPoint):
-            out.append((nodeid, int(p.ctx) if isinstance(p.ctx, int | float) else None, p))
-            continue
-        if not isinstance(p, dict):
-            continue
-        kind = read(p, "kind") or ("sustained" if "streams" in p else "two_point")
-        ctx = read(p, "ctx")
-        out.append((nodeid, int(ctx) if isinstance(ctx, int | float) else None, {**p, "kind": kind, "nodeid": nodeid}))
-    return out
+def sub_cases(result: Case) -> list[tuple[str, int | None, Case]]:
+    """``(nodeid, ctx, case)`` per comparable unit: the case itself, or each point of a sweep: a load sweep's
+    ``LoadLevel`` (its ``users_of`` is its concurrency), a context sweep's ``SweepPoint`` (read as two-point)."""
+    if isinstance(result, LoadSweepResult):
+        return [(result.nodeid, None, lv if lv.kind == "sustained" else dataclasses.replace(lv, kind="sustained"))
+                for lv in result.levels]
+    if isinstance(result, SweepResult):
+        return [(result.nodeid, p.ctx, p) for p in result.points]
+    if isinstance(result, Result | ErrorRecord):
+        return [(result.nodeid, None, result)]
+    return [("", None, result)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -427,10 +407,8 @@ def _index(results: Iterable[Case]) -> tuple[dict[_Key, _Entry], dict[str, str]]
     idx: dict[_Key, _Entry] = {}
     errors: dict[str, str] = {}
     for r in results:
-        if not isinstance(r, dict | Result | ErrorRecord):
-            continue
-        if read(r, "verdict") == "error":
-            errors.setdefault(str(read(r, "nodeid", "")), str(read(r, "reason", "")) or "error")
+        if isinstance(r, ErrorRecord) or (isinstance(r, Result) and r.verdict == "error"):
+            errors.setdefault(r.nodeid, r.reason or "error")
             continue
         for nodeid, ctx, case in sub_cases(r):
             idx.setdefault((nodeid, ctx, users_of(case)), _Entry()).cases.append(case)
@@ -454,12 +432,12 @@ def prompt_pairs(base: _Entry, cand: _Entry, metric: str) -> tuple[list[float], 
     def by_prompt(entry: _Entry) -> dict[str, list[float]] | None:
         out: dict[str, list[float]] = {}
         for case in entry.cases:
-            for st in read(case, "streams") or []:
-                if not isinstance(st, dict | StreamResult) or not read(st, "prompt_id"):
+            for st in case.streams if isinstance(case, SustainedResult | LoadLevel) else []:
+                if not st.prompt_id:
                     return None
-                v = _num(read(st, metric))
+                v = figure(st, metric)
                 if v is not None and v > 0:
-                    out.setdefault(str(read(st, "prompt_id")), []).append(v)
+                    out.setdefault(st.prompt_id, []).append(v)
         return out or None
 
     b, c = by_prompt(base), by_prompt(cand)
@@ -486,56 +464,67 @@ def families(base: dict[_Key, _Entry], cand: dict[_Key, _Entry], metrics: Sequen
     return out
 
 
-def _compare_metrics(key: _Key, base: _Entry, cand: _Entry, metrics: Sequence[str],
-                     compare: Callable[..., Comparison], family: int = 1) -> list[CaseComparison]:
-    """Each metric of a case present on both sides; skipped where only one side has values. ``family``: the
-    comparisons of the whole case, which share its false-alarm rate."""
-    nodeid, ctx, users = key
-    at = "" if users is None else f"at {users} user{'' if users == 1 else 's'}: "
-    out: list[CaseComparison] = []
-    for m in metrics:
-        tb, tc = _measured(base, m), _measured(cand, m)
-        if not tb and not tc:
-            continue  # the metric does not apply to this kind (ttft_s of a two-point case)
-        if not tb or not tc:
-            side = "baseline" if not tb else "candidate"
-            out.append(CaseComparison(nodeid, ctx, m, "skipped", f"{m}: no values in the {side}", users=users))
-            continue
-        pairs = prompt_pairs(base, cand, m) if compare.func is compare_case else None  # type: ignore[attr-defined]
-        c: Comparison | None
-        if pairs is not None:
-            c = compare(*pairs, direction=DIRECTIONS[m], metric=m, family=family, paired=True)
+@dataclass(frozen=True)
+class Unit:
+    """A sub-case both sides measured: what a rule compares metric by metric. ``family``: the comparisons of the
+    whole case, which share its false-alarm rate."""
+
+    key: _Key
+    base: _Entry
+    cand: _Entry
+    family: int = 1
+
+    @property
+    def at(self) -> str:
+        """The prefix of a load level's reasons ("at 4 users: "); "" for any other sub-case."""
+        users = self.key[2]
+        return "" if users is None else f"at {users} user{'' if users == 1 else 's'}: "
+
+    def compared(self, metric: str, c: Comparison | None, verdict: str = "", reason: str = "") -> CaseComparison:
+        """The unit's ``CaseComparison`` of ``metric`` from a rule's comparison (or a verdict decided without one)."""
+        nodeid, ctx, users = self.key
+        if c is not None:
             verdict, reason = c.verdict, c.reason
-        elif 0.0 in tb or 0.0 in tc:
-            verdict, reason, c = _with_zeros(tb, tc, m, functools.partial(compare, family=family))
-        else:
-            c = compare(tb, tc, direction=DIRECTIONS[m], metric=m, family=family)
-            verdict, reason = c.verdict, c.reason
-        out.append(CaseComparison(nodeid, ctx, m, verdict, at + reason,
-                                  None if c is None else replace(c, reason=at + c.reason), users=users))
-    return out
+        return CaseComparison(nodeid, ctx, metric, verdict, self.at + reason,
+                              None if c is None else replace(c, reason=self.at + c.reason), users=users)
 
 
-def _with_zeros(tb: list[float], tc: list[float], metric: str, compare: Callable[..., Comparison]
-                ) -> tuple[str, str, Comparison | None]:
-    """(verdict, reason, comparison) of a higher-is-better metric with zero trials on a side.
+@dataclass(frozen=True)
+class Values:
+    """One metric of a unit, as a rule takes it: each side's trial values (a zero ranked lowest, ``zeros`` says)."""
 
-    Zero has no logarithm, so no ratio and no interval exist: a median that is zero on one side and not on
-    the other is a fall to (or a rise from) the worst value, decided without one. Where both medians are
-    positive, the zero trials take the lowest ranks (half the smallest positive value) and the rule runs.
-    """
+    base: list[float]
+    cand: list[float]
+    zeros: str = ""
+
+
+def values_of(unit: Unit, metric: str) -> Values | CaseComparison | None:
+    """What a rule compares of ``metric`` in ``unit``: both sides' values, or the comparison already decided
+    (skipped: one side has no values; a higher-is-better median at zero: no ratio exists), or None where the
+    metric does not apply to the kind (ttft_s of a two-point case)."""
+    tb, tc = _measured(unit.base, metric), _measured(unit.cand, metric)
+    if not tb and not tc:
+        return None
+    if not tb or not tc:
+        nodeid, ctx, users = unit.key
+        side = "baseline" if not tb else "candidate"
+        return CaseComparison(nodeid, ctx, metric, "skipped", f"{metric}: no values in the {side}", users=users)
+    if 0.0 not in tb and 0.0 not in tc:
+        return Values(tb, tc)
+    # Zero has no logarithm, so no ratio and no interval exist: a median that is zero on one side and not on the
+    # other is a fall to (or a rise from) the worst value, decided without one. Where both medians are positive,
+    # the zero trials take the lowest ranks (half the smallest positive value) and the rule runs.
     mb, mc = float(np.median(tb)), float(np.median(tc))
     zeros = f"{tc.count(0.0)} of {len(tc)} trials 0, baseline {tb.count(0.0)} of {len(tb)}"
     if mc == 0 and mb > 0:
-        return "regressed", f"{metric} fell to 0 from {mb:.3g} ({zeros}): the worst value it has", None
+        return unit.compared(metric, None, "regressed", f"{metric} fell to 0 from {mb:.3g} ({zeros}): the worst "
+                             "value it has")
     if mb == 0 and mc > 0:
-        return "improved", f"{metric} rose from 0 to {mc:.3g} ({zeros})", None
+        return unit.compared(metric, None, "improved", f"{metric} rose from 0 to {mc:.3g} ({zeros})")
     if mb == 0 and mc == 0:
-        return "passed", f"{metric} 0 in both ({zeros}): no worse than the baseline", None
+        return unit.compared(metric, None, "passed", f"{metric} 0 in both ({zeros}): no worse than the baseline")
     low = min(x for x in (*tb, *tc) if x > 0) / 2
-    c = compare([x or low for x in tb], [x or low for x in tc], direction="higher", metric=metric)
-    c = replace(c, reason=f"{c.reason} ({zeros}, ranked lowest)")
-    return c.verdict, c.reason, c
+    return Values([x or low for x in tb], [x or low for x in tc], f" ({zeros}, ranked lowest)")
 
 
 def _baseline_only(base: dict[_Key, _Entry], cand: dict[_Key, _Entry],
@@ -573,40 +562,65 @@ def _errored_only(base: dict[_Key, _Entry], base_err: dict[str, str], cand: dict
     return out
 
 
-def compare_runs(base_run: Any, cand_results: Iterable[Case], *,
-                 max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
-                 alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
-                 against: str = "baseline", rule: Callable[..., Comparison] | None = None) -> list[CaseComparison]:
-    """Match candidate cases to the baseline's by nodeid (and ctx) and compare each metric; see the module docstring.
+def match_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *, metrics: Sequence[str],
+               against: str = "baseline") -> list[Unit | CaseComparison]:
+    """Candidate sub-cases matched to the baseline's by nodeid (and ctx, users): a ``Unit`` per pair, in the
+    candidate's order, and a ``CaseComparison`` for each sub-case only one side has (new, missing, skipped) after
+    them. Every rule (``compare_runs``, ``sequential.sprt_runs``) judges the units it returns.
 
-    ``rule`` replaces ``compare_case`` (same arguments), e.g. the sequential test of repeat="auto".
-
-    Order: candidate cases as they came (metrics in the given order), then baseline-only cases.
-    Raises ValueError for a metric not in DIRECTIONS.
-    """
+    Raises ValueError for a metric not in DIRECTIONS."""
     unknown = [m for m in metrics if m not in DIRECTIONS]
     if unknown:
         raise ValueError(f"cannot compare {', '.join(unknown)}: known metrics are {', '.join(DIRECTIONS)}")
-    base_results = base_run.results if hasattr(base_run, "results") else base_run
     base, base_err = _index(base_results)
     cand, cand_err = _index(cand_results)
-    compare = functools.partial(rule or compare_case, max_regression=max_regression, alpha=alpha,
-                                noise_floor=noise_floor, decide_at=decide_at, against=against)
     family = families(base, cand, metrics)
-    out: list[CaseComparison] = []
+    out: list[Unit | CaseComparison] = []
     for (nodeid, ctx, users), entry in cand.items():
         if (nodeid, ctx, users) in base:
-            out += _compare_metrics((nodeid, ctx, users), base[(nodeid, ctx, users)], entry, metrics, compare,
-                                    family.get(nodeid, 1))
+            out.append(Unit((nodeid, ctx, users), base[(nodeid, ctx, users)], entry, family.get(nodeid, 1)))
         elif nodeid in base_err:
             out.append(CaseComparison(nodeid, ctx, None, "skipped", f"baseline errored: {base_err[nodeid]}",
                                       users=users))
         else:
             out.append(CaseComparison(nodeid, ctx, None, "new", f"not in the {against}", users=users))
-    return _with_q(out + _baseline_only(base, cand, cand_err) + _errored_only(base, base_err, cand, cand_err))
+    return out + _baseline_only(base, cand, cand_err) + _errored_only(base, base_err, cand, cand_err)
 
 
-def _with_q(out: list[CaseComparison]) -> list[CaseComparison]:
+def compare_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *,
+                 max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
+                 alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
+                 against: str = "baseline") -> list[CaseComparison]:
+    """Match candidate cases to the baseline's (``match_runs``) and compare each metric by ``compare_case``; see
+    the module docstring. Order: candidate cases as they came (metrics in the given order), then baseline-only
+    cases. Raises ValueError for a metric not in DIRECTIONS.
+    """
+    out: list[CaseComparison] = []
+    for unit in match_runs(base_results, cand_results, metrics=metrics, against=against):
+        if isinstance(unit, CaseComparison):
+            out.append(unit)
+            continue
+        for m in metrics:
+            got = values_of(unit, m)
+            if got is None:
+                continue
+            rule = functools.partial(compare_case, direction=DIRECTIONS[m], metric=m, family=unit.family,
+                                     max_regression=max_regression, alpha=alpha, noise_floor=noise_floor,
+                                     decide_at=decide_at, against=against)
+            # a case over a prompt file is compared prompt by prompt where both sides sent the same prompts
+            pairs = None if isinstance(got, CaseComparison) and got.verdict == "skipped" else \
+                prompt_pairs(unit.base, unit.cand, m)
+            if pairs is not None:
+                out.append(unit.compared(m, rule(*pairs, paired=True)))
+            elif isinstance(got, CaseComparison):
+                out.append(got)
+            else:
+                c = rule(got.base, got.cand)
+                out.append(unit.compared(m, replace(c, reason=c.reason + got.zeros) if got.zeros else c))
+    return with_q(out)
+
+
+def with_q(out: list[CaseComparison]) -> list[CaseComparison]:
     ps = [(i, cc.comparison.p) for i, cc in enumerate(out) if cc.comparison is not None and cc.comparison.p is not None]
     if not ps:
         return out

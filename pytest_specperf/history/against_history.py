@@ -37,9 +37,11 @@ def _fmt(v: float, metric: str) -> str:
     return f"{v:.4g}"
 
 
-def _setup_diff(now: dict[str, Any], then: dict[str, Any]) -> str:
-    keys = sorted(set(now) | set(then))
-    return ", ".join(f"{k} {then.get(k)!r} (now {now.get(k)!r})" for k in keys if now.get(k) != then.get(k))
+def _setup_diff(setup: dict[str, Any], earlier: dict[str, Any]) -> str:
+    """How two set-ups (``records.setup_of``) differ, key by key: not result data."""
+    keys = sorted(set(setup) | set(earlier))
+    return ", ".join(f"{k} {earlier.get(k)!r} (now {setup.get(k)!r})"  # not result data
+                     for k in keys if setup.get(k) != earlier.get(k))  # not result data
 
 
 def _reason(key: str, metric: str, d: decide.Decision, entry: HistoryEntry) -> str:
@@ -66,12 +68,13 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
     if result.verdict == "error":
         return []
     units = records.units([result])
-    tests = sum(len(records.gated_trials(case)) for _, case in units) or 1
+    tests = sum(len(records.gated_trials(u.case)) for u in units) or 1
     notes: list[str] = []
     entries: list[HistoryEntry] = []
     short: list[tuple[str, list[records.CaseRun]]] = []
-    for key, case in units:
-        setup = records.setup_of(case, run_meta)
+    for unit in units:
+        key, case = unit.key, unit.case
+        setup = records.setup_of(unit.form, run_meta)
         fp = records.fingerprint(setup)
         past = records.case_history(store, key)
         same, held = records.judged_runs([h for h in past if h.fingerprint == fp])

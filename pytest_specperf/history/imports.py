@@ -1,4 +1,4 @@
-"""Saved JSON runs (``--specperf-save`` files, ``compare/storage.py``'s format) into the history.
+"""Saved JSON runs (``--specperf-save`` files, ``storage/saved_runs.py``'s format) into the history.
 
 Never imports pytest. Each file is imported once: its content hash is the run's ``source``, so importing a
 folder again (or a copy of a file) adds nothing. Files that cannot be read are skipped with their reason, the
@@ -11,9 +11,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from pytest_specperf.compare import storage
+from pytest_specperf.errors import ConfigError
 from pytest_specperf.history.records import record_run
 from pytest_specperf.history.store import Store
+from pytest_specperf.storage import saved_runs as storage
 
 
 def run_meta(run: storage.Run) -> dict[str, Any]:
@@ -34,7 +35,12 @@ def import_runs(store: Store, paths: list[Path]) -> tuple[list[str], list[str]]:
             skipped.append(f"{path.name}: {why}")
             continue
         source = "json:" + hashlib.sha256(path.read_bytes()).hexdigest()[:24]
-        if record_run(store, run.results, run_meta(run), source=source) is None:
+        try:
+            recorded = run.typed_results()
+        except ConfigError as exc:  # a kind no version of the plugin wrote: named, the other files imported
+            skipped.append(f"{path.name}: {exc}")
+            continue
+        if record_run(store, recorded, run_meta(run), source=source) is None:
             skipped.append(f"{path.name}: already in the history")
         else:
             done.append(run.label)

@@ -11,17 +11,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import case_key, unit_key
-from pytest_specperf.cases.results import Recorded
+from pytest_specperf.cases.result_parts import SweepPoint, case_key, unit_key
+from pytest_specperf.cases.results import (
+    ErrorRecord,
+    LoadLevel,
+    LoadSweepResult,
+    RateResult,
+    Recorded,
+    Result,
+    SessionResult,
+    SustainedResult,
+)
 from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
+from pytest_specperf.compare.trials import Case
+from pytest_specperf.errors import ConfigError
 from pytest_specperf.history.store import Store
 
 #: what makes two runs of a case measure the same thing: the server and model, and what the case asks.
@@ -63,9 +74,9 @@ class CaseRun:
         return (self.commit_id or "-")[:12]
 
 
-def setup_of(case: dict[str, Any], run_meta: dict[str, Any]) -> dict[str, Any]:
-    """The set-up a case's fingerprint is made of (missing keys are left out)."""
-    out = {k: case.get(k) for k in SETUP_KEYS if case.get(k) is not None}
+def setup_of(form: dict[str, Any], run_meta: dict[str, Any]) -> dict[str, Any]:
+    """The set-up a unit's fingerprint is made of, from its stored form (``Unit.form``; missing keys left out)."""
+    out = {k: form[k] for k in SETUP_KEYS if form.get(k) is not None}  # not result data: the row's stored form
     for k in ("model", "server"):
         out.setdefault(k, run_meta.get(k))
     return out
@@ -76,70 +87,110 @@ def fingerprint(setup: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _stored(result: Recorded | Mapping[str, Any]) -> dict[str, Any]:
-    """A result as the history stores it: its JSON form (records are serialised here, at the store's edge; a saved
-    run's JSON goes in as written), which the set-up fingerprints and the results table are made of."""
-    return dict(result) if isinstance(result, Mapping) else to_dict(result)
+def _form(result: Result, nodeid: str, case: Case) -> dict[str, Any]:
+    """A unit's JSON form as the history stores its set-up (``setup_of``): a load level as a sustained case at its
+    users, a sweep point as a two-point case, each with its case's model, server and drawn lengths."""
+    if isinstance(case, LoadLevel):
+        form = {**to_dict(case), "kind": "sustained", "nodeid": nodeid, "users": case.concurrency}
+    elif isinstance(case, SweepPoint):
+        form = {**to_dict(case), "kind": "two_point", "nodeid": nodeid}
+    else:
+        form = to_dict(case)
+    return {"drawn": result.drawn, **form, "model": result.model, "server": result.server}
 
 
-def units(results: Iterable[Recorded | Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """``(case key, case)`` per comparable unit of the results (a case, a sweep point, a load level), each unit as
-    its stored JSON form; errored cases are left out (they measured nothing)."""
+@dataclass(frozen=True)
+class Unit:
+    """One comparable unit of a result as the history keeps it: its key, its case's node id, its record (what the
+    gate reads) and its stored JSON form (what the set-up fingerprint is made of)."""
+
+    key: str
+    nodeid: str
+    case: Case
+    form: dict[str, Any]
+
+    @property
+    def verdict(self) -> str | None:
+        """The unit's own verdict (a case's, a load level's); None for a sweep point, which has none."""
+        return self.case.verdict if isinstance(self.case, Result | LoadLevel) else None
+
+
+def units(results: Iterable[Recorded]) -> list[Unit]:
+    """Each comparable unit of the results (a case, a sweep point, a load level); errored cases are left out (they
+    measured nothing)."""
     out = []
-    for r in (_stored(x) for x in results):
-        if r.get("verdict") == "error":
+    for r in results:
+        if isinstance(r, ErrorRecord) or r.verdict == "error":
             continue
         for nodeid, ctx, case in compare.sub_cases(r):
-            users = case.get("users") if r.get("kind") == "load_sweep" else None
-            # a load level's lengths were drawn as its case's were
-            out.append((case_key(nodeid, ctx, users), {"drawn": r.get("drawn"), **case, "model": r.get("model"),
-                                                               "server": r.get("server")}))
+            users = compare.users_of(case) if isinstance(r, LoadSweepResult) else None
+            out.append(Unit(case_key(nodeid, ctx, users), nodeid, case, _form(r, nodeid, case)))
     return out
 
 
-def gated_trials(case: dict[str, Any]) -> dict[str, list[float]]:
+def gated_trials(case: Case) -> dict[str, list[float]]:
     """Per-trial values of each metric the gate judges this case on: a case measured as whole trials (``repeat=``
-    of a rate case, a session, a load case: its ``trials``) has each trial's value, any other ``compare.trials``'s
-    (a single-user sustained case: its streams')."""
+    of a rate case, a session, a load case: its ``trials``) has each trial's value; a load case or level run once,
+    its one trial's (the median user, the aggregate: its streams share the engine's batched steps, so they are one
+    sample, not one each); any other ``compare.trials``'s (a single-user sustained case: its streams')."""
     out = {}
-    whole = [t for t in case.get("trials") or [] if isinstance(t, Mapping)]
+    whole = case.trials if isinstance(case, SustainedResult | LoadLevel | RateResult | SessionResult) else None
+    load = isinstance(case, LoadLevel) or (isinstance(case, SustainedResult) and case.concurrency > 1)
     for metric in gating.metrics_for(case):
-        if metric in compare.DIRECTIONS:
-            values = [float(v) for t in whole if isinstance(v := t.get(metric), int | float)
-                      and not isinstance(v, bool) and math.isfinite(v)] or compare.trials(case, metric)
-            if values:
-                out[metric] = values
+        if metric not in compare.DIRECTIONS:
+            continue
+        if whole:
+            values = [v for t in whole for v in [compare.figure(t, metric)] if v is not None]
+        elif load and metric in TRIAL_METRICS:
+            values = [v for f in trial_figures(case) for v in [f[metric]] if v is not None]
+        else:
+            values = compare.trials(case, metric)
+        if values:
+            out[metric] = values
     return out
 
 
-def held_keys(results: Iterable[Mapping[str, Any]]) -> set[str]:
+def held_keys(results: Iterable[Recorded]) -> set[str]:
     """The units that failed their history gate: a regressed history entry, or (a unit without one, judged by the
     baseline rule while its history is short) a regressed comparison. An A/B result's comparisons are B's against
     A, not against the history: they hold nothing."""
     out: set[str] = set()
     for r in results:
-        entries = [e for e in r.get("history") or [] if isinstance(e, Mapping)]
-        judged = {str(e.get("key")) for e in entries}
-        out |= {str(e.get("key")) for e in entries if e.get("verdict") == "regressed"}
-        if r.get("ab") is not None:
+        if isinstance(r, ErrorRecord):
+            continue
+        entries = r.history or []
+        judged = {e.key for e in entries}
+        out |= {e.key for e in entries if e.verdict == "regressed"}
+        if r.ab is not None:
             continue
         # a comparison's key names a session's users; the unit (as ``units`` keys it) does not
-        keyed = [unit_key(r.get("kind"), str(c.get("nodeid")), c.get("ctx"), c.get("users"))
-                 for c in r.get("comparisons") or [] if isinstance(c, Mapping) and c.get("verdict") == "regressed"]
+        keyed = [unit_key(r.kind, c.nodeid, c.ctx, c.users) for c in r.comparisons or [] if c.verdict == "regressed"]
         out |= {key for key in keyed if key not in judged}
     return out
 
 
-def record_run(store: Store, results: Iterable[Recorded | Mapping[str, Any]], meta: dict[str, Any], *,
+def _run_row(meta: dict[str, Any], source: str | None) -> tuple[Any, ...]:
+    """The runs table's row of a run's metadata (as ``storage.run_meta`` builds it), which is not result data."""
+    commit = c if isinstance(c := meta.get("commit"), dict) else {}  # not result data
+    machine = m if isinstance(m := meta.get("machine"), dict) else {}  # not result data
+    return (str(meta.get("created") or ""), str(meta.get("name") or ""),  # not result data
+            commit.get("id"), commit.get("branch"), commit.get("time"),  # not result data
+            int(bool(commit.get("dirty"))),  # not result data
+            meta.get("model"), meta.get("server"), meta.get("server_version"),  # not result data
+            meta.get("plugin_version"), machine.get("host_id"), json.dumps(machine, default=str),  # not result data
+            json.dumps(meta.get("job") or {}, default=str), str(meta.get("partial") or ""), source)  # not result data
+
+
+def record_run(store: Store, results: Iterable[Recorded], meta: dict[str, Any], *,
                source: str | None = None, gated: bool = False) -> int | None:
-    """Add one run (its ``meta`` as ``storage.run_meta`` builds it; its results typed or as saved JSON); returns
-    its id, or None when ``source`` (an imported file) is already in the history. ``gated``: the run was judged
-    against this history, so the units that failed it are held out of later predictions (``held_keys``)."""
+    """Add one run (its ``meta`` as ``storage.run_meta`` builds it); returns its id, or None when ``source`` (an
+    imported file) is already in the history. ``gated``: the run was judged against this history, so the units
+    that failed it are held out of later predictions (``held_keys``). Records become JSON here, at the store's
+    edge; ``record_of`` turns them back."""
     recorded = list(results)
-    data = [_stored(r) for r in recorded]
-    held = held_keys(data) if gated else set()
-    commit = c if isinstance(c := meta.get("commit"), dict) else {}
-    machine = m if isinstance(m := meta.get("machine"), dict) else {}
+    data = [to_dict(r) for r in recorded]
+    held = held_keys(recorded) if gated else set()
+    row = _run_row(meta, source)
     rows = units(recorded)
     try:
         with store.transaction() as cur:
@@ -148,25 +199,20 @@ def record_run(store: Store, results: Iterable[Recorded | Mapping[str, Any]], me
                 return None
             store.execute(cur, """INSERT INTO runs (created, name, commit_id, branch, commit_time, dirty, model, server,
                 server_version, plugin_version, host_id, machine, job, partial, source)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""", (
-                str(meta.get("created") or ""), str(meta.get("name") or ""), commit.get("id"), commit.get("branch"),
-                commit.get("time"), int(bool(commit.get("dirty"))), meta.get("model"), meta.get("server"),
-                meta.get("server_version"), meta.get("plugin_version"), machine.get("host_id"),
-                json.dumps(machine, default=str), json.dumps(meta.get("job") or {}, default=str),
-                str(meta.get("partial") or ""), source))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""", row)
             run_id = int(cur.fetchone()[0])
-            for r in data:
-                if r.get("nodeid"):
+            for r, d in zip(recorded, data, strict=True):
+                if r.nodeid:
                     store.execute(cur, "INSERT INTO results (run_id, nodeid, result) VALUES (?, ?, ?)",
-                                  (run_id, str(r["nodeid"]), json.dumps(r, default=str)))
-            for key, case in rows:
-                setup = setup_of(case, meta)
+                                  (run_id, r.nodeid, json.dumps(d, default=str)))
+            for u in rows:
+                setup = setup_of(u.form, meta)
                 store.execute(cur, """INSERT INTO cases (run_id, case_key, nodeid, fingerprint, setup, verdict, held)
                     VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id""", (
-                    run_id, key, str(case.get("nodeid") or key), fingerprint(setup), json.dumps(setup, default=str),
-                    case.get("verdict"), HELD if key in held else 0))
+                    run_id, u.key, u.nodeid or u.key, fingerprint(setup), json.dumps(setup, default=str),
+                    u.verdict, HELD if u.key in held else 0))
                 case_id = int(cur.fetchone()[0])
-                values = [(case_id, metric, i, float(v)) for metric, vs in gated_trials(case).items()
+                values = [(case_id, metric, i, float(v)) for metric, vs in gated_trials(u.case).items()
                           for i, v in enumerate(vs)]
                 if values:
                     cur.executemany(store.sql("INSERT INTO trials (case_id, metric, trial, value) VALUES (?, ?, ?, ?)"),
@@ -289,11 +335,11 @@ def run_verdicts(store: Store) -> dict[int, list[tuple[str, str, str]]]:
     out: dict[int, list[tuple[str, str, str]]] = {}
     for run_id, nodeid, text in rows:
         try:
-            r = json.loads(text)
-        except ValueError:
-            r = {}
-        r = r if isinstance(r, dict) else {}
-        out.setdefault(int(run_id), []).append((str(nodeid), str(r.get("verdict") or "-"), str(r.get("reason") or "")))
+            r = load_record(json.loads(text))
+            verdict, reason = r.verdict or "-", r.reason
+        except (ValueError, TypeError, AttributeError, ConfigError):  # a damaged row, or a kind of a newer version
+            verdict, reason = "-", ""
+        out.setdefault(int(run_id), []).append((str(nodeid), verdict, reason))
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint, case_key
+from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise, records
@@ -83,19 +84,20 @@ def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
     out = {}
     for h in records.case_history(store, key):
         facts = RunFacts(h.verdict, held=h.held, failed_gate=h.failed_gate, accepted=h.accepted)
-        result = records.result_of(store, h.run_id, h.nodeid)
+        result = records.record_of(store, h.run_id, h.nodeid)
         if result is not None:
-            facts.reason = str(result.get("reason") or "")
+            facts.reason = result.reason
             for n, ctx, case in compare.sub_cases(result):
-                users = case.get("users") if result.get("kind") == "load_sweep" else None
+                users = compare.users_of(case) if isinstance(result, LoadSweepResult) else None
                 if case_key(n, ctx, users) == key:
-                    facts.figures = {m: float(v) for m in compare.DIRECTIONS
-                                     if isinstance(v := case.get(m), int | float) and not isinstance(v, bool)}
+                    facts.figures = {m: v for m in compare.DIRECTIONS if (v := compare.figure(case, m)) is not None}
             if h.failed_gate:  # against its history, or (while that was short) against the latest run
-                judged = [e for e in result.get("history") or [] if isinstance(e, dict) and e.get("key") == key]
-                judged += [] if judged else [c for c in result.get("comparisons") or []
-                                             if isinstance(c, dict) and c.get("key") == key]
-                facts.failed_metrics = {str(e.get("metric")) for e in judged if e.get("verdict") == "regressed"}
+                entries = [] if isinstance(result, ErrorRecord) else result.history or []
+                judged = {e.metric for e in entries if e.key == key and e.verdict == "regressed"}
+                if not any(e.key == key for e in entries):
+                    judged = {str(c.metric) for c in result.comparisons or []
+                              if c.key == key and c.verdict == "regressed"}
+                facts.failed_metrics = judged
         out[h.run_id] = facts
     return out
 

@@ -11,6 +11,7 @@ from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import gates, sequential
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.measure import combine
 
 T = TypeVar("T")
 _C = TypeVar("_C", bound=compare.Case)
@@ -44,7 +45,8 @@ def measure_arms(measures: Mapping[str, Callable[[], T]], trials: int) -> dict[s
 def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], trials: int, gate: gates.Gate,
            max_regression: float | None = None) -> tuple[Result, list[str]]:
     """Measure A and B interleaved ABBA (``trials`` each), judge B against A; returns B's summary and warnings."""
-    return gates.judge_ab(measure_arms({"A": measure_a, "B": measure_b}, trials), gate, max_regression)
+    arms = measure_arms({"A": measure_a, "B": measure_b}, trials)
+    return gates.judge_ab(arms, combine.ab_row(arms), gate, max_regression)
 
 
 def ab_until_decided(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *, max_repeat: int,
@@ -77,7 +79,8 @@ def run_ab_auto(measure_a: Callable[[], Result], measure_b: Callable[[], Result]
     """As ``run_ab`` with repeat="auto": ABBA rounds until the sequential test decides, ``max_repeat`` per arm."""
     a, b, ccs = ab_until_decided(measure_a, measure_b, max_repeat=max_repeat,
                                  max_regression=max_regression or gate.max_regression, ttft_rules=True)
-    summary, warnings = gates.ab_summary({"A": a, "B": b}, ccs, gate)
+    arms = {"A": a, "B": b}
+    summary, warnings = gates.ab_summary(arms, combine.ab_row(arms), ccs, gate)
     return summary, warnings + sequential.noise_warnings(ccs)
 
 
@@ -117,5 +120,6 @@ def run_arms(measure: ArmMeasure, names: list[str], trials: int, gate: gates.Gat
             if not open_levels:
                 break
             cost = len(open_levels)
-    return gates.judge_arms(results, gate, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens,
-                            auto=auto)
+    row = combine.aggregate(results[deployed or baseline], arm=deployed or baseline)
+    return gates.judge_arms(results, row, gate, baseline=baseline, deployed=deployed, max_loss=max_loss,
+                            tokens=tokens, auto=auto)

@@ -3,7 +3,7 @@ against a stored run: the loops, each trial measured by the runner it is given, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -11,6 +11,7 @@ from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.results import Recorded, Result
 from pytest_specperf.compare import gates, sequential
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.measure import combine
 
 
 def whole_case(spec: CaseSpec) -> bool:
@@ -24,7 +25,7 @@ def whole_case(spec: CaseSpec) -> bool:
 
 
 def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: gates.Gate, *,
-               baseline: Sequence[Recorded | Mapping[str, Any]] | None = None, nodeid: str = "", save: bool = False
+               baseline: Sequence[Recorded] | None = None, nodeid: str = "", save: bool = False
                ) -> Result:
     """A case that sends at once, measured ``repeat`` times as whole trials (``measure`` runs one and judges it)
     and combined into one row as A/B combines an arm (``gates.aggregate``): medians, the worst verdict, and each
@@ -35,19 +36,19 @@ def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: gate
     auto = spec.repeat == "auto"
     cap = (spec.max_repeat or AUTO_MAX_REPEAT) if auto else int(spec.repeat)
     one = replace(spec, repeat=1, max_repeat=None)
-    mine = [b for b in gates.records_of(baseline or []) if b.nodeid == nodeid]
+    mine = [b for b in baseline or [] if b.nodeid == nodeid]
     threshold = spec.max_regression or gate.max_regression
     done: list[Result] = []
     while len(done) < cap:
         done.append(measure(one))
         if auto and len(done) >= sequential.MIN_TRIALS and _trials_settle(done, mine, threshold, cap, save):
             break
-    return gates.aggregate(done) if len(done) > 1 else done[0]
+    return combine.aggregate(done) if len(done) > 1 else done[0]
 
 
 def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, cap: int, save: bool) -> bool:
     """repeat="auto" of whole trials: whether the trials so far settle the case (``run_trials``)."""
-    row = gates.aggregate(done)
+    row = combine.aggregate(done)
     cand = gates.per_trial([row])
     if mine:
         base = gates.per_trial(mine)
@@ -68,11 +69,11 @@ def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, c
     return True
 
 
-def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded | Mapping[str, Any]],
+def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run: each look is the sequential test's
     (``sequential.look``) after the same noise floor and prefix-cache rules as the gate (``gates.ttft_judged``)."""
-    mine = [b for b in gates.records_of(baseline) if b.nodeid == nodeid]
+    mine = [b for b in baseline if b.nodeid == nodeid]
     threshold = max_regression or gate.max_regression
 
     def done(values: dict[str, list[Any]]) -> bool:

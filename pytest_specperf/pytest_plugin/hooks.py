@@ -15,7 +15,6 @@ import pytest
 from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.registry import SPECS, build_spec, marker_help
-from pytest_specperf.compare import storage
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.history.session import HistorySession, target_of
 from pytest_specperf.history.store import DEFAULT_FILE, Target
@@ -47,6 +46,7 @@ from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
 from pytest_specperf.settings import Settings
+from pytest_specperf.storage import saved_runs as storage
 from pytest_specperf.urls import redact_text
 
 

@@ -10,10 +10,10 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import Recorded, is_error
 from pytest_specperf.cases.saved_results import load_record
-from pytest_specperf.compare import storage
 from pytest_specperf.history.session import HistorySession
 from pytest_specperf.run.target import EndpointSession, SharedStart
 from pytest_specperf.settings import Settings
+from pytest_specperf.storage import saved_runs as storage
 
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()

@@ -12,7 +12,7 @@ from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import ErrorRecord, Result
-from pytest_specperf.compare import crossover, sequential, storage
+from pytest_specperf.compare import crossover, sequential
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.measure import interleaved, repeats
@@ -36,6 +36,7 @@ from pytest_specperf.report.table import one_trial_undecided
 from pytest_specperf.run.registry import kind_for
 from pytest_specperf.run.target import EndpointSession
 from pytest_specperf.settings import Settings
+from pytest_specperf.storage import saved_runs as storage
 from pytest_specperf.urls import redact_text
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import SweepPoint, case_key
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Recorded, Result, SessionResult, SweepResult
 from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
@@ -66,25 +65,15 @@ def units(r: Result) -> list[tuple[str, int | None, int | None, Unit]]:
     return [(r.nodeid, None, r.users if isinstance(r, SessionResult) else None, r)]
 
 
-def case_data(unit: Unit, nodeid: str) -> dict[str, Any]:
-    """A unit as the JSON ``compare.trials`` and ``compare.crossover`` read (a level is compared as a sustained
-    case, a point as a two-point one)."""
-    if isinstance(unit, LoadLevel):
-        return {**to_dict(unit), "kind": "sustained", "nodeid": nodeid, "users": unit.concurrency}
-    if isinstance(unit, SweepPoint):
-        return {**to_dict(unit), "kind": "two_point", "nodeid": nodeid}
-    return to_dict(unit)
-
-
-def _trial_values(unit: Unit, case: dict[str, Any], users: int | None, metric: str) -> list[float]:
+def _trial_values(unit: Unit, users: int | None, metric: str) -> list[float]:
     """The values whose spread the bounds show: one per trial."""
     if users is None:
         users = getattr(unit, "concurrency", None)
     if isinstance(users, int) and not isinstance(users, bool) and users > 1:
         if metric not in TRIAL_METRICS:
             return []  # a trial's own figure is kept only for these; its users' spread is not a trial's
-        return [v for f in trial_figures(case) for v in [f[metric]] if v is not None]
-    return trials(case, metric)
+        return [v for f in trial_figures(unit) for v in [f[metric]] if v is not None]
+    return trials(unit, metric)
 
 
 def bencher_json(results: Iterable[Recorded | Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -94,10 +83,9 @@ def bencher_json(results: Iterable[Recorded | Mapping[str, Any]]) -> dict[str, d
         if not isinstance(r, Result) or r.verdict == "error":
             continue  # nothing measured
         for nodeid, ctx, users, unit in units(r):
-            case = case_data(unit, nodeid)
             measures = {}
             for fieldname, slug in MEASURES.items():
-                m = _measure(_num(getattr(unit, fieldname, None)), _trial_values(unit, case, users, fieldname))
+                m = _measure(_num(getattr(unit, fieldname, None)), _trial_values(unit, users, fieldname))
                 if m is not None:
                     measures[slug] = m
             if measures:

@@ -17,12 +17,12 @@ import jinja2
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import Recorded, Result
-from pytest_specperf.compare import storage
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report import table as report
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.views import base as figures
 from pytest_specperf.report.views.registry import view
+from pytest_specperf.storage import saved_runs as storage
 from pytest_specperf.version import __version__
 
 #: summary order: what needs attention first

@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Recorded, SweepResult
 from pytest_specperf.compare.trials import trials
 from pytest_specperf.report.table import Row, as_case
@@ -53,9 +52,8 @@ def per_token_seconds(result: Recorded | Mapping[str, Any]) -> list[float]:
             return []
         low = min(points, key=lambda p: p.decode_tps)
         # the slowest point, as the two-point case ``compare.trials`` reads it (its samples are its trials)
-        return [1.0 / x for x in trials({**to_dict(low), "kind": "two_point", "nodeid": r.nodeid}, "decode_tps")
-                if x > 0]
-    return [1.0 / x for x in trials(to_dict(r), "decode_tps") if x > 0]
+        return [1.0 / x for x in trials(low, "decode_tps") if x > 0]
+    return [1.0 / x for x in trials(r, "decode_tps") if x > 0]
 
 
 def wanted(config: Any) -> bool:

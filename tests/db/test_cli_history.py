@@ -8,16 +8,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.result_json import full
 
 from pytest_specperf import cli
-from pytest_specperf.compare import storage
+from pytest_specperf.storage import saved_runs as storage
 
 
 def _save(folder: Path, i: int, level: float, rng: np.random.Generator) -> None:
     streams = [{"decode_tps": float(100 * math.exp(level + rng.normal(0, 0.01))), "ttft_s": 0.2} for _ in range(4)]
     result = {"nodeid": "t.py::case", "kind": "sustained", "model": "m", "server": "sim", "verdict": "passed",
               "decode_tps": streams[0]["decode_tps"], "ttft_s": 0.2, "streams": streams}
-    storage.save_run(folder, [result], {"model": "m", "server": "sim", "commit": {"id": f"commit{i:02d}"}}, f"r{i}")
+    meta = {"model": "m", "server": "sim", "commit": {"id": f"commit{i:02d}"}}
+    storage.save_run(folder, [full(result)], meta, f"r{i}")
 
 
 def test_saved_runs_import_once_and_the_trend_shows_the_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -8,19 +8,26 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support.records import record
+from support.result_json import full
 
-from pytest_specperf.compare import storage
+from pytest_specperf.cases.results import Recorded
 from pytest_specperf.history import imports, records, schema
 from pytest_specperf.history.store import HistoryError, Store, Target
+from pytest_specperf.storage import saved_runs as storage
 
 WRITERS = 4
 RUNS_EACH = 5
 
 
-def _result(nodeid: str, values: list[float], ttft: float = 0.1, **extra: object) -> dict:
+def _result_json(nodeid: str, values: list[float], ttft: float = 0.1, **extra: object) -> dict:
     streams = [{"decode_tps": v, "ttft_s": ttft} for v in values]
     return {"nodeid": nodeid, "kind": "sustained", "model": "m", "server": "sim", "verdict": "passed",
             "decode_tps": values[0], "ttft_s": ttft, "ctx": 100, "tokens": 200, "streams": streams, **extra}
+
+
+def _result(nodeid: str, values: list[float], ttft: float = 0.1, **extra: object) -> Recorded:
+    return record(_result_json(nodeid, values, ttft, **extra))
 
 
 def _meta(commit: str = "c0", **extra: object) -> dict:
@@ -91,16 +98,19 @@ def test_a_newer_database_is_refused_naming_the_upgrade(target: Target) -> None:
 
 def test_a_run_round_trips_with_its_trials_and_setup(target: Target) -> None:
     with schema.open_store(Store(target)) as store:
-        sweep = {"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed",
-                 "levels": [{"concurrency": 1, "decode_tps": 50.0, "ttft_s": 0.2, "total_tps": 50.0},
-                            {"concurrency": 4, "decode_tps": 40.0, "ttft_s": 0.3, "total_tps": 160.0}]}
+        sweep = record({"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed",
+                        "levels": [{"concurrency": 1, "decode_tps": 50.0, "ttft_s": 0.2, "total_tps": 50.0},
+                                   {"concurrency": 4, "decode_tps": 40.0, "ttft_s": 0.3, "total_tps": 160.0}]})
         run_id = records.record_run(store, [_result("t::a", [100.0, 98.5, 101.25]), sweep,
-                                            {"nodeid": "t::bad", "verdict": "error"}], _meta(partial=""))
+                                            record({"nodeid": "t::bad", "verdict": "error"})], _meta(partial=""))
         (a,) = records.case_history(store, "t::a")
         (level,) = records.case_history(store, "t::sweep@users=4")
         whole = records.result_of(store, int(run_id or 0), "t::sweep")
     assert a.trials == {"decode_tps": [100.0, 98.5, 101.25], "ttft_s": [0.1, 0.1, 0.1]}
-    assert a.setup == {"model": "m", "server": "sim", "kind": "sustained", "ctx": 100, "tokens": 200}
+    # every record carries its concurrency, content and temperature (a run's results always did; the hand-built
+    # dict this test once wrote lacked them)
+    assert a.setup == {"model": "m", "server": "sim", "kind": "sustained", "ctx": 100, "tokens": 200,
+                       "concurrency": 1, "content": "prose", "temperature": 0.0}
     assert level.trials == {"decode_tps": [40.0], "ttft_s": [0.3], "total_tps": [160.0]}
     assert whole is not None and [lv["concurrency"] for lv in whole["levels"]] == [1, 4]
 
@@ -193,7 +203,7 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
 def test_saved_json_runs_import_once_and_bad_files_are_named(target: Target, tmp_path: Path) -> None:
     folder = tmp_path / "runs"
     for i in range(3):
-        storage.save_run(folder, [_result("t::a", [100.0 + i, 101.0])], {"model": "m", "server": "sim",
+        storage.save_run(folder, [full(_result_json("t::a", [100.0 + i, 101.0]))], {"model": "m", "server": "sim",
                                                                          "commit": {"id": f"c{i}"}}, f"r{i}")
     (folder / "0004_broken.json").write_text("{ not json")
     with schema.open_store(Store(target)) as store:
@@ -211,17 +221,18 @@ def test_saved_json_runs_import_once_and_bad_files_are_named(target: Target, tmp
 def test_drawn_lengths_and_trace_windows_are_set_ups_of_their_own(target: Target) -> None:
     # Same medians (ctx 1000, tokens 200), drawn two ways; one trace sent over two windows and at two speeds: each
     # is a set-up of its own, never the same history.
-    def rate(drawn: str) -> dict:
-        return {"nodeid": "t::rate", "kind": "rate", "model": "m", "server": "sim", "verdict": "passed", "rate": 2.0,
-                "ctx": 1000, "tokens": 200, "drawn": {"ctx": drawn, "tokens": "200"}}
+    def rate(drawn: str) -> Recorded:
+        return record({"nodeid": "t::rate", "kind": "rate", "model": "m", "server": "sim", "verdict": "passed",
+                       "rate": 2.0, "ctx": 1000, "tokens": 200, "drawn": {"ctx": drawn, "tokens": "200"}})
 
-    def sweep(drawn: str) -> dict:
-        return {"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed",
-                "drawn": {"ctx": drawn}, "levels": [{"concurrency": 2, "decode_tps": 50.0, "ttft_s": 0.2}]}
+    def sweep(drawn: str) -> Recorded:
+        return record({"nodeid": "t::sweep", "kind": "load_sweep", "model": "m", "server": "sim", "verdict": "passed",
+                       "drawn": {"ctx": drawn}, "levels": [{"concurrency": 2, "decode_tps": 50.0, "ttft_s": 0.2}]})
 
-    def replay(start_s: float, window_s: float, speed: float) -> dict:
-        return {"nodeid": "t::replay", "kind": "replay", "model": "m", "server": "sim", "verdict": "passed",
-                "trace": "builtin:mooncake-conversation", "speed": speed, "start_s": start_s, "window_s": window_s}
+    def replay(start_s: float, window_s: float, speed: float) -> Recorded:
+        return record({"nodeid": "t::replay", "kind": "replay", "model": "m", "server": "sim", "verdict": "passed",
+                       "trace": "builtin:mooncake-conversation", "speed": speed, "start_s": start_s,
+                       "window_s": window_s})
 
     runs = [
         [rate("lognormal(median=1000, sigma=0.5)"), sweep("uniform(500, 1500)"), replay(0, 3, 2)],

@@ -18,7 +18,7 @@ import pytest
 from support.result_json import full
 
 from pytest_specperf import cli
-from pytest_specperf.compare import storage
+from pytest_specperf.storage import saved_runs as storage
 
 CASES = '''
 import pytest

@@ -16,7 +16,7 @@ import re
 import pytest
 from PIL import Image
 
-from pytest_specperf.compare import storage
+from pytest_specperf.storage import saved_runs as storage
 
 pytest.importorskip("pytest_html", reason="pytest-html is part of the test extra: pip install -e '.[test]'")
 

@@ -21,7 +21,7 @@ PKG = "pytest_specperf"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_plugin", "cli"),
     ("report",),
-    ("history", "measure"),
+    ("history", "measure", "storage"),
     ("compare",),
     ("run",),
     ("endpoint", "sim", "engines", "scale"),
@@ -150,4 +150,20 @@ def test_the_measuring_loops_are_imported_only_from_above(graph: grimp.ImportGra
     out_of = sorted(f"{m} -> {x}" for m in mods if m.startswith(measure)
                     for x in graph.find_modules_directly_imported_by(m)
                     if x.startswith((f"{PKG}.history", f"{PKG}.report")))
+    assert out_of == []
+
+
+def test_judging_imports_no_storage_and_no_json_form(graph: grimp.ImportGraph) -> None:
+    """``compare/`` judges records: it never imports where results are kept (``storage/``, ``history/``'s store) nor
+    how they are written or read as JSON (``cases.json_form``, ``cases.saved_results``); storage never imports
+    judging's rules."""
+    mods = _modules(graph)
+    judging = f"{PKG}.compare"
+    kept = (f"{PKG}.storage", f"{PKG}.history.store", f"{PKG}.history.schema", f"{PKG}.cases.json_form",
+            f"{PKG}.cases.saved_results")
+    into = sorted(f"{m} -> {x}" for m in mods if m.startswith(judging + ".")
+                  for x in graph.find_modules_directly_imported_by(m) if x.startswith(kept))
+    assert into == []
+    out_of = sorted(f"{m} -> {x}" for m in mods if m.startswith(f"{PKG}.storage")
+                    for x in graph.find_modules_directly_imported_by(m) if x.startswith(judging))
     assert out_of == []

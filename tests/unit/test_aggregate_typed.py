@@ -16,7 +16,7 @@ from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Result, StreamResult, SustainedResult
 from pytest_specperf.compare import categories, gates
-from pytest_specperf.measure import interleaved
+from pytest_specperf.measure import combine, interleaved
 
 
 def _stream(tps: float, rid: str) -> StreamResult:
@@ -48,7 +48,7 @@ def test_a_sustained_load_case_combines_by_the_rules() -> None:
     trials = [_load_trial(0, 100.0, 0.1, 200.0, 0, "passed", "", 0.01, ["w"]),
               _load_trial(1, 90.0, 0.3, 180.0, 1, "failed", "p10 user decode 85.0 < 88", 0.30, ["w", "x"]),
               _load_trial(2, 140.0, 0.2, 280.0, 0, "passed", "", 0.02, [])]
-    row = gates.aggregate(trials, arm="B")
+    row = combine.aggregate(trials, arm="B")
     assert isinstance(row, SustainedResult)
     expected = to_dict(trials[-1])
     expected.update(
@@ -89,7 +89,7 @@ def _level_json(lv: LoadLevel, **figures: Any) -> dict[str, Any]:
 def test_a_load_sweeps_levels_combine_every_trial_and_the_row_takes_the_best_level() -> None:
     why = "p10 user decode 5.0 tok/s < min_tps 8 with 4 users"
     trials = [_sweep(0, 100.0, 20.0), _sweep(1, 120.0, 10.0, "failed", why), _sweep(2, 90.0, 15.0)]
-    row = gates.aggregate(trials, arm="B")
+    row = combine.aggregate(trials, arm="B")
     assert isinstance(row, LoadSweepResult)
 
     def trial_figures(lvs: list[LoadLevel]) -> list[dict[str, Any]]:
@@ -142,7 +142,7 @@ def test_the_ab_summary_is_bs_row_with_as_figures_in_ab() -> None:
 
 def test_a_combined_row_is_a_record_of_the_trials_kind() -> None:
     trials: list[Result] = [_single("http://b", 100.0, 0.1)]
-    assert type(gates.aggregate(trials)) is SustainedResult
+    assert type(combine.aggregate(trials)) is SustainedResult
 
 
 def _with_categories(cats: dict[str, CategoryFigures]) -> SustainedResult:
@@ -157,13 +157,14 @@ def test_an_arms_categories_combine_by_the_rules_and_carry_bs_speedup() -> None:
 
     a = [trial(v, None) for v in (10.0, 30.0, 20.0)]
     b = [trial(v, acc, n) for v, acc, n in ((40.0, 3.0, 2), (20.0, 2.0, 3), (90.0, 2.5, 2))]
-    combined = categories.combine(b)
+    combined = combine.combine_categories(b)
     assert combined is not None and list(combined) == ["qa", "code"]
     # counts summed, figures the median over trials (as floats), None where no trial has one; trials counted;
     # an optional figure no trial has (attainment: open loop) stays out
     qa = {**to_dict(b[-1].categories["qa"]), "n": 7, "decode_tps_p50": 40.0, "accept_len": 2.5, "trials": 3}  # type: ignore[index]
     assert _dumps(to_dict(combined["qa"])) == _dumps(qa)
     summary = _with_categories({})
+    summary.categories = combined
     categories.apply(summary, a, b)
     assert summary.categories is not None
     got = summary.categories["qa"]

@@ -14,23 +14,29 @@ import numpy as np
 import pytest
 
 from pytest_specperf.cases.result_parts import ArmsTable
-from pytest_specperf.cases.results import LoadSweepResult, Result
+from pytest_specperf.cases.results import LoadSweepResult, Recorded, Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import arms
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.measure import interleaved
+from tests.support.records import record
 from tests.support.result_json import full
 
 
-def _trial(rng: np.random.Generator, rates: dict[int, float], between: float = 0.025, within: float = 0.01,
-           users_per_level: int = 4) -> dict[str, Any]:
-    """One load-sweep trial of one arm: {users: true per-user rate}."""
+def _trial_json(rng: np.random.Generator, rates: dict[int, float], between: float = 0.025, within: float = 0.01,
+                users_per_level: int = 4) -> dict[str, Any]:
+    """One load-sweep trial of one arm, as its JSON: {users: true per-user rate}."""
     levels = []
     for users, rate in rates.items():
         tps = rate * np.exp(rng.normal(0, between) + rng.normal(0, within, users_per_level))
         levels.append({"concurrency": users, "streams": [{"decode_tps": float(v)} for v in tps],
                        "decode_tps": float(np.median(tps)), "total_tps": float(rate * users)})
     return {"kind": "load_sweep", "concurrency": list(rates), "levels": levels}
+
+
+def _trial(rng: np.random.Generator, rates: dict[int, float], **kw: Any) -> Recorded:
+    """One load-sweep trial of one arm, as its record."""
+    return record(_trial_json(rng, rates, **kw))
 
 
 def _table(row: Result) -> ArmsTable:
@@ -45,9 +51,14 @@ def _summary() -> LoadSweepResult:
     return LoadSweepResult(kind="load_sweep", endpoint="k4", model="m", server="s", ctx=0, prompt_tokens=None)
 
 
+def _arms_json(rng: np.random.Generator, truth: dict[str, dict[int, float]], trials: int, **kw: Any
+               ) -> dict[str, list[dict[str, Any]]]:
+    return {name: [_trial_json(rng, rates, **kw) for _ in range(trials)] for name, rates in truth.items()}
+
+
 def _arms(rng: np.random.Generator, truth: dict[str, dict[int, float]], trials: int, **kw: Any
-          ) -> dict[str, list[dict[str, Any]]]:
-    return {name: [_trial(rng, rates, **kw) for _ in range(trials)] for name, rates in truth.items()}
+          ) -> dict[str, list[Recorded]]:
+    return {name: [record(t) for t in ts] for name, ts in _arms_json(rng, truth, trials, **kw).items()}
 
 
 def test_arm_order_is_abba_for_two_and_balanced_for_more() -> None:
@@ -109,8 +120,8 @@ def test_max_loss_fails_a_clearly_slower_deployed_arm_naming_level_and_figures()
 
 def test_an_undecided_loss_follows_the_inconclusive_policy() -> None:
     # 4 % slower with 2 trials each: the interval straddles 1 - 0.05.
-    base = {"off": [{"kind": "sustained", "concurrency": 4, "decode_tps": v} for v in (100.0, 104.0)],
-            "k2": [{"kind": "sustained", "concurrency": 4, "decode_tps": v} for v in (96.0, 100.0)]}
+    base = {"off": [record({"kind": "sustained", "concurrency": 4, "decode_tps": v}) for v in (100.0, 104.0)],
+            "k2": [record({"kind": "sustained", "concurrency": 4, "decode_tps": v}) for v in (96.0, 100.0)]}
     t = arms.table(base, baseline="off", deployed="k2", max_loss=0.05)
     assert t.gate is not None and t.gate.levels[0].verdict == "inconclusive"
     for policy, verdict, warned in (("pass", "passed", 0), ("warn", "passed", 1), ("fail", "failed", 0)):
@@ -124,7 +135,8 @@ def _fake_measure(rng: np.random.Generator, truth: dict[str, dict[int, float]], 
     def measure(name: str, levels: list[int] | None) -> Any:
         calls.append((name, levels))
         rates = {u: r for u, r in truth[name].items() if levels is None or u in levels}
-        result = {**_trial(rng, rates, **kw), "endpoint": name, "decode_tps": 1.0, "verdict": "passed", "nodeid": "t"}
+        result = {**_trial_json(rng, rates, **kw), "endpoint": name, "decode_tps": 1.0, "verdict": "passed",
+                  "nodeid": "t"}
         return load_result(full(result))
     return measure
 
@@ -177,7 +189,7 @@ def test_auto_picks_right_on_close_arms_with_fewer_trials_than_a_fixed_design_th
 def test_ab_is_the_two_arm_case_its_arms_table_agrees_with_the_crossover() -> None:
     rng = np.random.default_rng(4)
     truth = {"A": {4: 50.0, 8: 40.0}, "B": {4: 70.0, 8: 33.0}}
-    results = _arms(rng, truth, 5)
+    results = _arms_json(rng, truth, 5)
     by_arm = {"A": iter(results["A"]), "B": iter(results["B"])}
 
     def result(arm: str) -> Any:

@@ -14,9 +14,10 @@ import numpy as np
 
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import ArmsGateLevel, ArmsTable, Crossover, SpeedupLevel
-from pytest_specperf.cases.results import LoadSweepResult
-from pytest_specperf.cases.saved_results import load_part, load_result
+from pytest_specperf.cases.results import LoadSweepResult, Recorded
+from pytest_specperf.cases.saved_results import load_part, load_record, load_result
 from pytest_specperf.compare import arms, crossover
+from tests.support.records import record
 from tests.support.result_json import full
 
 
@@ -123,10 +124,10 @@ def test_a_built_table_writes_the_gate_keys_a_saved_run_has() -> None:
     # one trial per arm: no noise to measure, so a judged level writes noise and trials_needed as null
     rng = np.random.default_rng(2)
 
-    def trial(rate: float) -> dict[str, Any]:
-        return {"kind": "load_sweep", "concurrency": [1, 4], "levels": [
+    def trial(rate: float) -> Recorded:
+        return record({"kind": "load_sweep", "concurrency": [1, 4], "levels": [
             {"concurrency": u, "streams": [{"decode_tps": float(rate / u * x)} for x in rng.lognormal(0, 0.01, 4)]}
-            for u in (1, 4)]}
+            for u in (1, 4)]})
 
     t = arms.table({"off": [trial(50.0)], "k2": [trial(100.0)]}, baseline="off", max_loss=0.05,
                    tokens={"off": 0, "k2": 2})
@@ -156,8 +157,10 @@ def test_the_table_and_the_crossover_read_typed_trials_as_they_read_their_json()
             {"concurrency": u, "streams": [{"decode_tps": float(rate / u * x)} for x in rng.lognormal(0, 0.02, 4)]}
             for u in (1, 4)]})
 
-    plain = {"off": [trial(50.0) for _ in range(3)], "k2": [trial(90.0) for _ in range(3)]}
-    typed = {name: [load_result(r) for r in rs] for name, rs in plain.items()}
+    saved = {"off": [trial(50.0) for _ in range(3)], "k2": [trial(90.0) for _ in range(3)]}
+    typed = {name: [load_result(r) for r in rs] for name, rs in saved.items()}
+    # the rules take records only: the JSON form is read as the record loaded back from it (the round trip)
+    plain = {name: [load_record(to_dict(r)) for r in rs] for name, rs in typed.items()}
     t = arms.table(typed, baseline="off", max_loss=0.05)
     assert t == arms.table(plain, baseline="off", max_loss=0.05) and [lv.users for lv in t.levels] == [1, 4]
     assert crossover.crossover(typed["off"], typed["k2"]) == crossover.crossover(plain["off"], plain["k2"])

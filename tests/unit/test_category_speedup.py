@@ -10,6 +10,7 @@ import numpy as np
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import categories
+from pytest_specperf.measure import combine
 from tests.support.result_json import full
 
 TRUE = {"qa": 1.3, "tool_call": 2.2}
@@ -35,7 +36,9 @@ def test_the_interval_holds_each_categorys_true_speedup_as_often_as_stated() -> 
     held = []
     for _ in range(300):
         summary = _trial()
-        categories.apply(summary, _arm(rng, False), _arm(rng, True))
+        a, b = _arm(rng, False), _arm(rng, True)
+        summary.categories = combine.combine_categories(b)  # B's trials combined, as measuring hands them over
+        categories.apply(summary, a, b)
         for cat, true in TRUE.items():
             lo, hi = summary.categories[cat].speedup_interval  # type: ignore[attr-defined]
             held.append(lo <= true <= hi)
@@ -49,9 +52,10 @@ def test_an_arms_trials_combine_per_category() -> None:
 
     a, b = [row(v, None) for v in (10, 30, 20)], [row(v, 3.0) for v in (40, 20, 60)]
     summary = _trial()
+    summary.categories = combine.combine_categories(b)
     categories.apply(summary, a, b)
     qa = summary.categories["qa"]  # type: ignore[attr-defined]
     assert (qa.n, qa.trials, qa.decode_tps_p50, qa.accept_len) == (6, 3, 40.0, 3.0)
     assert qa.speedup_n_a == qa.speedup_n_b == 3
     assert abs(qa.speedup - (40 * 20 * 60 / (10 * 30 * 20)) ** (1 / 3)) < 1e-9  # geometric means' ratio
-    assert categories.combine([_trial()]) is None
+    assert combine.combine_categories([_trial()]) is None

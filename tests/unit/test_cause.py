@@ -12,10 +12,11 @@ import pytest
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import Acceptance
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, StreamResult, SustainedResult
-from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.saved_results import load_record, load_result
 from pytest_specperf.compare import cause, gates
 from pytest_specperf.measure import interleaved
 from pytest_specperf.report.views import cause as views_cause
+from tests.support.records import record
 
 
 def _stream(decode: float, ttft: float, tpc: float, prompt: int, cached: int | None) -> StreamResult:
@@ -110,7 +111,7 @@ def test_shares_add_to_one_whatever_moved() -> None:
         for r in (base, now):
             r.total_tps, r.ttft_p90_s = r.decode_tps * 4, r.ttft_s * 1.3
             # as JSON, with a rate case's per-token latency beside: the split reads either form
-            sides.append({**to_dict(r), "tpot_p90_ms": 1000.0 / r.decode_tps})
+            sides.append(load_record({**to_dict(r), "tpot_p90_ms": 1000.0 / r.decode_tps}))
         effect = math.exp(rng.uniform(-0.7, 0.7)) - 1
         c = cause.explain(metric, effect, sides[:1], sides[1:])
         assert c is not None
@@ -145,13 +146,13 @@ def test_a_change_too_small_to_split_names_no_cause() -> None:
     assert "too small or too little measured to split" in c.text
     # a metric neither a rate nor a TTFT, or sides without figures: nothing to say
     assert cause.explain("attainment", -0.2, [_case(20.0, 3.0)], [_case(22.0, 3.0)]) is None
-    assert cause.explain("decode_tps", -0.2, [{"kind": "two_point", "decode_tps": 100.0}],
-                         [{"kind": "two_point", "decode_tps": 80.0}]) is None
+    assert cause.explain("decode_tps", -0.2, [record({"kind": "two_point", "decode_tps": 100.0})],
+                         [record({"kind": "two_point", "decode_tps": 80.0})]) is None
 
 
 def test_a_regression_against_a_baseline_carries_its_cause_in_reason_and_json() -> None:
     base, now = _case(20.0, 3.0), _case(22.0, 3.0, seed=1)
-    gates.against_baseline(gates.Gate(), now, [base.as_dict()])
+    gates.against_baseline(gates.Gate(), now, [load_record(base.as_dict())])
     assert now.verdict == "failed"
     (dec,) = [cc for cc in now.comparisons or [] if cc.metric == "decode_tps"]
     assert dec.verdict == "regressed" and dec.cause is not None and dec.cause.named == "step time"

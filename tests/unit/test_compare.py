@@ -7,10 +7,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pytest_specperf.compare.storage import Run
+from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare.trials import (
     DIRECTIONS,
     CaseComparison,
+    _kind,
     compare_ab,
     compare_case,
     compare_runs,
@@ -21,6 +22,7 @@ from pytest_specperf.compare.trials import (
     trials_needed,
 )
 from pytest_specperf.measure.interleaved import ab_order
+from tests.support.records import record
 
 
 def draw(rng: np.random.Generator, median: float, cv: float, n: int) -> list[float]:
@@ -153,37 +155,41 @@ def test_ab_order_abba() -> None:
     assert ab_order(0) == []
 
 
-def _sustained(nodeid: str, tps: list[float], ttft: float = 0.2) -> dict:
+def _sustained_json(nodeid: str, tps: list[float], ttft: float = 0.2) -> dict:
     streams = [{"decode_tps": x, "ttft_s": ttft * (1 + 0.01 * i), "drift": 0.01} for i, x in enumerate(tps)]
     return {"nodeid": nodeid, "kind": "sustained", "verdict": "passed", "reason": "", "ctx": 5000,
             "decode_tps": float(np.median(tps)), "ttft_s": ttft, "repeat": len(tps), "streams": streams}
 
 
-def _two_point(nodeid: str, samples: list[float]) -> dict:
-    return {"nodeid": nodeid, "kind": "two_point", "verdict": "passed", "decode_tps": float(np.median(samples)),
-            "samples_tps": samples}
+def _sustained(nodeid: str, tps: list[float], ttft: float = 0.2) -> Recorded:
+    return record(_sustained_json(nodeid, tps, ttft))
 
 
-def _sweep(nodeid: str, points: dict[int, list[float]]) -> dict:
+def _two_point(nodeid: str, samples: list[float]) -> Recorded:
+    return record({"nodeid": nodeid, "kind": "two_point", "verdict": "passed", "decode_tps": float(np.median(samples)),
+                   "samples_tps": samples})
+
+
+def _sweep(nodeid: str, points: dict[int, list[float]]) -> Recorded:
     pts = [{"ctx": ctx, "prompt_tokens": ctx + 3, "decode_tps": float(np.median(s)), "samples_tps": s}
            for ctx, s in points.items()]
-    return {"nodeid": nodeid, "kind": "ctx_sweep", "verdict": "passed", "points": pts,
-            "decode_tps": min(p["decode_tps"] for p in pts)}
+    return record({"nodeid": nodeid, "kind": "ctx_sweep", "verdict": "passed", "points": pts,
+                   "decode_tps": min(p["decode_tps"] for p in pts)})
 
 
 def test_trials_per_kind() -> None:
-    s = _sustained("t::a", [48.0, 49.0, 50.0])
-    assert trials(s, "decode_tps") == [48.0, 49.0, 50.0]
-    assert trials({**s, "burst_tps": 66.0}, "burst_tps") == [66.0]  # not per stream: the case's own value
-    assert trials({**s, "streams": []}, "decode_tps") == [49.0]
+    s = _sustained_json("t::a", [48.0, 49.0, 50.0])
+    assert trials(record(s), "decode_tps") == [48.0, 49.0, 50.0]
+    assert trials(record({**s, "burst_tps": 66.0}), "burst_tps") == [66.0]  # not per stream: the case's own value
+    assert trials(record({**s, "streams": []}), "decode_tps") == [49.0]
     assert trials(_two_point("t::b", [66.1, 66.8, 67.0]), "decode_tps") == [66.1, 66.8, 67.0]
-    assert trials({"kind": "two_point", "decode_tps": 66.0}, "decode_tps") == [66.0]
-    assert trials({"kind": "sustained", "decode_tps": None, "ttft_s": float("nan")}, "ttft_s") == []
+    assert trials(record({"kind": "two_point", "decode_tps": 66.0}), "decode_tps") == [66.0]
+    assert trials(record({"kind": "sustained", "decode_tps": None, "ttft_s": float("nan")}), "ttft_s") == []
     sweep = _sweep("t::c", {64: [250.0, 251.0], 1024: [120.0]})
     assert trials(sweep, "decode_tps") == []
     subs = sub_cases(sweep)
     assert [(n, ctx) for n, ctx, _ in subs] == [("t::c", 64), ("t::c", 1024)]
-    assert trials(subs[0][2], "decode_tps") == [250.0, 251.0] and subs[0][2]["kind"] == "two_point"
+    assert trials(subs[0][2], "decode_tps") == [250.0, 251.0] and _kind(subs[0][2]) == "two_point"
 
 
 def test_compare_runs_matches_by_nodeid_and_ctx() -> None:
@@ -198,9 +204,9 @@ def test_compare_runs_matches_by_nodeid_and_ctx() -> None:
         _sustained("perf/t.py::long", draw(rng, 40, 0.02, 5)),
         _sustained("perf/t.py::brand_new", draw(rng, 50, 0.02, 5)),
         _sweep("perf/t.py::sweep", {64: draw(rng, 250, 0.02, 5), 4096: draw(rng, 60, 0.02, 5)}),
-        {"nodeid": "perf/t.py::broken_now", "kind": "sustained", "verdict": "error", "reason": "server down"},
+        record({"nodeid": "perf/t.py::broken_now", "kind": "sustained", "verdict": "error", "reason": "server down"}),
     ]
-    out = compare_runs(Run(path=__import__("pathlib").Path("0001_x.json"), results=base), cand, max_regression=0.05)
+    out = compare_runs(base, cand, max_regression=0.05)
     got = {(cc.key, cc.metric): cc.verdict for cc in out}
     assert got == {
         ("perf/t.py::long", "decode_tps"): "regressed",
@@ -273,9 +279,9 @@ def test_ab_over_a_prompt_file_pairs_streams_by_prompt() -> None:
     rng = np.random.default_rng(37)
     own = {f"p{i}": 20.0 * (1 + 2 * (i % 3)) for i in range(12)}
 
-    def arm(factor: float) -> list[dict]:
-        return [{"nodeid": "t", "kind": "sustained", "streams": [
-            {"prompt_id": k, "decode_tps": v * factor * float(np.exp(rng.normal(0, 0.02)))} for k, v in own.items()]}]
+    def arm(factor: float) -> list[Recorded]:
+        return [record({"nodeid": "t", "kind": "sustained", "streams": [
+            {"prompt_id": k, "decode_tps": v * factor * float(np.exp(rng.normal(0, 0.02)))} for k, v in own.items()]})]
 
     (cc,) = compare_ab(arm(1.0), arm(3.5), metrics=("decode_tps",))
     c = cc.comparison

@@ -13,30 +13,31 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specperf.cases.results import LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.results import LoadSweepResult, Recorded, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import crossover
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.measure import interleaved
+from pytest_specperf.measure import combine, interleaved
+from tests.support.records import record
 from tests.support.result_json import full
 
 
 def _arm(rng: np.random.Generator, trials: int, speedup: float = 1.0, between: float = 0.025,
-         within: float = 0.01, users: int = 8) -> list[dict[str, Any]]:
+         within: float = 0.01, users: int = 8) -> list[Recorded]:
     out = []
     for _ in range(trials):
         tps = 100 * speedup * np.exp(rng.normal(0, between) + rng.normal(0, within, users))
-        out.append({"concurrency": [users], "levels": [
-            {"concurrency": users, "streams": [{"decode_tps": float(v)} for v in tps]}]})
+        out.append(record({"kind": "load_sweep", "concurrency": [users], "levels": [
+            {"concurrency": users, "streams": [{"decode_tps": float(v)} for v in tps]}]}))
     return out
 
 
-def _sweep(speedups: dict[int, list[float]]) -> list[dict[str, Any]]:
+def _sweep(speedups: dict[int, list[float]]) -> list[Recorded]:
     """One arm of trials whose per-level median user is given: {users: [value per trial]}."""
     n = len(next(iter(speedups.values())))
-    return [{"concurrency": list(speedups), "levels": [
-        {"concurrency": c, "streams": [{"decode_tps": v[i]}]} for c, v in speedups.items()]} for i in range(n)]
+    return [record({"kind": "load_sweep", "concurrency": list(speedups), "levels": [
+        {"concurrency": c, "streams": [{"decode_tps": v[i]}]} for c, v in speedups.items()]}) for i in range(n)]
 
 
 def _summary(min_speedup: float | None) -> LoadSweepResult:
@@ -175,7 +176,7 @@ def test_comparisons_of_a_load_case_take_one_value_per_trial() -> None:
     ccs = compare.compare_ab(gating.per_trial(ta), gating.per_trial(tb), metrics=("decode_tps", "total_tps"))
     assert [(cc.comparison.n_base, cc.comparison.n_cand) for cc in ccs if cc.comparison] == [(5, 5), (5, 5)]
     # The combined A/B row keeps the trials, so a later --specperf-compare against it sees them too.
-    row = gating.aggregate(tb)
+    row = combine.aggregate(tb)
     assert isinstance(row, SustainedResult) and row.trials is not None
     assert [t.decode_tps for t in row.trials] == [r["decode_tps"] for r in b]
     assert [s.trial for s in row.streams] == [i for i in range(5) for _ in range(8)]
@@ -197,7 +198,7 @@ def test_ab_sweep_level_rows_combine_every_trial() -> None:
                "levels": [_level(1, 100.0, 100.0), _level(8, d, p10, v, r)], "decode_tps": d, "total_tps": 8 * d,
                "warnings": [], "notes": []}
               for d, p10, v, r in ((30.0, 20.0, "failed", why), (50.0, 40.0, "passed", ""), (40.0, 35.0, "passed", ""))]
-    row = gating.aggregate([load_result(full(t)) for t in trials])
+    row = combine.aggregate([load_result(full(t)) for t in trials])
     assert isinstance(row, LoadSweepResult)
     one, eight = row.levels
     assert row.verdict == eight.verdict == "failed" and one.verdict == "passed"
@@ -227,12 +228,12 @@ def test_a_level_shows_the_drift_its_reason_names_and_the_arm() -> None:
               for lv in (level(0.02, 1089.9, 1068.2, "passed", ""), level(0.01, 1090.3, 1079.4, "passed", ""),
                          level(0.35, 1660.1, 1068.5, "failed", why))]
     typed = [load_result(full(t)) for t in trials]
-    (eight,) = gating.aggregate(typed, arm="B").levels  # type: ignore[attr-defined]  # a load sweep's
+    (eight,) = combine.aggregate(typed, arm="B").levels  # type: ignore[attr-defined]  # a load sweep's
     assert eight.verdict == "failed" and eight.reason == f"arm B, trial 3 of 3: {why}"
     assert (eight.drift, eight.early_tps, eight.late_tps) == (0.35, 1660.1, 1068.5)
     assert eight.drift_gate == why and eight.decode_tps == 1000.0  # the rest stays the median of all trials
     # no trial drifted: the medians, as before
-    calm = gating.aggregate(typed[:2], arm="B").levels[0]  # type: ignore[attr-defined]
+    calm = combine.aggregate(typed[:2], arm="B").levels[0]  # type: ignore[attr-defined]
     assert (calm.drift, calm.early_tps) == (0.015, 1090.1)
 
 

@@ -80,7 +80,8 @@ def test_markdown_with_comparisons() -> None:
     rng = np.random.default_rng(0)
     noisy = {**BURST, "samples_tps": list(66 * np.exp(rng.normal(0, 0.3, 3)))}
     cand = [_shifted([LONG], 0.7)[0], noisy, SWEEP]
-    ccs = compare_runs(base, cand, max_regression=0.05, metrics=("decode_tps",))
+    ccs = compare_runs([load_record(r) for r in base], [load_record(r) for r in cand], max_regression=0.05,
+                       metrics=("decode_tps",))
     md = markdown_summary(cand, ccs)
     lines = md.splitlines()
     assert cells(next(line for line in lines if line.startswith("|"))) == [*COLUMNS, "vs baseline"]
@@ -134,7 +135,7 @@ def test_junit_properties_are_strings() -> None:
     d = dict(props)
     assert d["specperf_verdict"] == "passed" and d["specperf_decode_tps"] == "48.1"
     assert d["specperf_drift"] == "0.02" and d["specperf_ttft_s"] == "0.21" and d["specperf_repeat"] == "3"
-    ccs = compare_runs([LONG], _shifted([LONG], 0.7), max_regression=0.05)
+    ccs = compare_runs([load_record(LONG)], [load_record(r) for r in _shifted([LONG], 0.7)], max_regression=0.05)
     with_cmp = dict(junit_properties(LONG, ccs))
     assert with_cmp["specperf_cmp_decode_tps_verdict"] == "regressed"
     assert float(with_cmp["specperf_cmp_decode_tps_change"]) == pytest.approx(-0.3, abs=0.01)

@@ -7,15 +7,16 @@ of an interval against the true value it was drawn around, the median of a list,
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_specperf.cases.result_parts import RateRequest
+from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare import arms, crossover
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.run import capacity
+from tests.support.records import record
 
 
 def test_intervals_cover_with_unequal_noise_and_sizes() -> None:
@@ -43,7 +44,8 @@ def test_per_arm_interval_is_a_t_interval() -> None:
 
 
 def test_a_trials_figure_is_its_median_user() -> None:
-    row = {"streams": [{"decode_tps": v, "ttft_s": t} for v, t in ((10, 0.1), (11, 0.2), (12, 0.3), (400, 9.0))]}
+    streams = [{"decode_tps": v, "ttft_s": t} for v, t in ((10, 0.1), (11, 0.2), (12, 0.3), (400, 9.0))]
+    row = record({"kind": "sustained", "streams": streams})
     [fig] = crossover.trial_figures(row)
     assert fig["decode_tps"] == pytest.approx(11.5) and fig["ttft_s"] == pytest.approx(0.25)
 
@@ -65,9 +67,9 @@ def test_the_threshold_is_a_factor_of_one_minus_it() -> None:
     assert worse.verdict == "regressed", worse.reason
 
 
-def _arm(values: list[float]) -> list[dict[str, Any]]:
-    return [{"kind": "load_sweep", "concurrency": [4], "levels": [
-        {"concurrency": 4, "streams": [{"decode_tps": v} for _ in range(3)]}]} for v in values]
+def _arm(values: list[float]) -> list[Recorded]:
+    return [record({"kind": "load_sweep", "concurrency": [4], "levels": [
+        {"concurrency": 4, "streams": [{"decode_tps": v} for _ in range(3)]}]}) for v in values]
 
 
 def test_the_best_arm_is_the_best_on_average_not_the_luckiest_trial() -> None:

@@ -20,7 +20,7 @@ from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import gates
-from pytest_specperf.measure import repeats
+from pytest_specperf.measure import combine, repeats
 from tests.support.result_json import full
 
 USERS = 8
@@ -53,7 +53,7 @@ def sweep_trial(rng: np.random.Generator, factor: float = 1.0, between: float = 
 def judged(rng: np.random.Generator, make: Any, spec: CaseSpec, *, saved: int, factor: float,
            between: float = 0.02) -> Result:
     """A baseline of ``saved`` trials, then the candidate's trials run and judged as the plugin does."""
-    base = gates.aggregate([make(rng, 1.0, between) for _ in range(saved)])
+    base = combine.aggregate([make(rng, 1.0, between) for _ in range(saved)])
     gate = gates.Gate(0.05)
     row = repeats.run_trials(lambda s: make(rng, factor, between), spec, gate, baseline=[base], nodeid="t")
     gates.against_baseline(gate, row, [base], auto=spec.repeat == "auto")
@@ -146,7 +146,7 @@ def test_a_rate_case_row_is_its_median_trial_with_each_trial_kept_and_each_warni
     trials = [load_result(full({"kind": "rate", "nodeid": "t", "verdict": "passed", "goodput_rps": g,
                                 "attainment": a, "ttft_p90_s": p90, "warnings": ["client fell behind"]}))
               for g, a, p90 in ((10.0, 0.9, 0.3), (30.0, 1.0, 0.1), (20.0, 0.8, 0.2))]
-    row = gates.aggregate(trials)
+    row = combine.aggregate(trials)
     assert isinstance(row, RateResult) and row.trials is not None
     assert (row.goodput_rps, row.attainment, row.ttft_p90_s) == (20.0, 0.9, 0.2)  # each figure's median trial
     assert [t.goodput_rps for t in row.trials] == [10.0, 30.0, 20.0]  # every trial, in order

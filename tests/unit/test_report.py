@@ -154,8 +154,8 @@ def test_html_summary_diagnosis_first_with_figures_per_kind():
 
 
 def test_ab_header_names_both_endpoints_and_the_server_version():
-    from pytest_specperf.compare import storage
     from pytest_specperf.report import html as html_report
+    from pytest_specperf.storage import saved_runs as storage
 
     ab = {"a_endpoint": "http://a:8000", "b_endpoint": "http://b:8001", "trials": 5}
     sweep = full({"nodeid": "t.py::test_s", "kind": "load_sweep", "endpoint": "http://b:8001", "server": "vllm",

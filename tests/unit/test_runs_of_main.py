@@ -15,7 +15,7 @@ import pytest
 from pytest_specperf import cli
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.saved_results import load_record
-from pytest_specperf.compare import storage
+from pytest_specperf.storage import saved_runs as storage
 
 FOLDER = Path(__file__).parent / "saved_runs" / "main_0369b2c"
 

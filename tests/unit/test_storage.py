@@ -1,4 +1,4 @@
-"""Run files (pytest_specperf.compare.storage): round trip, atomic writes, bad files, lookup, never-raising probes."""
+"""Run files (storage/saved_runs.py): round trip, atomic writes, bad files, lookup, never-raising probes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_specperf.compare import storage
-from pytest_specperf.compare.storage import (
+from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage.saved_runs import (
     FORMAT,
     VERSION,
     SpecperfStorageWarning,

@@ -7,26 +7,26 @@ case), with room for sampling error, and each is one the rule fails when the gua
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare import trials as compare
+from tests.support.records import record
 
 LEVELS = [1, 2, 4, 8, 16, 32]
 METRICS = ("decode_tps", "ttft_s", "total_tps")
 
 
-def sweep_side(rng: np.random.Generator, noise: float, trials: int = 5, factor: float = 1.0) -> list[dict[str, Any]]:
+def sweep_side(rng: np.random.Generator, noise: float, trials: int = 5, factor: float = 1.0) -> list[Recorded]:
     """One side of a 6-level load sweep: per trial and level one value per metric, lognormal at ``noise``.
     ``factor`` slows every level's decode and aggregate (and lengthens TTFT) by that much."""
-    return [{"kind": "load_sweep", "nodeid": "t", "verdict": "passed", "levels": [
+    return [record({"kind": "load_sweep", "nodeid": "t", "verdict": "passed", "levels": [
         {"concurrency": u, "decode_tps": float(100 * factor * np.exp(rng.normal(0, noise))),
          "total_tps": float(100 * u * factor * np.exp(rng.normal(0, noise))),
-         "ttft_s": float(0.5 / factor * np.exp(rng.normal(0, noise)))} for u in LEVELS]} for _ in range(trials)]
+         "ttft_s": float(0.5 / factor * np.exp(rng.normal(0, noise)))} for u in LEVELS]}) for _ in range(trials)]
 
 
-def case_fails(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> bool:
+def case_fails(base: list[Recorded], cand: list[Recorded]) -> bool:
     return any(cc.verdict == "regressed" for cc in compare.compare_runs(base, cand, metrics=METRICS,
                                                                         max_regression=0.05))
 

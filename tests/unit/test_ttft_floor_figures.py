@@ -11,6 +11,7 @@ from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
 from pytest_specperf.compare import gates
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.measure import combine
 from tests.support.result_json import full
 
 
@@ -49,8 +50,8 @@ def test_a_ttft_p90_change_past_the_floor_is_judged() -> None:
 def test_the_floor_applies_to_percentiles_of_saved_repeat_trials() -> None:
     # a rate case saved with repeat=5 (its trials kept) against a candidate of 5: the p90 of a few ms passes
     rng = np.random.default_rng(47)
-    base = gates.aggregate(rate_arm(rng, 0.0030))
-    cand = gates.aggregate(rate_arm(rng, 0.0050))
+    base = combine.aggregate(rate_arm(rng, 0.0030))
+    cand = combine.aggregate(rate_arm(rng, 0.0050))
     assert base.trials is not None and len(base.trials) == 5  # type: ignore[attr-defined]
     got = {cc.metric: cc for cc in gates.ttft_judged(
         compare.compare_runs(gates.per_trial([base]), gates.per_trial([cand]), metrics=gates.metrics_for(cand)),

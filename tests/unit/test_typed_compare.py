@@ -13,8 +13,8 @@ import numpy as np
 from support import judged_json
 
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.results import Result
-from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.results import Recorded
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import arms, crossover, gates, sequential
 from pytest_specperf.compare import trials as compare
 from tests.support.result_json import full
@@ -41,7 +41,12 @@ def _level(rng: np.random.Generator, users: int, decode: float, with_trials: boo
     return lv
 
 
-def _run(seed: int, scale: float) -> list[Result]:
+def _json(r: Recorded) -> Recorded:
+    """``r`` as the rules read its JSON: the record loaded back from ``to_dict`` of it (they take records only)."""
+    return load_record(to_dict(r))
+
+
+def _run(seed: int, scale: float) -> list[Recorded]:
     """One run of every kind, decode scaled by ``scale`` (records, parts typed: as a run hands them on)."""
     rng = np.random.default_rng(seed)
     rows = [
@@ -66,13 +71,13 @@ def _run(seed: int, scale: float) -> list[Result]:
          "ttft_p90_s": 0.2},
         {"kind": "sustained", "nodeid": "t::err", "verdict": "error", "reason": "boom"},
     ]
-    return [load_result(full({"endpoint": "e", "model": "m", "server": "s", "ctx": 256, "prompt_tokens": 8, **r}))
+    return [load_record(full({"endpoint": "e", "model": "m", "server": "s", "ctx": 256, "prompt_tokens": 8, **r}))
             for r in rows]
 
 
 def test_sub_cases_and_trials_read_a_record_as_its_json() -> None:
     for r in _run(1, 1.0):
-        typed, data = compare.sub_cases(r), compare.sub_cases(to_dict(r))
+        typed, data = compare.sub_cases(r), compare.sub_cases(_json(r))
         assert [(n, c) for n, c, _ in typed] == [(n, c) for n, c, _ in data], r.nodeid
         for (_, _, tc), (_, _, dc) in zip(typed, data, strict=True):
             assert compare.users_of(tc) == compare.users_of(dc), r.nodeid
@@ -82,10 +87,10 @@ def test_sub_cases_and_trials_read_a_record_as_its_json() -> None:
 
 def test_compare_runs_and_the_gate_read_a_record_as_its_json() -> None:
     base, cand = _run(2, 1.0), _run(3, 0.8)
-    as_data = compare.compare_runs([to_dict(b) for b in base], [to_dict(c) for c in cand], metrics=METRICS)
+    as_data = compare.compare_runs([_json(b) for b in base], [_json(c) for c in cand], metrics=METRICS)
     assert compare.compare_runs(base, cand, metrics=METRICS) == as_data
     assert any(cc.verdict == "regressed" for cc in as_data)  # the runs differ: the comparison is not vacuous
-    per_trial = gates.per_trial([load_result(to_dict(c)) for c in cand])  # a saved run's, read back
+    per_trial = gates.per_trial([_json(c) for c in cand])  # a saved run's, read back
     assert [compare.trials(c, "decode_tps") for r in gates.per_trial(cand) for _, _, c in compare.sub_cases(r)] == \
         [compare.trials(c, "decode_tps") for r in per_trial for _, _, c in compare.sub_cases(r)]
     gate = gates.Gate(max_regression=0.05)
@@ -100,15 +105,15 @@ def test_compare_runs_and_the_gate_read_a_record_as_its_json() -> None:
 def test_arms_crossover_and_sequential_read_a_record_as_its_json() -> None:
     a, b = _run(4, 1.0), _run(5, 0.9)
     arm_a, arm_b = [r for r in a if r.kind == "load_sweep"], [r for r in b if r.kind == "load_sweep"]
-    plain_a, plain_b = [to_dict(r) for r in arm_a], [to_dict(r) for r in arm_b]
+    plain_a, plain_b = [_json(r) for r in arm_a], [_json(r) for r in arm_b]
     for users in (1, 2, 4):
         assert crossover.trial_values(arm_a, users) == crossover.trial_values(plain_a, users)
         assert arms.values(arm_b, users, "total_tps") == arms.values(plain_b, users, "total_tps")
     assert crossover.crossover(arm_a[:1], arm_b[:1]) == crossover.crossover(plain_a[:1], plain_b[:1])
     assert arms.levels_of(arm_a) == arms.levels_of(plain_a) == [1, 2, 4]
-    assert sequential.text_keys(a) == sequential.text_keys([to_dict(r) for r in a])
+    assert sequential.text_keys(a) == sequential.text_keys([_json(r) for r in a])
     assert sequential.gated_metrics(a, b, METRICS) == sequential.gated_metrics(
-        [to_dict(r) for r in a], [to_dict(r) for r in b], METRICS)
+        [_json(r) for r in a], [_json(r) for r in b], METRICS)
     seq = a[0]
     assert sequential.saved_notes(seq, max_repeat=5, max_regression=0.01) == \
-        sequential.saved_notes(to_dict(seq), max_repeat=5, max_regression=0.01)
+        sequential.saved_notes(_json(seq), max_repeat=5, max_regression=0.01)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from tests.support import judged_json
+from tests.support.records import record, records
 from tests.support.result_json import full
 
 
@@ -33,7 +34,7 @@ def test_capacity_falling_to_zero_regresses() -> None:
 def test_zero_on_either_side_is_compared_not_skipped() -> None:
     def verdict(base: list[float], cand: list[float]) -> str:
         # several results with one nodeid are pooled, as A/B records one per trial
-        b, c = ([{"nodeid": "t::r", "kind": "rate", "verdict": "passed", "attainment": v} for v in side]
+        b, c = ([record({"nodeid": "t::r", "kind": "rate", "verdict": "passed", "attainment": v}) for v in side]
                 for side in (base, cand))
         [cc] = compare.compare_runs(b, c, metrics=("attainment",))
         return cc.verdict
@@ -50,5 +51,5 @@ def test_a_latency_of_zero_is_no_measurement() -> None:
     # lower-is-better figures are never 0 when measured; a 0 there stays out of the comparison
     b = [_rate(goodput_rps=3.8, attainment=0.97)]
     c = [_rate(goodput_rps=3.8, attainment=0.97, tpot_p90_ms=0.0)]
-    out = {cc.metric: cc for cc in compare.compare_runs(b, c, metrics=("tpot_p90_ms",))}
+    out = {cc.metric: cc for cc in compare.compare_runs(records(b), records(c), metrics=("tpot_p90_ms",))}
     assert out["tpot_p90_ms"].verdict == "skipped" and "no values in the candidate" in out["tpot_p90_ms"].reason
