@@ -24,8 +24,9 @@ decide_at=20, against="baseline") -> Comparison``
     The rule for one metric of one case, below. ``Comparison.as_dict()`` is JSON-able.
 ``compare_runs(base_results, cand_results, *, max_regression=0.10, metrics=("decode_tps", "ttft_s"), ...)``
     -> ``list[CaseComparison]``. Cases are matched by nodeid (and ctx for sweep points, users for load levels:
-    ``match_runs``, whose units every rule judges); several results with one nodeid on a side are pooled (so A/B runs may record one result per trial). Cases only in the candidate are ``new``, only in the
-    baseline ``missing``; an errored side or a metric without values gives ``skipped``; none of these raise.
+    ``match_runs``, whose units every rule judges); several results with one nodeid on a side are pooled (so A/B
+    runs may record one result per trial). Cases only in the candidate are ``new``, only in the baseline
+    ``missing``; an errored side or a metric without values gives ``skipped``; none of these raise.
     Zero is a value of a higher-is-better metric (attainment, goodput, ``max_rps``), the worst one: a median
     that falls to 0 is ``regressed`` (no ratio or interval exists for it, so ``comparison`` is None).
     BH q-values over all the p-values are attached (``CaseComparison.q``), for reports only.
