@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_specperf.cases.closed_loop import LoadSweepSpec
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare.crossover import crossover
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.engines.vllm import STARTUP_TIMEOUT_S, VllmServer
@@ -43,7 +44,7 @@ def test_load_sweep_ab_gives_a_crossover(vllm_ngram: VllmServer, no_speculation:
         assert all((lv["accept_len"] or 0) > 1.5 for lv in result["levels"]), result["levels"]
     for result in arms["a"]:  # A does not: no spec-decode counters, so at most chunk sizes of one token a step
         assert all(lv["accept_len"] is None or lv["accept_len"] < 1.1 for lv in result["levels"]), result["levels"]
-    out = crossover(arms["a"], arms["b"])
+    out = crossover([load_record(r) for r in arms["a"]], [load_record(r) for r in arms["b"]])
     print("vLLM A/B (A: no speculation, B: ngram), per level:",
           [(lv.users, round(lv.a_decode_tps, 1), round(lv.b_decode_tps, 1), round(lv.speedup, 2),
             lv.verdict) for lv in out.levels], "->", out.text)

@@ -24,6 +24,7 @@ from support.cdp_browser import chromium_path, visit
 from test_html_report import _not_blank
 
 from pytest_specperf.cases.json_form import to_dict
+from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare.crossover import crossover
 from pytest_specperf.report.views.registry import view as view_of
 from pytest_specperf.sim import SimServer
@@ -248,7 +249,8 @@ def test_plots_folder_has_an_image_per_load_case(run: dict[str, Any]) -> None:
 def test_ab_speedup_chart_holds_the_crossover(run: dict[str, Any]) -> None:
     """A/B sweeps: B's per-user speedup per level with its interval, against the floor (here B = A, so ~1)."""
     r, _, _ = run["cases"]["load_sweep"]
-    r = {**r, "crossover": to_dict(crossover([r], [r], min_speedup=0.9))}
+    typed = load_record(r)
+    r = {**r, "crossover": to_dict(crossover([typed], [typed], min_speedup=0.9))}
     view = view_of(r)
     chart = next(c for c in view.charts if c.id == "speedup")
     (s,) = chart.series

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.stats
 from support import judged_json
+from support.records import record, records
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.compare import gates as gating
@@ -25,15 +26,15 @@ from pytest_specperf.sim.model import plan
 NOISY = {"jitter": 0.3}
 
 
-def _trial_source(change: float, rng: random.Random, noise: dict[str, float] = NOISY) -> Callable[[], dict[str, Any]]:
+def _trial_source(change: float, rng: random.Random, noise: dict[str, float] = NOISY) -> Callable[[], Any]:
     """Trials of one arm: the decode rate of a 256-token generation drawn from the simulator's own model
     (the same step plan a SimServer would sleep through), seeded, with steps slowed by ``change``."""
     profile = load_profile("healthy", {**noise, "step_ms": 20.0 / (1.0 + change)})
 
-    def trial() -> dict[str, Any]:
+    def trial() -> Any:
         _, steps = plan(profile, 200, "prose", 256, seed=rng.randrange(2**31))
         tps = sum(s.tokens for s in steps) / (sum(s.step_ms for s in steps) / 1000.0)
-        return {"nodeid": "t", "kind": "trial", "decode_tps": tps}
+        return record({"nodeid": "t", "kind": "two_point", "decode_tps": tps})  # one trial: one value
 
     return trial
 
@@ -71,7 +72,7 @@ def _against_baseline(change: float, n: int, seed: int, base_trials: int) -> tup
         trial = _trial_source(change, rng, NOISIER)
         until = sequential.until_baseline(base, "t", max_regression=0.05, metrics=("decode_tps",))
         cand = [trial()]
-        while len(cand) < 20 and not until({"decode_tps": [c["decode_tps"] for c in cand]}):
+        while len(cand) < 20 and not until({"decode_tps": [c.decode_tps for c in cand]}):
             cand.append(trial())
         (cc,) = sequential.sprt_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
         verdicts.append(cc.verdict)
@@ -257,7 +258,7 @@ def test_two_point_auto_against_a_baseline(ab_sims: tuple[str, str, str], runner
     gate = gating.Gate(0.05)
     base = runner_for(a).run(spec, "t::tp").as_dict()
     assert base["repeat"] == 3  # nothing to decide without a baseline: the first look's trials
-    until = repeats.until_baseline(gate, "t::tp", [base])
+    until = repeats.until_baseline(gate, "t::tp", [record(base)])
     cand = runner_for(slow).run(spec, "t::tp", until=until).as_dict()
     judged_json.against_baseline(gate, cand, [base], auto=True)
     (dec,) = [c for c in cand["comparisons"] if c["metric"] == "decode_tps"]
@@ -285,12 +286,12 @@ def test_final_look_needs_the_change_beyond_the_threshold() -> None:
 def test_a_decided_metric_stays_decided_while_the_case_goes_on() -> None:
     # decode_tps passes at the first look (3 trials like the baseline's); the case goes on for a noisy ttft_s, and
     # later decode trials 12 % lower must not reopen it: each later look would be an uncounted chance to fail.
-    base = [{"nodeid": "t", "kind": "sustained",
-             "streams": [{"decode_tps": 100.0 * (1 + 0.002 * i), "ttft_s": 0.2 * (1 + 0.3 * (-1) ** i)}
-                         for i in range(5)]}]
+    base = records([{"nodeid": "t", "kind": "sustained",
+                     "streams": [{"decode_tps": 100.0 * (1 + 0.002 * i), "ttft_s": 0.2 * (1 + 0.3 * (-1) ** i)}
+                                 for i in range(5)]}])
     streams = [{"decode_tps": 100.0 * (1 + 0.002 * i) * (1.0 if i < 3 else 0.88), "ttft_s": 0.2 * (1 + 0.3 * (-1) ** i)}
                for i in range(20)]
-    cand = [{"nodeid": "t", "kind": "sustained", "streams": streams}]
+    cand = records([{"nodeid": "t", "kind": "sustained", "streams": streams}])
     ccs = {cc.metric: cc for cc in sequential.sprt_runs(base, cand, max_regression=0.05,
                                                            metrics=("decode_tps", "ttft_s"), final=True)}
     assert ccs["decode_tps"].verdict == "passed", ccs["decode_tps"].reason
@@ -302,8 +303,8 @@ def test_case_alpha_is_split_over_its_gated_metrics() -> None:
     rng = np.random.default_rng(9)
     streams = [{"decode_tps": float(x), "ttft_s": float(y)} for x, y in
                zip(np.exp(rng.normal(4.6, 0.03, 8)), np.exp(rng.normal(-1.6, 0.03, 8)), strict=True)]
-    one = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": s["decode_tps"]} for s in streams]}]
-    two = [{"nodeid": "t", "kind": "sustained", "streams": streams}]
+    one = records([{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": s["decode_tps"]} for s in streams]}])
+    two = records([{"nodeid": "t", "kind": "sustained", "streams": streams}])
     for results, alpha in ((one, sequential.ALPHA), (two, sequential.ALPHA / 2)):
         (cc, *_) = sequential.sprt_runs(results, results, max_regression=0.05, metrics=("decode_tps", "ttft_s"))
         upper = sequential.bounds(alpha * (1 - sequential.FINAL_SHARE))[1]
@@ -358,7 +359,8 @@ def _saved_check(paired: bool, sized: bool, n: int, seed: int) -> int:
             for s in cand[0]["streams"]:
                 s["text_sha"] = None
         # All 20 candidate trials at once: the verdict is the first look that decided, as the runner would stop.
-        (cc,) = sequential.sprt_runs(base, cand, max_regression=0.05, metrics=("decode_tps",), final=True)
+        (cc,) = sequential.sprt_runs(records(base), records(cand), max_regression=0.05, metrics=("decode_tps",),
+                                     final=True)
         found += cc.verdict == "regressed"
     return found
 
@@ -380,16 +382,19 @@ def test_a_saved_baseline_is_sized_to_its_noise() -> None:
     assert until(quiet)  # 1 % noise: five trials decide 5 %
     noisy = np.exp(rng.normal(4.6, 0.083, 20))
     assert not until({"decode_tps": list(noisy[:5])}) and not until({"decode_tps": list(noisy[:19])})
-    (note,) = sequential.saved_notes({"streams": [{"decode_tps": float(x)} for x in noisy]}, max_repeat=20,
+    streams = [{"decode_tps": float(x)} for x in noisy]
+    (note,) = sequential.saved_notes(record({"kind": "sustained", "streams": streams}), max_repeat=20,
                                      max_regression=0.05)
     assert "20 trials at" in note and "too few" in note and "compared in pairs" in note, note
-    assert sequential.saved_notes({"streams": [{"decode_tps": float(x)} for x in noisy[:5] / noisy[:5] * 100
-                                               * np.exp(rng.normal(0, 0.01, 5))]}, max_repeat=20,
-                                  max_regression=0.05) == []
+    assert sequential.saved_notes(record({"kind": "sustained", "streams": [
+        {"decode_tps": float(x)} for x in noisy[:5] / noisy[:5] * 100 * np.exp(rng.normal(0, 0.01, 5))]}),
+        max_repeat=20, max_regression=0.05) == []
 
 
 def test_pairs_only_where_the_text_repeats() -> None:
-    base = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": 1.0, "text_sha": k} for k in "abcde"]}]
-    same = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": 1.0, "text_sha": k} for k in "abc"]}]
-    other = [{"nodeid": "t", "kind": "sustained", "streams": [{"decode_tps": 1.0, "text_sha": k} for k in "abx"]}]
+    def side(keys: str) -> list[Any]:
+        return records([{"nodeid": "t", "kind": "sustained",
+                         "streams": [{"decode_tps": 1.0, "text_sha": k} for k in keys]}])
+
+    base, same, other = side("abcde"), side("abc"), side("abx")
     assert sequential.pairable(base, same) == 3 and sequential.pairable(base, other) == 0
