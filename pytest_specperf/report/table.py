@@ -206,11 +206,12 @@ def _goal_value(g: Goal) -> str:
     return f"{v:.3g}" + (f" {g.unit}" if g.unit else "")
 
 
-def goal_text(g: Goal) -> str:
-    """'max_ttft_s 2: ttft p50 5 ms (+99.8%)': the bound, the figure it judged and its margin (negative: missed)."""
+def goal_text(g: Goal, where: str = "") -> str:
+    """'max_ttft_s 2: ttft p50 5 ms (+99.8%)': the bound, the figure it judged and its margin (negative: missed);
+    ``where`` follows the bound ('min_tps 10 tok/s at 4 users: ...', a load sweep's level)."""
     margin = g.margin()
     unit = f" {g.unit}" if g.unit in ("s", "tok/s", "req/s") else ""
-    return (f"{g.keyword} {g.bound:g}{unit}: {g.label} {_goal_value(g)}"
+    return (f"{g.keyword} {g.bound:g}{unit}{where}: {g.label} {_goal_value(g)}"
             + ("" if margin is None else f" ({signed_pct(margin)})"))
 
 
