@@ -218,6 +218,24 @@ def test_a_404_on_the_models_list_names_the_endpoint_option(pytester: pytest.Pyt
     assert "is --endpoint the server's base URL? It should answer GET /v1/models" in out
 
 
+def test_a_404_on_the_b_endpoints_models_list_names_the_ab_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="""
+        import pytest
+
+        @pytest.mark.sustained(tokens=64, ctx=64)
+        def test_one(specperf): pass
+    """)
+    with SimServer("healthy", speed=20.0) as a, SimServer("healthy", speed=20.0) as b:
+        wrong = f"{b.url}/openai"  # B's URL with a path the server does not serve
+        res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{wrong}", *NO_CACHE)
+    out = res.stdout.str()
+    said = next(line for line in res.outlines if "GET /v1/models: HTTP 404" in line)
+    # the URL came from --specperf-ab, not --endpoint (which was not given): the fix names the option to change
+    assert f"HTTP 404 from {wrong}; is this --specperf-ab URL the server's base URL? It should answer " \
+           "GET /v1/models, e.g. --specperf-ab=http://a:8000,http://b:8000" in out, said
+    assert "--endpoint" not in out, said
+
+
 def test_help_lists_every_built_in_simulator_profile(pytester: pytest.Pytester) -> None:
     folder = Path(__file__).resolve().parents[2] / "pytest_specperf" / "sim" / "profiles"
     profiles = sorted(p.stem for p in folder.glob("*.yaml"))
