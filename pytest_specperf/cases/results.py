@@ -259,6 +259,9 @@ class LoadLevel:
     # A/B and arms: each trial's figures at this level
     trials: list[LevelTrial] | None = field(default=None, metadata=OMIT)
     workers: list[WorkerShare] | None = field(default=None, metadata=OMIT)  # who sent this level (as Result's)
+    # the floors and ceilings this level was judged against, each with its figure (run/floors.goals_of): a sweep's
+    # floors are per level, so the case's own ``goals`` stay None
+    goals: list[Goal] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

@@ -74,6 +74,12 @@ class SentClock:
         self(name, info)
 
 
+#: The option that named an endpoint -> a correct use of it, for a hint that the URL given there is wrong.
+URL_EXAMPLES = {"--endpoint": "--endpoint=http://localhost:8000",
+                "--specperf-ab": "--specperf-ab=http://a:8000,http://b:8000",
+                "--specperf-arms": "--specperf-arms=off=http://a:8000,k2=http://b:8000"}
+
+
 class Client:
     """One endpoint. Errors are MeasurementError with a one-line reason; the API key never appears in them."""
 
@@ -87,7 +93,7 @@ class Client:
         self.params = params
         parts = urlsplit(url)
         self.url = redact_url(urlunsplit(parts._replace(path=parts.path.rstrip("/"))))
-        self.source = source  # the option that named this URL, for "fix --endpoint" hints
+        self.source = source  # the option that named this URL (--endpoint, --specperf-ab, ...), for its hints
         self.model = model
         self.timeout = timeout
         self.retries = retries
@@ -182,8 +188,9 @@ class Client:
             hint = f" after {self.retries} retries; the server is overloaded or still loading, retry later"
         elif resp.status_code == 404 and what == "GET /v1/models":  # the URL is not an OpenAI-compatible server's base
             extra = " (drop the /v1 at its end: the plugin adds it)" if self.url.endswith("/v1") else ""
-            hint = (f"; is --endpoint the server's base URL{extra}? It should answer GET /v1/models, e.g. "
-                    "--endpoint=http://localhost:8000")
+            named = self.source if self.source == "--endpoint" else f"this {self.source} URL"  # A/B, arms: one of N
+            example = URL_EXAMPLES.get(self.source, f"{self.source}=http://localhost:8000")
+            hint = f"; is {named} the server's base URL{extra}? It should answer GET /v1/models, e.g. {example}"
         elif resp.status_code == 404 and self.model:
             hint = f"; is model {self.model!r} served there? (check --model)"
         elif resp.status_code == 401:

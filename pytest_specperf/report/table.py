@@ -79,6 +79,7 @@ class Row:
     users: int | None = None  # a session case's sessions at once
     turns: int | None = None
     repeat: int | None = None
+    requests: int | None = None  # a load case's (or level's) requests: more than its users with refill
     reasoning_tokens: int | None = None
     reasoning_tps: float | None = None
     content_tokens: int | None = None
@@ -180,8 +181,16 @@ def cells(r: Row | Recorded | Mapping[str, Any], *, verdict: bool = True) -> lis
     decode = _sweep_low(r) if r.kind == "ctx_sweep" and r.points else _f(r.decode_tps)
     if finite_number(r.decode_p10_tps) is not None:  # a load case: decode is the median user's
         decode = f"{decode} (p10 {_f(r.decode_p10_tps)})"
-    return [ctx, tokens, "-" if not ttft else f"{ttft * 1000:.0f} ms", decode,
+    return [ctx, tokens, "-" if not ttft else ttft_median(r) + f"{ttft * 1000:.0f} ms", decode,
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.drift, ".2f"), text]
+
+
+def ttft_median(r: Row) -> str:
+    """'p50 ' where a row's ttft is the median request's, as its goals line says (``floors.ttft_label``): a load
+    row (a sustained case's users or requests, a load sweep's level, a category's requests under load) or a
+    sustained case's repeats; '' where it is one request's."""
+    several = any((finite_number(n) or 1) > 1 for n in (r.concurrency, r.repeat, r.requests))
+    return "p50 " if r.kind == "sustained" and several else ""
 
 
 def verdict_parts(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
@@ -206,11 +215,12 @@ def _goal_value(g: Goal) -> str:
     return f"{v:.3g}" + (f" {g.unit}" if g.unit else "")
 
 
-def goal_text(g: Goal) -> str:
-    """'max_ttft_s 2: ttft p50 5 ms (+99.8%)': the bound, the figure it judged and its margin (negative: missed)."""
+def goal_text(g: Goal, where: str = "") -> str:
+    """'max_ttft_s 2: ttft p50 5 ms (+99.8%)': the bound, the figure it judged and its margin (negative: missed);
+    ``where`` follows the bound ('min_tps 10 tok/s at 4 users: ...', a load sweep's level)."""
     margin = g.margin()
     unit = f" {g.unit}" if g.unit in ("s", "tok/s", "req/s") else ""
-    return (f"{g.keyword} {g.bound:g}{unit}: {g.label} {_goal_value(g)}"
+    return (f"{g.keyword} {g.bound:g}{unit}{where}: {g.label} {_goal_value(g)}"
             + ("" if margin is None else f" ({signed_pct(margin)})"))
 
 

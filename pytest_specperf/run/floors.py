@@ -141,7 +141,7 @@ def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
     session's TTFT ceilings read its p90 turn."""
     out: list[Goal] = []
     if spec.KIND == "load_sweep":
-        return out  # floors per level: each level's row shows its own
+        return out  # floors per level: each level records its own (LoadLevel.goals) and its row shows them
     session = spec.KIND == "session"
     load = getattr(r, "decode_p10_tps", None) is not None and not session
     for keyword, (figure, label, unit, floor) in _GOALS.items():

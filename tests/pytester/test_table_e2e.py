@@ -159,6 +159,7 @@ def test_concurrency_and_rate_rows_say_what_they_are(pytester: pytest.Pytester) 
         assert abs(stream["decode_tps"] / true_decode(rec) - 1) < 0.03, (stream["decode_tps"], true_decode(rec))
     row = _row(lines, "test_two_users")
     assert f" {two['decode_tps']:.1f} (p10 {two['decode_p10_tps']:.1f}) " in row
+    assert f" p50 {two['ttft_s'] * 1000:.0f} ms " in row  # the median user's TTFT, named so
     assert f"  2  {two['total_tps']:.1f} (min 1)  passed" in row
     # The errored direct call is still a 2-user case, in the JSON and in the table.
     err = rows["test_too_long"]

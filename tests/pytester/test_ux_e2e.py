@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.load_helpers import true_decode
+from support.load_helpers import true_aggregate, true_decode
 from support.table_lines import WIDTH, block, section
 
 from pytest_specperf.sim import SimServer
@@ -115,6 +115,49 @@ def test_a_passing_row_shows_its_goals_and_margins_against_the_simulator(pyteste
     assert re.search(r"<th>ttft p50 / p90 / p99</th><td>\d+ / \d+ / \d+ ms</td>", doc)
 
 
+def test_a_passing_load_sweep_level_shows_its_goals_and_margins_against_the_simulator(
+        pytester: pytest.Pytester) -> None:
+    # a sweep's floors are per level: min_tps names 4 users only, min_total_tps holds at every level
+    pytester.makepyfile(test_sweep_goals="""
+        import pytest
+
+        @pytest.mark.load_sweep(concurrency=[1, 4], tokens=128, ctx=200, min_tps={4: 100}, min_total_tps=200)
+        def test_sweep(specperf): pass
+    """)
+    out, page = pytester.path / "r.json", pytester.path / "r.html"
+    with SimServer("healthy", speed=5.0) as sim:
+        res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", f"--specperf-json={out}",
+                                            f"--specperf-html={page}", *NO_CACHE)
+        r = json.loads(out.read_text())["results"][0]
+        truth = {lv["concurrency"]: [sim.truth(s["response_id"]) for s in lv["streams"]] for lv in r["levels"]}
+    res.assert_outcomes(passed=1)
+    lines = _table(res)
+    assert max(map(len, section(res.outlines))) <= WIDTH
+    assert r.get("goals") is None  # the case's floors are its levels' (a None is left out)
+    four, one = block(lines, "@ 4 users"), block(lines, "@ 1 user")
+    p10 = re.search(r"min_tps 100 tok/s: p10 user decode (\d+\.\d) tok/s \(\+(\d+\.\d)%\)", four)
+    total = re.search(r"min_total_tps 200 tok/s: aggregate (\d+\.\d) tok/s \(\+(\d+\.\d)%\)", four)
+    assert p10 and total, four
+    decode, aggregate = float(p10.group(1)), float(total.group(1))
+    # the simulator's own rates: the 10th-percentile user's decode, and what every user truly produced at once
+    true_p10 = float(np.percentile([true_decode(rec) for rec in truth[4]], 10))
+    assert abs(decode / true_p10 - 1) < 0.03, (decode, true_p10)
+    assert abs(aggregate / true_aggregate(truth[4]) - 1) < 0.05, (aggregate, true_aggregate(truth[4]))
+    # each margin is the figure's distance over its floor, as a share of the floor (the shown figure's rounding,
+    # 0.05 tok/s, moves it by up to 0.05 / bound, and its own rounding by 0.05 points)
+    assert float(p10.group(2)) == pytest.approx((decode / 100 - 1) * 100, abs=0.05 / 100 * 100 + 0.05)
+    assert float(total.group(2)) == pytest.approx((aggregate / 200 - 1) * 100, abs=0.05 / 200 * 100 + 0.05)
+    # min_tps was not set at 1 user: that level was judged on the aggregate floor alone
+    assert "min_total_tps 200 tok/s: aggregate " in one and "min_tps 100" not in one
+    assert [[g["keyword"] for g in lv["goals"]] for lv in r["levels"]] == [["min_total_tps"],
+                                                                          ["min_tps", "min_total_tps"]]
+    # the HTML: each level's goals, with its users, its figure and its margin
+    doc = html.unescape(page.read_text(encoding="utf-8"))
+    assert f"min_tps 100 tok/s at 4 users: p10 user decode {decode:.1f} tok/s (+{p10.group(2)}%)" in doc
+    assert f"min_total_tps 200 tok/s at 4 users: aggregate {aggregate:.1f} tok/s (+{total.group(2)}%)" in doc
+    assert "min_total_tps 200 tok/s at 1 user: aggregate " in doc
+
+
 def test_a_value_in_the_wrong_unit_is_an_error_row_in_the_table_and_the_saved_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_units="""
         import pytest
@@ -173,6 +216,24 @@ def test_a_404_on_the_models_list_names_the_endpoint_option(pytester: pytest.Pyt
     out = res.stdout.str()
     assert "GET /v1/models: HTTP 404" in out
     assert "is --endpoint the server's base URL? It should answer GET /v1/models" in out
+
+
+def test_a_404_on_the_b_endpoints_models_list_names_the_ab_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="""
+        import pytest
+
+        @pytest.mark.sustained(tokens=64, ctx=64)
+        def test_one(specperf): pass
+    """)
+    with SimServer("healthy", speed=20.0) as a, SimServer("healthy", speed=20.0) as b:
+        wrong = f"{b.url}/openai"  # B's URL with a path the server does not serve
+        res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{wrong}", *NO_CACHE)
+    out = res.stdout.str()
+    said = next(line for line in res.outlines if "GET /v1/models: HTTP 404" in line)
+    # the URL came from --specperf-ab, not --endpoint (which was not given): the fix names the option to change
+    assert f"HTTP 404 from {wrong}; is this --specperf-ab URL the server's base URL? It should answer " \
+           "GET /v1/models, e.g. --specperf-ab=http://a:8000,http://b:8000" in out, said
+    assert "--endpoint" not in out, said
 
 
 def test_help_lists_every_built_in_simulator_profile(pytester: pytest.Pytester) -> None:

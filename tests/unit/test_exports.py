@@ -57,7 +57,8 @@ def test_markdown_columns_and_escaping() -> None:
     assert all(len(cells(line)) == len(COLUMNS) for line in lines)
     long_row = next(line for line in lines if "test_long" in line)
     assert "test_long[a\\|b]" in long_row
-    assert cells(long_row)[1:7] == ["5003", "1500", "210 ms", "48.1", "49.0 -> 47.5", "0.02"]
+    # ttft: the median of its 3 streams' (repeat=3), named so
+    assert cells(long_row)[1:7] == ["5003", "1500", "p50 210 ms", "48.1", "49.0 -> 47.5", "0.02"]
     assert "failed: two-point decode 66.8 tok/s" in md and "error: connection refused" in md
     assert sum("test_sweep" in line for line in lines) == 3  # the sweep and one row per point
     assert "| `test_decode.py::test_sweep` @ ctx 64 | 64 |" in md

@@ -94,6 +94,28 @@ def test_each_level_carries_its_own_comparison_and_a_verdict_that_agrees_with_th
     assert " 25.0 (p10 22.5) " in eight and " 1..8 " in case  # per-user median and p10; the levels as users
 
 
+def test_the_ttft_cell_of_a_load_row_names_its_percentile_as_its_goals_line_does():
+    one = _sustained(nodeid="t.py::test_one", verdict="passed", reason="")
+    four = _sustained(nodeid="t.py::test_four", concurrency=4, ttft_s=0.03, verdict="passed", reason="",
+                      goals=[{"keyword": "max_ttft_s", "bound": 2.0, "figure": "ttft_s", "label": "ttft p50",
+                              "unit": "s", "floor": False, "value": 0.03}])
+    sweep = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "ctx": 1000, "tokens": 160, "concurrency": [1, 8],
+                  "levels": [_level(1, 120.0, 120.0, ttft_s=0.04), _level(8, 25.0, 200.0, ttft_s=0.07)],
+                  "verdict": "passed", "decode_tps": 25.0, "total_tps": 200.0})
+    lines = table([one, four, sweep], width=120)
+    assert max(map(len, lines)) <= 120
+    row = {name: next(x for x in lines if name in x and not x.startswith("    "))
+           for name in ("test_one", "test_four", "@ 1 user", "@ 8 users")}
+    # one stream's TTFT is that request's; under load the row's is the median request's, as the goals line says
+    assert " 250 ms " in row["test_one"] and "p50" not in row["test_one"]
+    assert " p50 30 ms " in row["test_four"] and "max_ttft_s 2 s: ttft p50 30 ms" in "".join(lines)
+    assert " 40 ms " in row["@ 1 user"] and "p50" not in row["@ 1 user"]
+    assert " p50 70 ms " in row["@ 8 users"]
+    # a sustained case's repeats, and one user's requests one after another (refill): the median too
+    assert " p50 250 ms " in table([_sustained(repeat=3)])[1]
+    assert " p50 250 ms " in table([_sustained(requests=5)])[1]
+
+
 def test_open_loop_rows_say_what_they_are_judged_on():
     rate = full({"nodeid": "t.py::test_rate", "kind": "rate", "ctx": 200, "achieved_rps": 3.9, "attainment": 0.95,
                  "goodput_rps": 3.7, "output_tps": 250.0, "verdict": "passed"})
