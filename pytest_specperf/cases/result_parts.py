@@ -259,6 +259,17 @@ class Comparison:
         return to_dict(self)
 
 
+def value_text(v: float | None, unit: str) -> str:
+    """A figure as the cause's line and the report write it, in ``unit``'s precision."""
+    if v is None:
+        return "-"
+    if unit == "ms":
+        return f"{v:.1f}" if v >= 10 else f"{v:.2f}"  # a fast simulator's steps of 2 ms: 2.00 -> 2.52, not 2.0 -> 2.5
+    if unit in ("tokens/step", "of the prompt"):
+        return f"{v:.2f}"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 @dataclass
 class CauseFactor:
     """One factor of a change across runs (``compare/cause.py``): its figure on each side, in ``unit``, its relative
@@ -468,6 +479,20 @@ class ArmsGateLevel:
         """A level judged against another arm writes ``noise`` and ``trials_needed`` as null when unknown; they
         are the last keys, so adding them here keeps the order."""
         return {} if self.best is None else {"noise": self.noise, "trials_needed": self.trials_needed}
+
+    def loss_text(self, deployed: str, max_loss: float) -> str:
+        """This judged level in words, as its reason and the table say it: where, how much slower than the best,
+        and the figures."""
+        lo, hi = self.interval
+        what = "loses more than" if self.verdict == "below" else "is not shown within"
+        need = ""
+        if self.verdict == "inconclusive" and self.trials_needed:
+            need = (f"; at {self.noise or 0:.1%} noise per trial about {self.trials_needed} trials per arm show an "
+                    'equal arm within it (repeat="auto" adds trials until decided)')
+        users = f"{self.users} user" + ("" if self.users == 1 else "s")
+        return (f"at {users} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
+                f"{self.best}: {self.deployed_tps or 0:.1f} vs {self.best_tps or 0:.1f} tok/s per user, ratio "
+                f"{self.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}" + (f"; {self.cause.text}" if self.cause else ""))
 
 
 @dataclass

@@ -5,7 +5,7 @@ A/B is the two-arm case: both measure every arm in ``measure/interleaved.arm_ord
 backward: ABC CBA ABC ..., so a drift over the session hits every arm alike).
 
 The samples are trials, as in the crossover: per level one value per trial, that trial's median user
-(``crossover.trial_figures``) and its aggregate. Per arm and level the figure is the geometric mean over trials
+(``figures.trial_figures``) and its aggregate. Per arm and level the figure is the geometric mean over trials
 with a t interval on the logs (``1 - 2 ALPHA``: 98 % two-sided), or the assumed per-trial noise
 ``trials.NOISE_FLOOR`` where the trials cannot measure it (one trial, no spread). The best arm at a level has
 the highest per-user decode; each other arm's ratio to it gets ``crossover.log_interval`` at ``ALPHA / (N - 1)``
@@ -31,11 +31,12 @@ from typing import Any, TypeVar
 import numpy as np
 import scipy
 
+from pytest_specperf.cases import figures
+from pytest_specperf.cases.figures import Case
 from pytest_specperf.cases.result_parts import ArmFigures, ArmsGate, ArmsGateLevel, ArmsLevel, ArmsTable, VsBest
 from pytest_specperf.cases.results import ErrorRecord, LoadLevel, LoadSweepResult, Result, SustainedResult
 from pytest_specperf.compare import crossover, verdicts
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import Case
 
 #: How far (ratio) from the best an arm still counts as "as good" for repeat="auto" without max_loss_vs_best.
 DEFAULT_TOLERANCE = 0.05
@@ -63,7 +64,7 @@ def values(results: Sequence[Case], users: int, metric: str = "decode_tps") -> l
         else:
             own = r.concurrency if isinstance(r, SustainedResult | LoadLevel | ErrorRecord) else 1
             rows = [r] if (own if isinstance(own, int) else 1) == users else []
-        out += [v for row in rows for f in crossover.trial_figures(row) for v in [f.get(metric)] if v is not None]
+        out += [v for row in rows for f in figures.trial_figures(row) for v in [f.get(metric)] if v is not None]
     return out
 
 
@@ -190,19 +191,6 @@ def gate(t: ArmsTable, max_loss: float) -> ArmsGate:
     return ArmsGate(deployed=deployed, max_loss_vs_best=max_loss, levels=judged)
 
 
-def loss_text(deployed: str, lv: ArmsGateLevel, max_loss: float) -> str:
-    """One judged level in words: where, how much slower than the best, and the figures."""
-    lo, hi = lv.interval
-    what = "loses more than" if lv.verdict == "below" else "is not shown within"
-    need = ""
-    if lv.verdict == "inconclusive" and lv.trials_needed:
-        need = (f"; at {lv.noise:.1%} noise per trial about {lv.trials_needed} trials per arm show an equal arm "
-                'within it (repeat="auto" adds trials until decided)')
-    return (f"at {_users(lv.users)} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
-            f"{lv.best}: {lv.deployed_tps:.1f} vs {lv.best_tps:.1f} tok/s per user, ratio "
-            f"{lv.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}" + (f"; {lv.cause.text}" if lv.cause else ""))
-
-
 def _write(summary: Result, t: ArmsTable, note: str, reasons: list[str] | None) -> None:
     """Put the table and its note on the case's summary, and with ``reasons`` fail it (they lead)."""
     summary.arms = t
@@ -220,9 +208,9 @@ def apply(summary: Result, t: ArmsTable, inconclusive: str) -> list[str]:
     below = [lv for lv in g.levels if lv.verdict == "below"]
     unsure = [lv for lv in g.levels if lv.verdict == "inconclusive"]
     fail = below + (unsure if inconclusive == "fail" else [])
-    _write(summary, t, t.text, [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in fail])
+    _write(summary, t, t.text, [lv.loss_text(g.deployed, g.max_loss_vs_best) for lv in fail])
     if unsure and inconclusive == "warn":
-        return [loss_text(g.deployed, lv, g.max_loss_vs_best) for lv in unsure]
+        return [lv.loss_text(g.deployed, g.max_loss_vs_best) for lv in unsure]
     return []
 
 

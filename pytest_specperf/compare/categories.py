@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pytest_specperf.cases.figures import Case
 from pytest_specperf.cases.result_parts import CategoryFigures
 from pytest_specperf.cases.results import (
     CapacityResult,
@@ -25,7 +26,7 @@ from pytest_specperf.cases.results import (
     SustainedResult,
 )
 from pytest_specperf.compare.crossover import log_interval, speedup_level
-from pytest_specperf.compare.trials import ALPHA, Case
+from pytest_specperf.compare.trials import ALPHA
 
 
 def categories_of(r: Case) -> dict[str, CategoryFigures] | None:

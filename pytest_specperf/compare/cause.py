@@ -28,7 +28,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, Cause, CauseFactor, HistoryEntry, case_key
+from pytest_specperf.cases.figures import DIRECTIONS, Case, figure, sub_cases, users_of
+from pytest_specperf.cases.result_parts import (
+    ArmsTable,
+    CaseComparison,
+    Cause,
+    CauseFactor,
+    HistoryEntry,
+    case_key,
+    value_text,
+)
 from pytest_specperf.cases.results import (
     ErrorRecord,
     LoadLevel,
@@ -37,7 +46,6 @@ from pytest_specperf.cases.results import (
     SessionResult,
     SustainedResult,
 )
-from pytest_specperf.compare.trials import DIRECTIONS, Case, figure, sub_cases, users_of
 from pytest_specperf.run.acceptance import SLOWDOWN_TO_SPLIT
 
 #: metrics that are a decode rate (or its inverse): tokens per step over step time.
@@ -185,17 +193,6 @@ def explain(metric: str, effect: float, base: Sequence[Case], cand: Sequence[Cas
 def _change(metric: str, effect: float) -> float:
     """The metric's plain relative change (``Comparison.change``) from its better-is-positive ``effect``."""
     return effect if DIRECTIONS.get(metric, "higher") == "higher" else 1.0 / (1.0 + effect) - 1.0
-
-
-def value_text(v: float | None, unit: str) -> str:
-    """A figure as the cause's line and the report write it, in ``unit``'s precision."""
-    if v is None:
-        return "-"
-    if unit == "ms":
-        return f"{v:.1f}" if v >= 10 else f"{v:.2f}"  # a fast simulator's steps of 2 ms: 2.00 -> 2.52, not 2.0 -> 2.5
-    if unit in ("tokens/step", "of the prompt"):
-        return f"{v:.2f}"
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def _pct(x: float) -> str:

@@ -23,47 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.figures import Case, trial_figures
 from pytest_specperf.cases.result_parts import Crossover, SpeedupLevel
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SessionResult, SustainedResult
+from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare import verdicts
-from pytest_specperf.compare.trials import Case, figure
-
-#: Figures a load trial gives per level, one value each (the ones comparisons judge).
-TRIAL_METRICS = ("decode_tps", "ttft_s", "total_tps")
-
-
-def _positive(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-        return None
-    return float(v)
-
-
-def _stream_median(case: Case, metric: str) -> float | None:
-    streams = case.streams if isinstance(case, SustainedResult | LoadLevel) else []
-    values = [x for s in streams for x in [_positive(figure(s, metric))] if x is not None]
-    return float(np.median(values)) if values else None
-
-
-def trial_figures(case: Case) -> list[dict[str, float | None]]:
-    """One dict of ``TRIAL_METRICS`` per trial of a load level or ``sustained(concurrency=N)`` result.
-
-    A row that combines trials carries them in ``trials``; a single trial gives its own figures: the
-    median user (the row's ``decode_tps``, ``ttft_s``; from its streams when the row lacks them) and the
-    aggregate ``total_tps``. A value that was not measured is None.
-    """
-    rows = case.trials if isinstance(case, SustainedResult | LoadLevel | RateResult | SessionResult) else None
-    if rows is not None:
-        return [{m: _positive(figure(t, m)) for m in TRIAL_METRICS} for t in rows]
-    out: dict[str, float | None] = {}
-    for m in TRIAL_METRICS:
-        own = _positive(figure(case, m))
-        out[m] = own if own is not None or m == "total_tps" else _stream_median(case, m)
-    return [out]
 
 
 def trial_values(results: Sequence[Case], users: int) -> list[float]:

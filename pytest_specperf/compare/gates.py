@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import CaseComparison, SweepPoint, unit_key
+from pytest_specperf.cases import figures
+from pytest_specperf.cases.figures import CASE_TRIAL_METRICS, KIND_METRICS, Case, figure, metrics_for
+from pytest_specperf.cases.result_parts import CaseComparison, unit_key
 from pytest_specperf.cases.results import (
     LoadLevel,
     LoadSweepResult,
@@ -27,28 +29,10 @@ from pytest_specperf.cases.results import (
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import categories, cause, crossover, sequential, verdicts
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import Case, figure
 
 _T = TypeVar("_T", SustainedResult, LoadLevel)
 _R = TypeVar("_R", bound=Result)
 
-METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only
-#: Open-loop cases are judged on what they gate (a metric a case lacks is skipped).
-KIND_METRICS = {"rate": ("goodput_rps", "attainment", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"),
-                "capacity": ("max_rps",)}
-KIND_METRICS["replay"] = KIND_METRICS["rate"]  # a replay is a rate case over the trace's own arrivals
-
-
-#: The figures each trial of a rate case or a session keeps (``LevelTrial``) where the case ran several times: the
-#: ones it is compared on, so a saved run carries its trial-to-trial noise. Load rows keep ``crossover.TRIAL_METRICS``.
-CASE_TRIAL_METRICS = {"rate": (*KIND_METRICS["rate"], "decode_tps", "ttft_s"),
-                      "session": ("decode_tps", "ttft_s", "total_tps")}
-
-
-def metrics_for(result: Case) -> tuple[str, ...]:
-    """The metrics compared for a result of this kind."""
-    kind = "two_point" if isinstance(result, SweepPoint) else result.kind
-    return KIND_METRICS.get(kind, METRICS)
 #: the TTFT noise floor (``compare.TTFT_FLOOR_S``): a change of any TTFT figure under it passes
 TTFT_FLOOR_S = compare.TTFT_FLOOR_S
 
@@ -114,11 +98,11 @@ def _one_typed_trial(case: _T, figures: dict[str, float | None]) -> _T:
 def _per_typed_trial(r: Result) -> list[Result]:
     """``per_trial`` of one typed load result (a sustained load case, or a load sweep)."""
     if isinstance(r, LoadSweepResult):
-        levels = [(lv, crossover.trial_figures(lv)) for lv in r.levels if isinstance(lv, LoadLevel)]
+        levels = [(lv, figures.trial_figures(lv)) for lv in r.levels if isinstance(lv, LoadLevel)]
         return [dataclasses.replace(r, levels=[_one_typed_trial(lv, f[i]) for lv, f in levels if i < len(f)])
                 for i in range(max((len(f) for _, f in levels), default=1))]
     if isinstance(r, SustainedResult):
-        return [_one_typed_trial(r, f) for f in crossover.trial_figures(r)]
+        return [_one_typed_trial(r, f) for f in figures.trial_figures(r)]
     return [r]
 
 
@@ -245,8 +229,8 @@ def _medians(results: Sequence[Case], metric: str) -> dict[tuple[str, int | None
     for r in results:
         if not isinstance(r, Result) or r.verdict == "error":
             continue
-        for nodeid, ctx, case in compare.sub_cases(r):
-            values.setdefault((nodeid, ctx, compare.users_of(case)), []).extend(compare.trials(case, metric))
+        for nodeid, ctx, case in figures.sub_cases(r):
+            values.setdefault((nodeid, ctx, figures.users_of(case)), []).extend(figures.trials(case, metric))
     return {k: float(np.median(v)) for k, v in values.items() if v}
 
 

@@ -53,7 +53,9 @@ from typing import Any
 import numpy as np
 import scipy  # scipy.special and .stats load on first use: a run without statistics never pays for them
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, AUTO_MIN_TRIALS
+from pytest_specperf.cases.figures import Case
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, SweepPoint
 from pytest_specperf.cases.results import (
     ErrorRecord,
@@ -64,9 +66,9 @@ from pytest_specperf.cases.results import (
     TwoPointResult,
 )
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.trials import ALPHA, Case
+from pytest_specperf.compare.trials import ALPHA
 
-# ALPHA (compare.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
+# ALPHA (figures.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
 BETA = 0.05  # misses: passed at a regression of twice the threshold
 #: candidate trials before a decision (and A trials in A/B): with the baseline's they give the variance
 #: enough degrees of freedom that one unlucky pair cannot decide.
@@ -339,7 +341,7 @@ def pairs_needed(sd: float, max_regression: float, *, alpha: float = ALPHA, beta
 
 def _has(results: Sequence[Case], metric: str) -> bool:
     return any(x > 0 for r in results if isinstance(r, Result) and r.verdict != "error"
-               for _, _, case in compare.sub_cases(r) for x in compare.trials(case, metric))
+               for _, _, case in figures.sub_cases(r) for x in figures.trials(case, metric))
 
 
 def gated_metrics(base: Sequence[Case], cand: Sequence[Case], metrics: Sequence[str]) -> list[str]:
@@ -390,10 +392,10 @@ def sprt_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *,
             b, c = got.base, got.cand
             alpha = ALPHA / max(1, unit.family)  # the case's rate split over every level and metric it is judged on
             if pairs and len(b) == n_base_trials and len(c) == n_cand_trials:  # trial by trial
-                dec = sprt_case(b, c[:pairs], direction=compare.DIRECTIONS[m], max_regression=max_regression,
+                dec = sprt_case(b, c[:pairs], direction=figures.DIRECTIONS[m], max_regression=max_regression,
                                 metric=m, against=against, final=final or pairs >= len(b), alpha=alpha, paired=True)
             else:
-                dec = sprt_case(b, c, direction=compare.DIRECTIONS[m], max_regression=max_regression, metric=m,
+                dec = sprt_case(b, c, direction=figures.DIRECTIONS[m], max_regression=max_regression, metric=m,
                                 against=against, final=final, alpha=alpha)
             out.append(unit.compared(m, replace(dec, reason=dec.reason + got.zeros) if got.zeros else dec))
     return compare.with_q(out)
@@ -466,7 +468,7 @@ def saved_notes(result: Case, *, max_repeat: int, max_regression: float,
     """What a saved repeat="auto" run cannot do as a baseline: one line per metric whose noise needs more
     trials than ``max_repeat`` gave it."""
     streams = result.streams if isinstance(result, SustainedResult | LoadLevel) else []
-    values: dict[str, list[Any]] = {m: [compare.figure(s, m) for s in streams] for m in SIZED}
+    values: dict[str, list[Any]] = {m: [figures.figure(s, m) for s in streams] for m in SIZED}
     if not streams:
         values = {"decode_tps": list(result.samples_tps) if isinstance(result, TwoPointResult | SweepPoint) else []}
     n = len(next(iter(values.values()), []))

@@ -73,51 +73,29 @@ is otherwise inconclusive, saying how many trials would settle it. The reason sa
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
-from pytest_specperf.cases.result_parts import CaseComparison, Comparison, LevelTrial, SweepPoint
+from pytest_specperf.cases.figures import (
+    DIRECTIONS,
+    Case,
+    figure,
+    sub_cases,
+    trials,
+    users_of,
+)
+from pytest_specperf.cases.result_parts import CaseComparison, Comparison
 from pytest_specperf.cases.results import (
     ErrorRecord,
     LoadLevel,
-    LoadSweepResult,
     Result,
-    SessionResult,
-    StreamResult,
     SustainedResult,
-    SweepResult,
-    TwoPointResult,
 )
-
-#: which way is better, per metric; all are positive quantities, compared as logs.
-DIRECTIONS: dict[str, str] = {
-    "decode_tps": "higher",
-    "client_tps": "higher",
-    "early_tps": "higher",
-    "late_tps": "higher",
-    "burst_tps": "higher",
-    "tokens_per_chunk": "higher",
-    "total_tps": "higher",  # load cases: aggregate output tok/s of all users
-    "attainment": "higher",  # rate cases: share of requests meeting the slo
-    "goodput_rps": "higher",  # rate cases: requests meeting the slo per second
-    "max_rps": "higher",  # capacity cases: the highest rate that keeps the attainment target
-    "ttft_p90_s": "lower",
-    "tpot_p90_ms": "lower",
-    "e2e_p90_s": "lower",
-    "ttft_s": "lower",
-    "total_s": "lower",
-}
-
-#: The figures read by their name (``figure``): the compared metrics and the per-trial and per-level figures the
-#: A/B, arms and crossover tables and the cause of a change read. tests/repo checks each is a field of the records.
-FIGURES: tuple[str, ...] = (*DIRECTIONS, "drift", "decode_p10_tps", "accept_len", "step_ms", "cached_share")
 
 ALPHA = 0.01
 POWER = 0.8
@@ -147,77 +125,6 @@ def is_ttft(metric: str) -> bool:
 def within_ttft_floor(metric: str, before: float, after: float) -> bool:
     """True when ``metric`` is a TTFT figure whose change ``before -> after`` (seconds) is under ``TTFT_FLOOR_S``."""
     return is_ttft(metric) and abs(after - before) < TTFT_FLOOR_S
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v) if math.isfinite(v) else None
-
-
-def _values(items: Iterable[Any]) -> list[float]:
-    return [x for x in (_num(v) for v in items) if x is not None]
-
-
-#: What the functions below read: a typed result or one of its comparable parts (a load level, a sweep point).
-#: JSON (a saved run, the history's rows) becomes one at its edge (``saved_results.load_record``), never here.
-Case = Result | ErrorRecord | LoadLevel | SweepPoint
-
-
-def figure(x: Case | StreamResult | LevelTrial, metric: str) -> float | None:
-    """The finite figure ``metric`` (a name of ``FIGURES``) of a case, a load level, a sweep point, a stream or a
-    trial; None where it has none. The one read of a figure by its name: every other read is by attribute, and
-    tests/repo checks that each name in ``FIGURES`` is a field of the records."""
-    if metric not in FIGURES:
-        raise ValueError(f"{metric!r} is not a figure read by name; the figures are {', '.join(FIGURES)}")
-    return _num(getattr(x, metric, None))
-
-
-def _has(x: StreamResult, name: str) -> bool:
-    """Whether a stream's record has the field ``name`` at all (its value may be None)."""
-    return name in {f.name for f in dataclasses.fields(x)}
-
-
-def _kind(case: Case) -> str:
-    # A sweep point's record has no kind: it is a two-point measurement (its JSON has no "streams").
-    return "two_point" if isinstance(case, SweepPoint) else case.kind
-
-
-def users_of(case: Case) -> int | None:
-    """The users of a sub-case from ``sub_cases``: a load level's concurrency, a session's users; else None."""
-    if isinstance(case, LoadLevel):
-        return case.concurrency
-    if isinstance(case, SessionResult):
-        return case.users
-    return None
-
-
-def trials(result: Case, metric: str) -> list[float]:
-    """Per-trial finite values of ``metric`` (see the module docstring); [] when there are none."""
-    kind = _kind(result)
-    if kind == "ctx_sweep":
-        return []
-    if isinstance(result, SustainedResult | LoadLevel) and result.streams and _has(result.streams[0], metric):
-        values = _values(figure(s, metric) for s in result.streams)
-        if values:  # else the case's own figure, where its streams have none
-            return values
-    if kind == "two_point" and metric == "decode_tps" and isinstance(result, TwoPointResult | SweepPoint) \
-            and result.samples_tps:
-        return _values(result.samples_tps)
-    return _values([figure(result, metric)])
-
-
-def sub_cases(result: Case) -> list[tuple[str, int | None, Case]]:
-    """``(nodeid, ctx, case)`` per comparable unit: the case itself, or each point of a sweep: a load sweep's
-    ``LoadLevel`` (its ``users_of`` is its concurrency), a context sweep's ``SweepPoint`` (read as two-point)."""
-    if isinstance(result, LoadSweepResult):
-        return [(result.nodeid, None, lv if lv.kind == "sustained" else dataclasses.replace(lv, kind="sustained"))
-                for lv in result.levels]
-    if isinstance(result, SweepResult):
-        return [(result.nodeid, p.ctx, p) for p in result.points]
-    if isinstance(result, Result | ErrorRecord):
-        return [(result.nodeid, None, result)]
-    return [("", None, result)]
 
 
 @functools.lru_cache(maxsize=64)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import HistoryEntry
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import cause, verdicts
@@ -90,7 +91,7 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
             notes.append(f"history: {len(others)} earlier run(s) of {key} under another set-up kept apart "
                          f"({_setup_diff(setup, others[-1].setup)})")
         for metric, values in records.gated_trials(case).items():
-            direction = compare.DIRECTIONS[metric]
+            direction = figures.DIRECTIONS[metric]
             cand = noise.orient(values, direction)
             kept = [(h, noise.orient(h.trials.get(metric, []), direction)) for h in same]
             kept = [(h, logs) for h, logs in kept if len(logs)]

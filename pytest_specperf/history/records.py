@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specperf.cases import figures
+from pytest_specperf.cases.figures import TRIAL_METRICS, Case, trial_figures
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import SweepPoint, case_key, unit_key
 from pytest_specperf.cases.results import (
@@ -28,10 +30,6 @@ from pytest_specperf.cases.results import (
     SustainedResult,
 )
 from pytest_specperf.cases.saved_results import load_record
-from pytest_specperf.compare import gates as gating
-from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
-from pytest_specperf.compare.trials import Case
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.history.store import Store
 
@@ -122,8 +120,8 @@ def units(results: Iterable[Recorded]) -> list[Unit]:
     for r in results:
         if isinstance(r, ErrorRecord) or r.verdict == "error":
             continue
-        for nodeid, ctx, case in compare.sub_cases(r):
-            users = compare.users_of(case) if isinstance(r, LoadSweepResult) else None
+        for nodeid, ctx, case in figures.sub_cases(r):
+            users = figures.users_of(case) if isinstance(r, LoadSweepResult) else None
             out.append(Unit(case_key(nodeid, ctx, users), nodeid, case, _form(r, nodeid, case)))
     return out
 
@@ -132,19 +130,19 @@ def gated_trials(case: Case) -> dict[str, list[float]]:
     """Per-trial values of each metric the gate judges this case on: a case measured as whole trials (``repeat=``
     of a rate case, a session, a load case: its ``trials``) has each trial's value; a load case or level run once,
     its one trial's (the median user, the aggregate: its streams share the engine's batched steps, so they are one
-    sample, not one each); any other ``compare.trials``'s (a single-user sustained case: its streams')."""
+    sample, not one each); any other ``figures.trials``'s (a single-user sustained case: its streams')."""
     out = {}
     whole = case.trials if isinstance(case, SustainedResult | LoadLevel | RateResult | SessionResult) else None
     load = isinstance(case, LoadLevel) or (isinstance(case, SustainedResult) and case.concurrency > 1)
-    for metric in gating.metrics_for(case):
-        if metric not in compare.DIRECTIONS:
+    for metric in figures.metrics_for(case):
+        if metric not in figures.DIRECTIONS:
             continue
         if whole:
-            values = [v for t in whole for v in [compare.figure(t, metric)] if v is not None]
+            values = [v for t in whole for v in [figures.figure(t, metric)] if v is not None]
         elif load and metric in TRIAL_METRICS:
             values = [v for f in trial_figures(case) for v in [f[metric]] if v is not None]
         else:
-            values = compare.trials(case, metric)
+            values = figures.trials(case, metric)
         if values:
             out[metric] = values
     return out

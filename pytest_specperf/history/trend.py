@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint, case_key
 from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult
-from pytest_specperf.compare import trials as compare
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise, records
 from pytest_specperf.history.store import Store
@@ -87,10 +87,10 @@ def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
         result = records.record_of(store, h.run_id, h.nodeid)
         if result is not None:
             facts.reason = result.reason
-            for n, ctx, case in compare.sub_cases(result):
-                users = compare.users_of(case) if isinstance(result, LoadSweepResult) else None
+            for n, ctx, case in figures.sub_cases(result):
+                users = figures.users_of(case) if isinstance(result, LoadSweepResult) else None
                 if case_key(n, ctx, users) == key:
-                    facts.figures = {m: v for m in compare.DIRECTIONS if (v := compare.figure(case, m)) is not None}
+                    facts.figures = {m: v for m in figures.DIRECTIONS if (v := figures.figure(case, m)) is not None}
             if h.failed_gate:  # against its history, or (while that was short) against the latest run
                 entries = [] if isinstance(result, ErrorRecord) else result.history or []
                 judged = {e.metric for e in entries if e.key == key and e.verdict == "regressed"}
@@ -122,7 +122,7 @@ def trend(store: Store, key: str, *, alpha: float = 0.005, facts: dict[int, RunF
                      + ", ".join(f"{k} {v!r}" for k, v in shown_setup.items()))
     out = []
     for metric in dict.fromkeys(m for h in same for m in h.trials):
-        direction = compare.DIRECTIONS.get(metric, "higher")
+        direction = figures.DIRECTIONS.get(metric, "higher")
         kept = [(h, noise.orient(h.trials.get(metric, []), direction)) for h in same]
         kept = [(h, logs) for h, logs in kept if len(logs)]
         if not kept:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from pytest_specperf.cases.figures import CASE_TRIAL_METRICS, figure, trial_figures
 from pytest_specperf.cases.json_form import OMIT
 from pytest_specperf.cases.result_parts import CategoryFigures, LevelTrial
 from pytest_specperf.cases.results import (
@@ -23,8 +24,6 @@ from pytest_specperf.cases.results import (
     SustainedResult,
 )
 from pytest_specperf.compare import categories, gates
-from pytest_specperf.compare.crossover import trial_figures
-from pytest_specperf.compare.trials import figure
 
 _T = TypeVar("_T", SustainedResult, LoadLevel)
 _R = TypeVar("_R", bound=Result)
@@ -82,7 +81,7 @@ def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
     if hasattr(trials[-1], "repeat"):  # every kind's trials count
         changes["repeat"] = sum(int(getattr(r, "repeat", None) or 1) for r in trials)
     changes["started_at"] = min(r.started_at for r in trials)
-    kept = gates.CASE_TRIAL_METRICS.get(trials[-1].kind)
+    kept = CASE_TRIAL_METRICS.get(trials[-1].kind)
     if kept and len(trials) > 1:  # a rate case or a session: each trial's compared figures, the row their medians
         figures = [{m: _number(getattr(r, m, None)) for m in kept} for r in trials]
         changes["trials"] = [LevelTrial(**f) for f in figures]

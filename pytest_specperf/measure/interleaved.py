@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import arms as arms_table
 from pytest_specperf.compare import gates, sequential
-from pytest_specperf.compare import trials as compare
 from pytest_specperf.measure import combine
 
 T = TypeVar("T")
-_C = TypeVar("_C", bound=compare.Case)
+_C = TypeVar("_C", bound=figures.Case)
 
 #: One trial of one arm: ``(arm name, levels)`` -> its result; ``levels`` None runs the case as written, else
 #: a load sweep over only those levels (repeat="auto" stops measuring a level once its best arm is decided).
@@ -50,7 +50,7 @@ def run_ab(measure_a: Callable[[], Result], measure_b: Callable[[], Result], tri
 
 
 def ab_until_decided(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *, max_repeat: int,
-                     max_regression: float, metrics: Sequence[str] = gates.METRICS, ttft_rules: bool = False
+                     max_regression: float, metrics: Sequence[str] = figures.METRICS, ttft_rules: bool = False
                      ) -> tuple[list[_C], list[_C], list[CaseComparison]]:
     """A and B in ABBA order, one trial each per round, until every metric is decided (the sequential test; with
     ``ttft_rules`` after the gate's TTFT noise floor and prefix-cache rules, ``gates.ttft_judged``) or

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.results import Recorded, Result
 from pytest_specperf.compare import gates, sequential
-from pytest_specperf.compare import trials as compare
 from pytest_specperf.measure import combine
 
 
@@ -52,16 +52,16 @@ def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, c
     cand = gates.per_trial([row])
     if mine:
         base = gates.per_trial(mine)
-        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=gates.metrics_for(row),
+        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=figures.metrics_for(row),
                                    final=len(done) >= cap)
         return sequential.decided(gates.ttft_judged(ccs, base, cand))
     if save:  # every level (or the case) sized on its own trials: one level's figures are not another's
         units: dict[tuple[int | None, Any], dict[str, list[Any]]] = {}
         for c in cand:
-            for _, ctx, case in compare.sub_cases(c):
-                unit = units.setdefault((ctx, compare.users_of(case)), {})
+            for _, ctx, case in figures.sub_cases(c):
+                unit = units.setdefault((ctx, figures.users_of(case)), {})
                 for m in sequential.SIZED:
-                    if values := compare.trials(case, m):
+                    if values := figures.trials(case, m):
                         unit.setdefault(m, []).extend(values)
         sized = sequential.until_saved(max_repeat=cap, max_regression=threshold,
                                        floors={"ttft_s": gates.TTFT_FLOOR_S})
@@ -77,7 +77,7 @@ def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded],
     threshold = max_regression or gate.max_regression
 
     def done(values: dict[str, list[Any]]) -> bool:
-        found = sequential.look(mine, nodeid, values, max_regression=threshold, metrics=gates.METRICS)
+        found = sequential.look(mine, nodeid, values, max_regression=threshold, metrics=figures.METRICS)
         if found is None:
             return True  # every baseline trial has its pair: the paired test took its last look
         ccs, cand = found

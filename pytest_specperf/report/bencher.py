@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases.figures import TRIAL_METRICS, trial_figures, trials
 from pytest_specperf.cases.result_parts import SweepPoint, case_key
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, Recorded, Result, SessionResult, SweepResult
-from pytest_specperf.compare.crossover import TRIAL_METRICS, trial_figures
-from pytest_specperf.compare.trials import trials
 from pytest_specperf.files import write_text_atomic
 from pytest_specperf.report.output import Meta, Output
 from pytest_specperf.report.table import as_case
@@ -51,7 +50,7 @@ def _measure(value: float | None, values: list[float]) -> dict[str, float] | Non
     return out
 
 
-#: one comparable unit of a result (as ``compare.trials.sub_cases`` splits it): the case, a level or a point
+#: one comparable unit of a result (as ``figures.trials.sub_cases`` splits it): the case, a level or a point
 Unit = Result | LoadLevel | SweepPoint
 
 

@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_specperf.cases.figures import trials
 from pytest_specperf.cases.results import Recorded, SweepResult
-from pytest_specperf.compare.trials import trials
 from pytest_specperf.report.table import Row, as_case
 from pytest_specperf.report.table import finite_number as _num
 
@@ -51,7 +51,7 @@ def per_token_seconds(result: Recorded | Mapping[str, Any]) -> list[float]:
         if not points:
             return []
         low = min(points, key=lambda p: p.decode_tps)
-        # the slowest point, as the two-point case ``compare.trials`` reads it (its samples are its trials)
+        # the slowest point, as the two-point case ``figures.trials`` reads it (its samples are its trials)
         return [1.0 / x for x in trials(low, "decode_tps") if x > 0]
     return [1.0 / x for x in trials(r, "decode_tps") if x > 0]
 

@@ -12,7 +12,6 @@ from typing import Any
 from pytest_specperf.cases.result_parts import ArmsTable, CaseComparison, CategoryFigures, Crossover, Goal, SweepPoint
 from pytest_specperf.cases.results import AbSummary, ErrorRecord, LoadLevel, Recorded, Result
 from pytest_specperf.cases.saved_results import as_result, has_record, load_part
-from pytest_specperf.compare import arms
 from pytest_specperf.report import arms_grid
 from pytest_specperf.run.load import knee_text
 
@@ -506,7 +505,7 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     # the arms gate: the deployed arm too slow against the best here
     for judged in [x for x in (gate.levels if gate is not None else []) if x.users == n]:
         if gate is not None and judged.verdict in ("below", "inconclusive"):
-            text = arms.loss_text(gate.deployed, judged, gate.max_loss_vs_best)
+            text = judged.loss_text(gate.deployed, gate.max_loss_vs_best)
             if text in reason:
                 blamed.append(text.removeprefix(f"at {n_users(n)} "))
     prefix = f"at {n_users(n)}: "

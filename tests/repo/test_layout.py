@@ -167,3 +167,13 @@ def test_judging_imports_no_storage_and_no_json_form(graph: grimp.ImportGraph) -
     out_of = sorted(f"{m} -> {x}" for m in mods if m.startswith(f"{PKG}.storage")
                     for x in graph.find_modules_directly_imported_by(m) if x.startswith(judging))
     assert out_of == []
+
+
+def test_outputs_import_no_judging(graph: grimp.ImportGraph) -> None:
+    """The outputs (``report/``) read records and their figures (``cases.figures``); they never import a judging
+    rule (``compare/``, the history's judge) to recompute a figure their own way."""
+    mods = _modules(graph)
+    judging = (f"{PKG}.compare", f"{PKG}.history.against_history", f"{PKG}.history.decide", f"{PKG}.history.noise")
+    into = sorted(f"{m} -> {x}" for m in mods if m.startswith(f"{PKG}.report")
+                  for x in graph.find_modules_directly_imported_by(m) if x.startswith(judging))
+    assert into == []

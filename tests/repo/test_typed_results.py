@@ -60,7 +60,7 @@ def test_every_figure_read_by_its_name_is_a_field_of_a_record() -> None:
     from pytest_specperf.cases.result_parts import LevelTrial, SweepPoint
     from pytest_specperf.cases.results import LoadLevel, StreamResult
     from pytest_specperf.cases.saved_results import RESULT_TYPES
-    from pytest_specperf.compare.trials import FIGURES
+    from pytest_specperf.cases.figures import FIGURES
 
     records = [*RESULT_TYPES.values(), LoadLevel, SweepPoint, StreamResult, LevelTrial]
     fields = {f.name for cls in records for f in dataclasses.fields(cls)}
@@ -69,7 +69,7 @@ def test_every_figure_read_by_its_name_is_a_field_of_a_record() -> None:
 
 
 #: where results are judged: every signature there takes records, never a result as loose data
-JUDGING = ("compare", "history")
+JUDGING = ("compare", "history", "cases/figures.py")
 #: parameter names that hold a result, a part of one, or several (what a signature must type as records)
 RESULT_NAMES = {"result", "results", "case", "cases", "r", "rs", "row", "rows", "record", "records", "base", "cand",
                 "baseline", "trials", "arms", "summary", "unit", "units", "mine", "past", "now", "arm", "arm_a",
@@ -80,7 +80,8 @@ LOOSE = ("dict[str, Any]", "Mapping[str, Any]")
 def _functions(folders: tuple[str, ...]) -> list[tuple[Path, ast.FunctionDef]]:
     out = []
     for folder in folders:
-        for path in sorted((PACKAGE / folder).rglob("*.py")):
+        paths = [PACKAGE / folder] if folder.endswith(".py") else sorted((PACKAGE / folder).rglob("*.py"))
+        for path in paths:
             out += [(path, n) for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)]
     return out
 
@@ -109,7 +110,7 @@ def generic_reads(folders: tuple[str, ...] = (*JUDGING, "report", "run", "cli.py
 
 
 #: the one read of a figure by a name held in a variable (``compare.trials.figure``; its names are checked above)
-NAMED_READ = ("compare/trials.py", "figure")
+NAMED_READ = ("cases/figures.py", "figure")
 
 
 def named_getattrs(folders: tuple[str, ...] = JUDGING) -> list[str]:

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from pytest_specperf.cases.figures import DIRECTIONS, sub_cases, trials
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison, case_key
 from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult, Recorded, Result
 from pytest_specperf.cases.saved_results import as_result, load_record
-from pytest_specperf.compare.trials import DIRECTIONS, sub_cases, trials
 from pytest_specperf.report.table import finite_number
 
 

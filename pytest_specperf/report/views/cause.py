@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from pytest_specperf.cases.result_parts import Cause, case_key
-from pytest_specperf.compare.cause import value_text
+from pytest_specperf.cases.result_parts import Cause, case_key, value_text
 from pytest_specperf.report.views.base import ResultLike, Table, signed_pct, typed, users_text
 
 
