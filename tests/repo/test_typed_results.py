@@ -57,10 +57,10 @@ def test_every_figure_read_by_its_name_is_a_field_of_a_record() -> None:
     a trial), so a misspelt or removed field cannot read as a quiet None."""
     import dataclasses
 
+    from pytest_specperf.cases.figures import FIGURES
     from pytest_specperf.cases.result_parts import LevelTrial, SweepPoint
     from pytest_specperf.cases.results import LoadLevel, StreamResult
     from pytest_specperf.cases.saved_results import RESULT_TYPES
-    from pytest_specperf.cases.figures import FIGURES
 
     records = [*RESULT_TYPES.values(), LoadLevel, SweepPoint, StreamResult, LevelTrial]
     fields = {f.name for cls in records for f in dataclasses.fields(cls)}

@@ -7,11 +7,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from pytest_specperf.cases.figures import _kind
 from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare.trials import (
     DIRECTIONS,
     CaseComparison,
-    _kind,
     compare_ab,
     compare_case,
     compare_runs,

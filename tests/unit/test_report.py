@@ -256,12 +256,11 @@ def test_counts_read_as_counts():
 
 def test_a_level_row_on_arms_agrees_with_its_case_and_the_arms_table():
     from pytest_specperf.cases.result_parts import ArmsGateLevel
-    from pytest_specperf.compare import arms
     from pytest_specperf.report.table import level_rows
 
     gate_levels = [{"users": 4, "verdict": "below", "ratio": 0.5, "interval": [0.4, 0.6], "best": "fast",
                     "deployed_tps": 550.3, "best_tps": 1100.0}]
-    reason = arms.loss_text("slow", ArmsGateLevel(**gate_levels[0]), 0.05)
+    reason = ArmsGateLevel(**gate_levels[0]).loss_text("slow", 0.05)
     r = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 4], "verdict": "failed",
               "reason": reason,
          "levels": [{"concurrency": 1, "decode_tps": 700.0, "verdict": "passed"},
