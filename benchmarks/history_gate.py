@@ -109,8 +109,8 @@ def quiet(n: int, between: float, within: float, trials: int, seed: int, runs: i
 def gate_cost(runs: int = 100, repeats: int = 20) -> tuple[float, float]:
     """Seconds to judge one sustained case against ``runs`` recorded runs (SQLite), and to record one run."""
     from pytest_specperf.history import against_history
-    from pytest_specperf.history.schema import open_store
-    from pytest_specperf.history.store import Store, parse_target
+    from pytest_specperf.storage.schema import open_store
+    from pytest_specperf.storage.store import Store, parse_target
 
     rng = np.random.default_rng(7)
 
@@ -132,7 +132,7 @@ def gate_cost(runs: int = 100, repeats: int = 20) -> tuple[float, float]:
     meta = {"created": "2026-01-01T00:00:00Z", "model": "m", "server": "sim", "commit": {"id": "c"}}
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Store(parse_target(str(Path(tmp) / "h.sqlite"), tmp)))
-        from pytest_specperf.history import records
+        from pytest_specperf.storage import records
         t0 = time.perf_counter()
         for _ in range(runs):
             records.record_run(store, [result()], meta)

@@ -21,18 +21,18 @@ from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import write_text_atomic
-from pytest_specperf.history import imports as history_imports
-from pytest_specperf.history import records as history_records
 from pytest_specperf.history import trend as history_trend
-from pytest_specperf.history.schema import open_store
-from pytest_specperf.history.store import DEFAULT_FILE as DEFAULT_HISTORY
-from pytest_specperf.history.store import HistoryError, Store, Target, parse_target
 from pytest_specperf.report.output import Meta
 from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import table
 from pytest_specperf.report.views import trend as trend_view
 from pytest_specperf.report.views.base import CaseView
+from pytest_specperf.storage import imports as history_imports
+from pytest_specperf.storage import records as history_records
 from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage.schema import open_store
+from pytest_specperf.storage.store import DEFAULT_FILE as DEFAULT_HISTORY
+from pytest_specperf.storage.store import HistoryError, Store, Target, parse_target
 from pytest_specperf.urls import redact_text, redact_url
 
 DEFAULT_STORAGE = str(storage.DEFAULT_SUBDIR)

@@ -25,9 +25,10 @@ from pytest_specperf.compare import cause, verdicts
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import ALPHA
-from pytest_specperf.history import decide, noise, records
-from pytest_specperf.history.store import Store
+from pytest_specperf.history import decide, noise
 from pytest_specperf.history.trend import SHOWN, change_entry, natural, run_entry
+from pytest_specperf.storage import records
+from pytest_specperf.storage.store import Store
 
 #: a case fails an unchanged deploy at most this often from the step check (split over its metrics and units)
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.cases.results import Recorded, Result
-from pytest_specperf.history import against_history, records
-from pytest_specperf.history.schema import open_store
-from pytest_specperf.history.store import HistoryError, Store, Target
+from pytest_specperf.history import against_history
+from pytest_specperf.storage import records
+from pytest_specperf.storage.schema import open_store
+from pytest_specperf.storage.store import HistoryError, Store, Target
 
 
 def target_of(text: str) -> Target:

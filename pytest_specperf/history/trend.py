@@ -17,8 +17,9 @@ from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint, case_key
 from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult
 from pytest_specperf.history import changepoints as cp
-from pytest_specperf.history import decide, noise, records
-from pytest_specperf.history.store import Store
+from pytest_specperf.history import decide, noise
+from pytest_specperf.storage import records
+from pytest_specperf.storage.store import Store
 
 #: runs a trend shows (the most recent)
 SHOWN = 30

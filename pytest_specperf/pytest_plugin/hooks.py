@@ -17,7 +17,6 @@ from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.registry import SPECS, build_spec, marker_help
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.history.session import HistorySession, target_of
-from pytest_specperf.history.store import DEFAULT_FILE, Target
 from pytest_specperf.pytest_plugin import html_extras, interrupts, live_progress
 from pytest_specperf.pytest_plugin.fixture import SpecperfFixture
 from pytest_specperf.pytest_plugin.invalid_cases import check_for_run, invalid_in_place_of, warn_before_running
@@ -47,6 +46,7 @@ from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
 from pytest_specperf.settings import Settings
 from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage.store import DEFAULT_FILE, Target
 from pytest_specperf.urls import redact_text
 
 

@@ -12,11 +12,11 @@ import pytest
 
 from pytest_specperf.errors import ConfigError
 from pytest_specperf.files import check_writable
-from pytest_specperf.history.store import HistoryError, parse_target
 from pytest_specperf.prompts.files import BUILTIN_PREFIX, load_prompts
 from pytest_specperf.run.target import arm_name
 from pytest_specperf.settings import STEP_SUMMARY, Settings
 from pytest_specperf.storage.saved_runs import slug
+from pytest_specperf.storage.store import HistoryError, parse_target
 from pytest_specperf.urls import redact_text, redact_url
 
 

@@ -19,7 +19,6 @@ import pytest
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.compare import gates as gating
-from pytest_specperf.history.store import HistoryError
 from pytest_specperf.pytest_plugin import interrupts
 from pytest_specperf.pytest_plugin.keys import (
     HISTORY,
@@ -34,6 +33,7 @@ from pytest_specperf.report.output import Meta, Output, problem
 from pytest_specperf.report.registry import OUTPUTS
 from pytest_specperf.report.table import WIDTH, summary
 from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage.store import HistoryError
 from pytest_specperf.urls import redact_text, redact_url
 
 #: what a warning about one output adds: nothing else was lost with it

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.postgres import Cluster, cluster
 
-from pytest_specperf.history.store import Target
+from pytest_specperf.storage.store import Target
 
 
 @pytest.fixture(scope="session")

@@ -91,9 +91,10 @@ def test_history_lists_verdicts_and_trend_marks_the_first_failing_run(tmp_path: 
     at the second slow run (the larger step); the trend marks it where the gate first failed, run 11."""
     from test_gate import _meta, _trials
 
-    from pytest_specperf.history import against_history, records, schema
-    from pytest_specperf.history.store import Store, Target
+    from pytest_specperf.history import against_history
     from pytest_specperf.report.table import cells
+    from pytest_specperf.storage import records, schema
+    from pytest_specperf.storage.store import Store, Target
 
     db = tmp_path / "h.sqlite"
     rng = np.random.default_rng(51)

@@ -11,8 +11,9 @@ import pytest
 
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
-from pytest_specperf.history import against_history, records, schema
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.history import against_history
+from pytest_specperf.storage import records, schema
+from pytest_specperf.storage.store import Store, Target
 
 #: a stream's fields the gate does not read
 STREAM = {"prompt_tokens": None, "completion_tokens": 200, "total_s": 1.0, "client_tps": 0.0, "window_tokens": None,

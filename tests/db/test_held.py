@@ -14,9 +14,10 @@ from test_store_pins import _sweep
 from pytest_specperf import cli
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import gates
-from pytest_specperf.history import against_history, records, schema, trend
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.history import against_history, trend
 from pytest_specperf.measure import interleaved
+from pytest_specperf.storage import records, schema
+from pytest_specperf.storage.store import Store, Target
 
 SLOWER = math.log(0.88)
 

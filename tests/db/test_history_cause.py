@@ -11,9 +11,10 @@ import pytest
 from pytest_specperf.cases.result_parts import Acceptance, ChangePoint, HistoryEntry
 from pytest_specperf.cases.results import StreamResult, SustainedResult
 from pytest_specperf.compare import cause
-from pytest_specperf.history import against_history, records, schema
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.history import against_history
 from pytest_specperf.report.views import cause as views_cause
+from pytest_specperf.storage import records, schema
+from pytest_specperf.storage.store import Store, Target
 
 
 def _result(rng: np.random.Generator, step_ms: float, accept: float) -> SustainedResult:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pytest_specperf import cli
-from pytest_specperf.history import records
-from pytest_specperf.history.schema import open_store
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.storage import records
+from pytest_specperf.storage.schema import open_store
+from pytest_specperf.storage.store import Store, Target
 
 DATA = Path(__file__).parent / "data" / "history_0369b2c.sqlite"
 RUN = Path(__file__).parents[1] / "unit" / "saved_runs" / "main_0369b2c" / "0001_base.json"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from test_gate import _meta, _typed
 
-from pytest_specperf.history import records, schema
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.storage import records, schema
+from pytest_specperf.storage.store import Store, Target
 
 #: eight users: four answered at 0.1 s, four at 1.0 s; the median user's TTFT (the row's, as the runner sets it) is
 #: 0.55 s, the geometric mean over users 0.32 s

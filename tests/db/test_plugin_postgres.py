@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from pytest_specperf.history import records, schema
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.storage import records, schema
+from pytest_specperf.storage.store import Store, Target
 
 CASE = """
 import pytest

@@ -12,9 +12,9 @@ from support.records import record
 from support.result_json import full
 
 from pytest_specperf.cases.results import Recorded
-from pytest_specperf.history import imports, records, schema
-from pytest_specperf.history.store import HistoryError, Store, Target
+from pytest_specperf.storage import imports, records, schema
 from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage.store import HistoryError, Store, Target
 
 WRITERS = 4
 RUNS_EACH = 5
@@ -159,7 +159,7 @@ def test_an_sqlite_too_old_for_the_history_is_one_line_naming_the_fix(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """INSERT ... RETURNING (the history's) needs SQLite 3.35: an older one is refused up front, not blamed on the
     path's permissions when the first run is written."""
-    from pytest_specperf.history import store as store_module
+    from pytest_specperf.storage import store as store_module
 
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")

@@ -11,8 +11,9 @@ import numpy as np
 from test_gate import _meta, _result, _trials, _typed
 
 from pytest_specperf.cases.results import Result
-from pytest_specperf.history import against_history, records, schema
-from pytest_specperf.history.store import Store, Target
+from pytest_specperf.history import against_history
+from pytest_specperf.storage import records, schema
+from pytest_specperf.storage.store import Store, Target
 
 
 def test_partial_runs_are_left_out_of_the_history(target: Target) -> None:

@@ -154,18 +154,17 @@ def test_the_measuring_loops_are_imported_only_from_above(graph: grimp.ImportGra
 
 
 def test_judging_imports_no_storage_and_no_json_form(graph: grimp.ImportGraph) -> None:
-    """``compare/`` judges records: it never imports where results are kept (``storage/``, ``history/``'s store) nor
-    how they are written or read as JSON (``cases.json_form``, ``cases.saved_results``); storage never imports
-    judging's rules."""
+    """``compare/`` judges records: it never imports where results are kept (``storage/``: saved runs, the history's
+    SQL) nor how they are written or read as JSON (``cases.json_form``, ``cases.saved_results``); storage never
+    imports a judging rule (``compare/``, ``history/``)."""
     mods = _modules(graph)
     judging = f"{PKG}.compare"
-    kept = (f"{PKG}.storage", f"{PKG}.history.store", f"{PKG}.history.schema", f"{PKG}.cases.json_form",
-            f"{PKG}.cases.saved_results")
+    kept = (f"{PKG}.storage", f"{PKG}.cases.json_form", f"{PKG}.cases.saved_results")
     into = sorted(f"{m} -> {x}" for m in mods if m.startswith(judging + ".")
                   for x in graph.find_modules_directly_imported_by(m) if x.startswith(kept))
     assert into == []
     out_of = sorted(f"{m} -> {x}" for m in mods if m.startswith(f"{PKG}.storage")
-                    for x in graph.find_modules_directly_imported_by(m) if x.startswith(judging))
+                    for x in graph.find_modules_directly_imported_by(m) if x.startswith((judging, f"{PKG}.history")))
     assert out_of == []
 
 
@@ -173,7 +172,7 @@ def test_outputs_import_no_judging(graph: grimp.ImportGraph) -> None:
     """The outputs (``report/``) read records and their figures (``cases.figures``); they never import a judging
     rule (``compare/``, the history's judge) to recompute a figure their own way."""
     mods = _modules(graph)
-    judging = (f"{PKG}.compare", f"{PKG}.history.against_history", f"{PKG}.history.decide", f"{PKG}.history.noise")
+    judging = (f"{PKG}.compare", f"{PKG}.history")
     into = sorted(f"{m} -> {x}" for m in mods if m.startswith(f"{PKG}.report")
                   for x in graph.find_modules_directly_imported_by(m) if x.startswith(judging))
     assert into == []

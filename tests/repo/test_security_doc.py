@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_specperf.history import schema
-from pytest_specperf.history.store import Store, Target
 from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage import schema
+from pytest_specperf.storage.store import Store, Target
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")

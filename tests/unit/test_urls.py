@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_specperf import cli
-from pytest_specperf.history.store import HistoryError, Target, parse_target
 from pytest_specperf.storage.saved_runs import run_meta
+from pytest_specperf.storage.store import HistoryError, Target, parse_target
 from pytest_specperf.urls import redact_text, redact_url, request_parts
 
 

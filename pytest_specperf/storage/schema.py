@@ -14,7 +14,7 @@ anew)) and ``trials`` (one row per trial value of each gated metric of a ``cases
 
 from __future__ import annotations
 
-from pytest_specperf.history.store import HistoryError, Store
+from pytest_specperf.storage.store import HistoryError, Store
 
 #: PostgreSQL advisory lock key that serialises migrations ("specperf" in hex digits, any fixed number works)
 _PG_LOCK = 0x5BEC9E2F

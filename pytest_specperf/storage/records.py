@@ -31,7 +31,7 @@ from pytest_specperf.cases.results import (
 )
 from pytest_specperf.cases.saved_results import load_record
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.history.store import Store
+from pytest_specperf.storage.store import Store
 
 #: what makes two runs of a case measure the same thing: the server and model, and what the case asks.
 #: The server's version is not here on purpose: a new version is the deploy the history gates.

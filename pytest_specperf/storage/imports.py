@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specperf.errors import ConfigError
-from pytest_specperf.history.records import record_run
-from pytest_specperf.history.store import Store
 from pytest_specperf.storage import saved_runs as storage
+from pytest_specperf.storage.records import record_run
+from pytest_specperf.storage.store import Store
 
 
 def run_meta(run: storage.Run) -> dict[str, Any]:
