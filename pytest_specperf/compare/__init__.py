@@ -1,1 +1,1 @@
-"""Comparing runs: trials in log space, baselines, sequential trials, A/B and the crossover, saved runs."""
+"""Judging runs, records in and verdicts out: trials in log space, baselines, sequential trials, A/B, arms, crossover."""

@@ -1,1 +1,1 @@
-"""Where results are kept as JSON: saved run files (``saved_runs``). Judging (``compare/``) never imports it."""
+"""Where results are kept, as JSON files (``saved_runs``) and the history's SQL (``store``, ``schema``, ``records``)."""
