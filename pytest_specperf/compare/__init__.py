@@ -1,1 +1,1 @@
-"""Judging runs, records in and verdicts out: trials in log space, baselines, sequential trials, A/B, arms, crossover."""
+"""Judging runs, records in and verdicts out: trials in log space, baselines, sequential trials, A/B, arms."""
