@@ -87,16 +87,20 @@ class StreamOutcome:
         return self.sent_s - self.request.at_s
 
 
-def run_streams(client: Client, requests: Sequence[StreamRequest], *, origin: float | None = None
-                ) -> list[StreamOutcome]:
+#: Called on the event loop as each stream ends (a worker's heartbeat counts them, ``scale/remote.py``).
+Ended = Callable[[], None]
+
+
+def run_streams(client: Client, requests: Sequence[StreamRequest], *, origin: float | None = None,
+                ended: Ended | None = None) -> list[StreamOutcome]:
     """Send every request at its ``at_s`` (after ``origin``, default now) and read all streams at once.
 
     Blocks until every stream has ended. ``client`` supplies URL, model, key, timeout, retries and
     the detected server (detected here if it was not yet). Safe to call from inside a running event
-    loop (it then runs in a worker thread).
+    loop (it then runs in a worker thread). ``ended``: called as each stream ends (read or failed).
     """
     client.info or client.detect()
-    return _run_loop(lambda: _run(client, list(requests), origin))
+    return _run_loop(lambda: _run(client, list(requests), origin, ended))
 
 
 def _run_loop(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -123,21 +127,22 @@ def traces(outcomes: Sequence[StreamOutcome]) -> list[Trace]:
 
 
 def run_closed_loop(client: Client, requests: Sequence[StreamRequest], concurrency: int, *,
-                    origin: float | None = None) -> list[StreamOutcome]:
+                    origin: float | None = None, ended: Ended | None = None) -> list[StreamOutcome]:
     """``concurrency`` users work through ``requests`` in order, each sending the next one as soon as its
     previous stream ended, so that many stay in flight until the list runs out (refill).
 
     The first ``concurrency`` requests go at their own ``at_s`` (a ramp); a refill is due when its user's
     previous stream ended (its last read), so its lateness is the client's turnaround. Streams are parsed
     once every stream has ended, as in ``run_streams``. Outcomes come back in request order, each with its
-    ``user``. ``origin``: as for ``run_streams`` (default now).
+    ``user``. ``origin``, ``ended``: as for ``run_streams``.
     """
     client.info or client.detect()
-    return _run_loop(lambda: _run_closed(client, list(requests), max(1, min(concurrency, len(requests))), origin))
+    users = max(1, min(concurrency, len(requests)))
+    return _run_loop(lambda: _run_closed(client, list(requests), users, origin, ended))
 
 
-async def _run_closed(client: Client, requests: list[StreamRequest], users: int, origin: float | None = None
-                      ) -> list[StreamOutcome]:
+async def _run_closed(client: Client, requests: list[StreamRequest], users: int, origin: float | None = None,
+                      ended: Ended | None = None) -> list[StreamOutcome]:
     limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     done: list[tuple[StreamOutcome, _Raw | None] | None] = [None] * len(requests)
@@ -152,7 +157,7 @@ async def _run_closed(client: Client, requests: list[StreamRequest], users: int,
                 req = requests[i]
                 if due is not None:  # a refill: any delay past the last stream's end is the client's turnaround
                     req = dataclasses.replace(req, at_s=due)
-                outcome, raw = await _one(client, http, req, start)
+                outcome, raw = await _one(client, http, req, start, ended=ended)
                 outcome.user = u
                 done[i] = (outcome, raw)
                 due = (raw.t0 + raw.total_s if raw is not None else time.perf_counter()) - start
@@ -165,22 +170,22 @@ async def _run_closed(client: Client, requests: list[StreamRequest], users: int,
 NextTurn = Callable[[int, list[StreamOutcome]], StreamRequest | None]
 
 
-def run_sessions(client: Client, sessions: Sequence[NextTurn], *, think_s: float = 0.0, origin: float | None = None
-                 ) -> list[list[StreamOutcome]]:
+def run_sessions(client: Client, sessions: Sequence[NextTurn], *, think_s: float = 0.0, origin: float | None = None,
+                 ended: Ended | None = None) -> list[list[StreamOutcome]]:
     """Conversations at once: each session sends a turn, waits for its whole answer, thinks ``think_s``, asks again.
 
     A turn depends on the answers before it, so each session's next request comes from its
     ``NextTurn`` once the previous trace is parsed; sessions run side by side on one event loop.
     A session's ``at_s`` of its first request staggers its start; later turns go when they are
     ready (their ``sent_s`` is still when they reached the network). A failed turn ends its session.
-    ``origin``: as for ``run_streams`` (default now).
+    ``origin``: as for ``run_streams`` (default now); ``ended``: called as each turn ends.
     """
     client.info or client.detect()
-    return _run_loop(lambda: _run_sessions(client, list(sessions), think_s, origin))
+    return _run_loop(lambda: _run_sessions(client, list(sessions), think_s, origin, ended))
 
 
-async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float, origin: float | None = None
-                        ) -> list[list[StreamOutcome]]:
+async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float, origin: float | None = None,
+                        ended: Ended | None = None) -> list[list[StreamOutcome]]:
     n = max(len(sessions), 1)
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
@@ -195,7 +200,7 @@ async def _run_sessions(client: Client, sessions: list[NextTurn], think_s: float
                     await asyncio.sleep(think_s)
                     # later turns go when ready: their schedule is "now", so lateness stays the client's own
                     req = dataclasses.replace(req, at_s=time.perf_counter() - start)
-                outcome, raw = await _one(client, http, req, start)
+                outcome, raw = await _one(client, http, req, start, ended=ended)
                 # Parsed at once (the next turn needs this answer), in a worker thread: counting text chunks
                 # may ask the server's tokenizer, which must not hold up the other sessions' timestamps.
                 done.append(await asyncio.to_thread(_parsed, client, outcome, raw))
@@ -223,7 +228,8 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-async def _run(client: Client, requests: list[StreamRequest], origin: float | None) -> list[StreamOutcome]:
+async def _run(client: Client, requests: list[StreamRequest], origin: float | None, ended: Ended | None = None
+               ) -> list[StreamOutcome]:
     limits = httpx.Limits(max_connections=max(len(requests), 1), max_keepalive_connections=max(len(requests), 1))
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
@@ -231,7 +237,8 @@ async def _run(client: Client, requests: list[StreamRequest], origin: float | No
         bodies = [_encoded(client, r) for r in requests]  # before the origin: none is encoded beside a send
         # The origin is LEAD_S ahead, so a request due at it sets out as early as every later one.
         start = time.perf_counter() + LEAD_S if origin is None else origin
-        tasks = [asyncio.create_task(_one(client, http, r, start, b)) for r, b in zip(requests, bodies, strict=True)]
+        tasks = [asyncio.create_task(_one(client, http, r, start, b, ended))
+                 for r, b in zip(requests, bodies, strict=True)]
         done = await asyncio.gather(*tasks)
     # Parsing waits until the last stream ended: done per stream as it ends, it would hold up the
     # event loop while other streams' chunks arrive (with 64 streams ending together, by tens of ms).
@@ -291,7 +298,8 @@ _JSON = {"Content-Type": "application/json"}
 
 
 async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, origin: float,
-               encoded: tuple[str, bytes] | None = None) -> tuple[StreamOutcome, _Raw | None]:
+               encoded: tuple[str, bytes] | None = None, ended: Ended | None = None
+               ) -> tuple[StreamOutcome, _Raw | None]:
     due = origin + req.at_s
     delay = due - LEAD_S - time.perf_counter()
     if delay > 0:
@@ -302,6 +310,9 @@ async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, orig
         return StreamOutcome(req, None, None, raw.t0 - origin, origin), raw
     except MeasurementError as exc:
         return StreamOutcome(req, None, exc, sent - origin, origin), None
+    finally:
+        if ended is not None:
+            ended()
 
 
 def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamOutcome:
