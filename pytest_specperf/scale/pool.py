@@ -5,6 +5,13 @@ trip, its uncertainty half that trip), each gets its share of the plan the contr
 start barrier (an origin on the controller's clock, moved onto each worker's), and each returns its raw outcomes,
 which come back onto the controller's clock. A worker that dies mid-case fails that case with a one-line error
 naming it; the next case opens the workers afresh.
+
+A worker that stays alive but stops answering (stopped, wedged, its host or network gone without a reset) would
+hold the run forever: from its share until its answer it sends a heartbeat every ``silence / SILENT_BEATS`` seconds
+from a thread of its own, with how many of its streams ended, and the controller gives up on a worker it has heard
+nothing from for the silence window (``SILENCE_S``, ``SPECPERF_WORKER_SILENCE_S``): the case fails with a one-line
+error naming it, and every worker is ended as after a death. A slow worker is never given up on: its beats go on
+however long its streams take.
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ import dataclasses
 import gc
 import math
 import os
+import queue
+import threading
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import execnet
@@ -38,9 +47,48 @@ CLOCK_SAMPLES = 24
 START_MARGIN_S = 0.25
 #: Seconds to wait for a worker's first answer (a gateway that opened but runs nothing).
 HELLO_TIMEOUT_S = 60.0
+#: Seconds without a word from a worker (no heartbeat, clock reply or answer) after which it is given up on.
+SILENCE_S = 10.0
+#: Heartbeats a worker sends per silence window: a silence is this many beats missed in a row.
+SILENT_BEATS = 10
+#: Sets the silence window in seconds (tests make it short; a link with long stalls may want it longer).
+SILENCE_ENV = "SPECPERF_WORKER_SILENCE_S"
+#: What the callback of a worker's channel is given when the channel closes.
+_CLOSED = object()
 
 
-@dataclass
+def silence_s() -> float:
+    """The silence window: ``SPECPERF_WORKER_SILENCE_S`` when set, else ``SILENCE_S``."""
+    raw = os.environ.get(SILENCE_ENV, "").strip()
+    if not raw:
+        return SILENCE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{SILENCE_ENV}={raw!r} is not a number of seconds above 0; give the seconds without a "
+                          f"word from a worker after which it is given up on (default {SILENCE_S:g}), or unset it")
+    return value
+
+
+class _Silent(Exception):
+    """A worker sent nothing for the silence window."""
+
+    def __init__(self, worker: Worker, quiet_s: float, during: str) -> None:
+        super().__init__(worker.name)
+        self.worker, self.quiet_s, self.during = worker, quiet_s, during
+
+
+class _Failed(Exception):
+    """A worker's channel ended, or it sent what it should not: ``cause`` says how."""
+
+    def __init__(self, worker: Worker, cause: BaseException) -> None:
+        super().__init__(worker.name)
+        self.worker, self.cause = worker, cause
+
+
+@dataclass(eq=False)  # one worker is itself only (``in``, dict keys)
 class Worker:
     """One open gateway and its channel to ``worker.serve``."""
 
@@ -50,8 +98,60 @@ class Worker:
     pid: int
     host: str
     nofile: int
+    bell: threading.Event  # the pool's: set whenever any worker's message arrives
     offset_s: float = 0.0
     offset_err_s: float = math.inf
+    #: (arrival on the monotonic clock, message) as the channel's receiver thread put them
+    inbox: queue.SimpleQueue[tuple[float, Any]] = field(default_factory=queue.SimpleQueue)
+    heard: float = 0.0  # when its last message arrived, or it was last asked for one (monotonic)
+    ended: int = 0  # streams (session turns) of its share that ended, by its last beat
+    planned: int = 0  # streams (session turns) of its share
+    unit: str = "streams"
+
+    def listen(self) -> None:
+        """Every message from now on goes to the inbox, stamped as it arrives, and rings the bell."""
+
+        def arrived(msg: Any) -> None:
+            self.inbox.put((time.monotonic(), msg))
+            self.bell.set()
+
+        self.heard = time.monotonic()
+        self.channel.setcallback(arrived, endmarker=_CLOSED)
+
+    def next(self, timeout: float | None, during: str) -> Any:
+        """Its next message (``_Silent`` after ``timeout`` of silence, ``_Failed`` when its channel ended)."""
+        if timeout is not None:
+            timeout = max(0.0, self.heard + timeout - time.monotonic())
+        try:
+            at, msg = self.inbox.get(timeout=timeout)
+        except queue.Empty:
+            raise _Silent(self, time.monotonic() - self.heard, during) from None
+        return self._take(at, msg)
+
+    def ask(self, msg: Any) -> None:
+        """Send a message that it answers: its silence counts from now (it said nothing while it had nothing to do)."""
+        self.channel.send(msg)
+        self.heard = time.monotonic()
+
+    def poll(self) -> Any:
+        """Its next message, ``None`` when none is waiting (``_Failed`` when its channel ended)."""
+        try:
+            at, msg = self.inbox.get_nowait()
+        except queue.Empty:
+            return None
+        return self._take(at, msg)
+
+    def _take(self, at: float, msg: Any) -> Any:
+        self.heard = max(self.heard, at)
+        if msg is _CLOSED:
+            self.inbox.put((at, msg))  # for any later read
+            try:
+                self.channel.waitclose(1.0)  # a remote traceback is raised here
+                cause: BaseException = EOFError("its channel closed")
+            except Exception as exc:
+                cause = exc
+            raise _Failed(self, cause)
+        return msg
 
     @property
     def name(self) -> str:
@@ -60,13 +160,15 @@ class Worker:
             return f"local (pid {self.pid})"  # this machine's name stays out of results (docs/security.md)
         return f"{self.spec} (host {self.host}, pid {self.pid})"
 
-    def clock(self) -> None:
+    def clock(self, silence_s: float) -> None:
         """Offset = worker clock - controller clock at the midpoint of the quickest round trip."""
         best = (math.inf, 0.0)
         for _ in range(CLOCK_SAMPLES):
             t1 = time.perf_counter()
-            self.channel.send(("clock",))
-            tw = self.channel.receive(HELLO_TIMEOUT_S)
+            self.ask(("clock",))
+            tw = self.next(silence_s, "at its clock round trips")
+            if not isinstance(tw, float):
+                raise _Failed(self, ValueError(f"expected its clock, got {str(tw)[:80]!r}"))
             t2 = time.perf_counter()
             if t2 - t1 < best[0]:
                 best = (t2 - t1, tw - (t1 + t2) / 2)
@@ -89,6 +191,8 @@ class Pool:
         self._group: Any = None
         self._workers: list[Worker] = []
         self._broken: str | None = None  # a host that could not be used: every later case says so at once
+        self.silence_s = silence_s()
+        self._bell = threading.Event()  # any worker's message arrived
 
     # -- opening ------------------------------------------------------------------------------------------
 
@@ -146,7 +250,9 @@ class Pool:
             raise ConfigError(self._broken)
         if spec.startswith("popen"):
             ch.send(("bind",))  # a local worker dies with this process, however it ends
-        return Worker(spec, gw, ch, int(hello["pid"]), str(hello["host"]), int(hello["nofile"]))
+        worker = Worker(spec, gw, ch, int(hello["pid"]), str(hello["host"]), int(hello["nofile"]), self._bell)
+        worker.listen()
+        return worker
 
     # -- Senders ------------------------------------------------------------------------------------------
 
@@ -245,47 +351,99 @@ class Pool:
                   ) -> tuple[list[dict[str, Any]], float]:
         """Clocks, shares, the start barrier and the raw outcomes back: (each worker's answer, the origin)."""
         fields = wire.client_fields(client)
+        beat_s = self.silence_s / SILENT_BEATS
         now: Worker | None = None
         try:
             for now in workers:
-                now.clock()
+                now.clock(self.silence_s)
             for now, job in zip(workers, jobs, strict=True):
-                now.channel.send(("run", wire.dumps({"client": fields, **job})))
-            for now in workers:
-                self._expect(now, "ready")
+                sessions = job.get("sessions")
+                now.planned = len(job["requests"]) if sessions is None else sum(int(c["turns"]) for c in sessions)
+                now.unit, now.ended = "streams" if sessions is None else "session turns", 0
+                now.ask(("run", wire.dumps({"client": fields, "beat_s": beat_s, **job})))
+            now = None
+            self._gather(workers, "ready")
             # The start barrier: one origin on this clock, each worker given it on its own.
             origin = time.perf_counter() + START_MARGIN_S + max(2 * w.offset_err_s for w in workers)
             for now in workers:
                 now.channel.send(("go", origin + now.offset_s))
+            now = None
             done = []
-            for now in workers:
-                done.append(wire.loads(self._expect(now, "done")[1]))
-        except (EOFError, OSError, execnet.RemoteError, execnet.TimeoutError, ValueError) as exc:
-            self._drop()  # a dead channel cannot be reused: every worker goes, the next case opens afresh
-            who = now.name if now is not None else "a worker"
-            raise MeasurementError(f"worker {who} ended mid-case ({type(exc).__name__}: "
-                                   f"{_last_line(exc)}); this case was not measured, the next case opens its "
+            for w, text in zip(workers, self._gather(workers, "done"), strict=True):
+                try:
+                    done.append(wire.loads(text))
+                except ValueError as exc:
+                    raise _Failed(w, exc) from None
+        except _Silent as quiet:
+            self._drop(workers)  # it may never answer again: ended at once, and every other worker with it
+            w = quiet.worker
+            during = (f"mid-case ({w.ended} of {w.planned} {w.unit} ended)" if quiet.during == "done" else
+                      "before its share started" if quiet.during == "ready" else quiet.during)
+            raise MeasurementError(f"worker {w.name} sent nothing for {quiet.quiet_s:.1f} s {during}: its process is "
+                                   "stopped or hung, or its host or the network to it stopped answering; check that "
+                                   f"host and its network ({SILENCE_ENV} sets the window, now {self.silence_s:g} s); "
+                                   "this case was not measured, every worker was ended and the next case opens its "
+                                   "workers afresh") from None
+        except (_Failed, EOFError, OSError, execnet.RemoteError, execnet.TimeoutError, ValueError) as exc:
+            self._drop(workers)  # a dead channel cannot be reused: every worker goes, the next case opens afresh
+            if isinstance(exc, _Failed):
+                who, cause = exc.worker.name, exc.cause
+            else:
+                who, cause = now.name if now is not None else "a worker", exc
+            raise MeasurementError(f"worker {who} ended mid-case ({type(cause).__name__}: "
+                                   f"{_last_line(cause)}); this case was not measured, the next case opens its "
                                    "workers afresh") from None
         except BaseException:  # Ctrl-C or SIGTERM mid-case (interrupts.py): the workers stop now, not at the end
-            self._drop()
+            self._drop(workers)
             raise
         return done, origin
 
-    def _expect(self, w: Worker, what: str) -> Any:
-        """The worker's next message, which must be ``what`` (a stream can take the client's timeout, so no limit
-        here: a dead worker closes its channel and ends the wait)."""
-        msg = w.channel.receive()
-        if not isinstance(msg, tuple | list) or msg[0] != what:
-            raise ValueError(f"expected {what!r}, got {str(msg)[:80]!r}")
-        return msg
+    def _gather(self, workers: list[Worker], what: str) -> list[str]:
+        """Every worker's ``what`` message (for ``done``, its answer's text, put together from its pieces), taken
+        in whatever order they come, beats noted on the way. ``_Silent`` for the first worker that sent nothing
+        for the silence window: a stream can take the client's whole timeout, but a live worker beats meanwhile."""
+        answers: list[str | None] = [None] * len(workers)
+        parts: list[list[str]] = [[] for _ in workers]
+        while True:
+            self._bell.clear()  # before the inboxes are read: a message arriving after this rings it again
+            for i, w in enumerate(workers):
+                while answers[i] is None and (msg := w.poll()) is not None:
+                    kind = msg[0] if isinstance(msg, tuple | list) and msg else None
+                    if kind == "beat":
+                        w.ended = int(msg[1])
+                    elif kind == "part" and what == "done":
+                        parts[i].append(str(msg[1]))
+                    elif kind == what:
+                        answers[i] = "".join(parts[i]) + (str(msg[1]) if what == "done" else "")
+                    else:
+                        raise _Failed(w, ValueError(f"expected {what!r}, got {str(msg)[:80]!r}"))
+            waiting = [w for w, a in zip(workers, answers, strict=True) if a is None]
+            if not waiting:
+                return [a or "" for a in answers]
+            quiet = min(waiting, key=lambda w: w.heard)
+            left = quiet.heard + self.silence_s - time.monotonic()
+            if left <= 0:
+                raise _Silent(quiet, time.monotonic() - quiet.heard, what)
+            self._bell.wait(left)
 
     # -- ending -------------------------------------------------------------------------------------------
 
-    def _drop(self) -> None:
-        """After a failure: end every worker (a dead one's channel is gone; the others may be mid-share)."""
+    def _drop(self, cut: Sequence[Worker] = ()) -> None:
+        """End every worker: those of a failed case (``cut``: mid-share, silent or dead) at once, their processes
+        killed (a local one, or the ssh client of a remote one) or a ``socket=`` host's connection shut, so that
+        nothing waits on them (a busy worker heeds no "stop", and execnet would give it 5 s); the others are told
+        to stop and waited for (killed after 5 s). The next case opens its workers afresh."""
         workers, self._workers = self._workers, []
         group, self._group = self._group, None
+        for w in cut:
+            with contextlib.suppress(Exception):  # already gone
+                if w.spec.startswith("socket="):
+                    w.gateway._io.close_read()  # its receiver thread reads the end of the stream at once
+                else:
+                    w.gateway._io.kill()
         for w in workers:
+            if w in cut:
+                continue
             with contextlib.suppress(Exception):  # already gone
                 w.channel.send(("stop",))
         if group is not None:
