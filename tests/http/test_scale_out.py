@@ -1,5 +1,6 @@
 """Load sent by worker processes (scale/): local execnet workers and a socket gateway standing in for another host,
-every figure judged against the simulator's recorded truth; a worker killed mid-case; a host that cannot be reached.
+every figure judged against the simulator's recorded truth; a worker killed mid-case, one stopped mid-case (alive
+but silent) and one whose streams outlast the silence window; a host that cannot be reached.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pytest_specperf.cases.results import ReplayResult
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.run.runner import Runner
-from pytest_specperf.scale.pool import Pool
+from pytest_specperf.scale.pool import SILENCE_ENV, SILENT_BEATS, Pool
 from pytest_specperf.scale.senders import PER_PROCESS_STREAMS
 from pytest_specperf.sim import SimServer
 
@@ -161,6 +162,96 @@ def test_a_worker_killed_mid_case_is_a_one_line_error_and_the_next_case_runs() -
     while any(alive(p) for p in left) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in [victim, *left])
+
+
+def _mid_case(runner: Runner, sim: SimServer, spec: SustainedSpec, name: str
+              ) -> tuple[threading.Thread, list[tuple[BaseException, float]]]:
+    """``spec`` run in a thread until its requests reached the simulator (its truth list grew): the thread, and
+    what the case raised with when (monotonic), once it ends."""
+    errors: list[tuple[BaseException, float]] = []
+
+    def case() -> None:
+        try:
+            runner.run(spec, name)
+        except BaseException as exc:  # the test reads what the case raised
+            errors.append((exc, time.monotonic()))
+
+    seen = len(httpx.get(f"{sim.url}/sim/truth").json())
+    thread = threading.Thread(target=case)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while len(httpx.get(f"{sim.url}/sim/truth").json()) < seen + spec.concurrency:
+        assert time.monotonic() < deadline and thread.is_alive(), f"the case never reached the simulator: {errors}"
+        time.sleep(0.05)
+    return thread, errors
+
+
+def test_a_worker_stopped_mid_case_is_given_up_on_after_the_silence_window_and_the_next_case_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # SIGSTOP: the worker is alive and its pipe open, but it says nothing (a host that stopped answering, no reset)
+    silence = 1.5
+    monkeypatch.setenv(SILENCE_ENV, str(silence))
+    with SimServer("healthy", speed=1.0) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        runner = Runner(client, senders=pool, inconclusive="pass")
+        try:
+            runner.run(SustainedSpec(tokens=8, ctx=64, concurrency=4), "scale::before")  # opens both workers
+            victim, other = (w.pid for w in pool._workers)
+            case, errors = _mid_case(runner, sim, SustainedSpec(tokens=2000, ctx=64, concurrency=4, max_drift=0.99),
+                                     "scale::stopped")
+            os.kill(victim, signal.SIGSTOP)
+            stopped = time.monotonic()
+            case.join(10 * silence)
+            if case.is_alive():  # never given up on: end it (a killed worker's channel closes), then fail
+                os.kill(victim, signal.SIGKILL)
+                case.join(60)
+                pytest.fail(f"no error {10 * silence:g} s after the worker was stopped (silence window {silence} s)")
+            assert len(errors) == 1 and isinstance(errors[0][0], MeasurementError), errors
+            text, waited = str(errors[0][0]), errors[0][1] - stopped
+            assert "\n" not in text and f"worker local (pid {victim}) sent nothing for" in text, text
+            assert "mid-case (" in text and "streams ended)" in text and SILENCE_ENV in text, text
+            assert "(0 of 2 streams ended)" in text, text  # its share: two streams of 2,000 tokens, none ended yet
+            # Given up on once the window had passed since its last beat (a beat or so before the stop: a few beats'
+            # slack for a busy machine), and then at once, its own end and the other worker's included.
+            assert silence - 3 * silence / SILENT_BEATS <= waited <= 2 * silence, (waited, text)
+            # The next case opens its workers afresh and is measured.
+            after = runner.run(SustainedSpec(tokens=8, ctx=64, concurrency=4), "scale::after")
+            assert after.workers is not None and len(after.workers) == 2 and len(after.streams) == 4
+            fresh = [w.pid for w in after.workers]
+            assert not {victim, other} & set(fresh)
+        finally:
+            pool.close()
+    # No process outlives the pool: the stopped one was killed, not left stopped (a stopped process is alive).
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in [victim, other, *fresh]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in [victim, other, *fresh] if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, left
+
+
+def test_streams_longer_than_the_silence_window_keep_their_workers_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    silence = 0.5
+    monkeypatch.setenv(SILENCE_ENV, str(silence))
+    with SimServer("healthy", speed=1.0) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(2)
+        try:
+            # one user per worker, two streams each, one after the other
+            r = Runner(client, senders=pool, inconclusive="pass").run(
+                SustainedSpec(tokens=300, ctx=64, concurrency=2, requests=4, max_drift=0.99), "scale::slow")
+            beats = [(w.ended, w.planned) for w in pool._workers]
+        finally:
+            pool.close()
+    assert r.workers is not None and [w.streams for w in r.workers] == [2, 2]
+    # Every stream outlasted the window several times over, with nothing but beats from its worker meanwhile.
+    streams = [*r.streams, *r.warmup_drain_streams]
+    assert len(streams) == 4 and min(s.total_s for s in streams) > 4 * silence, [s.total_s for s in streams]
+    # The beats counted the streams that ended: the first of each worker's two (the second too, if a beat went
+    # between its end and the answer).
+    assert all(planned == 2 and ended in (1, 2) for ended, planned in beats), beats
 
 
 def test_an_unreachable_host_is_a_one_line_error_before_anything_is_sent() -> None:

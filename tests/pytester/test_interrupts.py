@@ -185,6 +185,23 @@ def test_b_long(specperf):
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_mid_stream_over_worker_processes(pytester: pytest.Pytester, sig: signal.Signals, slow_sim: SimServer,
+                                          record_property: Callable[[str, Any], None]) -> None:
+    """The controller waits for its workers' answers while hearing their heartbeats (scale/pool.py): a signal
+    stops it there as anywhere, and the worker processes with it."""
+    pytester.makepyfile(test_case=QUICK + '''
+def test_b_long(specperf):
+    specperf.sustained(tokens=3000, concurrency=4)
+''')
+    code, out = _run(pytester, sig, ["test_case.py", f"--endpoint={slow_sim.url}", "--specperf-save",
+                                     "--specperf-json=run.json", "--specperf-workers=2"],
+                     lambda _: _cases_done(pytester) == 1 and _requests(slow_sim, 3000, done=False) >= 4,
+                     record_property)
+    assert code == 2, out[-2000:]
+    assert _saved_partial(pytester) == ["interrupted", "interrupted"]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_between_ab_trials(pytester: pytest.Pytester, sig: signal.Signals,
                            record_property: Callable[[str, Any], None]) -> None:
     pytester.makepyfile(test_case='''

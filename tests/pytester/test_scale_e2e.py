@@ -1,5 +1,6 @@
 """Worker processes as a user asks for them: --specperf-workers and --specperf-hosts (and their ini twins), the
-``workers`` of each load case's JSON, the usage errors, and no worker outliving pytest however it ends."""
+``workers`` of each load case's JSON, the usage errors, a worker that stops answering mid-case, and no worker
+outliving pytest however it ends."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
+import httpx
 import pytest
-from support.processes import alive, assert_none_left, signal_once_started
+from support.processes import alive, assert_none_left, descendants, signal_once_started
 
+from pytest_specperf.scale.pool import SILENCE_ENV
 from pytest_specperf.scale.senders import PER_PROCESS_STREAMS
 from pytest_specperf.sim import SimServer
 
@@ -102,3 +106,53 @@ def test_no_worker_outlives_a_signalled_pytest(pytester: pytest.Pytester, sig: s
     below = signal_once_started(proc, pytester.path / "started", sig)
     assert sum("execnet" in cmd or "import sys" in cmd for cmd in below.values()) >= 2, below
     assert_none_left(below, sig)
+
+
+STOPPED = """
+import pytest
+
+@pytest.mark.sustained(concurrency=4, tokens=2000, ctx=64, max_drift=0.99)
+def test_stopped(specperf):
+    pass
+
+@pytest.mark.sustained(concurrency=4, tokens=16, ctx=64)
+def test_after(specperf):
+    pass
+"""
+
+
+def test_a_worker_that_stops_answering_fails_its_case_in_one_line_and_the_next_case_runs(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stopped=STOPPED)
+    out = pytester.path / "r.json"
+    silence = 1.5
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{SILENCE_ENV: str(silence)})
+    with SimServer("healthy", speed=1.0) as sim:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", "test_stopped.py", "-p", "no:cacheprovider",
+                                 f"--endpoint={sim.url}", "--specperf-workers=2", f"--specperf-json={out}"],
+                                cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            # Mid-case: the first case's four streams reached the simulator.
+            while len(httpx.get(f"{sim.url}/sim/truth").json()) < 4:
+                assert proc.poll() is None and time.monotonic() < deadline, "the case never reached the simulator"
+                time.sleep(0.05)
+            below = descendants(proc.pid)
+            workers = sorted(p for p, cmd in below.items() if "execnet" in cmd or "import sys" in cmd)
+            assert len(workers) == 2, below
+            os.kill(workers[0], signal.SIGSTOP)  # alive, its pipe open, and silent
+            # a safety net only: without the silence window this pytest would wait for the stopped worker forever
+            text = proc.communicate(timeout=20 * silence + 60)[0].decode(errors="replace")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    lines = [x for x in text.splitlines() if "sent nothing for" in x]
+    assert lines and all(f"worker local (pid {workers[0]}) sent nothing for" in x for x in lines), text[-3000:]
+    results = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
+    assert results["test_stopped"]["verdict"] == "error", results["test_stopped"]
+    assert "sent nothing for" in results["test_stopped"]["reason"]
+    after = results["test_after"]
+    assert after["verdict"] == "passed" and len(after["workers"]) == 2, after
+    assert not {w["pid"] for w in after["workers"]} & set(workers)  # opened afresh
+    assert_none_left(below, "its pytest ended")  # the stopped worker too: killed, not left stopped

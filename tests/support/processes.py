@@ -68,8 +68,9 @@ def signal_once_started(proc: subprocess.Popen[bytes], flag: Path, sig: signal.S
     return below
 
 
-def assert_none_left(watched: dict[int, str], sig: signal.Signals) -> None:
-    """Fail if any of ``watched`` still runs 30 s after its pytest got ``sig`` (and kill it, for the next test).
+def assert_none_left(watched: dict[int, str], sig: signal.Signals | str) -> None:
+    """Fail if any of ``watched`` still runs 30 s after its pytest got ``sig`` (or after what ``sig`` says: "its
+    pytest ended"), and kill it, for the next test.
 
     The kernel's parent-death signal is immediate and a stdin watch takes one event-loop turn; a process that
     survived does so for good, so a generous deadline costs nothing on a passing run."""
@@ -78,4 +79,4 @@ def assert_none_left(watched: dict[int, str], sig: signal.Signals) -> None:
         time.sleep(0.05)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
-    assert not left, f"still running after pytest got {sig.name}: {left}"
+    assert not left, f"still running after {sig if isinstance(sig, str) else f'pytest got {sig.name}'}: {left}"

@@ -13,7 +13,7 @@ from pytest_specperf.endpoint.sse import Chunk, Trace
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.run import lateness, workers
 from pytest_specperf.scale import senders, wire
-from pytest_specperf.scale.pool import Pool
+from pytest_specperf.scale.pool import SILENCE_ENV, SILENCE_S, Pool
 from pytest_specperf.scale.senders import PER_PROCESS_STREAMS, Local, Sent
 
 
@@ -118,3 +118,20 @@ def test_one_worker_leaves_the_record_as_it_was() -> None:
     r = SimpleNamespace(client_behind="", workers=None)
     workers.attach(r, Sent([StreamOutcome(StreamRequest("p", 8), None, None, 0.0, 0.0)]), (0.01, "x"))
     assert r.workers is None and r.client_behind == ""
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-2", "nan", "inf"])
+def test_a_bad_silence_window_is_a_one_line_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch,
+                                                                      raw: str) -> None:
+    monkeypatch.setenv(SILENCE_ENV, raw)
+    with pytest.raises(ConfigError) as err:
+        Pool(2)
+    text = str(err.value)
+    assert "\n" not in text and f"{SILENCE_ENV}={raw!r}" in text and f"default {SILENCE_S:g}" in text, text
+
+
+def test_the_silence_window_is_the_constant_unless_the_variable_sets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SILENCE_ENV, raising=False)
+    assert Pool(2).silence_s == SILENCE_S
+    monkeypatch.setenv(SILENCE_ENV, " 2.5 ")
+    assert Pool(2).silence_s == 2.5
