@@ -49,8 +49,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def socket_host() -> Iterator[str]:
-    """An execnet socket server on this machine, standing in for another host: its gateway spec."""
+def socket_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """An execnet socket server on this machine, standing in for another host: its gateway spec and its process
+    (which runs the worker itself)."""
     port = _free_port()
     script = Path(execnet.__file__).parent / "script" / "socketserver.py"
     proc = subprocess.Popen([sys.executable, str(script), f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
@@ -59,10 +60,16 @@ def socket_host() -> Iterator[str]:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # "... Entering Accept loop ...": listening
         assert "Accept loop" in line, line
-        yield f"socket=127.0.0.1:{port}"
+        yield f"socket=127.0.0.1:{port}", proc
     finally:
         proc.kill()
         proc.communicate()
+
+
+@pytest.fixture
+def socket_host(socket_server: tuple[str, subprocess.Popen[str]]) -> str:
+    """The socket server's gateway spec."""
+    return socket_server[0]
 
 
 def _truths(sim: SimServer, ids: list[str]) -> list[dict]:
@@ -230,6 +237,36 @@ def test_a_worker_stopped_mid_case_is_given_up_on_after_the_silence_window_and_t
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left, left
+
+
+def test_a_host_that_stops_answering_mid_case_is_given_up_on_and_the_next_case_runs(
+        socket_server: tuple[str, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The socket server stopped: its connection stays open and says nothing, as a host behind a partition does.
+    silence = 1.5
+    monkeypatch.setenv(SILENCE_ENV, str(silence))
+    spec, server = socket_server
+    with SimServer("healthy", speed=1.0) as sim, Client(sim.url, timeout=60) as client:
+        client.detect()
+        pool = Pool(0, [spec])
+        runner = Runner(client, senders=pool, inconclusive="pass")
+        try:
+            case, errors = _mid_case(runner, sim, SustainedSpec(tokens=2000, ctx=64, concurrency=4, max_drift=0.99),
+                                     "scale::partitioned")
+            server.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            case.join(10 * silence)
+            server.send_signal(signal.SIGCONT)  # either way: the next case (or the failing test) goes on
+            case.join(60)
+            assert len(errors) == 1 and isinstance(errors[0][0], MeasurementError), errors
+            text, waited = str(errors[0][0]), errors[0][1] - stopped
+            assert "\n" not in text and f"worker {spec} (host " in text and "sent nothing for" in text, text
+            # Given up on once the window passed, and its connection shut at once: nothing waits on the stopped host.
+            assert silence - 3 * silence / SILENT_BEATS <= waited <= 2 * silence, (waited, text)
+            # Going again, the host serves the next case on a fresh gateway.
+            after = runner.run(SustainedSpec(tokens=8, ctx=64, concurrency=4), "scale::answering")
+            assert after.workers is not None and [w.host for w in after.workers] == [spec] and len(after.streams) == 4
+        finally:
+            pool.close()
 
 
 def test_streams_longer_than_the_silence_window_keep_their_workers_alive(monkeypatch: pytest.MonkeyPatch) -> None:
