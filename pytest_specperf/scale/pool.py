@@ -118,12 +118,11 @@ class Worker:
         self.heard = time.monotonic()
         self.channel.setcallback(arrived, endmarker=_CLOSED)
 
-    def next(self, timeout: float | None, during: str) -> Any:
-        """Its next message (``_Silent`` after ``timeout`` of silence, ``_Failed`` when its channel ended)."""
-        if timeout is not None:
-            timeout = max(0.0, self.heard + timeout - time.monotonic())
+    def next(self, silence_s: float, during: str) -> Any:
+        """Its next message (``_Silent`` once it has been silent for ``silence_s``, ``_Failed`` when its channel
+        ended)."""
         try:
-            at, msg = self.inbox.get(timeout=timeout)
+            at, msg = self.inbox.get(timeout=max(0.0, self.heard + silence_s - time.monotonic()))
         except queue.Empty:
             raise _Silent(self, time.monotonic() - self.heard, during) from None
         return self._take(at, msg)
