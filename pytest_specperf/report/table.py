@@ -21,6 +21,10 @@ LOAD_COLUMNS = ("users", "total tok/s")
 #: the terminal table's widest line: a row's comparisons, reasons and notes that would pass it go on their own
 #: lines under the row, as pytest's short summary lines are
 WIDTH = 120
+#: the case column's fewest columns where a long test name is cut to fit ``WIDTH`` (the name is said whole under
+#: its row), and what marks the cut
+MIN_CASE = 16
+ELLIPSIS = "..."
 
 
 def finite_number(v: Any) -> float | None:
@@ -311,12 +315,13 @@ def shared_level_notes(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     return [n for n in levels[0] if all(n in other for other in levels[1:])]
 
 
-def label(r: Row | Recorded | Mapping[str, Any]) -> str:
+def label(r: Row | Recorded | Mapping[str, Any], *, full: bool = False) -> str:
     """The case cell: kind and test name; a direct call (``specperf.sustained(...)``) adds its number and content,
-    so several calls in one test are told apart (ctx and tokens have their own columns)."""
+    so several calls in one test are told apart (ctx and tokens have their own columns). ``full``: the whole node
+    id instead of the test name (what a row whose case cell was cut says under it)."""
     r = as_row(r)
     nodeid = str(r.nodeid)
-    case = nodeid.split("::")[-1] or nodeid
+    case = nodeid if full else nodeid.split("::")[-1] or nodeid
     text = f"[{r.kind}] {case}"
     if r.call is not None:
         text += f" (call {r.call}, {r.content})"
@@ -627,7 +632,9 @@ def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | No
 
     With ``width`` (the terminal's table), no line is wider: the comparison column shows each row's worst
     comparison, and a row whose verdict cell would pass ``width`` keeps its verdict and puts its comparisons,
-    reason, warnings, notes and goals on their own lines under it, wrapped."""
+    reason, warnings, notes and goals on their own lines under it, wrapped; when every movable column has gone
+    under the rows and a long test name still passes ``width``, the case column shrinks (``cut_middle``) and a cut
+    row's first line under it names its case whole."""
     cases = [as_row(r) for r in results]
     load = has_load(cases)
     extra = extra_columns(cases)
@@ -657,11 +664,22 @@ def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | No
         alone = [narrow[0]] + [(*x[:-1], _verdict_word(s)) for x, s in zip(narrow[1:], sources[1:], strict=True)]
         if max(len(x) for x in _aligned(alone, widths)) <= width:
             break  # each row fits with its verdict alone (the rest of the cell may go below)
+    # Still too wide (a long test name): the case column shrinks, each longer label cut in its middle, and the row
+    # says its whole case (kind and node id) on its own line under it.
+    over = max(len(x) for x in _aligned(alone, widths)) - width
+    if over > 0:
+        widths[0] = max(MIN_CASE, widths[0] - over)
     out = []
     for x, short, source in zip(rows, narrow, sources, strict=True):
+        whole = short[0]
+        if source is not None and len(whole) > widths[0]:
+            short = (cut_middle(whole, widths[0]), *short[1:])
         line_text = _aligned([short], widths)[0]
         below = [] if source is None else [f"{name}: {x[i]}" for i, name in enumerate(header)
                                         if name in moved and x[i] != "-"]
+        if short[0] != whole:
+            below.insert(0, "case: " + (whole.strip() if whole.startswith(" ") or source is None
+                                        else label(source, full=True)))
         if source is not None and len(line_text) > width:
             below += _below(source)
             line_text = _aligned([(*short[:-1], _verdict_word(source))], widths)[0]
@@ -670,6 +688,17 @@ def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | No
             out += textwrap.wrap(text, width=width, initial_indent="    ", subsequent_indent="      ",
                                  break_on_hyphens=False)
     return out
+
+
+def cut_middle(text: str, n: int) -> str:
+    """``text`` in at most ``n`` columns: its start and end kept, '...' for what was cut between them (a test's
+    name is told apart by both ends: the kind and the test's prefix, the parameters or suffix)."""
+    if len(text) <= n:
+        return text
+    if n <= len(ELLIPSIS):
+        return text[:n]
+    keep = n - len(ELLIPSIS)
+    return text[:(keep + 1) // 2] + ELLIPSIS + text[len(text) - keep // 2:]
 
 
 def _widths(rows: Sequence[Sequence[str]]) -> list[int]:

@@ -70,6 +70,36 @@ def test_four_cases_against_a_baseline_fit_120_columns_and_say_once_what_one_tri
             assert f"{metric} " in where and c["verdict"] in where, (name, where)
 
 
+LONG = "test_load_curve_with_a_long_name_for_width"
+
+
+def test_a_long_test_name_is_cut_in_its_middle_to_fit_120_columns_and_said_whole_under_its_row(
+        pytester: pytest.Pytester) -> None:
+    # a load sweep's row is wide (users, aggregate with its floor, p10 decode): with a 42-character test name it
+    # would pass 120 columns after every movable column has gone under the rows
+    pytester.makepyfile(test_long=f"""
+        import pytest
+
+        @pytest.mark.load_sweep(concurrency=[1, 4], tokens=64, ctx=200, min_total_tps=200)
+        def {LONG}(specperf): pass
+    """)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(FAST, f"--specperf-json={out}", *NO_CACHE)
+    res.assert_outcomes(passed=1)
+    shown = section(res.outlines)
+    assert max(map(len, shown)) <= WIDTH, max(shown, key=len)
+    lines = _table(res)
+    (i,) = [i for i, line in enumerate(lines) if line.startswith("[load_sweep] ")]
+    head, cut, tail = lines[i].split()[1].partition("...")  # the name's start and end, the middle cut
+    assert cut and head.startswith("test_") and LONG.startswith(head) and LONG.endswith(tail), lines[i]
+    assert lines[i].split()[2:4] == ["200", "64"]  # its ctx and tokens stay in their columns
+    # nothing is lost: the whole node id on the row's first line under it, and in the JSON
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["nodeid"].endswith(f"::{LONG}")
+    assert lines[i + 1] == f"    case: [load_sweep] {r['nodeid']}", lines[i + 1]
+    assert [line.split()[1] for line in lines if line.startswith("  @ ")] == ["1", "4"]  # its levels' rows
+
+
 def test_a_passing_row_shows_its_goals_and_margins_against_the_simulator(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_goals="""
         import pytest
