@@ -103,6 +103,7 @@ class Row:
     arms: ArmsTable | None = None
     crossover: Crossover | None = None
     comparisons: list[CaseComparison] | None = None
+    history_comparisons: list[CaseComparison] | None = None  # a short history's, apart from a named baseline's
     level: int | None = None  # a load sweep's level row: its users
     goals: list[Goal] | None = None  # the floors and ceilings the case was judged against
 
@@ -141,13 +142,15 @@ def error_row(record: Mapping[str, Any]) -> Row:
     """The row of an error record (or of a kind without a record): the fields it has, the rest None."""
     given = {name: record[name] for name in _ROW_FIELDS if name in record}
     comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
+    kept = given.pop("history_comparisons", None)  # a kind without a record, judged against a short history
     nested = {"points", "levels", "categories", "ab", "goals"}  # figures, which an error record has none of
     # the arms table and the crossover are judgements, which a case judged before it errored may carry
     arms_part, cross = given.pop("arms", None), given.pop("crossover", None)
     return Row(**{k: v for k, v in given.items() if k not in nested},
                arms=load_part(arms_part, ArmsTable) if isinstance(arms_part, Mapping) else None,
                crossover=load_part(cross, Crossover) if isinstance(cross, Mapping) else None,
-               comparisons=None if comparisons is None else [_comparison(c) for c in comparisons])
+               comparisons=None if comparisons is None else [_comparison(c) for c in comparisons],
+               history_comparisons=None if kept is None else [_comparison(c) for c in kept])
 
 
 def _comparison(data: CaseComparison | Mapping[str, Any]) -> CaseComparison:
@@ -516,6 +519,10 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     prefix = f"at {n_users(n)}: "
     blamed += [str(c.reason).removeprefix(prefix) for c in lv.comparisons or []
                if c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
+    # a short history's judgement, kept apart from a named baseline's comparisons ('history, against run 3: at 4
+    # users: ...')
+    blamed += [str(c.reason).replace(prefix, "", 1) for c in r.history_comparisons or []
+               if c.users == n and c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
     cross = r.crossover
     if cross is not None and cross.gated and cross.text and cross.text in reason:
         failing = [x for x in cross.levels if x.verdict == "below"] or [
@@ -744,16 +751,20 @@ def one_trial_undecided(c: CaseComparison) -> bool:
 def one_trial_note(results: Iterable[Row | Recorded | Mapping[str, Any]]) -> str | None:
     """Once per run: comparisons with one trial on each side have no noise to judge by and cannot decide within
     their threshold; what ``repeat=`` would do (None when no comparison was one of those)."""
-    undecided = [c for r in map(as_row, results) for c in r.comparisons or [] if one_trial_undecided(c)]
+    rows = list(map(as_row, results))
+    undecided = [c for r in rows for c in r.comparisons or [] if one_trial_undecided(c)]
+    history = [c for r in rows for c in r.history_comparisons or [] if one_trial_undecided(c)]
+    undecided += history
     if not undecided:
         return None
     cmp = [c.comparison for c in undecided if c.comparison is not None]
     threshold = max(x.threshold for x in cmp)
     need = max(x.trials_needed for x in cmp)
     detect = min(x.mde for x in cmp)
+    whose = f", {len(history)} of them the history's against its latest run" if history else ""
     return (f"note: {plural(len(undecided), 'comparison')} had one trial on each side (the baseline's and this "
-            f"run's) and no noise estimate, so could not decide within {threshold:.0%} (detectable at the assumed "
-            f"noise: {detect:.1%} or more); run the cases with repeat={need} (trials per side) on the baseline "
+            f"run's{whose}) and no noise estimate, so could not decide within {threshold:.0%} (detectable at the "
+            f"assumed noise: {detect:.1%} or more); run the cases with repeat={need} (trials per side) on the baseline "
             f"and here, or repeat='auto' to add trials until each comparison is decided")
 
 
