@@ -93,7 +93,8 @@ def test_the_named_baseline_stays_the_rows_comparison_beside_a_short_history_and
     out = pytester.path / "r.json"
     res = pytester.runpytest_subprocess(STEADY, "--specperf-compare=base", "--specperf-history",
                                         f"--specperf-json={out}", *NO_CACHE)
-    res.assert_outcomes(passed=2)
+    ran = res.parseoutcomes()  # one trial a side: a loaded host can move one by more than it can decide, and fail it
+    assert ran.get("passed", 0) + ran.get("failed", 0) == 2, res.outlines[-3:]
     saved = {name: {r["nodeid"]: r for r in json.loads(path.read_text())["results"]}
              for name in ("base", "latest") for path in (pytester.path / ".specperf" / "runs").glob(f"*_{name}.json")}
     results = json.loads(out.read_text())["results"]
@@ -114,15 +115,17 @@ def test_the_named_baseline_stays_the_rows_comparison_beside_a_short_history_and
     assert checked == 3  # decode of both cases, the aggregate of the four users
     lines = _table(res)
     one = block(lines, "test_single_user")
-    (decode,) = [c for c in results[0]["comparisons"] if c["metric"] == "decode_tps"]
-    assert f"vs baseline: decode {signed_pct(decode['comparison']['change'])} " in one, one
+    (single,) = [r for r in results if r["nodeid"].endswith("::test_single_user")]
+    (decode,) = [c for c in single["comparisons"] if c["metric"] == "decode_tps"]
+    assert f"decode {signed_pct(decode['comparison']['change'])} {decode['verdict']}" in one, one  # vs baseline
     assert "judged against the latest (run 2, " in one and "apart from the --specperf-compare baseline" in one, one
     # the advice is said once per run, for the named baseline's and the history's comparisons alike
     text = "\n".join(res.outlines)
     assert text.count("had one trial on each side") == 1, text
     assert not [x for x in res.outlines if "SpecperfWarning" in x and "1 trial per side" in x]
     undecided = [c for r in results for key in ("comparisons", "history_comparisons") for c in r[key]
-                 if c["verdict"] == "inconclusive" and c["comparison"]["method"].startswith("noise-floor")]
+                 if c["verdict"] == "inconclusive" and c["comparison"]["method"].startswith("noise-floor")
+                 and c["comparison"]["n_base"] == 1 == c["comparison"]["n_cand"]]
     note = " ".join(x.strip() for x in lines[next(i for i, x in enumerate(lines) if x.startswith("note: ")):])
     assert f"{len(undecided)} comparisons had one trial on each side" in note, note
 
@@ -137,11 +140,12 @@ def test_a_long_test_name_is_cut_in_its_middle_to_fit_120_columns_and_said_whole
     pytester.makepyfile(test_long=f"""
         import pytest
 
-        @pytest.mark.load_sweep(concurrency=[1, 4], tokens=64, ctx=200, min_total_tps=200)
+        @pytest.mark.load_sweep(concurrency=[1, 4], tokens=128, ctx=200, min_total_tps=200)
         def {LONG}(specperf): pass
     """)
     out = pytester.path / "r.json"
-    res = pytester.runpytest_subprocess(FAST, f"--specperf-json={out}", *NO_CACHE)
+    # 5x: at 20x a loaded host's four streams of 64 tokens could share no window to measure
+    res = pytester.runpytest_subprocess(STEADY, f"--specperf-json={out}", *NO_CACHE)
     res.assert_outcomes(passed=1)
     shown = section(res.outlines)
     assert max(map(len, shown)) <= WIDTH, max(shown, key=len)
@@ -150,7 +154,7 @@ def test_a_long_test_name_is_cut_in_its_middle_to_fit_120_columns_and_said_whole
     head, cut, tail = lines[i].split()[1].partition("...")  # the name's start and end, the middle cut
     assert cut and head.startswith("test_") and LONG.startswith(head), lines[i]
     assert len(tail) >= 8 and LONG.endswith(tail), lines[i]  # both ends kept
-    assert lines[i].split()[2:4] == ["200", "64"]  # its ctx and tokens stay in their columns
+    assert lines[i].split()[2:4] == ["200", "128"]  # its ctx and tokens stay in their columns
     # nothing is lost: the whole node id on the row's first line under it, and in the JSON
     (r,) = json.loads(out.read_text())["results"]
     assert r["nodeid"].endswith(f"::{LONG}")
