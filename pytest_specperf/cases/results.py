@@ -39,7 +39,7 @@ class Result:
     """Fields every case has."""
 
     #: fields set after measuring: written last in the JSON, in the order they are set
-    JSON_LAST: ClassVar[tuple[str, ...]] = ("ab", "comparisons", "arms", "history", "call")
+    JSON_LAST: ClassVar[tuple[str, ...]] = ("ab", "comparisons", "arms", "history", "history_comparisons", "call")
 
     kind: str
     endpoint: str
@@ -74,6 +74,9 @@ class Result:
     arms: ArmsTable | None = field(default=None, metadata=OMIT)
     # the history gate's entry per metric (history/)
     history: list[HistoryEntry] | None = field(default=None, metadata=OMIT)
+    # a short history's judgement (the baseline rule against its latest run) where ``comparisons`` are the named
+    # baseline's (--specperf-compare), kept apart from them; without a named baseline it is ``comparisons``
+    history_comparisons: list[CaseComparison] | None = field(default=None, metadata=OMIT)
     call: int | None = field(default=None, metadata=OMIT)  # the fixture's direct calls: which call of the test this was
     # the floors and ceilings the case was judged against, each with its figure (run/floors.goals_of)
     goals: list[Goal] | None = field(default=None, metadata=OMIT)

@@ -48,11 +48,19 @@ class Gate:
         """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
         ``judge=False`` only records them (another gate judges the case). An error record (a case that could
         not be measured) gets its comparisons (skipped) and keeps its verdict."""
+        own, warnings = self.judge(result, comparisons, judge=judge)
+        result.comparisons = own
+        return warnings
+
+    def judge(self, result: Recorded, comparisons: list[CaseComparison], *, judge: bool = True
+              ) -> tuple[list[CaseComparison], list[str]]:
+        """``apply`` without recording: fail ``result`` on a regression among its own ``comparisons``; return
+        those comparisons and the warnings to show (the history gate keeps its own apart from a named
+        baseline's)."""
         own = [cc for cc in comparisons if cc.nodeid == result.nodeid]
         fail, warn = compare.gate(own, self.inconclusive) if judge else ([], [])
-        result.comparisons = own
         verdicts.fail(result, [cc.reason for cc in fail])
-        return [cc.reason for cc in warn]
+        return own, [cc.reason for cc in warn]
 
 
 def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded],
@@ -67,6 +75,16 @@ def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded],
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
+    judged = baseline_comparisons(gate, result, baseline, max_regression, differences, strict, auto=auto, keys=keys)
+    return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
+
+
+def baseline_comparisons(gate: Gate, result: Recorded, baseline: Sequence[Recorded],
+                         max_regression: float | None = None, differences: list[str] | None = None,
+                         strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None
+                         ) -> list[CaseComparison]:
+    """The comparisons ``against_baseline`` judges ``result`` by (its arguments as there), neither recorded nor
+    judged yet."""
     row = result
     mine = [b for b in baseline if b.nodeid == row.nodeid]
     threshold = max_regression or gate.max_regression
@@ -81,7 +99,7 @@ def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded],
     if keys is not None:
         kind = row.kind
         judged = [cc for cc in judged if unit_key(kind, cc.nodeid, cc.ctx, cc.users) in keys]
-    return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
+    return judged
 
 
 def is_load(result: Case) -> bool:

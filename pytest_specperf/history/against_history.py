@@ -6,7 +6,9 @@ cases and runs held out after failing this gate left out, ``records.judged_runs`
 ``decide.decide``, alpha split evenly over the case's metrics and units so the
 case as a whole fails an unchanged deploy at most ``ALPHA`` of the time from the step check. Runs of the case
 under another set-up are kept apart and named in a note. A history shorter than ``noise.MIN_RUNS`` runs falls
-back to the baseline rule (``gates.against_baseline``) against the latest run of the set-up, and says so.
+back to the baseline rule (``gates.against_baseline``) against the latest run of the set-up, and says so; where
+``--specperf-compare`` named a baseline, its comparisons stay the result's ``comparisons`` and the history's are
+kept apart as ``history_comparisons``.
 
 The result gets ``history``: one ``HistoryEntry`` per unit and metric, with the verdict, the prediction interval, the
 change points and the recent runs (what the trend charts draw).
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from pytest_specperf.cases import figures
-from pytest_specperf.cases.result_parts import HistoryEntry
+from pytest_specperf.cases.result_parts import CaseComparison, HistoryEntry
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import cause, verdicts
 from pytest_specperf.compare import gates as gating
@@ -179,7 +181,28 @@ def _fall_back(store: Store, result: Result, short: list[tuple[str, list[records
     if base is None:
         return [f"{head}; the latest run's result is missing, not judged"]
     # only the short units: the others were judged against their history above
-    notes = gating.against_baseline(gating.Gate(max_regression, inconclusive), result, [base],
-                                    keys={key for key, _ in short})
-    return [f"{head}; judged against the latest (run {latest.run_id}, commit {latest.commit}) by the baseline "
-            "rule", *notes]
+    gate = gating.Gate(max_regression, inconclusive)
+    judged = gating.baseline_comparisons(gate, result, [base], keys={key for key, _ in short})
+    said = f"judged against the latest (run {latest.run_id}, commit {latest.commit}) by the baseline rule"
+    if result.comparisons is None:  # no baseline named: the history's latest run is the row's baseline
+        return [f"{head}; {said}", *gate.apply(result, judged)]
+    # --specperf-compare named the baseline: its comparisons stay the row's (the table's and the JSON's); the
+    # history's are kept apart, each reason (and the note) saying what it was judged against
+    where = f"history, against run {latest.run_id}"
+    own, warnings = gate.judge(result, [verdicts.with_verdict(cc, cc.verdict, f"{where}: {cc.reason}")
+                                        for cc in judged])
+    result.history_comparisons = own
+    judged_text = ", ".join(_judged_text(result, cc) for cc in own) or "nothing compared"
+    result.notes.append(f"history ({have} earlier run(s), fewer than {noise.MIN_RUNS}): {said}, apart from the "
+                        f"--specperf-compare baseline: {judged_text}")
+    return [f"{head}; {said}, apart from the --specperf-compare baseline", *warnings]
+
+
+def _judged_text(result: Result, cc: CaseComparison) -> str:
+    """'decode_tps +1.2% passed', 'total_tps at 4 users -8.0% regressed': one comparison in a few words."""
+    at = (f" at {cc.users} user{'' if cc.users == 1 else 's'}" if cc.users is not None and result.kind == "load_sweep"
+          else f" at ctx {cc.ctx}" if cc.ctx is not None else "")
+    change = None if cc.comparison is None else f"{cc.comparison.change:+.1%}"
+    if change is not None and float(change[:-1]) == 0:
+        change = "0.0%"  # never '-0.0%'
+    return " ".join(x for x in (f"{cc.metric or 'case'}{at}", change, cc.verdict) if x)

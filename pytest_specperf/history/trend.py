@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_specperf.cases import figures
-from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint, case_key
+from pytest_specperf.cases.result_parts import ChangePoint, MetricTrend, TrendPoint, case_key, unit_key
 from pytest_specperf.cases.results import ErrorRecord, LoadSweepResult
 from pytest_specperf.history import changepoints as cp
 from pytest_specperf.history import decide, noise
@@ -96,8 +96,10 @@ def run_facts(store: Store, key: str) -> dict[int, RunFacts]:
                 entries = [] if isinstance(result, ErrorRecord) else result.history or []
                 judged = {e.metric for e in entries if e.key == key and e.verdict == "regressed"}
                 if not any(e.key == key for e in entries):
-                    judged = {str(c.metric) for c in result.comparisons or []
-                              if c.key == key and c.verdict == "regressed"}
+                    kept = [] if isinstance(result, ErrorRecord) else result.history_comparisons or []
+                    # keyed as the history keys units (a session's comparisons carry its users; its unit does not)
+                    judged = {str(c.metric) for c in [*(result.comparisons or []), *kept]
+                              if unit_key(result.kind, c.nodeid, c.ctx, c.users) == key and c.verdict == "regressed"}
                 facts.failed_metrics = judged
         out[h.run_id] = facts
     return out

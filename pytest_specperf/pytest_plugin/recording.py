@@ -191,7 +191,9 @@ def measure_marked(item: pytest.Item) -> None:
         tail = session.log_tail()
         pytest.fail(f"could not measure: {reason}" + (f"\nengine log tail:\n{tail}" if tail else ""), pytrace=False)
     # a one-trial comparison that cannot decide is said once per run, under the table (table.one_trial_note)
-    quiet = {c.reason for c in record.comparisons or [] if one_trial_undecided(c)}
+    # (the named baseline's and, kept apart from them, a short history's against its latest run)
+    quiet = {c.reason for c in [*(record.comparisons or []), *(record.history_comparisons or [])]
+             if one_trial_undecided(c)}
     for note in [*notes, *record.warnings]:
         if note not in quiet:
             item.warn(SpecperfWarning(note))

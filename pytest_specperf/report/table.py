@@ -21,6 +21,10 @@ LOAD_COLUMNS = ("users", "total tok/s")
 #: the terminal table's widest line: a row's comparisons, reasons and notes that would pass it go on their own
 #: lines under the row, as pytest's short summary lines are
 WIDTH = 120
+#: the case column's fewest columns where a long test name is cut to fit ``WIDTH`` (the name is said whole under
+#: its row), and what marks the cut
+MIN_CASE = 16
+ELLIPSIS = "..."
 
 
 def finite_number(v: Any) -> float | None:
@@ -99,6 +103,7 @@ class Row:
     arms: ArmsTable | None = None
     crossover: Crossover | None = None
     comparisons: list[CaseComparison] | None = None
+    history_comparisons: list[CaseComparison] | None = None  # a short history's, apart from a named baseline's
     level: int | None = None  # a load sweep's level row: its users
     goals: list[Goal] | None = None  # the floors and ceilings the case was judged against
 
@@ -137,13 +142,15 @@ def error_row(record: Mapping[str, Any]) -> Row:
     """The row of an error record (or of a kind without a record): the fields it has, the rest None."""
     given = {name: record[name] for name in _ROW_FIELDS if name in record}
     comparisons = given.pop("comparisons", None)  # an errored case is compared too ("skipped" against a baseline)
+    kept = given.pop("history_comparisons", None)  # a kind without a record, judged against a short history
     nested = {"points", "levels", "categories", "ab", "goals"}  # figures, which an error record has none of
     # the arms table and the crossover are judgements, which a case judged before it errored may carry
     arms_part, cross = given.pop("arms", None), given.pop("crossover", None)
     return Row(**{k: v for k, v in given.items() if k not in nested},
                arms=load_part(arms_part, ArmsTable) if isinstance(arms_part, Mapping) else None,
                crossover=load_part(cross, Crossover) if isinstance(cross, Mapping) else None,
-               comparisons=None if comparisons is None else [_comparison(c) for c in comparisons])
+               comparisons=None if comparisons is None else [_comparison(c) for c in comparisons],
+               history_comparisons=None if kept is None else [_comparison(c) for c in kept])
 
 
 def _comparison(data: CaseComparison | Mapping[str, Any]) -> CaseComparison:
@@ -311,12 +318,13 @@ def shared_level_notes(r: Row | Recorded | Mapping[str, Any]) -> list[str]:
     return [n for n in levels[0] if all(n in other for other in levels[1:])]
 
 
-def label(r: Row | Recorded | Mapping[str, Any]) -> str:
+def label(r: Row | Recorded | Mapping[str, Any], *, full: bool = False) -> str:
     """The case cell: kind and test name; a direct call (``specperf.sustained(...)``) adds its number and content,
-    so several calls in one test are told apart (ctx and tokens have their own columns)."""
+    so several calls in one test are told apart (ctx and tokens have their own columns). ``full``: the whole node
+    id instead of the test name (what a row whose case cell was cut says under it)."""
     r = as_row(r)
     nodeid = str(r.nodeid)
-    case = nodeid.split("::")[-1] or nodeid
+    case = nodeid if full else nodeid.split("::")[-1] or nodeid
     text = f"[{r.kind}] {case}"
     if r.call is not None:
         text += f" (call {r.call}, {r.content})"
@@ -511,6 +519,10 @@ def _level_verdict(r: Row, lv: Row) -> dict[str, Any]:
     prefix = f"at {n_users(n)}: "
     blamed += [str(c.reason).removeprefix(prefix) for c in lv.comparisons or []
                if c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
+    # a short history's judgement, kept apart from a named baseline's comparisons ('history, against run 3: at 4
+    # users: ...')
+    blamed += [str(c.reason).replace(prefix, "", 1) for c in r.history_comparisons or []
+               if c.users == n and c.verdict in ("regressed", "inconclusive") and c.reason and c.reason in reason]
     cross = r.crossover
     if cross is not None and cross.gated and cross.text and cross.text in reason:
         failing = [x for x in cross.levels if x.verdict == "below"] or [
@@ -627,7 +639,9 @@ def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | No
 
     With ``width`` (the terminal's table), no line is wider: the comparison column shows each row's worst
     comparison, and a row whose verdict cell would pass ``width`` keeps its verdict and puts its comparisons,
-    reason, warnings, notes and goals on their own lines under it, wrapped."""
+    reason, warnings, notes and goals on their own lines under it, wrapped; when every movable column has gone
+    under the rows and a long test name still passes ``width``, the case column shrinks (``cut_middle``) and a cut
+    row's first line under it names its case whole."""
     cases = [as_row(r) for r in results]
     load = has_load(cases)
     extra = extra_columns(cases)
@@ -657,11 +671,22 @@ def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | No
         alone = [narrow[0]] + [(*x[:-1], _verdict_word(s)) for x, s in zip(narrow[1:], sources[1:], strict=True)]
         if max(len(x) for x in _aligned(alone, widths)) <= width:
             break  # each row fits with its verdict alone (the rest of the cell may go below)
+    # Still too wide (a long test name): the case column shrinks, each longer label cut in its middle, and the row
+    # says its whole case (kind and node id) on its own line under it.
+    over = max(len(x) for x in _aligned(alone, widths)) - width
+    if over > 0:
+        widths[0] = max(MIN_CASE, widths[0] - over)
     out = []
     for x, short, source in zip(rows, narrow, sources, strict=True):
+        whole = short[0]
+        if source is not None and len(whole) > widths[0]:
+            short = (cut_middle(whole, widths[0]), *short[1:])
         line_text = _aligned([short], widths)[0]
         below = [] if source is None else [f"{name}: {x[i]}" for i, name in enumerate(header)
                                         if name in moved and x[i] != "-"]
+        if short[0] != whole:
+            below.insert(0, "case: " + (whole.strip() if whole.startswith(" ") or source is None
+                                        else label(source, full=True)))
         if source is not None and len(line_text) > width:
             below += _below(source)
             line_text = _aligned([(*short[:-1], _verdict_word(source))], widths)[0]
@@ -670,6 +695,17 @@ def table(results: Iterable[Row | Recorded | Mapping[str, Any]], width: int | No
             out += textwrap.wrap(text, width=width, initial_indent="    ", subsequent_indent="      ",
                                  break_on_hyphens=False)
     return out
+
+
+def cut_middle(text: str, n: int) -> str:
+    """``text`` in at most ``n`` columns: its start and end kept, '...' for what was cut between them (a test's
+    name is told apart by both ends: the kind and the test's prefix, the parameters or suffix)."""
+    if len(text) <= n:
+        return text
+    if n <= len(ELLIPSIS):
+        return text[:n]
+    keep = n - len(ELLIPSIS)
+    return text[:(keep + 1) // 2] + ELLIPSIS + text[len(text) - keep // 2:]
 
 
 def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
@@ -715,16 +751,20 @@ def one_trial_undecided(c: CaseComparison) -> bool:
 def one_trial_note(results: Iterable[Row | Recorded | Mapping[str, Any]]) -> str | None:
     """Once per run: comparisons with one trial on each side have no noise to judge by and cannot decide within
     their threshold; what ``repeat=`` would do (None when no comparison was one of those)."""
-    undecided = [c for r in map(as_row, results) for c in r.comparisons or [] if one_trial_undecided(c)]
+    rows = list(map(as_row, results))
+    undecided = [c for r in rows for c in r.comparisons or [] if one_trial_undecided(c)]
+    history = [c for r in rows for c in r.history_comparisons or [] if one_trial_undecided(c)]
+    undecided += history
     if not undecided:
         return None
     cmp = [c.comparison for c in undecided if c.comparison is not None]
     threshold = max(x.threshold for x in cmp)
     need = max(x.trials_needed for x in cmp)
     detect = min(x.mde for x in cmp)
+    whose = f", {len(history)} of them the history's against its latest run" if history else ""
     return (f"note: {plural(len(undecided), 'comparison')} had one trial on each side (the baseline's and this "
-            f"run's) and no noise estimate, so could not decide within {threshold:.0%} (detectable at the assumed "
-            f"noise: {detect:.1%} or more); run the cases with repeat={need} (trials per side) on the baseline "
+            f"run's{whose}) and no noise estimate, so could not decide within {threshold:.0%} (detectable at the "
+            f"assumed noise: {detect:.1%} or more); run the cases with repeat={need} (trials per side) on the baseline "
             f"and here, or repeat='auto' to add trials until each comparison is decided")
 
 

@@ -150,8 +150,9 @@ def gated_trials(case: Case) -> dict[str, list[float]]:
 
 def held_keys(results: Iterable[Recorded]) -> set[str]:
     """The units that failed their history gate: a regressed history entry, or (a unit without one, judged by the
-    baseline rule while its history is short) a regressed comparison. An A/B result's comparisons are B's against
-    A, not against the history: they hold nothing."""
+    baseline rule while its history is short) a regressed comparison (``history_comparisons`` where the run also
+    named a baseline, whose own regressed ``comparisons`` hold their units too). An A/B result's comparisons are
+    B's against A, not against the history: they hold nothing."""
     out: set[str] = set()
     for r in results:
         if isinstance(r, ErrorRecord):
@@ -163,6 +164,8 @@ def held_keys(results: Iterable[Recorded]) -> set[str]:
             continue
         # a comparison's key names a session's users; the unit (as ``units`` keys it) does not
         keyed = [unit_key(r.kind, c.nodeid, c.ctx, c.users) for c in r.comparisons or [] if c.verdict == "regressed"]
+        keyed += [unit_key(r.kind, c.nodeid, c.ctx, c.users) for c in r.history_comparisons or []
+                  if c.verdict == "regressed"]  # a short history's, kept apart from a named baseline's
         out |= {key for key in keyed if key not in judged}
     return out
 

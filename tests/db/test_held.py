@@ -89,6 +89,29 @@ def test_a_slower_session_with_a_short_history_fails_and_is_held(target: Target)
         assert [(h.run_id, h.held) for h in records.case_history(store, "t::s")] == [(1, False), (2, False), (3, True)]
 
 
+def test_a_short_historys_regression_beside_a_named_baseline_is_kept_apart_and_held(target: Target) -> None:
+    # --specperf-compare named a baseline as slow as this run (its comparisons set first, as the plugin does); the
+    # history's two runs at 100 tok/s judge it by the baseline rule against the latest: it fails and is held, and the
+    # named baseline's comparisons stay the result's
+    with schema.open_store(Store(target)) as store:
+        for i in range(2):
+            records.record_run(store, [_session(100.0, [99.0, 100.0, 101.0])], _meta(i))
+        cand = _session(60.0, [59.0, 60.0, 61.0])
+        gates.against_baseline(gates.Gate(0.05), cand, [_session(60.0, [59.5, 60.0, 60.5])])
+        named = list(cand.comparisons or [])
+        assert named and "regressed" not in {c.verdict for c in named}
+        against_history.judge(store, cand, {}, max_regression=0.05)
+        assert cand.comparisons == named
+        kept = [c for c in cand.history_comparisons or [] if c.metric == "decode_tps"]
+        assert [c.verdict for c in kept] == ["regressed"] and kept[0].reason.startswith("history, against run 2: ")
+        assert cand.verdict == "failed" and kept[0].reason in cand.reason, cand.reason
+        assert any("judged against the latest (run 2, " in n and "apart from the --specperf-compare baseline: "
+                   "decode_tps -40.0% regressed" in n for n in cand.notes), cand.notes
+        records.record_run(store, [cand], _meta(2), gated=True)
+        assert [(h.run_id, h.held) for h in records.case_history(store, "t::s")] == [(1, False), (2, False), (3, True)]
+        assert trend.run_facts(store, "t::s")[3].failed_metrics == {"decode_tps"}
+
+
 def test_accept_takes_a_load_sweep_by_its_node_id(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
     # 6 runs of a 4-level sweep, then one 20 % slower at every level: each level fails and is held
     rng = np.random.default_rng(23)

@@ -14,6 +14,7 @@ import pytest
 from support.load_helpers import true_aggregate, true_decode
 from support.table_lines import WIDTH, block, section
 
+from pytest_specperf.report.table import signed_pct
 from pytest_specperf.sim import SimServer
 
 FAST = "--specperf-sim-speed=20"
@@ -68,6 +69,97 @@ def test_four_cases_against_a_baseline_fit_120_columns_and_say_once_what_one_tri
         for c in r["comparisons"]:
             metric = {"decode_tps": "decode", "ttft_s": "ttft", "total_tps": "total"}[c["metric"]]
             assert f"{metric} " in where and c["verdict"] in where, (name, where)
+
+
+TWO = """
+import pytest
+
+@pytest.mark.sustained(tokens=300, ctx=500)
+def test_single_user(specperf): pass
+
+@pytest.mark.sustained(tokens=100, ctx=200, concurrency=4)
+def test_four_users(specperf): pass
+"""
+
+
+def test_the_named_baseline_stays_the_rows_comparison_beside_a_short_history_and_one_trial_is_said_once(
+        pytester: pytest.Pytester) -> None:
+    # --specperf-compare=base with a history of two runs whose latest is not base: the row, the JSON's comparisons
+    # and the table's "vs baseline" are against base; the history's fall-back (the baseline rule against its latest
+    # run) is kept apart, and one trial per side is said once for both
+    pytester.makepyfile(test_two=TWO)
+    for name in ("base", "latest"):  # a saved run is recorded in the default history too: runs 1 and 2
+        pytester.runpytest_subprocess(STEADY, f"--specperf-save={name}", *NO_CACHE).assert_outcomes(passed=2)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(STEADY, "--specperf-compare=base", "--specperf-history",
+                                        f"--specperf-json={out}", *NO_CACHE)
+    ran = res.parseoutcomes()  # one trial a side: a loaded host can move one by more than it can decide, and fail it
+    assert ran.get("passed", 0) + ran.get("failed", 0) == 2, res.outlines[-3:]
+    saved = {name: {r["nodeid"]: r for r in json.loads(path.read_text())["results"]}
+             for name in ("base", "latest") for path in (pytester.path / ".specperf" / "runs").glob(f"*_{name}.json")}
+    results = json.loads(out.read_text())["results"]
+    checked = 0
+    for r in results:
+        base, latest = saved["base"][r["nodeid"]], saved["latest"][r["nodeid"]]
+        for metric in ("decode_tps", "total_tps"):
+            if r.get(metric) is None or base.get(metric) is None:
+                continue
+            # one trial a side: the change is exactly this run's figure over the other side's
+            assert abs(base[metric] / latest[metric] - 1) > 1e-6, "base and latest alike: nothing tells them apart"
+            (named,) = [c for c in r["comparisons"] if c["metric"] == metric]
+            assert 1 + named["comparison"]["change"] == pytest.approx(r[metric] / base[metric], rel=1e-9), named
+            (kept,) = [c for c in r["history_comparisons"] if c["metric"] == metric]
+            assert 1 + kept["comparison"]["change"] == pytest.approx(r[metric] / latest[metric], rel=1e-9), kept
+            assert kept["reason"].startswith("history, against run 2: "), kept["reason"]
+            checked += 1
+    assert checked == 3  # decode of both cases, the aggregate of the four users
+    lines = _table(res)
+    one = block(lines, "test_single_user")
+    (single,) = [r for r in results if r["nodeid"].endswith("::test_single_user")]
+    (decode,) = [c for c in single["comparisons"] if c["metric"] == "decode_tps"]
+    assert f"decode {signed_pct(decode['comparison']['change'])} {decode['verdict']}" in one, one  # vs baseline
+    assert "judged against the latest (run 2, " in one and "apart from the --specperf-compare baseline" in one, one
+    # the advice is said once per run, for the named baseline's and the history's comparisons alike
+    text = "\n".join(res.outlines)
+    assert text.count("had one trial on each side") == 1, text
+    assert not [x for x in res.outlines if "SpecperfWarning" in x and "1 trial per side" in x]
+    undecided = [c for r in results for key in ("comparisons", "history_comparisons") for c in r[key]
+                 if c["verdict"] == "inconclusive" and c["comparison"]["method"].startswith("noise-floor")
+                 and c["comparison"]["n_base"] == 1 == c["comparison"]["n_cand"]]
+    note = " ".join(x.strip() for x in lines[next(i for i, x in enumerate(lines) if x.startswith("note: ")):])
+    assert f"{len(undecided)} comparisons had one trial on each side" in note, note
+
+
+LONG = "test_load_curve_with_a_long_name_for_width"
+
+
+def test_a_long_test_name_is_cut_in_its_middle_to_fit_120_columns_and_said_whole_under_its_row(
+        pytester: pytest.Pytester) -> None:
+    # a load sweep's row is wide (users, aggregate with its floor, p10 decode): with a 42-character test name it
+    # would pass 120 columns after every movable column has gone under the rows
+    pytester.makepyfile(test_long=f"""
+        import pytest
+
+        @pytest.mark.load_sweep(concurrency=[1, 4], tokens=128, ctx=200, min_total_tps=200)
+        def {LONG}(specperf): pass
+    """)
+    out = pytester.path / "r.json"
+    # 5x: at 20x a loaded host's four streams of 64 tokens could share no window to measure
+    res = pytester.runpytest_subprocess(STEADY, f"--specperf-json={out}", *NO_CACHE)
+    res.assert_outcomes(passed=1)
+    shown = section(res.outlines)
+    assert max(map(len, shown)) <= WIDTH, max(shown, key=len)
+    lines = _table(res)
+    (i,) = [i for i, line in enumerate(lines) if line.startswith("[load_sweep] ")]
+    head, cut, tail = lines[i].split()[1].partition("...")  # the name's start and end, the middle cut
+    assert cut and head.startswith("test_") and LONG.startswith(head), lines[i]
+    assert len(tail) >= 8 and LONG.endswith(tail), lines[i]  # both ends kept
+    assert lines[i].split()[2:4] == ["200", "128"]  # its ctx and tokens stay in their columns
+    # nothing is lost: the whole node id on the row's first line under it, and in the JSON
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["nodeid"].endswith(f"::{LONG}")
+    assert lines[i + 1] == f"    case: [load_sweep] {r['nodeid']}", lines[i + 1]
+    assert [line.split()[1] for line in lines if line.startswith("  @ ")] == ["1", "4"]  # its levels' rows
 
 
 def test_a_passing_row_shows_its_goals_and_margins_against_the_simulator(pytester: pytest.Pytester) -> None:

@@ -278,6 +278,25 @@ def test_a_level_row_on_arms_agrees_with_its_case_and_the_arms_table():
     assert "550.3" in lines[1] and "542.5" not in "".join(lines)
 
 
+def test_a_level_row_takes_the_short_historys_regression_kept_apart_from_a_named_baseline():
+    from pytest_specperf.report.table import level_rows
+
+    why = "history, against run 3: at 4 users: decode_tps -20.0% [-25.0%, -15.0%] vs baseline: regressed"
+    named = {**_cmp(4, "decode_tps", 0.01, "passed"), "nodeid": "t.py::test_w",
+             "reason": "at 4 users: decode_tps +1.0% vs baseline: passed"}
+    r = full({"nodeid": "t.py::test_w", "kind": "load_sweep", "concurrency": [1, 4], "verdict": "failed",
+              "reason": why, "levels": [_level(1, 120.0, 120.0), _level(4, 80.0, 320.0)],
+              "comparisons": [named],
+              "history_comparisons": [{**_cmp(4, "decode_tps", -0.2, "regressed"), "nodeid": "t.py::test_w",
+                                       "reason": why}]})
+    rows = dict(level_rows(r))
+    four = rows[" @ 4 users"]
+    assert four.verdict == "failed" and four.reason == "history, against run 3: decode_tps -20.0% [-25.0%, -15.0%] " \
+        "vs baseline: regressed"
+    assert [c.verdict for c in four.comparisons or []] == ["passed"]  # its vs baseline cell: the named baseline's
+    assert rows[" @ 1 user"].verdict == "passed"
+
+
 def test_early_late_beside_drift_says_which_aggregation():
     from pytest_specperf.report.table import notes
 
