@@ -42,11 +42,12 @@ def sustained(context: CaseContext, spec: SustainedSpec, nodeid: str = "", *, un
     trials = _trials(context, spec, seed, progress, before is not None, max_drift, until)
     # the counters are read before the timing-noise requests below, which would move them past what the case explains
     after = context.scrape_metrics()
+    noise = context.timing_noise()
+    stream_figures.check_decode_spans(trials.traces, noise)  # no decode figure from a span too short to time
     streams = trials.streams
     r = _result(context, spec, nodeid, streams, max_drift)
     if spec.prompts is not None:
         categories.attach(r, spec, streams, trials.traces, context.client.caps.step_chunks)
-    noise = context.timing_noise() if trials.drifts else None  # only a case with windows asks for it
     if stream_figures.judge_drift(r, streams, trials.drifts, max_drift, noise):
         r.window_tps = [float(x) for x in np.median(np.array([s.window_tps for s in streams if s.window_tps]),
                                                     axis=0)]
