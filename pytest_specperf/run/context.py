@@ -26,7 +26,7 @@ from pytest_specperf.prompts import cold
 from pytest_specperf.prompts.exact_length import COUNT_WORKERS, Prompt, build_prompt, build_prompts
 from pytest_specperf.run import acceptance, drift
 from pytest_specperf.run.floors import JudgeSettings
-from pytest_specperf.run.stream_figures import decode_span_s, median, spread_of
+from pytest_specperf.run.stream_figures import median
 from pytest_specperf.scale.senders import Local, Senders
 
 # Servers that send one event per token (llama.cpp, TGI) deliver a step's accepted drafts as a
@@ -59,10 +59,8 @@ def text_sha(prompt: str, trace: Trace) -> str:
     return h.hexdigest()[:16]
 
 
-#: identical short streams sent back to back whose decode spans' spread is the client's timing noise (spread_of)
-NOISE_STREAMS = 8
-#: tokens of each: a few decode steps, so each span starts and ends at a chunk the client timed
-NOISE_TOKENS = 8
+#: back-to-back pairs of identical short requests whose median difference is the client's timing noise
+NOISE_PAIRS = 3
 
 
 class CaseContext:
@@ -199,18 +197,15 @@ class CaseContext:
             self._warm = True
 
     def timing_noise(self) -> float:
-        """The client's timing noise against this server (seconds): how far the decode spans (first to last token)
-        of NOISE_STREAMS identical short streams spread, sent back to back once per context after the warm-up: the
-        one farthest from their median left out (one late wake-up in eight is not the client's usual noise) and the
-        rest at their 95% upper bound (``stream_figures.spread_of``; six degrees of freedom, so no lucky pair reads
-        near zero). The rules that refuse a rate over a span shorter than ten times it
-        (``stream_figures.SPAN_OVER_NOISE``) read it: a stream's decode, drift's early and late windows, and a
-        two-point's floor."""
+        """The client's timing noise against this server (seconds): how far apart identical short requests took
+        (the median of NOISE_PAIRS back-to-back pairs: one late wake-up is not the client's usual noise), measured
+        once per context after the warm-up, for the rule that refuses a rate over a span shorter than ten times it
+        (``stream_figures.SPAN_OVER_NOISE``)."""
         if self._noise_s is None:
             self.warm_up()
             text = self.built("prose", 32, 99_999).text
-            spans = [decode_span_s(self.client.stream(text, NOISE_TOKENS)) for _ in range(NOISE_STREAMS)]
-            self._noise_s = spread_of([spans], leave_out=1)
+            took = [self.client.complete(text, 8).elapsed_s for _ in range(NOISE_PAIRS + 1)]
+            self._noise_s = float(np.median(np.abs(np.diff(took))))
         return self._noise_s
 
     def coalesce_s(self) -> float:

@@ -19,7 +19,7 @@ def ctx_sweep(context: CaseContext, spec: CtxSweepSpec, nodeid: str = "") -> Swe
     for c in spec.ctxs:
         tp = TwoPointSpec(ctx=c, content=spec.content, repeat=spec.repeat, short=spec.short,
                           long=spec.short + spec.tokens, api=spec.api, temperature=spec.temperature)
-        p = two_point(context, tp, f"{nodeid}@{c}", what=f"ctx_sweep at ctx {c}", grow="tokens=")
+        p = two_point(context, tp, f"{nodeid}@{c}")
         points.append(SweepPoint(ctx=c, prompt_tokens=p.prompt_tokens, decode_tps=p.decode_tps,
                                  t_short_s=p.t_short_s, t_long_s=p.t_long_s, samples_tps=p.samples_tps))
     r: SweepResult = context.new_result(SweepResult, spec, max(spec.ctxs), points[-1].prompt_tokens, nodeid,

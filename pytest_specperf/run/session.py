@@ -99,13 +99,11 @@ def session(context: CaseContext, spec: SessionSpec, nodeid: str = "") -> Sessio
             if d is not None:
                 drifts.append(d)
             rows.append(_row(u, turn, s, o))
-    noise = context.timing_noise()  # after the counters: its requests would move them past what the case explains
-    stream_figures.check_decode_spans(found, noise, "turn decode")  # every turn's rate is a figure
     r = _result(context, spec, nodeid, rows, streams, found)
     bound = lateness.load_bound(s.total_s for s in streams)
     lateness.attach(r, [o.late_s for per_user in outcomes for o in per_user], bound)
     workers.attach(r, sent.flat(), bound)
-    _drift(r, streams, drifts, context.judging.max_drift, noise)
+    _drift(r, streams, drifts, context.judging.max_drift, context.timing_noise() if drifts else 0.0)
     r.acceptance, r.attribution = context.acceptance_of(streams, before, after, *acceptance.response_fields(found))
     return r
 

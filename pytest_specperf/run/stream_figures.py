@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Sequence
 
 import numpy as np
-import scipy  # scipy.special loads on first use
 
 from pytest_specperf.cases.base import MIN_DRIFT_TOKENS
 from pytest_specperf.cases.result_parts import Burst, Stall
@@ -172,85 +169,24 @@ def judge_drift(r: SustainedResult, streams: list[StreamResult], drifts: list[st
 
 #: a rate's span must be this many times the client's timing noise: the noise then moves the rate by 10 % at most
 SPAN_OVER_NOISE = 10.0
-#: the timing noise is the upper bound, at this confidence, of what the identical requests measured
-NOISE_CONFIDENCE = 0.95
-
-
-def spread_of(groups: Sequence[Sequence[float]], leave_out: int = 0) -> float:
-    """The standard deviation of one of several identical measurements (seconds), each group measured back to back:
-    their variance pooled over the groups, at the NOISE_CONFIDENCE upper bound for the degrees of freedom the groups
-    give (the sum of each group's size less one: a chi-square bound), never below the clock's resolution. With
-    ``leave_out`` the measurements farthest from their group's median are left out first (each costs a degree of
-    freedom): the client's usual noise, which one late wake-up among them is not.
-
-    A spread from two measurements can be near zero by chance (one time in twelve within a tenth of its typical
-    size), so a rule that trusts it accepts spans that the noise swamps; the bound is wide from few measurements (16
-    times the estimate from two, 4.4 from three, 1.9 from six or seven, 1.8 from eight) and narrows as more are added.
-    """
-    kept = [sorted(g, key=lambda x: abs(x - float(np.median(g))))[:len(g) - leave_out] for g in groups]
-    sizes = [len(g) for g in kept if len(g) > 1]
-    dof = sum(sizes) - len(sizes)
-    if dof < 1:
-        raise ValueError("a spread needs at least one group of two identical measurements")
-    squares = sum(float(np.sum((np.asarray(g, dtype=float) - np.mean(g)) ** 2)) for g in kept if len(g) > 1)
-    bound = math.sqrt(dof / float(scipy.special.chdtri(dof, NOISE_CONFIDENCE)))  # chdtri: the upper-tail inverse
-    return timing_noise(math.sqrt(squares / dof) * bound)
-
-
-def noise_of(groups: Sequence[Sequence[float]]) -> float:
-    """The timing noise of a span between two requests (a two-point's), from groups of identical requests' times:
-    the standard deviation of the gap between two of them, sqrt(2) times one request's (``spread_of``)."""
-    return math.sqrt(2.0) * spread_of(groups)
 
 
 def timing_noise(noise_s: float) -> float:
-    """The client's timing noise: what was measured, never below the clock's resolution."""
+    """The client's timing noise: what was measured (two identical requests' times apart), never below the
+    clock's resolution."""
     return max(noise_s, time.get_clock_info("perf_counter").resolution)
 
 
-def check_span(what: str, span_s: float, noise_s: float, tokens: int, grow: str = "long=") -> None:
+def check_span(what: str, span_s: float, noise_s: float, tokens: int) -> None:
     """Refuse a rate whose span is within SPAN_OVER_NOISE times the client's timing noise (MeasurementError,
-    inconclusive): a span that short is timed, not measured, and its rate says nothing. ``grow`` is the keyword
-    whose raising lengthens the span (``long=`` for a two-point, ``tokens=`` for a ctx_sweep's points)."""
+    inconclusive): a span that short is timed, not measured, and its rate says nothing."""
     floor = SPAN_OVER_NOISE * timing_noise(noise_s)
     if span_s < floor:
         noise_ms = 1000 * timing_noise(noise_s)
         raise MeasurementError(f"{what} inconclusive: the {tokens} extra tokens took {1000 * span_s:.1f} ms, within "
-                               f"{SPAN_OVER_NOISE:g}x the client's timing noise ({noise_ms:.1f} ms, the spread of "
-                               f"identical requests' times); the server is too fast for this size: "
-                               f"{_raise(grow, floor)}")
-
-
-def _raise(grow: str, floor_s: float | None = None) -> str:
-    """The fix for a span too short to time: raise the keyword ``grow`` that lengthens it (until the span clears
-    ``floor_s``), or ``grow`` itself where it is a sentence (no keyword lengthens that span)."""
-    if not grow.endswith("="):
-        return grow
-    return f"raise {grow}" + ("" if floor_s is None else f" until that span is over {1000 * floor_s:.0f} ms")
-
-
-def decode_span_s(trace: Trace) -> float:
-    """The stream's decode span on the client's clock: its first token-carrying chunk to its last."""
-    return trace.chunks[-1].t - trace.chunks[0].t if trace.chunks else 0.0
-
-
-def check_decode_spans(traces: Sequence[Trace], noise_s: float, what: str = "decode") -> None:
-    """Refuse whole-stream decode rates (MeasurementError, inconclusive) when any stream's decode span (first to
-    last token) is within SPAN_OVER_NOISE times the client's timing noise: its rate would be timed, not measured
-    (a 5 ms span read 2,943 and 18,752 tok/s on one server), and the case's figures are read from every stream."""
-    if not traces:
-        return
-    floor = SPAN_OVER_NOISE * timing_noise(noise_s)
-    shortest = min(traces, key=decode_span_s)
-    span = decode_span_s(shortest)
-    if span >= floor:
-        return
-    tokens = shortest.completion_tokens - (shortest.chunks[0].tokens if shortest.chunks else 0)
-    which = "the stream's" if len(traces) == 1 else f"the shortest of {len(traces)} streams'"
-    raise MeasurementError(f"{what} inconclusive: {which} {tokens} decode tokens took {1000 * span:.1f} ms, within "
-                           f"{SPAN_OVER_NOISE:g}x the client's timing noise ({1000 * timing_noise(noise_s):.1f} ms, "
-                           f"the spread of identical streams' decode); the server is too fast for this length: "
-                           f"raise tokens= until that span is over {1000 * floor:.0f} ms")
+                               f"{SPAN_OVER_NOISE:g}x the client's timing noise ({noise_ms:.1f} ms, "
+                               f"two identical requests apart); the server is too fast for this size, raise long= "
+                               f"(tokens= in a ctx_sweep) until that span is over {1000 * floor:.0f} ms")
 
 
 def drift_span_problem(streams: list[StreamResult], drifts: list[stats.Drift], noise_s: float) -> str | None:
@@ -262,35 +198,21 @@ def drift_span_problem(streams: list[StreamResult], drifts: list[stats.Drift], n
     if not spans or min(spans) >= floor:
         return None
     return (f"drift not judged: the early or late windows took {1000 * min(spans):.1f} ms, within "
-            f"{SPAN_OVER_NOISE:g}x the client's timing noise ({1000 * timing_noise(noise_s):.1f} ms, the spread of "
-            f"identical streams' decode), so their rates say nothing; the server is too fast for this length, raise "
-            f"tokens= until that span is over {1000 * floor:.0f} ms")
+            f"{SPAN_OVER_NOISE:g}x the client's timing noise ({1000 * timing_noise(noise_s):.1f} ms, two identical "
+            f"requests apart), so their rates say nothing; the server is too fast for this length, raise tokens= "
+            f"until that span is over {1000 * floor:.0f} ms")
 
 
-def two_point_rate(shorts: Sequence[Completion], long: Completion, grow: str = "long=", what: str = "two-point"
-                   ) -> float:
-    """(long - short) tokens / (t_long - t_short) seconds, from the server's own counts; t_short is the median of the
-    identical short requests' times (``what`` names the measurement and ``grow`` the keyword that lengthens its
-    span, for the error)."""
-    n_short = int(shorts[0].usage.get("completion_tokens", 0))  # not result data
+def two_point_rate(short: Completion, long: Completion) -> float:
+    """(long - short) tokens / (t_long - t_short) seconds, from the server's own counts."""
+    n_short = int(short.usage.get("completion_tokens", 0))  # not result data
     n_long = int(long.usage.get("completion_tokens", 0))  # not result data
-    t_short = median([s.elapsed_s for s in shorts])
-    dt = long.elapsed_s - t_short
+    dt = long.elapsed_s - short.elapsed_s
     if n_long <= n_short or dt <= 0:
-        raise MeasurementError(f"{what} inconclusive: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) "
-                               f"was not longer than the short ({n_short} tokens, {t_short:.3f} s); "
-                               f"the server is too noisy at this size: {_raise(grow)}")
+        raise MeasurementError(f"two-point inconclusive: the long request ({n_long} tokens, {long.elapsed_s:.3f} s) "
+                               f"was not longer than the short ({n_short} tokens, {short.elapsed_s:.3f} s); "
+                               "the server is too noisy at this size, raise long=")
     return (n_long - n_short) / dt
-
-
-def two_point_span(shorts: Sequence[Sequence[float]], longs: Sequence[float], endpoint_noise_s: float
-                   ) -> tuple[float, float]:
-    """(span, noise) of a two-point measurement from its requests' times: the span is the median long request's
-    time less the median pair's short time (each pair's the median of its identical shorts); the noise the larger
-    of the spread of the identical shorts at this prompt (``noise_of``, pooled over the pairs) and the client's
-    noise on the endpoint (``endpoint_noise_s``, CaseContext.timing_noise)."""
-    span = median(list(longs)) - median([median(list(g)) for g in shorts])
-    return span, max(noise_of(shorts), endpoint_noise_s)
 
 
 def server_two_point_rate(short: Completion, long: Completion) -> float | None:

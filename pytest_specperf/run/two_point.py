@@ -12,18 +12,13 @@ from pytest_specperf.run import stream_figures
 from pytest_specperf.run.context import CaseContext, Until, case_seed, more_trials
 from pytest_specperf.run.floors import JudgeSettings, settle
 
-#: each pair sends its short request this many times back to back: their spread is the timing noise at this prompt
-SHORTS = 7
-
 
 def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, seed: int | None = None,
-              until: Until | None = None, what: str = "two-point", grow: str = "long=") -> TwoPointResult:
+              until: Until | None = None) -> TwoPointResult:
     """(long - short) / (t_long - t_short) on one prompt, its prefix cache warmed first.
 
     ``seed`` defaults to the case's own; every request carries it and the case's temperature.
-    With ``repeat="auto"`` pairs are added until ``until`` decides (``max_repeat`` at most). A span within ten
-    times the client's timing noise is inconclusive (MeasurementError) naming ``what`` and the keyword ``grow``
-    that lengthens it.
+    With ``repeat="auto"`` pairs are added until ``until`` decides (``max_repeat`` at most).
     """
     seed = case_seed(nodeid) if seed is None else seed
     client = context.client
@@ -32,29 +27,28 @@ def two_point(context: CaseContext, spec: TwoPointSpec, nodeid: str = "", *, see
     ask = functools.partial(client.complete, api=spec.api, temperature=spec.temperature, seed=seed, salt=context.salt())
     samples: list[float] = []
     server: list[float | None] = []
-    shorts: list[list[float]] = []
-    longs: list[float] = []
+    shorts, longs, noise = [], [], []
     usage: dict[str, Any] = {}
     while more_trials(spec, len(samples), lambda: until is not None and not until({"decode_tps": samples})):
         # Warm the prefix cache so both requests prefill alike (servers that cache reuse it; others redo it).
         ask(prompt.text, 1)
-        # The same request SHORTS times: how much the client's timing of it varies (stream_figures.noise_of)
-        same = [ask(prompt.text, spec.short) for _ in range(SHORTS)]
+        short = ask(prompt.text, spec.short)
+        again = ask(prompt.text, spec.short)  # the same request once more: how much the client's timing varies
         long = ask(prompt.text, spec.long)
         n_long = int(long.usage.get("completion_tokens", 0))  # not result data
         stream_figures.check_length(spec.long, n_long, long.finish_reason, client.kind)
-        samples.append(stream_figures.two_point_rate(same, long, grow, what))
-        server.append(stream_figures.server_two_point_rate(same[0], long))
-        shorts.append([s.elapsed_s for s in same])
+        samples.append(stream_figures.two_point_rate(short, long))
+        server.append(stream_figures.server_two_point_rate(short, long))
+        shorts.append(short.elapsed_s)
         longs.append(long.elapsed_s)
+        noise.append(abs(again.elapsed_s - short.elapsed_s))
         usage = long.usage
     med = stream_figures.median
-    span, noise = stream_figures.two_point_span(shorts, longs, context.timing_noise())
-    stream_figures.check_span(what, span, noise, spec.long - spec.short, grow)
+    stream_figures.check_span("two-point", med(longs) - med(shorts), max(noise), spec.long - spec.short)
     r: TwoPointResult = context.new_result(
         TwoPointResult, spec, spec.ctx, usage.get("prompt_tokens"),  # not result data: the server's usage
         nodeid, short=spec.short, long=spec.long,
-        t_short_s=med([med(g) for g in shorts]), t_long_s=med(longs), decode_tps=med(samples), repeat=len(samples),
+        t_short_s=med(shorts), t_long_s=med(longs), decode_tps=med(samples), repeat=len(samples),
         samples_tps=samples, server_samples_tps=[x for x in server if x is not None] if all(server) else [])
     return r
 

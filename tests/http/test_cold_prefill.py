@@ -21,8 +21,6 @@ from tests.support.gateway import SaltStrippingClient
 
 # vLLM with --enable-prompt-tokens-details; prefill slow enough that a cached one shows in TTFT
 CACHING = {"cache_report": True, "prefill_tokens_per_s": 2000.0, "jitter": 0.0}
-#: each stream's length: at speed 10 its decode takes about 100 ms, past ten times a busy machine's timing noise
-TOKENS = 160
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +51,7 @@ def test_the_default_profile_caches_prefixes_as_vllm() -> None:
 def test_repeats_and_runs_of_a_case_are_cold_at_their_exact_length(dialect: str) -> None:
     # vLLM: a cache_salt per request; llama.cpp: cache_prompt false; SGLang takes neither: a tag in the prompt
     with SimServer("healthy", speed=10, in_process=True, overrides={**CACHING, "dialect": dialect}) as sim:
-        runs = [_run(sim, "sustained", "t::cold", tokens=TOKENS, ctx=500, repeat=3) for _ in range(2)]
+        runs = [_run(sim, "sustained", "t::cold", tokens=40, ctx=500, repeat=3) for _ in range(2)]
         truths = [[sim.truth(s.response_id) for s in r.streams] for r in runs]
     for r, truth in zip(runs, truths, strict=True):
         assert isinstance(r, SustainedResult) and r.verdict == "passed", r.reason
@@ -72,7 +70,7 @@ def test_repeats_and_runs_of_a_case_are_cold_at_their_exact_length(dialect: str)
 
 
 def test_users_and_arrivals_are_cold(sim: SimServer) -> None:
-    load = _run(sim, "sustained", "t::users", tokens=TOKENS, ctx=400, concurrency=3)
+    load = _run(sim, "sustained", "t::users", tokens=40, ctx=400, concurrency=3)
     rate = _run(sim, "rate", "t::rate", rps=20, requests=4, tokens=24, ctx=400)
     assert isinstance(rate, RateResult)
     for rid in [s.response_id for s in load.streams] + [rec.response_id for rec in rate.per_request]:
@@ -84,7 +82,7 @@ def test_users_and_arrivals_are_cold(sim: SimServer) -> None:
 def test_a_prompt_files_prompts_are_cold_each_time_they_are_sent(sim: SimServer) -> None:
     # 3 streams of one category's file: the same record twice in a row would be a cached prefill without a tag
     for _ in range(2):
-        r = _run(sim, "sustained", "t::file", tokens=TOKENS, prompts="builtin:specbench-mini", categories=["qa"],
+        r = _run(sim, "sustained", "t::file", tokens=24, prompts="builtin:specbench-mini", categories=["qa"],
                  repeat=3, sample=1)
         assert [sim.truth(s.response_id)["cached_tokens"] for s in r.streams] == [0, 0, 0]
         assert r.cached_share == 0.0
@@ -92,7 +90,7 @@ def test_a_prompt_files_prompts_are_cold_each_time_they_are_sent(sim: SimServer)
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_sessions_start_cold_in_every_trial_and_reuse_their_conversation(sim: SimServer, api: str) -> None:
-    kw = {"turns": 3, "tokens": TOKENS, "users": 2, "ctx": 300, "turn_ctx": 30, "api": api}
+    kw = {"turns": 3, "tokens": 16, "users": 2, "ctx": 300, "turn_ctx": 30, "api": api}
     for _ in range(2):  # a second trial replays the same conversations
         r: SessionResult = _run(sim, "session", f"t::sess_{api}", **kw)
         truth = {row.response_id: sim.truth(row.response_id) for row in r.per_request}
@@ -104,8 +102,8 @@ def test_sessions_start_cold_in_every_trial_and_reuse_their_conversation(sim: Si
 
 
 def test_warm_asks_for_a_cached_prefill_and_gets_it(sim: SimServer) -> None:
-    r = _run(sim, "sustained", "t::warm", tokens=TOKENS, ctx=500, repeat=3, prefix_cache="warm")
-    c = _run(sim, "sustained", "t::warm_cold", tokens=TOKENS, ctx=500, repeat=3)
+    r = _run(sim, "sustained", "t::warm", tokens=40, ctx=500, repeat=3, prefix_cache="warm")
+    c = _run(sim, "sustained", "t::warm_cold", tokens=40, ctx=500, repeat=3)
     for s in r.streams:
         t = sim.truth(s.response_id)
         assert s.cached_tokens == t["cached_tokens"] == (t["prompt_tokens"] - 1) // 16 * 16
@@ -145,7 +143,7 @@ def test_a_bad_prefix_cache_keyword_is_named() -> None:
 def test_each_load_level_says_where_its_ttft_came_from_the_cache(sim: SimServer) -> None:
     """A sweep run again resends its prompts; with the salt stripped the server serves them from cache. Each level,
     judged as it is measured, says that its TTFT measures the cache (its own note, not only the case's)."""
-    spec = build_spec("load_sweep", {"concurrency": [1, 2], "tokens": TOKENS, "ctx": 500})
+    spec = build_spec("load_sweep", {"concurrency": [1, 2], "tokens": 40, "ctx": 500})
     with SaltStrippingClient(sim.url, timeout=30) as client:
         runner = Runner(client)
         runner.run(spec, "t::sweep_cache")

@@ -48,7 +48,7 @@ def long_system(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_records_every_send_is_cold_from_its_first_message(sim: SimServer, long_system: Path, api: str) -> None:
     with Client(sim.url, timeout=30) as client:
         runner = Runner(client)
-        r = runner.run(build_spec("sustained", {"tokens": 160, "prompts": str(long_system), "repeat": 3,
+        r = runner.run(build_spec("sustained", {"tokens": 16, "prompts": str(long_system), "repeat": 3,
                                                 "api": api}), f"t::tags_{api}")
         allowance = runner.context.cold_allowance(api)
     truth = [sim.truth(s.response_id) for s in r.streams]

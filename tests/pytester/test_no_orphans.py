@@ -22,7 +22,7 @@ import threading
 
 
 def test_hold(specperf):
-    specperf.sustained(tokens=300)  # starts the embedded simulator, a child process (100 ms of decode at speed 20)
+    specperf.sustained(tokens=16)  # starts the embedded simulator, a child process
     pathlib.Path("started").write_text("")
     threading.Event().wait()  # until the outer test signals this pytest
 '''

@@ -90,7 +90,7 @@ import threading
 
 
 def test_hold(specperf):
-    specperf.sustained(concurrency=4, tokens=300)  # opens two worker processes (decode spans long enough to time)
+    specperf.sustained(concurrency=4, tokens=16)  # opens two worker processes
     pathlib.Path("started").write_text("")
     threading.Event().wait()  # until the outer test signals this pytest
 """

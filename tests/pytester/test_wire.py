@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specperf.run.two_point import SHORTS
 from pytest_specperf.sim import SimServer
 
 CASES = {
@@ -18,10 +17,8 @@ WARM_UP_TOKENS = 32  # the runner's one warm-up request per session is not part 
 
 
 @pytest.fixture
-def sim(request: pytest.FixtureRequest) -> Iterator[SimServer]:
-    # speed 8 for the sustained case: max_burst_gap's two-point has its 256 extra tokens fixed, 85 ms at speed 20 and
-    # within ten times the timing noise of a busy machine; 213 ms at speed 8
-    with SimServer("healthy", speed=8 if request.node.callspec.params["kind"] == "sustained" else 20) as server:
+def sim() -> Iterator[SimServer]:
+    with SimServer("healthy", speed=20) as server:
         yield server
 
 
@@ -33,10 +30,9 @@ def test_temperature_and_seed_reach_every_request(pytester: pytest.Pytester, sim
     res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=2)
     sent = [r for r in sim.requests() if r["prompt_tokens"] != WARM_UP_TOKENS]
-    # stream (+ burst: a two-point), per two-point the warm-up, the short request SHORTS times (their spread is the
-    # client's noise at the prompt) and the long one
-    pair = 1 + SHORTS + 1
-    per_case = {"sustained": 1 + pair, "two_point": pair, "ctx_sweep": 2 * pair}[kind]
+    # stream (+ burst: a two-point), 4 per two-point (the warm-up, the short request twice to time the client's noise,
+    # the long one)
+    per_case = {"sustained": 1 + 4, "two_point": 4, "ctx_sweep": 2 * 4}[kind]
     assert len(sent) == 2 * per_case
     assert all(r["body"].get("temperature") == 0.7 for r in sent), [r["body"] for r in sent]
     a, b = sent[:per_case], sent[per_case:]  # cases never overlap: a's requests come first
