@@ -68,7 +68,7 @@ from pytest_specperf.cases.results import (
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.compare.trials import ALPHA
 
-# ALPHA (figures.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
+# ALPHA (compare.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
 BETA = 0.05  # misses: passed at a regression of twice the threshold
 #: candidate trials before a decision (and A trials in A/B): with the baseline's they give the variance
 #: enough degrees of freedom that one unlucky pair cannot decide.

@@ -50,7 +50,7 @@ def _measure(value: float | None, values: list[float]) -> dict[str, float] | Non
     return out
 
 
-#: one comparable unit of a result (as ``figures.trials.sub_cases`` splits it): the case, a level or a point
+#: one comparable unit of a result (as ``cases.figures.sub_cases`` splits it): the case, a level or a point
 Unit = Result | LoadLevel | SweepPoint
 
 
