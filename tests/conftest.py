@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -22,6 +23,12 @@ from pytest_specperf.sim import SimServer
 # lets them cache bytecode (__pycache__ is ignored by git and left out of the wheel).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+# A suite started in the background of a non-interactive shell inherits SIGINT ignored, and so would every pytest
+# and simulator it starts: the interrupt tests would then wait on an exit that never comes. Take the default back
+# (a Python handler is reset to the default in each child, where Python installs its own).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Time compression for the simulator: shapes stay, every rate scales by exactly this factor.
 SPEED = 8.0
