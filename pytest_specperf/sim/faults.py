@@ -11,6 +11,7 @@ Syntax: items separated by ``,`` or ``;`` (spaces ignored)::
     retry_date=S     the same wait, sent as an HTTP date S seconds from now (whole seconds, as HTTP dates are)
     first_byte=S     hold the response (headers included) for S seconds before anything else
     first_byte=S*K   the same for the first K requests of this scope that are answered only
+    first_byte=S*K%N the first K of every N answered (a slow path on a cycle: one backend of N behind a balancer)
     key=NAME         the scope of the status counter (default: the whole header value)
 
 Times (stall, first_byte) are model seconds and are divided by ``--speed`` like every other
@@ -48,6 +49,7 @@ class FaultSpec:
     retry_as_date: bool = False
     first_byte_s: float = 0.0
     first_byte_count: int | None = None  # None: every request
+    first_byte_every: int | None = None  # the count's cycle: the first K of every N requests (None: once)
     hold_events: int = 0  # a buffering proxy: events held once hold_at tokens were sent, then sent at once
     hold_at: int = 0
     key: str = ""
@@ -112,7 +114,7 @@ def parse_faults(text: str) -> FaultSpec:
         name, sep, value = item.partition("=")
         if not sep or not value:
             raise FaultError(f"fault {item!r}: unknown item; use stall=S@N, disconnect@N, malformed@N, hold=E@N, "
-                             f"status=CODE*K, retry_after=S, retry_date=S, first_byte=S[*K] or key=NAME")
+                             f"status=CODE*K, retry_after=S, retry_date=S, first_byte=S[*K[%N]] or key=NAME")
         if name == "status":
             code_text, _, count_text = value.partition("*")
             if not code_text.isdigit() or not 400 <= int(code_text) <= 599:
@@ -124,9 +126,16 @@ def parse_faults(text: str) -> FaultSpec:
             kw["retry_as_date"] = name == "retry_date"
         elif name == "first_byte":
             seconds_text, _, count_text = value.partition("*")
+            count_text, cycle, every_text = count_text.partition("%")
             kw["first_byte_s"] = _seconds(item, seconds_text)
             if count_text:
                 kw["first_byte_count"] = _count(item, count_text)
+            if cycle:
+                every = _count(item, every_text)
+                if not count_text or every <= kw["first_byte_count"]:
+                    raise FaultError(f"fault {item!r}: first_byte=S*K%N holds the first K of every N requests, "
+                                     "so it needs K and N > K, e.g. first_byte=0.5*2%4")
+                kw["first_byte_every"] = every
         elif name == "key":
             kw["key"] = value
         else:
@@ -147,6 +156,7 @@ def combine(base: FaultSpec, over: FaultSpec) -> FaultSpec:
         malformed_at=over.malformed_at if over.malformed_at is not None else base.malformed_at,
         first_byte_s=over.first_byte_s or base.first_byte_s,
         first_byte_count=over.first_byte_count if over.first_byte_s else base.first_byte_count,
+        first_byte_every=over.first_byte_every if over.first_byte_s else base.first_byte_every,
         hold_events=over.hold_events or base.hold_events,
         hold_at=over.hold_at if over.hold_events else base.hold_at,
         raw=f"{base.raw}, {over.raw}",
@@ -167,12 +177,16 @@ class StatusCounters:
         return self._count(f"{scope}:{spec.key or spec.raw}") <= spec.status_count
 
     def first_byte(self, spec: FaultSpec, scope: str) -> bool:
-        """Count this answered request for ``first_byte=S*K``; True when it is held (one of the first K)."""
+        """Count this answered request for ``first_byte=S*K[%N]``; True when it is held (one of the first K, of
+        every N with a cycle)."""
         if spec.first_byte_s <= 0:
             return False
         if spec.first_byte_count is None:
             return True
-        return self._count(f"{scope}:{spec.key or spec.raw}") <= spec.first_byte_count
+        n = self._count(f"{scope}:{spec.key or spec.raw}")
+        if spec.first_byte_every is not None:
+            n = (n - 1) % spec.first_byte_every + 1
+        return n <= spec.first_byte_count
 
     def _count(self, key: str) -> int:
         """Count one more request under ``key``; its number."""

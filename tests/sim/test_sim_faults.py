@@ -34,8 +34,10 @@ def test_parse_faults() -> None:
     assert parse_faults("").empty
     assert parse_faults("first_byte=0.5*3").first_byte_count == 3
     assert parse_faults("first_byte=0.5").first_byte_count is None
+    assert (parse_faults("first_byte=0.5*2%4").first_byte_count, parse_faults("first_byte=0.5*2%4").first_byte_every) \
+        == (2, 4)
     for bad in ("stall=x@3", "status=200", "status=503*0", "explode@3", "first_byte=-1", "first_byte=1*0",
-                "disconnect"):
+                "disconnect", "first_byte=1*2%2", "first_byte=1%4"):
         with pytest.raises(FaultError):
             parse_faults(bad)
 
@@ -130,6 +132,15 @@ def test_first_byte_with_a_count_holds_only_the_first_answered_requests() -> Non
             sim.reset()  # a reset starts the count again
             again = c.post("/v1/completions", json=body)
             assert again.status_code == 503
+
+
+def test_first_byte_on_a_cycle_holds_the_first_of_every_n() -> None:
+    with SimServer("healthy", speed=50, in_process=True, overrides={"faults": "first_byte=5*1%3"}) as sim:
+        body = {"prompt": PROMPT, "max_tokens": 4, "ignore_eos": True}
+        with httpx.Client(base_url=sim.url) as c:
+            ids = [c.post("/v1/completions", json=body).json()["id"] for _ in range(7)]
+            held = [any(f["kind"] == "first_byte" for f in sim.truth(i)["faults"]) for i in ids]
+    assert held == [True, False, False, True, False, False, True]
 
 
 def test_profile_faults_apply_to_every_request() -> None:
