@@ -86,8 +86,8 @@ repetitive, which sets the mean acceptance of the request.
 Faults (``faults.py``): header ``X-Specperf-Fault`` or profile key ``faults``, e.g.
 ``X-Specperf-Fault: stall=2.0@100, malformed@40, key=t1``; items ``stall=S@N``,
 ``disconnect@N``, ``malformed@N``, ``status=CODE*K`` (with ``retry_after=S`` or ``retry_date=S``),
-``first_byte=S`` (``first_byte=S*K``: the first K answered only; ``S*K%N``: the first K of every N), ``key=NAME`` (scope of the status
-counter); reset counters with ``POST /sim/reset``.
+``first_byte=S`` (``first_byte=S*K``: the first K answered only; ``S*K%N``: the first K of every N),
+``key=NAME`` (scope of the status counter); reset counters with ``POST /sim/reset``.
 
 Truth (``truth.py``): per response id, the real write time of every step relative to arrival
 (when the request's first bytes reached the socket, ``arrival.py``),
