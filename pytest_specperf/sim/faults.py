@@ -128,11 +128,12 @@ def parse_faults(text: str) -> FaultSpec:
             seconds_text, _, count_text = value.partition("*")
             count_text, cycle, every_text = count_text.partition("%")
             kw["first_byte_s"] = _seconds(item, seconds_text)
-            if count_text:
-                kw["first_byte_count"] = _count(item, count_text)
+            count = _count(item, count_text) if count_text else None
+            if count is not None:
+                kw["first_byte_count"] = count
             if cycle:
                 every = _count(item, every_text)
-                if not count_text or every <= kw["first_byte_count"]:
+                if count is None or every <= count:
                     raise FaultError(f"fault {item!r}: first_byte=S*K%N holds the first K of every N requests, "
                                      "so it needs K and N > K, e.g. first_byte=0.5*2%4")
                 kw["first_byte_every"] = every
