@@ -16,7 +16,7 @@ between the sides, per condition:
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
   (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
 * ``load trials``: a load case (``sustained(concurrency=8)``, or a 4-level ``load_sweep``) saved with ``repeat=N``
-  (its trials combined as the plugin saves them, ``gates.aggregate``), then a candidate run through the plugin's
+  (its trials combined as the plugin saves them, ``combine.aggregate``), then a candidate run through the plugin's
   whole-case trial loop and gate (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``):
   the case ``failed``. Identical deploys (false alarms), and a deploy 6 % slower (detections; decode and
   aggregate x0.94, TTFT /0.94).
@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.cases.saved_results import load_record
@@ -130,7 +131,7 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
 def regression_fails(rng: np.random.Generator, n_levels: int) -> bool:
     lv = list(range(1, n_levels + 1))
     a, b = gates.per_trial(sweep(rng, lv)), gates.per_trial(sweep(rng, lv))
-    return any(cc.verdict == "regressed" for cc in compare.compare_ab(a, b, metrics=gates.METRICS))
+    return any(cc.verdict == "regressed" for cc in compare.compare_ab(a, b, metrics=figures.METRICS))
 
 
 _LOAD = record({"kind": "sustained", "nodeid": "t", "concurrency": USERS, "verdict": "passed"})
