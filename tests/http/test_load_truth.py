@@ -44,12 +44,14 @@ def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float
 
 
 def test_min_tps_under_load_reads_the_tenth_percentile_user(runner_for) -> None:
-    # geometric acceptance over short streams spreads the users' rates (p10 and p25 several % apart)
+    # geometric acceptance over short streams spreads the users' rates: p25/p10 1.03-1.09 over twelve runs here
+    # (cold prompts: each run draws anew). Forty users keep the two percentiles' estimates steady; with twenty,
+    # one run in four read them under 4 % apart.
     with SimServer("healthy", speed=2.0, overrides={"accept_dist": "geometric"}) as sim:
-        r = runner_for(sim.url).run(SustainedSpec(tokens=64, ctx=100, concurrency=20, min_tps=1.0), "p10")
+        r = runner_for(sim.url).run(SustainedSpec(tokens=64, ctx=100, concurrency=40, min_tps=1.0), "p10")
         truth = np.array([true_decode(sim.truth(s.response_id)) for s in r.streams])
     p10, p25 = np.percentile(truth, [10, 25])
-    assert p25 / p10 > 1.04, "the users' rates are too alike here to tell the percentiles apart"
-    assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / p10 - 1) < 0.03
+    assert p25 / p10 > 1.03, "the users' rates are too alike here to tell the percentiles apart"
+    assert r.decode_p10_tps is not None and abs(r.decode_p10_tps / p10 - 1) < 0.015
     # short streams are measured within a few % of the truth: the figure is nearer the true p10 than the p25
     assert abs(r.decode_p10_tps / p10 - 1) < abs(r.decode_p10_tps / p25 - 1)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.cdp_browser import chromium_path, visit
+from support.run_once import shared_folder
 from test_html_report import _not_blank
 
 from pytest_specperf.cases.json_form import to_dict
@@ -55,9 +56,7 @@ def test_capacity(specperf):
 """
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("load_views")
+def _load_run(out: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY", "PYTEST_ADDOPTS")}
     # batching: the aggregate stops growing past 4 users (a knee); retry_after=0 keeps the warm-up's retries quick;
     # after a reset the first 2 answered requests wait 30 ms before anything, so the rate case misses its TTFT bound
@@ -71,18 +70,27 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             cwd=out, capture_output=True, text=True, timeout=300, env=env)
         assert (out / "report.html").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
         # which requests the server held before their first byte, by its own record (not the plugin's figures)
-        held = {q["response_id"] for r in json.loads((out / "r.json").read_text())["results"] if r["kind"] == "rate"
-                for q in r["per_request"] if q.get("response_id")
-                and any(f["kind"] == "first_byte" for f in sim.truth(q["response_id"])["faults"])}
+        held = sorted({q["response_id"] for r in json.loads((out / "r.json").read_text())["results"]
+                       if r["kind"] == "rate" for q in r["per_request"] if q.get("response_id")
+                       and any(f["kind"] == "first_byte" for f in sim.truth(q["response_id"])["faults"])})
+    (out / "held.json").write_text(json.dumps(held))
+    (out / "stdout.txt").write_text(done.stdout, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = shared_folder(tmp_path_factory, "load-views", _load_run)  # once, whichever worker asks
+    held = set(json.loads((out / "held.json").read_text()))
+    stdout = (out / "stdout.txt").read_text(encoding="utf-8")
     page = (out / "report.html").read_text(encoding="utf-8")
     embedded = re.search(r'<script type="application/json" id="specperf-data">(.*?)</script>', page, re.S)
     assert embedded
     results = json.loads((out / "r.json").read_text())["results"]
-    assert [r["kind"] for r in results] == ["load_sweep", "rate", "capacity"], done.stdout[-3000:]
+    assert [r["kind"] for r in results] == ["load_sweep", "rate", "capacity"], stdout[-3000:]
     data = json.loads(embedded.group(1))["charts"]
     sections = re.findall(r'<section class="case[^"]*" id="[^"]+".*?</section>', page, re.S)
     cases = {r["kind"]: (r, {c["id"]: c for c in data[f"case-{i + 1}"]}, sections[i]) for i, r in enumerate(results)}
-    return {"dir": out, "stdout": done.stdout, "results": results, "cases": cases, "held": held}
+    return {"dir": out, "stdout": stdout, "results": results, "cases": cases, "held": held}
 
 
 def _series(chart: dict[str, Any], name: str) -> dict[str, Any]:
