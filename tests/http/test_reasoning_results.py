@@ -101,7 +101,7 @@ def test_the_drift_message_names_the_slower_phase() -> None:
     fast_think = {**PHASED, "reasoning_tokens": 240, "reasoning_step_ms": 5.0, "dialect": "vllm"}
     with SimServer("healthy", speed=5.0, in_process=True, overrides=fast_think) as sim:
         r: SustainedResult = _run(sim, "sustained", "t::drift", tokens=800, ctx=100, api="chat", max_drift=0.15,
-                                  repeat=3)
+                                  repeat=5)  # beside two CPU hogs three streams read 0.28 drift, 1 of 3 significant
     assert r.drift_failed and r.verdict == "failed", (r.drift_verdict, r.drift_gate)
     assert "the reasoning phase decoded at" in r.reason and "(answer slower" in r.reason
     assert r.slower_phase == "answer" and r.attribution is not None and r.attribution.slower_phase == "answer"
