@@ -185,8 +185,8 @@ def span_timed(span_s: float, noise_s: float) -> bool:
 def check_span(what: str, span_s: float, noise_s: float, tokens: int) -> None:
     """Refuse a rate whose span is within SPAN_OVER_NOISE times the client's timing noise (MeasurementError,
     inconclusive): a span that short is timed, not measured, and its rate says nothing."""
-    floor = SPAN_OVER_NOISE * timing_noise(noise_s)
     if not span_timed(span_s, noise_s):
+        floor = SPAN_OVER_NOISE * timing_noise(noise_s)
         noise_ms = 1000 * timing_noise(noise_s)
         raise MeasurementError(f"{what} inconclusive: the {tokens} extra tokens took {1000 * span_s:.1f} ms, within "
                                f"{SPAN_OVER_NOISE:g}x the client's timing noise ({noise_ms:.1f} ms, "

@@ -125,12 +125,7 @@ def test_refill_keeps_n_in_flight_over_the_steady_window(refill: tuple[Sustained
     # the users kept the server busy (about 2% here; a refill held back 0.1 s is 15%)
     turnaround = statistics.median(b - a for a, b in gaps)
     assert turnaround < 0.10 * statistics.median(rec["total_s"] for rec in recs), turnaround
-    # the drain: from the window's end on, fewer than N streams were writing tokens (counted to each one's last
-    # token: the response's end after it is the server's, and waits on a busy host)
     last = max(_finish(rec) for rec in recs)
-    drain = [sum(1 for rec in recs if rec["arrival_monotonic"] <= t < _finish(rec))
-             for t in np.linspace(true_end + 0.002, last, 100, endpoint=False)]
-    assert max(drain) < USERS
     # warm-up and drain are shown: their spans and the requests left out
     assert r.drain_s == pytest.approx(last - true_end, abs=tol)
     assert (r.warmup_requests or 0) + (r.drain_requests or 0) == len(r.warmup_drain_streams) > 0
