@@ -26,10 +26,10 @@ def fast_sim() -> Iterator[SimServer]:
         yield sim
 
 
-def stall_once(client: Client, seconds: float) -> None:
+def stall_once(client: Client, seconds: float) -> dict[str, float]:
     """Make the client stall once, inside its event loop, as it sends its first request: a busy client
-    (support/stalls.py)."""
-    stalls.stall_once(seconds)
+    (support/stalls.py); returns where the stall ended, on the test's clock, once it has."""
+    return stalls.stall_once(seconds)
 
 
 @pytest.fixture(autouse=True)
@@ -49,16 +49,20 @@ def _rate(sim: SimServer, runner_for: Any, slo: dict[str, float], nodeid: str, *
     spec = dataclasses.replace(spec, slo=slo)
     runner = runner_for(sim.url)
     runner.warm_up()
-    stall_once(runner.client, stall_s)
-    return runner.run(spec, nodeid)
+    stall = stall_once(runner.client, stall_s)
+    r = runner.run(spec, nodeid)
+    # The premise, on the test's clock and the server's (one monotonic clock on one host): the stall came as the
+    # first request (due at the start) was written and outlasted the 0.45 s schedule, so no request reached the
+    # server before it ended and every one went out late; the first by the whole stall.
+    arrived = [sim.truth(p.response_id)["arrival_monotonic"] for p in r.per_request if p.response_id]
+    assert len(arrived) == 10 and min(arrived) >= stall["end"], (arrived, stall)
+    return r
 
 
 def test_two_bounds_hold_the_client_to_the_tighter(fast_sim: SimServer, runner_for: Any) -> None:
     # 0.6 s lost by the client: past a tenth of the 0.4 s TTFT bound, well within a tenth of the 10 s e2e one.
     # The requests it held missed TTFT through the client alone, so the run cannot judge the server.
     r = _rate(fast_sim, runner_for, {"e2e_s": 10.0, "ttft_s": 0.4}, "lateness::two-bounds")
-    late = sorted(p.late_s for p in r.per_request)
-    assert late[-1] >= 0.55 and late[0] >= 0.1  # the stall, on the test's clock: every request went out late
     assert r.attainment is not None and r.attainment < 0.95  # what the floor alone would fail on
     assert "client fell behind" in r.client_behind and "slo ttft_s 0.4 s" in r.client_behind
     assert r.verdict == "passed" and any("the client fell behind" in w for w in r.warnings)
@@ -72,7 +76,6 @@ def test_lateness_is_not_taken_off_tpot(fast_sim: SimServer, runner_for: Any) ->
     # would read every one of them as met on time.)
     r = _rate(fast_sim, runner_for, {"ttft_s": 1.0, "tpot_ms": 1e-4}, "lateness::tpot", stall_s=1.0,
               min_attainment=0.5)
-    assert min(p.late_s for p in r.per_request) >= 0.5  # behind: a tenth of the TTFT bound is 0.1 s
     assert all(p.tpot_ms is not None and p.tpot_ms > 1e-4 for p in r.per_request)  # the premise: none met TPOT
     assert r.verdict == "failed" and "SLO attainment 0.00 < min_attainment 0.5" in r.reason
     assert r.client_behind == "" and not r.warnings
@@ -84,7 +87,6 @@ def test_a_tpot_only_slo_with_the_client_behind_stays_inconclusive(fast_sim: Sim
     # a span that is not the 0.5 s asked, so the load offered was not the case's: nothing here judges the server,
     # even though no request met TPOT (no "on time it reads the same" for a bound lateness does not enter)
     r = _rate(fast_sim, runner_for, {"tpot_ms": 1e-4}, "lateness::tpot-only")
-    assert sorted(p.late_s for p in r.per_request)[4] >= 0.1  # the typical request went out late, on the test's clock
     assert "client fell behind" in r.client_behind and "on the p50" in r.client_behind
     assert r.verdict == "passed" and any("the client fell behind" in w for w in r.warnings)
     assert not any("on time it reads the same" in n for n in r.notes)

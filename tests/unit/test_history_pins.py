@@ -105,3 +105,25 @@ def test_the_prediction_keeps_its_own_uncertainty() -> None:
         variances.append(pred.sd ** 2)
     ratio = float(np.mean(variances)) / float(np.var(gaps))
     assert 0.92 < ratio < 1.2, f"predicted variance / true variance {ratio:.3f}"
+
+
+def test_a_significant_drop_smaller_than_max_regression_passes() -> None:
+    """At a real level (log 40 tok/s) with little noise (0.5 % per trial), a 4 % drop is significant but under
+    ``max_regression`` (5 %): it passes, whether today alone (the step check) or held for six runs (the creep
+    check)."""
+    rng = np.random.default_rng(37)
+    level, drop = math.log(40.0), math.log(0.96)
+
+    def runs(levels: list[float]) -> list[np.ndarray]:
+        return [level + lv + rng.normal(0, 0.002) + rng.normal(0, 0.005, TRIALS) for lv in levels]
+
+    today = held = 0
+    for _ in range(20):
+        h = runs([0.0] * 20 + [drop])
+        d = decide.decide(h[:-1], h[-1], alpha=ALPHA, max_regression=0.05)
+        assert d.p is not None and d.p < ALPHA, "premise: the 4 % drop is significant"
+        today += d.verdict == "passed"
+        h = runs([0.0] * 15 + [drop] * 6)
+        d = decide.decide(h[:-1], h[-1], alpha=ALPHA, max_regression=0.05)
+        held += d.verdict == "passed"
+    assert today == 20 and held == 20, f"passed {today} (today) and {held} (held) of 20"
