@@ -124,6 +124,11 @@ class LoadSweepSpec(CaseSpec):
     # Floors: one number for every level, or {level: floor}.
     min_tps: Any = None
     min_total_tps: Any = None
+    # TTFT ceilings, judged at each level as sustained(concurrency=) judges them: max_ttft_s the median request's
+    # (p50; one request's at a level of one user), the others the 90th and 99th percentile request's
+    max_ttft_s: Any = None
+    max_ttft_p90_s: Any = None
+    max_ttft_p99_s: Any = None
     min_speedup: float | None = None  # A/B: B's per-user decode / A's at every level must reach this
     max_loss_vs_best: float | None = None  # --specperf-arms: the deployed arm at most this much slower than the best
     deployed: str | None = None  # --specperf-arms: the arm that is deployed (default the baseline arm)
@@ -137,7 +142,7 @@ class LoadSweepSpec(CaseSpec):
                f"{list(self.concurrency)!r}")
         _concurrency_bound(self.concurrency[-1], k)
         validate_requests(self, self.concurrency[-1], k)
-        for name in ("min_tps", "min_total_tps"):
+        for name in ("min_tps", "min_total_tps", *LEVEL_CEILINGS):
             floors = getattr(self, name)
             if isinstance(floors, Mapping):
                 bad = [c for c in floors if c not in self.concurrency]
@@ -146,8 +151,9 @@ class LoadSweepSpec(CaseSpec):
                 values = list(floors.values())
             else:
                 values = [floors]
+            unit = "seconds" if name in LEVEL_CEILINGS else "tokens/s"
             check(all(v is None or (is_number(v) and v > 0) for v in values), k,
-                   f"{name} must be a positive number of tokens/s or a mapping {{level: tokens/s}}, got {floors!r}")
+                   f"{name} must be a positive number of {unit} or a mapping {{level: {unit}}}, got {floors!r}")
         CaseSpec.validate(dataclasses.replace(self, min_tps=None))  # the shared keywords; floors checked above
         validate_arms(self, k)
         check(isinstance(self.tokens, int) and self.tokens >= 16, k,
@@ -163,7 +169,7 @@ class LoadSweepSpec(CaseSpec):
                f"min_speedup must be a positive ratio (1.0: speculation must not slow users), got {self.min_speedup!r}")
 
     def floor(self, name: str, level: int) -> float | None:
-        """The ``min_tps`` or ``min_total_tps`` floor at one level."""
+        """The ``min_tps`` or ``min_total_tps`` floor (or a ``LEVEL_CEILINGS`` ceiling) at one level."""
         v = getattr(self, name)
         return v.get(level) if isinstance(v, Mapping) else v
 
@@ -175,7 +181,13 @@ class LoadSweepSpec(CaseSpec):
                              tokens=self.tokens, concurrency=c, requests=self.requests, ramp_s=self.ramp_s,
                              tokens_dist=self.tokens_dist, ctx_dist=self.ctx_dist,
                              max_drift=self.max_drift,
-                             min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c))
+                             min_tps=self.floor("min_tps", c), min_total_tps=self.floor("min_total_tps", c),
+                             max_ttft_s=self.floor("max_ttft_s", c), max_ttft_p90_s=self.floor("max_ttft_p90_s", c),
+                             max_ttft_p99_s=self.floor("max_ttft_p99_s", c))
+
+
+#: A load sweep's TTFT ceilings: each one number for every level, or {level: seconds}.
+LEVEL_CEILINGS = ("max_ttft_s", "max_ttft_p90_s", "max_ttft_p99_s")
 
 
 #: Most streams one case runs at once, over all its worker processes and hosts (building that many prompts

@@ -37,7 +37,11 @@ class SessionSpec(CaseSpec):
     turn_ctx: int = 32  # each later user message, in tokens (generated text of ``content``)
     # prompts= (CaseSpec's, with prompts_format, sample, categories): the user turns from a prompt file
     min_cache_hit: float | None = None  # floor on the cached share of later turns' prompt tokens
-    max_ttft_s: float | None = None  # ceiling on the p90 turn's time to first token
+    # Ceiling on the p90 turn's time to first token: a session judges its tail of turns (unlike a load case, whose
+    # max_ttft_s reads the median request), kept so; max_ttft_p90_s says the same explicitly
+    max_ttft_s: float | None = None
+    max_ttft_p90_s: float | None = None  # ceiling on the p90 turn's time to first token
+    max_ttft_p99_s: float | None = None  # ceiling on the p99 turn's time to first token
     max_ttft_content_s: float | None = None  # ceiling on the p90 turn's time to first answer token
 
     def validate(self) -> None:
@@ -60,6 +64,8 @@ class SessionSpec(CaseSpec):
               f"min_cache_hit must be a fraction in (0, 1], got {self.min_cache_hit!r}")
         check(self.min_cache_hit is None or self.turns >= 2, k,
               "min_cache_hit needs turns >= 2 (the first turn has no conversation to reuse); raise turns")
-        for name in ("max_ttft_s", "max_ttft_content_s"):
+        for name in ("max_ttft_s", "max_ttft_p90_s", "max_ttft_p99_s", "max_ttft_content_s"):
             v = getattr(self, name)
             check(v is None or (is_number(v) and v > 0), k, f"{name} must be a positive number of seconds, got {v!r}")
+        check(self.max_ttft_s is None or self.max_ttft_p90_s is None, k,
+              "max_ttft_s and max_ttft_p90_s both bound a session's p90 turn TTFT; give one (max_ttft_p90_s)")

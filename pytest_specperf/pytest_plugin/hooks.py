@@ -40,7 +40,7 @@ from pytest_specperf.pytest_plugin.keys import (
 from pytest_specperf.pytest_plugin.options import add_options, read_settings
 from pytest_specperf.pytest_plugin.recording import failed_reason, is_worker, measure_marked, storage_folder
 from pytest_specperf.pytest_plugin.report_writer import ReportWriter
-from pytest_specperf.pytest_plugin.yaml_items import collect_file
+from pytest_specperf.pytest_plugin.yaml_items import collect_file, unread_hint
 from pytest_specperf.report import pytest_benchmark as benchmark_bridge
 from pytest_specperf.report.junit import junit_properties
 from pytest_specperf.run.target import EndpointSession, SharedStart, arm_name
@@ -210,6 +210,10 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
     return collect_file(parent, file_path)
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    return unread_hint(config, len(items))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     bench = benchmark_bridge.wanted(config)

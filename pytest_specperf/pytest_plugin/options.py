@@ -132,6 +132,9 @@ def _number(config: pytest.Config, name: str, default: float, low: float, high: 
         raise ConfigError(f"{flag}={raw!r} is not a number; give e.g. {flag}={default:g}") from None
     if not (value > low and (high is None or value < high)):
         span = f"between {low:g} and {high:g}" if high is not None else f"greater than {low:g}"
+        if (low, high) == (0.0, 1.0):  # a share: 5 was likely meant as 5%, so say the unit and how to write it
+            percent = value if 1 < value < 100 else 5.0
+            span = f"a fraction {span} ({percent / 100:g} for {percent:g}%)"
         raise ConfigError(f"{flag}={raw} is out of range; it must be {span}")
     return value
 

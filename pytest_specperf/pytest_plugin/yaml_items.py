@@ -20,9 +20,28 @@ def collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector 
     no cases (pytest alone would answer 'not found ... no match')."""
     if is_case_file(file_path):
         return YamlCaseFile.from_parent(parent, path=file_path)
-    if file_path.suffix in (".yaml", ".yml") and _named(parent.config, file_path):
-        return NotACaseFile.from_parent(parent, path=file_path)
+    if file_path.suffix in (".yaml", ".yml"):
+        if _named(parent.config, file_path):
+            return NotACaseFile.from_parent(parent, path=file_path)
+        # found in a folder: most YAML is not meant as cases, so it is named only if nothing at all is collected
+        parent.config.stash.setdefault(UNREAD_YAML, []).append(file_path)
     return None
+
+
+#: YAML files found in the folders given that are not case files (``unread_hint``)
+UNREAD_YAML = pytest.StashKey[list[Path]]()
+
+
+def unread_hint(config: pytest.Config, collected: int) -> list[str]:
+    """Where a run collected nothing but found YAML files that are not case files: that case files end in
+    .specperf.yaml, with the rename of the first (pytest alone says only 'no tests ran')."""
+    unread = config.stash.get(UNREAD_YAML, [])
+    if collected or not unread:
+        return []
+    first = unread[0]
+    more = f" (and {len(unread) - 1} other YAML file(s))" if len(unread) > 1 else ""
+    return [f"specperf: {first.name}{more} is not read as perf cases: case files end in {' or '.join(SUFFIXES)}; "
+            f"rename it to {first.name.rsplit('.', 1)[0]}{SUFFIXES[0]}"]
 
 
 def _named(config: pytest.Config, path: Path) -> bool:

@@ -191,10 +191,17 @@ def cells(r: Row | Recorded | Mapping[str, Any], *, verdict: bool = True) -> lis
             "-" if early is None or late is None else f"{_f(early)} -> {_f(late)}", _f(r.drift, ".2f"), text]
 
 
+#: kinds whose ``ttft_s`` is always the median of many requests (a rate case's, a replay's) or turns (a session's)
+MEDIAN_TTFT_KINDS = ("rate", "replay", "session")
+
+
 def ttft_median(r: Row) -> str:
     """'p50 ' where a row's ttft is the median request's, as its goals line says (``floors.ttft_label``): a load
-    row (a sustained case's users or requests, a load sweep's level, a category's requests under load) or a
-    sustained case's repeats; '' where it is one request's."""
+    row (a sustained case's users or requests, a load sweep's level, a category's requests under load), a
+    sustained case's repeats, a rate case's or a replay's requests, a session's turns (whose ceilings read the p90
+    turn, named so in their goals); '' where it is one request's."""
+    if r.kind in MEDIAN_TTFT_KINDS:
+        return "p50 "
     several = any((finite_number(n) or 1) > 1 for n in (r.concurrency, r.repeat, r.requests))
     return "p50 " if r.kind == "sustained" and several else ""
 

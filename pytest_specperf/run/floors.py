@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pytest_specperf.cases.base import CaseSpec, is_number
 from pytest_specperf.cases.closed_loop import SustainedSpec
 from pytest_specperf.cases.result_parts import Goal
-from pytest_specperf.cases.results import Result, SustainedResult
+from pytest_specperf.cases.results import RateResult, Result, SustainedResult
 from pytest_specperf.run import categories, lateness
 from pytest_specperf.run.stream_figures import slower_phase
 
@@ -50,9 +50,12 @@ def judge_sustained(result: SustainedResult, spec: SustainedSpec, settings: Judg
     problems += categories.floor_problems(result.categories, spec, per_user=result.decode_p10_tps is not None)
     result.notes += [n for n in categories.unsent_floors(result.categories, spec) if n not in result.notes]
     _undecided_drift(result, spec, settings.inconclusive, problems)
-    ttft_from_cache(result, spec.max_ttft_s is not None or spec.max_ttft_content_s is not None,
-                    settings.inconclusive, problems)
+    ttft_from_cache(result, any(getattr(spec, k) is not None for k in TTFT_CEILINGS), settings.inconclusive, problems)
     settle(result, spec, problems, settings.inconclusive)
+
+
+#: every TTFT ceiling keyword of the closed-loop kinds and the session (a cached prefill makes each inconclusive)
+TTFT_CEILINGS = ("max_ttft_s", "max_ttft_p90_s", "max_ttft_p99_s", "max_ttft_content_s")
 
 
 def ttft_from_cache(r: Result, gated: bool, policy: str, problems: list[str]) -> None:
@@ -138,7 +141,8 @@ _GOALS: dict[str, tuple[str, str, str, bool]] = {
 def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
     """The floors and ceilings ``spec`` set that ``r`` was judged against (one number each), with the figure each
     read: under load ``min_tps`` reads the 10th-percentile user and ``max_ttft_s`` the median request (p50); a
-    session's TTFT ceilings read its p90 turn."""
+    session's ``max_ttft_s`` reads its p90 turn (as ``max_ttft_p90_s`` does), each label naming the percentile; a
+    rate case's slo bounds each read a percentile of their latency (``slo_goals``)."""
     out: list[Goal] = []
     if spec.KIND == "load_sweep":
         return out  # floors per level: each level records its own (LoadLevel.goals) and its row shows them
@@ -152,6 +156,8 @@ def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
             figure, label = "decode_p10_tps", "p10 user decode" if load else "p10 turn decode"
         elif keyword == "max_ttft_s" and session:
             figure, label = "ttft_p90_s", "ttft p90 turn"
+        elif keyword in ("max_ttft_p90_s", "max_ttft_p99_s") and session:
+            label = f"{label} turn"
         elif keyword == "max_ttft_s" and isinstance(r, SustainedResult):
             label = ttft_label(r)
         elif keyword == "max_ttft_content_s" and session:
@@ -161,6 +167,8 @@ def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
         value = getattr(r, figure, None)
         out.append(Goal(keyword=keyword, bound=float(bound), figure=figure, label=label, unit=unit, floor=floor,
                         value=float(value) if is_number(value) else None))
+    if isinstance(r, RateResult):
+        out += slo_goals(r, spec)
     accept = getattr(spec, "min_accept_len", None)
     if isinstance(r, SustainedResult) and is_number(accept):
         acc = r.acceptance.mean_len if r.acceptance is not None else None
@@ -169,6 +177,39 @@ def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
     if isinstance(r, SustainedResult) and r.drift_verdict in ("passed", "failed") and r.max_drift is not None:
         out.append(Goal(keyword="max_drift", bound=float(r.max_drift), figure="drift", label="drift", unit="",
                         floor=False, value=r.drift))
+    return out
+
+
+#: an slo bound's name -> (its latency's figures' prefix and suffix, label, unit): ttft_s reads ttft_p90_s
+_SLO_FIGURES = {"ttft_s": ("ttft", "s", "ttft", "s"), "ttft_content_s": ("ttft_content", "s", "first answer token", "s"),
+                "tpot_ms": ("tpot", "ms", "tpot", "ms"), "e2e_s": ("e2e", "s", "e2e", "s")}
+
+
+def slo_percentile(spec: CaseSpec) -> int:
+    """The percentile a rate case's slo bounds are shown against: the lowest of p50, p90, p99 at or above the share
+    of requests ``min_attainment`` asks (p90 without one), so a figure within its bound means at least that share
+    of requests met that bound."""
+    target = getattr(spec, "min_attainment", None)
+    share = float(target) if is_number(target) else 0.9
+    return 50 if share <= 0.5 else 90 if share <= 0.9 else 99
+
+
+def slo_goals(r: RateResult, spec: CaseSpec) -> list[Goal]:
+    """Each bound of a rate case's ``slo`` (per request; attainment counts the requests within every one) with the
+    percentile of its latency that ``slo_percentile`` names ('slo ttft_s 2 s: ttft p90 150 ms')."""
+    slo = getattr(spec, "slo", None)
+    if not isinstance(slo, Mapping):
+        return []
+    q = slo_percentile(spec)
+    out = []
+    for key, bound in slo.items():
+        if key not in _SLO_FIGURES or not is_number(bound):
+            continue
+        prefix, suffix, name, unit = _SLO_FIGURES[key]
+        figure = f"{prefix}_p{q}_{suffix}"
+        value = getattr(r, figure, None)
+        out.append(Goal(keyword=f"slo {key}", bound=float(bound), figure=figure, label=f"{name} p{q}", unit=unit,
+                        floor=False, value=float(value) if is_number(value) else None))
     return out
 
 

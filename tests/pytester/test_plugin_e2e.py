@@ -79,7 +79,12 @@ def test_load_example_passes_under_ab_when_b_holds(pytester: pytest.Pytester, pe
 
 
 @pytest.mark.parametrize(("option", "message"), [
-    ("--specperf-max-drift=2", "--specperf-max-drift=2 is out of range; it must be between 0 and 1"),
+    ("--specperf-max-drift=2", "--specperf-max-drift=2 is out of range; it must be a fraction between 0 and 1 "
+                               "(0.02 for 2%)"),
+    # a percentage where a fraction is meant: the line names the unit and writes the intended value
+    ("--specperf-max-regression=5", "--specperf-max-regression=5 is out of range; it must be a fraction between 0 "
+                                    "and 1 (0.05 for 5%)"),
+    ("--specperf-max-drift=15", "it must be a fraction between 0 and 1 (0.15 for 15%)"),
     ("--specperf-sim=helthy", "--specperf-sim=helthy: unknown profile 'helthy': built-in profiles are"),
     ("--specperf-html=/", "--specperf-html=/ is a directory; give a file path"),
     ("--specperf-plots=/etc/hostname", "--specperf-plots=/etc/hostname is a file; give a folder"),

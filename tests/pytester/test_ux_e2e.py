@@ -285,7 +285,18 @@ def test_a_yaml_file_named_without_specperf_says_how_case_files_are_named(pytest
     assert "no match" not in res.stdout.str()
     # a folder's other YAML files are not the plugin's business: a run of the folder collects nothing from them
     pytester.makepyfile(test_x="def test_x(): pass")
-    pytester.runpytest_subprocess(FAST, *NO_CACHE).assert_outcomes(passed=1)
+    res = pytester.runpytest_subprocess(FAST, *NO_CACHE)
+    res.assert_outcomes(passed=1)
+    assert "not read as perf cases" not in res.stdout.str()
+
+
+def test_a_folder_holding_only_other_yaml_says_how_case_files_are_named(pytester: pytest.Pytester) -> None:
+    folder = pytester.mkdir("cases")
+    (folder / "chat.yml").write_text("chat:\n  sustained: {tokens: 64}\n")
+    res = pytester.runpytest_subprocess("cases", FAST, *NO_CACHE)
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    res.stdout.fnmatch_lines(["specperf: chat.yml is not read as perf cases: case files end in .specperf.yaml or "
+                              ".specperf.yml; rename it to chat.specperf.yaml"])
 
 
 def test_an_unclosed_brace_is_reported_on_the_line_it_opened(pytester: pytest.Pytester) -> None:
