@@ -26,6 +26,9 @@ def _error(kind: str, kwargs: dict[str, object]) -> str:
     ("sustained", {"concurrency": 8, "max_ttft_p90_s": 2000}, "max_ttft_p90_s is in seconds"),
     ("sustained", {"concurrency": 8, "max_ttft_p99_s": 900}, "is 15 minutes: max_ttft_p99_s is in seconds"),
     ("session", {"max_ttft_s": 1500}, "max_ttft_s is in seconds"),
+    ("session", {"max_ttft_p99_s": 1500}, "max_ttft_p99_s is in seconds"),
+    ("load_sweep", {"max_ttft_p90_s": 2000}, "max_ttft_p90_s=2000 is 33.3 minutes: max_ttft_p90_s is in seconds"),
+    ("load_sweep", {"max_ttft_s": {1: 2, 8: 900}}, "max_ttft_s=900 is 15 minutes"),
     ("sustained", {"min_tps": 0.05}, "min_tps=0.05 is one token every 20 s: min_tps is in tokens per second"),
     ("sustained", {"concurrency": 4, "min_total_tps": 0.01}, "min_total_tps is in tokens per second"),
     ("load_sweep", {"min_tps": {1: 40, 2: 0.02}}, "min_tps=0.02 is one token every 50 s"),
@@ -54,6 +57,8 @@ def test_a_value_in_the_wrong_unit_names_the_unit(kind: str, kwargs: dict[str, o
     ("rate", {"slo": {"ttft_s": 0.5, "tpot_ms": 50, "e2e_s": 30}, "min_attainment": 0.95, "min_goodput": 2}),
     ("capacity", {"slo": {"tpot_ms": 0.5}, "min_rps": 0.02}),
     ("session", {"turns": 3, "max_ttft_s": 600, "min_cache_hit": 1}),
+    ("session", {"turns": 3, "max_ttft_p90_s": 2, "max_ttft_p99_s": 5}),
+    ("load_sweep", {"max_ttft_s": 2, "max_ttft_p90_s": {8: 4}, "max_ttft_p99_s": 10}),
 ])
 def test_plausible_values_pass(kind: str, kwargs: dict[str, object]) -> None:
     build_spec(kind, kwargs)
@@ -73,3 +78,19 @@ def test_a_ttft_tail_ceiling_needs_a_load_case() -> None:
     assert "concurrency=N" in text and "max_ttft_s" in text
     build_spec("sustained", {"concurrency": 4, "max_ttft_p90_s": 2})
     build_spec("sustained", {"requests": 8, "max_ttft_p99_s": 2})
+
+
+def test_a_load_sweeps_ttft_ceiling_is_a_number_of_seconds_or_one_per_level() -> None:
+    assert "max_ttft_p90_s names level 16, which is not in concurrency [1, 2, 4, 8]" in _error(
+        "load_sweep", {"max_ttft_p90_s": {16: 2}})
+    assert "max_ttft_s must be a positive number of seconds or a mapping {level: seconds}" in _error(
+        "load_sweep", {"max_ttft_s": "2s"})
+    spec = build_spec("load_sweep", {"concurrency": [1, 8], "max_ttft_s": 2, "max_ttft_p99_s": {8: 5}})
+    # each level is judged as sustained(concurrency=N) with that level's ceilings
+    assert [(lv.max_ttft_s, lv.max_ttft_p90_s, lv.max_ttft_p99_s) for lv in map(spec.level, (1, 8))] == [
+        (2, None, None), (2, None, 5)]
+
+
+def test_a_session_takes_one_of_its_two_names_for_the_p90_turn_ceiling() -> None:
+    text = _error("session", {"max_ttft_s": 2, "max_ttft_p90_s": 2})
+    assert "both bound a session's p90 turn TTFT; give one (max_ttft_p90_s)" in text
