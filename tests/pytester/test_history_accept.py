@@ -15,7 +15,8 @@ import yaml
 
 from pytest_specperf.sim import load_profile
 
-SPEED = "--specperf-sim-speed=4"  # 5 ms steps: at 20x (1 ms) a loaded host's timer moved runs by 60 %
+SPEED_X = 4
+SPEED = f"--specperf-sim-speed={SPEED_X}"  # 5 ms steps: at 20x (1 ms) a loaded host's timer moved runs by 60 %
 CASE = """
 import pytest
 
@@ -45,6 +46,22 @@ def _decode(folder: Path) -> dict:
     return r
 
 
+def _named_step_time(entry: dict, raw: dict[str, float], slow: dict[str, float]) -> None:
+    """The history entry's cause: step time, each side's step as the simulator's profile sets it (at the run's
+    speed), acceptance unchanged (both profiles accept the same tokens per step), the line in the reason."""
+    cause = entry["cause"]
+    assert cause["named"] == "step time" and cause["sides"] == ["history", "now"], cause
+    factors = {f["name"]: f for f in cause["factors"]}
+    step, accept = factors["step time"], factors["acceptance"]
+    assert step["base"] == pytest.approx(_step(raw, 200) / SPEED_X, rel=0.1), step
+    assert step["now"] == pytest.approx(_step(slow, 200) / SPEED_X, rel=0.1), step
+    assert step["share"] > 0.7 and abs(accept["share"]) < 0.2, cause
+    true_accept = raw["accept_len"]["prose"]  # the case's prompts are prose; both profiles accept alike
+    assert accept["base"] == pytest.approx(true_accept, rel=0.05) and accept["now"] == pytest.approx(true_accept,
+                                                                                                   rel=0.05), accept
+    assert "; why decode_tps -" in entry["reason"] and "(history -> now): step time " in entry["reason"]
+
+
 def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_perf=CASE)
     raw = load_profile("healthy").to_dict()
@@ -71,6 +88,7 @@ def test_a_retried_regression_fails_until_its_change_is_accepted(pytester: pytes
         assert decode["verdict"] == "regressed" and decode["runs"] == 6, decode
         truth = _step(raw, 200) / _step(slow, 200) - 1  # decode rate scales with 1 / step time
         assert abs(decode["effect"] - truth) < 0.12, (decode["effect"], truth)
+        _named_step_time(decode, raw, slow)
         # the same history each time: the failed runs stay out of it, so the prediction does not move
         reasons.append(re.search(r"against its history of 6 runs \(predicted [^,]*", r["reason"]))
         res.stdout.fnmatch_lines(["*decode_tps *: -*% against its history of 6 runs (predicted *"])
