@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_specperf.compare.cause import value_text
-from pytest_specperf.sim import SimServer
+from pytest_specperf.sim import SimServer, load_profile
 
 # repeat="auto": a busy machine adds trials until the sequential test decides, so the verdict stays "regressed"
 DECODE_CASE = """
@@ -142,3 +142,35 @@ def test_a_colder_cache_is_named_cached_share(pytester: pytest.Pytester, sims: d
     assert share["share"] > 0.7
     assert "why ttft_s +" in cc["reason"] and "cached share" in cc["reason"]
     assert res.ret == 0 or "cached share" in r["reason"]
+
+
+def _configured(overrides: dict[str, Any], ctx: int = 200) -> dict[str, float]:
+    """What a simulator of the healthy profile with ``overrides`` is set to do at SPEED, read from its profile (not
+    measured): one sequence's step time at ``ctx`` in real ms, and prose's tokens accepted per step."""
+    raw = {**load_profile("healthy").to_dict(), **overrides}
+    step = raw["step_ms"] + raw["step_ms_per_1k_ctx"] * ctx / 1000 + raw["step_ms_per_seq"]
+    return {"step_ms": step / SPEED, "accept": raw["accept_len"]["prose"]}
+
+
+@pytest.mark.parametrize(("candidate", "named", "overrides"), [
+    ("slow", "step time", {"step_ms": 25}), ("low", "acceptance", {"accept_len": {"prose": 2.4}})])
+def test_ab_names_the_cause_between_the_arms(pytester: pytest.Pytester, sims: dict[str, SimServer], candidate: str,
+                                             named: str, overrides: dict[str, Any]) -> None:
+    """A against B in one run (--specperf-ab): the regression's cause named with A's and B's figures, each as the
+    arm's simulator is configured (an independent source: its profile, not a measurement)."""
+    pytester.makepyfile(test_perf=DECODE_CASE)
+    out = pytester.path / "r.json"
+    res = pytester.runpytest_subprocess(f"--specperf-ab={sims['base'].url},{sims[candidate].url}",
+                                        "--specperf-ab-trials=3", f"--specperf-json={out}")
+    res.assert_outcomes(failed=1)
+    cc = _cause(_result(out), "decode_tps")
+    cause = cc["cause"]
+    assert cc["verdict"] == "regressed" and cause["named"] == named and cause["sides"] == ["A", "B"], cause
+    a, b = _configured({}), _configured(overrides)
+    step, accept = _factor(cause, "step time"), _factor(cause, "acceptance")
+    assert step["base"] == pytest.approx(a["step_ms"], rel=0.12) and step["now"] == pytest.approx(b["step_ms"],
+                                                                                                  rel=0.12), step
+    assert accept["base"] == pytest.approx(a["accept"], rel=0.05) and accept["now"] == pytest.approx(b["accept"],
+                                                                                                     rel=0.05), accept
+    assert _factor(cause, named)["share"] > 0.7
+    assert "why decode_tps -" in cc["reason"] and "(A -> B): " in cc["reason"]
