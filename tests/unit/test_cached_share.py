@@ -53,6 +53,10 @@ def test_a_cold_request_that_came_back_cached_makes_ttft_inconclusive() -> None:
     r = hot()
     judge_sustained(r, SustainedSpec(tokens=64), JudgeSettings())
     assert r.verdict == "passed" and r.ttft_cache in r.notes  # no TTFT floor: said, not judged
+    # a tail ceiling alone is a TTFT floor asked for as much as max_ttft_s: a cached TTFT makes it inconclusive
+    r = hot()
+    judge_sustained(r, SustainedSpec(tokens=64, concurrency=3, max_ttft_p99_s=5), JudgeSettings(inconclusive="warn"))
+    assert r.verdict == "passed" and r.warnings == [r.ttft_cache]
     # asked for a warm cache: cached is what was wanted
     r = _sustained([_stream(0.002, cached=496)] * 3)
     cached_share.attach(r, allowance=5, mode="warm")
