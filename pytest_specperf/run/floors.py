@@ -181,7 +181,8 @@ def goals_of(r: Result, spec: CaseSpec) -> list[Goal]:
 
 
 #: an slo bound's name -> (its latency's figures' prefix and suffix, label, unit): ttft_s reads ttft_p90_s
-_SLO_FIGURES = {"ttft_s": ("ttft", "s", "ttft", "s"), "ttft_content_s": ("ttft_content", "s", "first answer token", "s"),
+_SLO_FIGURES = {"ttft_s": ("ttft", "s", "ttft", "s"),
+                "ttft_content_s": ("ttft_content", "s", "first answer token", "s"),
                 "tpot_ms": ("tpot", "ms", "tpot", "ms"), "e2e_s": ("e2e", "s", "e2e", "s")}
 
 

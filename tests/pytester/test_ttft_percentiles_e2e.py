@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import re
+
 import numpy as np
 import pytest
 from support.table_lines import block, section
