@@ -21,11 +21,11 @@ NO_CACHE = ("-p", "no:cacheprovider")
 CASES = """
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[1, 4], tokens=32, ctx=200, max_ttft_s=60, max_ttft_p90_s={4: 0.0001},
+@pytest.mark.load_sweep(concurrency=[1, 4], tokens=64, ctx=200, max_ttft_s=60, max_ttft_p90_s={4: 0.0001},
                         max_ttft_p99_s=60)
 def test_sweep(specperf): pass
 
-@pytest.mark.session(users=2, turns=3, tokens=16, ctx=64, turn_ctx=16, max_ttft_s=60, max_ttft_p99_s=0.0001)
+@pytest.mark.session(users=2, turns=3, tokens=32, ctx=64, turn_ctx=16, max_ttft_s=60, max_ttft_p99_s=0.0001)
 def test_session(specperf): pass
 
 @pytest.mark.rate(rps=40, requests=12, tokens=16, ctx=64, slo={"ttft_s": 60, "e2e_s": 60}, min_attainment=0.95)
@@ -44,7 +44,9 @@ def _within_truth(seen: float, truth: list[float], q: int) -> None:
 def test_ttft_ceilings_and_cells_name_their_percentile(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ttft=CASES)
     out, page = pytester.path / "r.json", pytester.path / "r.html"
-    with SimServer("healthy", speed=10.0) as sim:
+    # streams of 100 ms and more: a client judged behind its schedule (its starts spread over a quarter of a stream)
+    # would excuse the timed ceilings' failures, and a busy host spreads a few ms
+    with SimServer("healthy", speed=2.0) as sim:
         res = pytester.runpytest_subprocess(f"--endpoint={sim.url}", f"--specperf-json={out}",
                                             f"--specperf-html={page}", *NO_CACHE)
         results = {r["nodeid"].split("::")[-1]: r for r in json.loads(out.read_text())["results"]}
