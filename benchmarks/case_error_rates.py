@@ -11,7 +11,7 @@ between the sides, per condition:
 * ``arms``: N identical arms over L levels with ``max_loss_vs_best=0.05`` (``arms.table``): the deployed arm
   ``below`` at some level; and the share of runs the gate is inconclusive (fixed 5 trials) or, with
   ``repeat="auto"`` (``interleaved.run_arms``), holds within ``max_repeat``;
-* ``regression``: a load sweep of L levels in A/B through the regression gate (``gates.per_trial`` and
+* ``regression``: a load sweep of L levels in A/B through the regression gate (``samples.per_trial`` and
   ``trials.compare_ab``, every level x decode_tps, ttft_s, total_tps): some comparison ``regressed``;
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
   (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
@@ -41,7 +41,7 @@ from pytest_specperf.cases import figures
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import LoadSweepResult, Result
 from pytest_specperf.cases.saved_results import load_record
-from pytest_specperf.compare import arms, categories, crossover, gates
+from pytest_specperf.compare import arms, categories, crossover, gates, samples
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.measure import combine, interleaved, repeats
 
@@ -130,7 +130,7 @@ def arms_auto(rng: np.random.Generator, n_arms: int, n_levels: int) -> str:
 
 def regression_fails(rng: np.random.Generator, n_levels: int) -> bool:
     lv = list(range(1, n_levels + 1))
-    a, b = gates.per_trial(sweep(rng, lv)), gates.per_trial(sweep(rng, lv))
+    a, b = samples.per_trial(sweep(rng, lv)), samples.per_trial(sweep(rng, lv))
     return any(cc.verdict == "regressed" for cc in compare.compare_ab(a, b, metrics=figures.METRICS))
 
 

@@ -530,7 +530,7 @@ class ReplayResult(RateResult):
 class ErrorRecord:
     """A case that could not be measured: what it asked and why it could not run, no figures (``verdict`` "error").
 
-    It stands beside the kinds' records: measuring makes one (``recording.error_record``), a saved run's JSON with
+    It stands beside the kinds' records: measuring makes one (``run.registry.error_record``), a saved run's JSON with
     ``verdict`` "error" loads into one (``saved_results.load_record``), and it is judged (skipped against a baseline),
     shown and written like them. ``kind`` may be a kind this version has no record of."""
 

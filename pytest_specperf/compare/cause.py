@@ -46,6 +46,7 @@ from pytest_specperf.cases.results import (
     SessionResult,
     SustainedResult,
 )
+from pytest_specperf.compare.samples import Side
 from pytest_specperf.run.acceptance import SLOWDOWN_TO_SPLIT
 
 #: metrics that are a decode rate (or its inverse): tokens per step over step time.
@@ -235,19 +236,10 @@ def _errored(r: Case) -> bool:
     return isinstance(r, ErrorRecord) or (isinstance(r, Result) and r.verdict == "error")
 
 
-def _units(results: Sequence[Case], key: tuple[str, int | None, Any]) -> list[Case]:
-    """The units of ``results`` that are the comparison's ``(nodeid, ctx, users)``, error records left out."""
-    out: list[Case] = []
-    for r in results:
-        if not _errored(r):
-            out += [case for nodeid, ctx, case in sub_cases(r) if (nodeid, ctx, users_of(case)) == key]
-    return out
-
-
-def attach(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case],
+def attach(ccs: list[CaseComparison], base: Side, cand: Side,
            sides: tuple[str, str] = ("baseline", "now")) -> list[CaseComparison]:
     """Each comparison that moved (regressed, inconclusive, improved) with its ``cause`` and the cause's line added
-    to its reason, read from the two sides' records (``gates``: a baseline's, A's, B's)."""
+    to its reason, read from the two sides' records of its unit (``gates``: a baseline's, A's, B's)."""
     out = []
     for cc in ccs:
         c = cc.comparison
@@ -255,7 +247,8 @@ def attach(ccs: list[CaseComparison], base: Sequence[Case], cand: Sequence[Case]
             out.append(cc)
             continue
         key = (cc.nodeid, cc.ctx, cc.users)
-        why = explain(cc.metric, c.effect, _units(base, key), _units(cand, key), sides)
+        b, n = base.entries.get(key), cand.entries.get(key)
+        why = explain(cc.metric, c.effect, b.cases if b else [], n.cases if n else [], sides)
         if why is None:
             out.append(cc)
             continue

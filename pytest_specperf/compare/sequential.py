@@ -66,6 +66,7 @@ from pytest_specperf.cases.results import (
     TwoPointResult,
 )
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.samples import Side
 from pytest_specperf.compare.trials import ALPHA
 
 # ALPHA (compare.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
@@ -358,7 +359,10 @@ def pairable(base: Sequence[Case], cand: Sequence[Case]) -> int:
     """How many trials pair (0: none): candidate trial i generated the same text from the same prompt as baseline
     trial i, for every candidate trial up to the baseline's count. Same text means the same accepted drafts
     step by step (greedy decoding), so the pair's difference carries no share of the text's noise."""
-    kb, kc = text_keys(base), text_keys(cand)
+    return _pairable(text_keys(base), text_keys(cand))
+
+
+def _pairable(kb: Sequence[str | None], kc: Sequence[str | None]) -> int:
     n = min(len(kb), len(kc))
     if n < MIN_TRIALS or any(k is None for k in kb) or any(kc[i] != kb[i] for i in range(n)):
         return 0
@@ -366,21 +370,27 @@ def pairable(base: Sequence[Case], cand: Sequence[Case]) -> int:
 
 
 def sprt_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *,
-                 max_regression: float, metrics: Sequence[str], against: str = "baseline",
-                 final: bool = False) -> list[CaseComparison]:
-    """``compare.compare_runs`` with the sequential verdict on every compared metric, for one case.
+              max_regression: float, metrics: Sequence[str], against: str = "baseline",
+              final: bool = False) -> list[CaseComparison]:
+    """``sprt_sides`` of the two sides made of these results as given."""
+    return sprt_sides(Side.of(base_results), Side.of(cand_results), max_regression=max_regression,
+                      metrics=metrics, against=against, final=final)
+
+
+def sprt_sides(base: Side, cand: Side, *, max_regression: float, metrics: Sequence[str],
+               against: str = "baseline", final: bool = False) -> list[CaseComparison]:
+    """``compare.compare_sides`` with the sequential verdict on every compared metric, for one case.
 
     The case's false-alarm rate ``ALPHA`` is split evenly over the comparisons it is judged on, every metric of
     every level (Bonferroni, ``compare.families``), so the case, not each metric, holds it. Against a stored
     baseline whose trials the candidate's repeat text for text (``pairable``), trial i is compared with trial i,
     up to the baseline's trial count.
     """
-    base, cand = list(base_results), list(cand_results)
-    pairs = pairable(base, cand) if against == "baseline" else 0
-    n_base_trials, n_cand_trials = len(text_keys(base)), len(text_keys(cand))
+    pairs = _pairable(base.text_keys, cand.text_keys) if against == "baseline" else 0
+    n_base_trials, n_cand_trials = len(base.text_keys), len(cand.text_keys)
 
     out: list[CaseComparison] = []
-    for unit in compare.match_runs(base, cand, metrics=metrics, against=against):
+    for unit in compare.match_sides(base, cand, metrics=metrics, against=against):
         if isinstance(unit, CaseComparison):
             out.append(unit)
             continue

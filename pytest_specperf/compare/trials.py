@@ -76,26 +76,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
-from pytest_specperf.cases.figures import (
-    DIRECTIONS,
-    Case,
-    figure,
-    sub_cases,
-    trials,
-    users_of,
-)
+from pytest_specperf.cases.figures import DIRECTIONS, Case
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
-from pytest_specperf.cases.results import (
-    ErrorRecord,
-    LoadLevel,
-    Result,
-    SustainedResult,
-)
+from pytest_specperf.compare.samples import Entry, Key, Side
 
 ALPHA = 0.01
 POWER = 0.8
@@ -302,53 +290,21 @@ def compare_case(base: Sequence[float], cand: Sequence[float], *, direction: str
                       method=method, reason=reason)
 
 
-@dataclass
-class _Entry:
-    cases: list[Case] = field(default_factory=list)
-
-
-_Key = tuple[str, int | None, int | None]  # nodeid, sweep ctx, load level
-
-
-def _index(results: Iterable[Case]) -> tuple[dict[_Key, _Entry], dict[str, str]]:
-    """Sub-cases by (nodeid, ctx, users), pooling repeats of one nodeid; errored nodeids with their reasons apart."""
-    idx: dict[_Key, _Entry] = {}
-    errors: dict[str, str] = {}
-    for r in results:
-        if isinstance(r, ErrorRecord) or (isinstance(r, Result) and r.verdict == "error"):
-            errors.setdefault(r.nodeid, r.reason or "error")
-            continue
-        for nodeid, ctx, case in sub_cases(r):
-            idx.setdefault((nodeid, ctx, users_of(case)), _Entry()).cases.append(case)
-    return idx, errors
-
-
-def _measured(entry: _Entry, metric: str) -> list[float]:
+def _measured(entry: Entry, metric: str) -> list[float]:
     """The side's values of ``metric``. Zero is a measurement of a higher-is-better metric (no request met the
     SLO, no probe passed: the worst value there is); a latency of zero or less is not a measurement."""
     keep_zero = DIRECTIONS[metric] == "higher"
-    return [x for case in entry.cases for x in trials(case, metric) if x > 0 or (keep_zero and x == 0)]
+    return [x for x in entry.values.get(metric, []) if x > 0 or (keep_zero and x == 0)]
 
 
-def prompt_pairs(base: _Entry, cand: _Entry, metric: str) -> tuple[list[float], list[float]] | None:
+def prompt_pairs(base: Entry, cand: Entry, metric: str) -> tuple[list[float], list[float]] | None:
     """Per prompt both sides sent, its value on each side (the geometric mean of its streams), aligned; None unless
     every stream on both sides carries a ``prompt_id`` and at least two prompts are shared.
 
     A case over a prompt file sends the same seeded draw on both sides; its prompts differ by far more than the
     sides do (one category decodes at 3x another), so pooled streams compared unpaired bury the change in the
     prompts' spread. Paired by prompt, only the change is left."""
-    def by_prompt(entry: _Entry) -> dict[str, list[float]] | None:
-        out: dict[str, list[float]] = {}
-        for case in entry.cases:
-            for st in case.streams if isinstance(case, SustainedResult | LoadLevel) else []:
-                if not st.prompt_id:
-                    return None
-                v = figure(st, metric)
-                if v is not None and v > 0:
-                    out.setdefault(st.prompt_id, []).append(v)
-        return out or None
-
-    b, c = by_prompt(base), by_prompt(cand)
+    b, c = base.prompts(metric), cand.prompts(metric)
     if b is None or c is None:
         return None
     shared = [k for k in b if k in c]
@@ -358,12 +314,12 @@ def prompt_pairs(base: _Entry, cand: _Entry, metric: str) -> tuple[list[float], 
     return [geo(b[k]) for k in shared], [geo(c[k]) for k in shared]
 
 
-def _compared(base: _Entry, cand: _Entry, metrics: Sequence[str]) -> list[str]:
+def _compared(base: Entry, cand: Entry, metrics: Sequence[str]) -> list[str]:
     """The metrics of a sub-case with values on both sides: the ones compared (and able to fail the case)."""
     return [m for m in metrics if _measured(base, m) and _measured(cand, m)]
 
 
-def families(base: dict[_Key, _Entry], cand: dict[_Key, _Entry], metrics: Sequence[str]) -> dict[str, int]:
+def families(base: dict[Key, Entry], cand: dict[Key, Entry], metrics: Sequence[str]) -> dict[str, int]:
     """Per nodeid, how many comparisons can fail it: every metric of every level or sweep point compared."""
     out: dict[str, int] = {}
     for key, entry in cand.items():
@@ -377,9 +333,9 @@ class Unit:
     """A sub-case both sides measured: what a rule compares metric by metric. ``family``: the comparisons of the
     whole case, which share its false-alarm rate."""
 
-    key: _Key
-    base: _Entry
-    cand: _Entry
+    key: Key
+    base: Entry
+    cand: Entry
     family: int = 1
 
     @property
@@ -435,7 +391,7 @@ def values_of(unit: Unit, metric: str) -> Values | CaseComparison | None:
     return Values([x or low for x in tb], [x or low for x in tc], f" ({zeros}, ranked lowest)")
 
 
-def _baseline_only(base: dict[_Key, _Entry], cand: dict[_Key, _Entry],
+def _baseline_only(base: dict[Key, Entry], cand: dict[Key, Entry],
                    cand_err: dict[str, str]) -> list[CaseComparison]:
     """Baseline sub-cases the candidate lacks: skipped when it errored, else missing."""
     out: list[CaseComparison] = []
@@ -454,7 +410,7 @@ def _baseline_only(base: dict[_Key, _Entry], cand: dict[_Key, _Entry],
     return out
 
 
-def _errored_only(base: dict[_Key, _Entry], base_err: dict[str, str], cand: dict[_Key, _Entry],
+def _errored_only(base: dict[Key, Entry], base_err: dict[str, str], cand: dict[Key, Entry],
                   cand_err: dict[str, str]) -> list[CaseComparison]:
     """Errored nodeids with no measured counterpart on the other side."""
     out: list[CaseComparison] = []
@@ -472,16 +428,22 @@ def _errored_only(base: dict[_Key, _Entry], base_err: dict[str, str], cand: dict
 
 def match_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *, metrics: Sequence[str],
                against: str = "baseline") -> list[Unit | CaseComparison]:
+    """``match_sides`` of the two sides made of these results as given."""
+    return match_sides(Side.of(base_results), Side.of(cand_results), metrics=metrics, against=against)
+
+
+def match_sides(base_side: Side, cand_side: Side, *, metrics: Sequence[str], against: str = "baseline"
+                ) -> list[Unit | CaseComparison]:
     """Candidate sub-cases matched to the baseline's by nodeid (and ctx, users): a ``Unit`` per pair, in the
     candidate's order, and a ``CaseComparison`` for each sub-case only one side has (new, missing, skipped) after
-    them. Every rule (``compare_runs``, ``sequential.sprt_runs``) judges the units it returns.
+    them. Every rule (``compare_sides``, ``sequential.sprt_sides``) judges the units it returns.
 
     Raises ValueError for a metric not in DIRECTIONS."""
     unknown = [m for m in metrics if m not in DIRECTIONS]
     if unknown:
         raise ValueError(f"cannot compare {', '.join(unknown)}: known metrics are {', '.join(DIRECTIONS)}")
-    base, base_err = _index(base_results)
-    cand, cand_err = _index(cand_results)
+    base, base_err = base_side.entries, base_side.errors
+    cand, cand_err = cand_side.entries, cand_side.errors
     family = families(base, cand, metrics)
     out: list[Unit | CaseComparison] = []
     for (nodeid, ctx, users), entry in cand.items():
@@ -499,12 +461,21 @@ def compare_runs(base_results: Iterable[Case], cand_results: Iterable[Case], *,
                  max_regression: float = HISTORY_MAX_REGRESSION, metrics: Sequence[str] = ("decode_tps", "ttft_s"),
                  alpha: float = ALPHA, noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
                  against: str = "baseline") -> list[CaseComparison]:
-    """Match candidate cases to the baseline's (``match_runs``) and compare each metric by ``compare_case``; see
+    """``compare_sides`` of the two sides made of these results as given."""
+    return compare_sides(Side.of(base_results), Side.of(cand_results), max_regression=max_regression,
+                         metrics=metrics, alpha=alpha, noise_floor=noise_floor, decide_at=decide_at, against=against)
+
+
+def compare_sides(base: Side, cand: Side, *, max_regression: float = HISTORY_MAX_REGRESSION,
+                  metrics: Sequence[str] = ("decode_tps", "ttft_s"), alpha: float = ALPHA,
+                  noise_floor: float = NOISE_FLOOR, decide_at: int | None = DECIDE_AT,
+                  against: str = "baseline") -> list[CaseComparison]:
+    """Match candidate cases to the baseline's (``match_sides``) and compare each metric by ``compare_case``; see
     the module docstring. Order: candidate cases as they came (metrics in the given order), then baseline-only
     cases. Raises ValueError for a metric not in DIRECTIONS.
     """
     out: list[CaseComparison] = []
-    for unit in match_runs(base_results, cand_results, metrics=metrics, against=against):
+    for unit in match_sides(base, cand, metrics=metrics, against=against):
         if isinstance(unit, CaseComparison):
             out.append(unit)
             continue

@@ -22,7 +22,7 @@ import numpy as np
 
 from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import CaseComparison, HistoryEntry
-from pytest_specperf.cases.results import Result
+from pytest_specperf.cases.results import Recorded, Result
 from pytest_specperf.compare import cause, verdicts
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
@@ -71,49 +71,55 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
     read)."""
     if result.verdict == "error":
         return []
-    units = records.units([result])
-    tests = sum(len(records.gated_trials(u.case)) for u in units) or 1
-    notes: list[str] = []
+    found = records.pasts(store, [result], run_meta)
+    tests = sum(len(p.trials) for p in found) or 1
+    notes = [n for p in found for n in _past_notes(p)]
     entries: list[HistoryEntry] = []
+    explained: list[tuple[HistoryEntry, list[int]]] = []  # what each change comes from: against which runs
     short: list[tuple[str, list[records.CaseRun]]] = []
-    for unit in units:
-        key, case = unit.key, unit.case
-        setup = records.setup_of(unit.form, run_meta)
-        fp = records.fingerprint(setup)
-        past = records.case_history(store, key)
-        same, held = records.judged_runs([h for h in past if h.fingerprint == fp])
-        others = [h for h in past if h.fingerprint != fp]
-        if same and same[0].accepted and len(same) < noise.MAX_RUNS:  # said while it shapes the prediction
-            notes.append(f"history: {key} is judged from run {same[0].run_id} on, where a change was accepted "
-                         f"({same[0].accepted})")
-        if held:
-            notes.append(f"history: {len(held)} run(s) of {key} held out of its prediction, having failed their "
-                         f"history gate (run {', '.join(str(h.run_id) for h in held)}); if that change is meant, "
-                         f"accept it: specperf history accept {held[0].run_id}")
-        if others:
-            notes.append(f"history: {len(others)} earlier run(s) of {key} under another set-up kept apart "
-                         f"({_setup_diff(setup, others[-1].setup)})")
-        for metric, values in records.gated_trials(case).items():
+    for p in found:
+        for metric, values in p.trials.items():
             direction = figures.DIRECTIONS[metric]
             cand = noise.orient(values, direction)
-            kept = [(h, noise.orient(h.trials.get(metric, []), direction)) for h in same]
-            kept = [(h, logs) for h, logs in kept if len(logs)]
             if len(cand) == 0:
                 continue
+            kept = [(h, logs) for h in p.same for logs in [noise.orient(h.trials.get(metric, []), direction)]
+                    if len(logs)]
             d = decide.decide([logs for _, logs in kept], cand, alpha=alpha / tests, max_regression=max_regression)
             if d.verdict == "short":
-                short.append((key, [h for h, _ in kept]))
+                short.append((p.unit.key, [h for h, _ in kept]))
                 continue
-            entries.append(_entry(key, metric, direction, d, kept, alpha / tests))
+            entries.append(_entry(p.unit.key, metric, direction, d, kept, alpha / tests))
             if entries[-1].verdict != "passed":  # what the change comes from, against the runs it was judged by
-                ids = cause.judged_runs(entries[-1], [h.run_id for h, _ in kept])
-                cause.explain_entry(entries[-1], [records.record_of(store, i, result.nodeid) for i in ids], result)
+                explained.append((entries[-1], cause.judged_runs(entries[-1], [h.run_id for h, _ in kept])))
+    latest = max((runs[-1] for _, runs in short if runs), key=lambda h: h.run_id, default=None)
+    # every earlier result read at once: the runs each change is explained against, and the short history's latest
+    wanted = [i for _, ids in explained for i in ids] + ([latest.run_id] if latest is not None else [])
+    past = records.records_of(store, wanted, result.nodeid)
+    for entry, ids in explained:
+        cause.explain_entry(entry, [past.get(i) for i in ids], result)
     if short:
-        notes += _fall_back(store, result, short, max_regression, inconclusive)
-    failing = [e for e in entries if e.verdict == "regressed"]
-    verdicts.fail(result, [e.reason for e in failing])
+        notes += _fall_back(result, short, latest, past, max_regression, inconclusive)
+    verdicts.fail(result, [e.reason for e in entries if e.verdict == "regressed"])
     result.history = entries
     result.notes += _predictions(entries)
+    return notes
+
+
+def _past_notes(p: records.UnitPast) -> list[str]:
+    """What shapes a unit's prediction besides its runs: an accepted change, held runs, runs of another set-up."""
+    key, same, held, others = p.unit.key, p.same, p.held, p.others
+    notes = []
+    if same and same[0].accepted and len(same) < noise.MAX_RUNS:  # said while it shapes the prediction
+        notes.append(f"history: {key} is judged from run {same[0].run_id} on, where a change was accepted "
+                     f"({same[0].accepted})")
+    if held:
+        notes.append(f"history: {len(held)} run(s) of {key} held out of its prediction, having failed their "
+                     f"history gate (run {', '.join(str(h.run_id) for h in held)}); if that change is meant, "
+                     f"accept it: specperf history accept {held[0].run_id}")
+    if others:
+        notes.append(f"history: {len(others)} earlier run(s) of {key} under another set-up kept apart "
+                     f"({_setup_diff(p.setup, others[-1].setup)})")
     return notes
 
 
@@ -167,17 +173,16 @@ def _entry(key: str, metric: str, direction: str, d: decide.Decision,
     return entry
 
 
-def _fall_back(store: Store, result: Result, short: list[tuple[str, list[records.CaseRun]]],
-               max_regression: float, inconclusive: str) -> list[str]:
-    """Too few runs for the history's noise: the baseline rule against the latest run of the set-up."""
-    nodeid = result.nodeid
+def _fall_back(result: Result, short: list[tuple[str, list[records.CaseRun]]], latest: records.CaseRun | None,
+               past: dict[int, Recorded], max_regression: float, inconclusive: str) -> list[str]:
+    """Too few runs for the history's noise: the baseline rule against the latest run of the set-up (``past``: the
+    earlier results read, by run id)."""
     have = min(len(runs) for _, runs in short)
-    latest = max((runs[-1] for _, runs in short if runs), key=lambda h: h.run_id, default=None)
     head = (f"history: {short[0][0]} has {have} earlier run(s) of this set-up, fewer than the {noise.MIN_RUNS} "
             "that estimate its run-to-run noise")
     if latest is None:
         return [f"{head}; nothing to judge against yet, this run starts it"]
-    base = records.record_of(store, latest.run_id, nodeid)
+    base = past.get(latest.run_id)
     if base is None:
         return [f"{head}; the latest run's result is missing, not judged"]
     # only the short units: the others were judged against their history above

@@ -23,7 +23,7 @@ from pytest_specperf.cases.results import (
     Result,
     SustainedResult,
 )
-from pytest_specperf.compare import categories, gates
+from pytest_specperf.compare import categories, samples
 
 _T = TypeVar("_T", SustainedResult, LoadLevel)
 _R = TypeVar("_R", bound=Result)
@@ -90,7 +90,7 @@ def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
             if present:
                 changes[m] = float(np.median(present))
     out = dataclasses.replace(trials[-1], **changes)
-    if len(trials) > 1 and gates.is_load(out):
+    if len(trials) > 1 and samples.is_load(out):
         if isinstance(out, LoadSweepResult):
             out.levels = combine_levels([r for r in trials if isinstance(r, LoadSweepResult)], arm)
             totals = [t for t in (lv.total_tps for lv in out.levels) if t is not None and _number(t) is not None]

@@ -10,7 +10,7 @@ from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import arms as arms_table
-from pytest_specperf.compare import gates, sequential
+from pytest_specperf.compare import gates, samples, sequential, verdicts
 from pytest_specperf.measure import combine
 
 T = TypeVar("T")
@@ -53,7 +53,7 @@ def ab_until_decided(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *
                      max_regression: float, metrics: Sequence[str] = figures.METRICS, ttft_rules: bool = False
                      ) -> tuple[list[_C], list[_C], list[CaseComparison]]:
     """A and B in ABBA order, one trial each per round, until every metric is decided (the sequential test; with
-    ``ttft_rules`` after the gate's TTFT noise floor and prefix-cache rules, ``gates.ttft_judged``) or
+    ``ttft_rules`` after the gate's TTFT noise floor and prefix-cache rules, ``verdicts.ttft_judged``) or
     ``max_repeat`` per arm. Returns A's trials, B's trials and the last look's comparisons (undecided ones
     ``inconclusive``)."""
     arms: dict[str, list[_C]] = {"A": [], "B": []}
@@ -65,10 +65,11 @@ def ab_until_decided(measure_a: Callable[[], _C], measure_b: Callable[[], _C], *
         n = len(arms["B"])
         if n < min(sequential.MIN_TRIALS, max_repeat):
             continue
-        ccs = sequential.sprt_runs(arms["A"], arms["B"], max_regression=max_regression, metrics=metrics,
-                                   against="A", final=n >= max_repeat)
+        a, b = samples.Side.of(arms["A"]), samples.Side.of(arms["B"])
+        ccs = sequential.sprt_sides(a, b, max_regression=max_regression, metrics=metrics, against="A",
+                                    final=n >= max_repeat)
         if ttft_rules:
-            ccs = gates.ttft_judged(ccs, arms["A"], arms["B"], ("A", "B"))
+            ccs = verdicts.ttft_judged(ccs, a, b, ("A", "B"))
         if sequential.decided(ccs):
             break
     return arms["A"], arms["B"], ccs

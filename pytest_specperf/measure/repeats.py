@@ -10,7 +10,7 @@ from typing import Any
 from pytest_specperf.cases import figures
 from pytest_specperf.cases.base import AUTO_MAX_REPEAT, CaseSpec
 from pytest_specperf.cases.results import Recorded, Result
-from pytest_specperf.compare import gates, sequential
+from pytest_specperf.compare import gates, samples, sequential, verdicts
 from pytest_specperf.measure import combine
 
 
@@ -49,12 +49,12 @@ def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: gate
 def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, cap: int, save: bool) -> bool:
     """repeat="auto" of whole trials: whether the trials so far settle the case (``run_trials``)."""
     row = combine.aggregate(done)
-    cand = gates.per_trial([row])
     if mine:
-        base = gates.per_trial(mine)
-        ccs = sequential.sprt_runs(base, cand, max_regression=threshold, metrics=figures.metrics_for(row),
-                                   final=len(done) >= cap)
-        return sequential.decided(gates.ttft_judged(ccs, base, cand))
+        base, side = samples.sides(mine, [row])
+        ccs = sequential.sprt_sides(base, side, max_regression=threshold, metrics=figures.metrics_for(row),
+                                    final=len(done) >= cap)
+        return sequential.decided(verdicts.ttft_judged(ccs, base, side))
+    cand = samples.per_trial([row])
     if save:  # every level (or the case) sized on its own trials: one level's figures are not another's
         units: dict[tuple[int | None, Any], dict[str, list[Any]]] = {}
         for c in cand:
@@ -72,7 +72,7 @@ def _trials_settle(done: list[Result], mine: list[Recorded], threshold: float, c
 def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded],
                    max_regression: float | None = None) -> sequential.Until:
     """The runner's ``until`` for repeat="auto" against a stored run: each look is the sequential test's
-    (``sequential.look``) after the same noise floor and prefix-cache rules as the gate (``gates.ttft_judged``)."""
+    (``sequential.look``) after the same noise floor and prefix-cache rules as the gate (``verdicts.ttft_judged``)."""
     mine = [b for b in baseline if b.nodeid == nodeid]
     threshold = max_regression or gate.max_regression
 
@@ -81,6 +81,6 @@ def until_baseline(gate: gates.Gate, nodeid: str, baseline: Sequence[Recorded],
         if found is None:
             return True  # every baseline trial has its pair: the paired test took its last look
         ccs, cand = found
-        return sequential.decided(gates.ttft_judged(ccs, mine, cand))
+        return sequential.decided(verdicts.ttft_judged(ccs, samples.Side.of(mine), samples.Side.of(cand)))
 
     return done

@@ -13,7 +13,8 @@ from pytest_specperf.compare import gates as gating
 from pytest_specperf.errors import ConfigError, MeasurementError
 from pytest_specperf.measure import repeats
 from pytest_specperf.pytest_plugin.keys import RESULT_OBJ, RESULTS, SpecperfWarning
-from pytest_specperf.pytest_plugin.recording import error_record, keep_result
+from pytest_specperf.pytest_plugin.recording import keep_result
+from pytest_specperf.run import registry
 from pytest_specperf.run.target import EndpointSession
 
 
@@ -49,7 +50,8 @@ class SpecperfFixture:
             result = (repeats.run_trials(lambda s: runner.run(s, nodeid), spec, gating.Gate())
                       if repeats.whole_case(spec) else runner.run(spec, nodeid))
         except MeasurementError as exc:
-            keep_result(self._item, dataclasses.replace(error_record(self._item, spec, str(exc)), call=call))
+            failed = registry.error_record(self._item.nodeid, spec, str(exc))
+            keep_result(self._item, dataclasses.replace(failed, call=call))
             raise
         result.nodeid = self._item.nodeid
         result.call = call

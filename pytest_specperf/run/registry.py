@@ -7,6 +7,7 @@ below, and its chart view in ``report/views/registry.py`` (docs/architecture.md 
 from __future__ import annotations
 
 from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.results import ErrorRecord
 from pytest_specperf.run.capacity import Capacity
 from pytest_specperf.run.case_kind import AnyKind
 from pytest_specperf.run.ctx_sweep import CtxSweep
@@ -36,3 +37,18 @@ def kind_for(spec: CaseSpec) -> AnyKind:
     if cls is None or not isinstance(spec, cls.spec_type):
         raise TypeError(f"unknown spec {spec!r}")
     return cls()
+
+
+def error_record(nodeid: str, spec: CaseSpec, reason: str) -> ErrorRecord:
+    """The record of a case that could not be measured: what it asked for, as its kind reads it, and why."""
+    # The ctx the case asked for: a session's first message (not its last turn's whole history); any other kind
+    # its largest prompt as the kind says (a sweep's longest ctx, a prompt file's longest prompt), since every
+    # spec inherits a default ctx that a sweep or a prompt file never uses.
+    ctx = spec.ctx if spec.KIND == "session" else kind_for(spec).context_needed(spec)[0]
+    # concurrency and users: an errored load case or session still says how many users it was for
+    concurrency = getattr(spec, "concurrency", None)
+    return ErrorRecord(nodeid=nodeid, kind=spec.KIND, ctx=ctx, content=spec.content, reason=reason,
+                       tokens=getattr(spec, "tokens", None), short=getattr(spec, "short", None),
+                       long=getattr(spec, "long", None),
+                       concurrency=list(concurrency) if isinstance(concurrency, tuple) else concurrency,
+                       users=getattr(spec, "users", None), turns=getattr(spec, "turns", None))

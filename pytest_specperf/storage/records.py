@@ -121,8 +121,41 @@ def units(results: Iterable[Recorded]) -> list[Unit]:
             continue
         for nodeid, ctx, case in figures.sub_cases(r):
             users = figures.users_of(case) if isinstance(r, LoadSweepResult) else None
-            out.append(Unit(case_key(nodeid, ctx, users), nodeid, case, _form(r, nodeid, case)))
+            form = _form(r, nodeid, case)
+            out.append(Unit(case_key(nodeid, ctx, users), nodeid, case, form))
     return out
+
+
+@dataclass(frozen=True)
+class UnitPast:
+    """One unit of a result with its past as the history gate reads it: the unit's set-up and gated trials now, and
+    the earlier runs of the case split by set-up (``judged_runs``): those it is judged against, those held out
+    after failing the gate, and those of another set-up."""
+
+    unit: Unit
+    setup: dict[str, Any]
+    trials: dict[str, list[float]]
+    same: list[CaseRun]
+    held: list[CaseRun]
+    others: list[CaseRun]
+
+
+def pasts(store: Store, results: Iterable[Recorded], run_meta: dict[str, Any]) -> list[UnitPast]:
+    """Each unit of ``results`` (``units``) with its past in the history (``UnitPast``), read in one pass."""
+    out = []
+    for u in units(results):
+        setup = setup_of(u.form, run_meta)
+        fp = fingerprint(setup)
+        past = case_history(store, u.key)
+        same, held = judged_runs([h for h in past if h.fingerprint == fp])
+        out.append(UnitPast(u, setup, gated_trials(u.case), same, held, [h for h in past if h.fingerprint != fp]))
+    return out
+
+
+def records_of(store: Store, run_ids: Iterable[int], nodeid: str) -> dict[int, Recorded]:
+    """``record_of`` for each of ``run_ids`` that holds ``nodeid``'s result, by run id."""
+    found = {i: record_of(store, i, nodeid) for i in sorted(set(run_ids))}
+    return {i: r for i, r in found.items() if r is not None}
 
 
 def gated_trials(case: Case) -> dict[str, list[float]]:

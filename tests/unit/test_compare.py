@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pytest_specperf.cases.figures import _kind
+from pytest_specperf.cases.figures import _kind, sub_cases, trials
 from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare.trials import (
     DIRECTIONS,
@@ -17,8 +17,6 @@ from pytest_specperf.compare.trials import (
     compare_runs,
     gate,
     min_detectable,
-    sub_cases,
-    trials,
     trials_needed,
 )
 from pytest_specperf.measure.interleaved import ab_order

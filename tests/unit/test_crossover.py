@@ -15,7 +15,7 @@ import pytest
 
 from pytest_specperf.cases.results import LoadSweepResult, Recorded, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
-from pytest_specperf.compare import crossover
+from pytest_specperf.compare import crossover, samples
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
 from pytest_specperf.measure import combine, interleaved
@@ -173,14 +173,14 @@ def test_comparisons_of_a_load_case_take_one_value_per_trial() -> None:
     a = [trial(o) for o in rng.normal(0, 0.03, 5)]
     b = [trial(o) for o in rng.normal(0, 0.03, 5)]
     ta, tb = [load_result(full(r)) for r in a], [load_result(full(r)) for r in b]
-    ccs = compare.compare_ab(gating.per_trial(ta), gating.per_trial(tb), metrics=("decode_tps", "total_tps"))
+    ccs = compare.compare_ab(samples.per_trial(ta), samples.per_trial(tb), metrics=("decode_tps", "total_tps"))
     assert [(cc.comparison.n_base, cc.comparison.n_cand) for cc in ccs if cc.comparison] == [(5, 5), (5, 5)]
     # The combined A/B row keeps the trials, so a later --specperf-compare against it sees them too.
     row = combine.aggregate(tb)
     assert isinstance(row, SustainedResult) and row.trials is not None
     assert [t.decode_tps for t in row.trials] == [r["decode_tps"] for r in b]
     assert [s.trial for s in row.streams] == [i for i in range(5) for _ in range(8)]
-    again = compare.compare_runs(gating.per_trial([row]), gating.per_trial(ta), metrics=("decode_tps",))
+    again = compare.compare_runs(samples.per_trial([row]), samples.per_trial(ta), metrics=("decode_tps",))
     assert (again[0].comparison.n_base, again[0].comparison.n_cand) == (5, 5)
 
 
@@ -208,7 +208,7 @@ def test_ab_sweep_level_rows_combine_every_trial() -> None:
     assert eight.trials is not None and [t.decode_tps for t in eight.trials] == [30.0, 50.0, 40.0]
     assert row.total_tps == 320.0  # the best combined level, as a single trial's sweep reports
     # Compared per trial: three results, each with its trial's level figures.
-    expanded = gating.per_trial([row])
+    expanded = samples.per_trial([row])
     assert [r.levels[1].decode_tps for r in expanded] == [30.0, 50.0, 40.0]
     assert all(not lv.streams for r in expanded for lv in r.levels)
 

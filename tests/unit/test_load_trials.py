@@ -19,7 +19,7 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SustainedResult
 from pytest_specperf.cases.saved_results import load_result
-from pytest_specperf.compare import gates
+from pytest_specperf.compare import gates, samples
 from pytest_specperf.measure import combine, repeats
 from tests.support.result_json import full
 
@@ -152,4 +152,4 @@ def test_a_rate_case_row_is_its_median_trial_with_each_trial_kept_and_each_warni
     assert [t.goodput_rps for t in row.trials] == [10.0, 30.0, 20.0]  # every trial, in order
     assert row.warnings == ["client fell behind"]
     # compared, the row is its three trials again
-    assert [r.goodput_rps for r in gates.per_trial([row])] == [10.0, 30.0, 20.0]  # type: ignore[union-attr]
+    assert [r.goodput_rps for r in samples.per_trial([row])] == [10.0, 30.0, 20.0]  # type: ignore[union-attr]

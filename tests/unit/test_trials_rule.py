@@ -11,6 +11,7 @@ import numpy as np
 
 from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.samples import Side
 from tests.support.records import record
 
 LEVELS = [1, 2, 4, 8, 16, 32]
@@ -34,8 +35,7 @@ def case_fails(base: list[Recorded], cand: list[Recorded]) -> bool:
 def test_the_family_counts_every_comparison_of_every_level() -> None:
     rng = np.random.default_rng(1)
     base, cand = sweep_side(rng, 0.03), sweep_side(rng, 0.03)
-    b, _ = compare._index(base)
-    c, _ = compare._index(cand)
+    b, c = Side.of(base).entries, Side.of(cand).entries
     assert compare.families(b, c, METRICS) == {"t": len(LEVELS) * len(METRICS)}  # 18, not the last level's 3
     # and every comparison says the share it was judged at
     ccs = compare.compare_runs(base, cand, metrics=METRICS)

@@ -11,8 +11,9 @@ import numpy as np
 
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
-from pytest_specperf.compare import gates
+from pytest_specperf.compare import gates, samples, verdicts
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.samples import Side
 from tests.support.result_json import full
 
 
@@ -32,8 +33,8 @@ def sweep(rng: np.random.Generator, ttft_s: dict[int, float], trials: int = 5) -
 
 
 def judged(a: list[Result], b: list[Result]) -> dict[int | None, compare.CaseComparison]:
-    pa, pb = gates.per_trial(a), gates.per_trial(b)
-    ccs = gates._ttft_floor(compare.compare_ab(pa, pb, metrics=("ttft_s",)), pa, pb)
+    pa, pb = samples.per_trial(a), samples.per_trial(b)
+    ccs = verdicts._ttft_floor(compare.compare_ab(pa, pb, metrics=("ttft_s",)), Side.of(pa), Side.of(pb))
     return {cc.users: cc for cc in ccs if cc.metric == "ttft_s"}
 
 

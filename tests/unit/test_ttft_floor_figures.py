@@ -9,8 +9,9 @@ import pytest
 
 from pytest_specperf.cases.results import Result
 from pytest_specperf.cases.saved_results import load_result
-from pytest_specperf.compare import gates
+from pytest_specperf.compare import gates, samples, verdicts
 from pytest_specperf.compare import trials as compare
+from pytest_specperf.compare.samples import Side
 from pytest_specperf.measure import combine
 from tests.support.result_json import full
 
@@ -25,8 +26,9 @@ def rate_arm(rng: np.random.Generator, p90_s: float, trials: int = 5) -> list[Re
 
 
 def judged(a: list[Result], b: list[Result]) -> dict[str, compare.CaseComparison]:
-    pa, pb = gates.per_trial(a), gates.per_trial(b)
-    ccs = gates._ab_judged(compare.compare_ab(pa, pb, metrics=gates.metrics_for(b[0])), pa, pb)
+    pa, pb = samples.per_trial(a), samples.per_trial(b)
+    ccs = verdicts.ttft_judged(compare.compare_ab(pa, pb, metrics=gates.metrics_for(b[0])), Side.of(pa), Side.of(pb),
+                               ("A", "B"))
     return {cc.metric or "": cc for cc in ccs}
 
 
@@ -53,9 +55,9 @@ def test_the_floor_applies_to_percentiles_of_saved_repeat_trials() -> None:
     base = combine.aggregate(rate_arm(rng, 0.0030))
     cand = combine.aggregate(rate_arm(rng, 0.0050))
     assert base.trials is not None and len(base.trials) == 5  # type: ignore[attr-defined]
-    got = {cc.metric: cc for cc in gates.ttft_judged(
-        compare.compare_runs(gates.per_trial([base]), gates.per_trial([cand]), metrics=gates.metrics_for(cand)),
-        gates.per_trial([base]), gates.per_trial([cand]))}
+    got = {cc.metric: cc for cc in verdicts.ttft_judged(
+        compare.compare_runs(samples.per_trial([base]), samples.per_trial([cand]), metrics=gates.metrics_for(cand)),
+        Side.of(samples.per_trial([base])), Side.of(samples.per_trial([cand])))}
     assert got["ttft_p90_s"].verdict == "passed" and "noise floor" in got["ttft_p90_s"].reason
     assert got["ttft_p90_s"].comparison is not None and got["ttft_p90_s"].comparison.n_base == 5
 

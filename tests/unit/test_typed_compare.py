@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 from support import judged_json
 
+from pytest_specperf.cases import figures
 from pytest_specperf.cases.json_form import to_dict
 from pytest_specperf.cases.results import Recorded
 from pytest_specperf.cases.saved_results import load_record
-from pytest_specperf.compare import arms, crossover, gates, sequential
+from pytest_specperf.compare import arms, crossover, gates, samples, sequential
 from pytest_specperf.compare import trials as compare
 from tests.support.result_json import full
 
@@ -77,12 +78,12 @@ def _run(seed: int, scale: float) -> list[Recorded]:
 
 def test_sub_cases_and_trials_read_a_record_as_its_json() -> None:
     for r in _run(1, 1.0):
-        typed, data = compare.sub_cases(r), compare.sub_cases(_json(r))
+        typed, data = figures.sub_cases(r), figures.sub_cases(_json(r))
         assert [(n, c) for n, c, _ in typed] == [(n, c) for n, c, _ in data], r.nodeid
         for (_, _, tc), (_, _, dc) in zip(typed, data, strict=True):
-            assert compare.users_of(tc) == compare.users_of(dc), r.nodeid
+            assert figures.users_of(tc) == figures.users_of(dc), r.nodeid
             for m in METRICS:
-                assert compare.trials(tc, m) == compare.trials(dc, m), (r.nodeid, m)
+                assert figures.trials(tc, m) == figures.trials(dc, m), (r.nodeid, m)
 
 
 def test_compare_runs_and_the_gate_read_a_record_as_its_json() -> None:
@@ -90,9 +91,9 @@ def test_compare_runs_and_the_gate_read_a_record_as_its_json() -> None:
     as_data = compare.compare_runs([_json(b) for b in base], [_json(c) for c in cand], metrics=METRICS)
     assert compare.compare_runs(base, cand, metrics=METRICS) == as_data
     assert any(cc.verdict == "regressed" for cc in as_data)  # the runs differ: the comparison is not vacuous
-    per_trial = gates.per_trial([_json(c) for c in cand])  # a saved run's, read back
-    assert [compare.trials(c, "decode_tps") for r in gates.per_trial(cand) for _, _, c in compare.sub_cases(r)] == \
-        [compare.trials(c, "decode_tps") for r in per_trial for _, _, c in compare.sub_cases(r)]
+    per_trial = samples.per_trial([_json(c) for c in cand])  # a saved run's, read back
+    assert [figures.trials(c, "decode_tps") for r in samples.per_trial(cand) for _, _, c in figures.sub_cases(r)] == \
+        [figures.trials(c, "decode_tps") for r in per_trial for _, _, c in figures.sub_cases(r)]
     gate = gates.Gate(max_regression=0.05)
     for c in cand:
         row = to_dict(c)
