@@ -19,8 +19,9 @@ from pytest_specperf.sim import load_profile
 # Steps of 5 ms: at 20x a step is 1 ms and a busy host's scheduling, not the server, sets a trial's pace. The load
 # cases' streams are 256 tokens: at 64, a busy host's late wake-ups spread five trials of four
 # users over -50 % to +10 % and left a -26 % change inconclusive. The rate case, the session and the replay (the
-# shipped Azure excerpt's seven rows from its second, 44-142 tokens out) are judged on 128-token answers or so:
-# at 32 a token's time was mostly the host's, which moved tens of per cent between runs.
+# shipped Azure excerpt's seven rows from its second, 44-142 tokens out) are judged on 128-token answers or so
+# (at 32 a token's time was mostly the host's, which moved tens of per cent between runs), over five trials: one
+# trial of three that a busy host stalled widened a p90's interval past any decision (2 of 4 runs beside a CPU hog).
 SPEED = "--specperf-sim-speed=4"
 #: the slowed deploy: every decode step this much longer (decode tok/s 1 / 1.25 - 1 = -20 %)
 SLOWER = 1.25
@@ -36,15 +37,15 @@ def test_users(specperf):
 def test_sweep(specperf):
     pass
 
-@pytest.mark.rate(rps=40, requests=12, tokens=128, ctx=100, slo={"e2e_s": 2.0}, repeat=3)
+@pytest.mark.rate(rps=40, requests=12, tokens=128, ctx=100, slo={"e2e_s": 2.0}, repeat=5)
 def test_rate(specperf):
     pass
 
-@pytest.mark.session(users=2, turns=2, tokens=128, ctx=100, repeat=3)
+@pytest.mark.session(users=2, turns=2, tokens=128, ctx=100, repeat=5)
 def test_chat(specperf):
     pass
 
-@pytest.mark.replay(trace="builtin:azure-conv-2023", start_s=4.3, duration_s=4, speed=4, repeat=3)
+@pytest.mark.replay(trace="builtin:azure-conv-2023", start_s=4.3, duration_s=4, speed=8, repeat=5)
 def test_replay(specperf):
     pass
 """
@@ -77,7 +78,7 @@ def test_load_trials_fail_a_slower_deploy_and_pass_an_unchanged_one(pytester: py
     assert {s["trial"] for s in got["test_users"]["streams"]} == set(range(5))
     assert [len(lv["trials"]) for lv in got["test_sweep"]["levels"]] == [5, 5]
     for name in ("test_rate", "test_chat", "test_replay"):
-        assert len(got[name]["trials"]) == 3 and got[name]["repeat"] == 3, name
+        assert len(got[name]["trials"]) == 5 and got[name]["repeat"] == 5, name
     # the row shows the median trial, not the last one
     users = sorted(t["decode_tps"] for t in got["test_users"]["trials"])
     assert got["test_users"]["decode_tps"] == pytest.approx(users[2])
@@ -88,15 +89,19 @@ def test_load_trials_fail_a_slower_deploy_and_pass_an_unchanged_one(pytester: py
                                          f"--specperf-json={out}", threshold)
     got = _by_name(out)
     for name, (metric, truth) in MOVED.items():
-        moved = [c for c in got[name]["comparisons"] if c["metric"] == metric]
+        compared = got[name]["comparisons"]
+        moved = [c for c in compared if c["metric"] == metric]
         trials = got[name]["repeat"]
         assert moved and all(c["comparison"]["n_base"] == trials == c["comparison"]["n_cand"] for c in moved), name
         assert got[name]["verdict"] == "failed", (name, got[name]["reason"])
-        regressed = [c for c in moved if c["verdict"] == "regressed"]
-        assert regressed, [c["reason"] for c in got[name]["comparisons"]]
-        for c in regressed:  # a token's time also holds the client's and the host's own, which do not slow
-            change = c["comparison"]["change"]
-            assert change * truth > 0 and abs(truth) / 2 < abs(change) < abs(truth) + 0.1, c["reason"]
+        regressed = [c for c in compared if c["verdict"] == "regressed"]
+        assert regressed, [c["reason"] for c in compared]
+        for c in regressed:  # by no more than the slowed steps can make it
+            assert abs(c["comparison"]["change"]) < abs(truth) + 0.1, c["reason"]
+        # the figure the steps move reads the simulator's truth (a token's time also holds the client's and the
+        # host's own, which do not slow: at least half of it)
+        assert any(c["comparison"]["change"] * truth > 0 and abs(truth) / 2 < abs(c["comparison"]["change"])
+                   < abs(truth) + 0.1 for c in moved), [c["reason"] for c in moved]
     slow.stdout.fnmatch_lines(["*decode_tps -*% [[]*] vs baseline (p(worse)=*, 5 vs 5 trials*): regressed beyond 10%*"])
     assert "1 trial per side" not in slow.stdout.str()
 
