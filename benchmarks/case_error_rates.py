@@ -15,14 +15,16 @@ between the sides, per condition:
   ``trials.compare_ab``, every level x decode_tps, ttft_s, total_tps): some comparison ``regressed``;
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
   (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
-* ``load trials``: a load case (``sustained(concurrency=8)``, or a 4-level ``load_sweep``) saved with ``repeat=N``
-  (its trials combined as the plugin saves them, ``combine.aggregate``), then a candidate run through the plugin's
-  whole-case trial loop and gate (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``):
-  the case ``failed``. Identical deploys (false alarms), and a deploy 6 % slower (detections; decode and
-  aggregate x0.94, TTFT /0.94).
+* ``load trials``: a case that sends at once (``sustained(concurrency=8)``, a 4-level ``load_sweep``, a ``rate``
+  case, a ``session`` of 4 users, a ``replay``) saved with ``repeat=N`` (its trials combined as the plugin saves
+  them, ``combine.aggregate``), then a candidate run through the plugin's whole-case trial loop and gate
+  (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``): the case ``failed``. Identical
+  deploys (false alarms), and a deploy 6 % slower (detections; decode, aggregate and goodput x0.94, TTFT and the
+  other times /0.94). A rate case's and a replay's trials give each compared figure once (``case_trial``).
 
 A trial's streams share an offset (between-trial sd 3 %, within 1 %, 8 users). Run:
-``python benchmarks/case_error_rates.py`` (4,000 comparisons per condition, about 15 minutes on 2 busy cores;
+``python benchmarks/case_error_rates.py`` (4,000 comparisons per condition, about 25 minutes on 2 busy cores, the
+load-trials rows 11 of them;
 ``--quick``: 100 per condition, under a minute; ``--load-trials``: only the load-trials rows; ``--kinds rate
 session``: only those kinds' load-trials rows). The ± is one binomial standard error.
 """
