@@ -1,6 +1,6 @@
-"""Cases that send at once repeat as whole trials (``repeat=N``): a load case, a load sweep, a rate case, a session
-and a replay saved that way carry each trial's figures, a slower deploy fails against them and an unchanged one
-passes (real simulators; the slowdown is the profile's own step time).
+"""Cases that send at once repeat as whole trials (``repeat=N``, ``"auto"``): a load case, a load sweep, a rate case,
+a session and a replay saved that way carry each trial's figures, a slower deploy fails against them and an
+unchanged one passes (real simulators; the slowdown is the profile's own step time).
 
 The statistics behind it (false alarms and detections over thousands of seeded comparisons) are
 ``tests/unit/test_load_trials.py``; this is the user's view of it.
@@ -19,11 +19,11 @@ from pytest_specperf.sim import load_profile
 # Steps of 5 ms: at 20x a step is 1 ms and a busy host's scheduling, not the server, sets a trial's pace. The load
 # cases' streams are 256 tokens: at 64, a busy host's late wake-ups spread five trials of four
 # users over -50 % to +10 % and left a -26 % change inconclusive. The rate case and the session answer 128 tokens
-# (at 32 a token's time was mostly the host's, which moved tens of per cent between runs), over five trials: one
-# trial of three that a busy host stalled widened a p90's interval past any decision (2 of 4 runs beside a CPU hog).
-# The replay sends the shipped Azure excerpt's 8 rows from its 71st second (205-429 tokens out): its 7 rows from
-# the 5th (12-142 tokens) left its p90s inconclusive beside two CPU hogs (2 of 2), as their shortest answers' TPOT
-# is mostly the host's.
+# (at 32 a token's time was mostly the host's, which moved tens of per cent between runs). The replay sends the
+# shipped Azure excerpt's 8 rows from its 71st second (205-429 tokens out): its 7 rows from the 5th (12-142 tokens)
+# left its p90s inconclusive beside two CPU hogs, the shortest answers' TPOT being mostly the host's. All three take
+# repeat="auto": one trial that a busy host stalled widens a p90's interval past any decision (3 trials: 2 of 4
+# runs beside one CPU hog; 5: 2 of 2 beside two), and auto adds trials only while the noise leaves it undecided.
 SPEED = "--specperf-sim-speed=4"
 #: the slowed deploy: every decode step this much longer (decode tok/s 1 / 1.25 - 1 = -20 %)
 SLOWER = 1.25
