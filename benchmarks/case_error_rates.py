@@ -15,16 +15,18 @@ between the sides, per condition:
   ``trials.compare_ab``, every level x decode_tps, ttft_s, total_tps): some comparison ``regressed``;
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
   (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
-* ``load trials``: a load case (``sustained(concurrency=8)``, or a 4-level ``load_sweep``) saved with ``repeat=N``
-  (its trials combined as the plugin saves them, ``combine.aggregate``), then a candidate run through the plugin's
-  whole-case trial loop and gate (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``):
-  the case ``failed``. Identical deploys (false alarms), and a deploy 6 % slower (detections; decode and
-  aggregate x0.94, TTFT /0.94).
+* ``load trials``: a case that sends at once (``sustained(concurrency=8)``, a 4-level ``load_sweep``, a ``rate``
+  case, a ``session`` of 4 users, a ``replay``) saved with ``repeat=N`` (its trials combined as the plugin saves
+  them, ``combine.aggregate``), then a candidate run through the plugin's whole-case trial loop and gate
+  (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``): the case ``failed``. Identical
+  deploys (false alarms), and a deploy 6 % slower (detections; decode, aggregate and goodput x0.94, TTFT and the
+  other times /0.94). A rate case's and a replay's trials give each compared figure once (``case_trial``).
 
 A trial's streams share an offset (between-trial sd 3 %, within 1 %, 8 users). Run:
-``python benchmarks/case_error_rates.py`` (4,000 comparisons per condition, about 15 minutes on 2 busy cores;
-``--quick``: 100 per condition, under a minute; ``--load-trials``: only the load-trials rows). The ± is one
-binomial standard error.
+``python benchmarks/case_error_rates.py`` (4,000 comparisons per condition, about 25 minutes on 2 busy cores, the
+load-trials rows 11 of them;
+``--quick``: 100 per condition, under a minute; ``--load-trials``: only the load-trials rows; ``--kinds rate
+session``: only those kinds' load-trials rows). The ± is one binomial standard error.
 """
 
 from __future__ import annotations
@@ -152,18 +154,64 @@ def load_trial(rng: np.random.Generator, sweep_levels: bool, factor: float, betw
     return dataclasses.replace(_LOAD, **figures(USERS))
 
 
-def load_trials_fail(rng: np.random.Generator, sweep_levels: bool, saved: int, repeat: int | str, factor: float,
+#: A rate case's (and a replay's) compared figures per trial, unchanged deploy: what a few dozen requests at a
+#: steady rate give (each trial's median and p90s; attainment and goodput under an SLO most requests meet).
+RATE_FIGURES = {"goodput_rps": 9.0, "attainment": 0.9, "ttft_p90_s": 0.3, "tpot_p90_ms": 25.0, "e2e_p90_s": 2.0,
+                "decode_tps": 40.0, "ttft_s": 0.15}
+#: A session's per trial (its median turn's decode and TTFT, the aggregate of its users).
+SESSION_FIGURES = {"decode_tps": 100.0, "ttft_s": 0.2, "total_tps": 400.0}
+_RATE = record({"kind": "rate", "nodeid": "t", "verdict": "passed", "rps": 10.0, "requests": 40,
+                "slo": {"e2e_s": 2.5}, **RATE_FIGURES})
+_SESSION = record({"kind": "session", "nodeid": "t", "verdict": "passed", "users": 4, "turns": 3,
+                   **SESSION_FIGURES})
+_REPLAY = record({"kind": "replay", "nodeid": "t", "verdict": "passed", "rps": 10.0, "requests": 40,
+                  "trace": "builtin:mooncake-conversation", "slo": {"e2e_s": 2.5}, **RATE_FIGURES})
+_CASE_RECORDS = {"rate": _RATE, "session": _SESSION, "replay": _REPLAY}
+#: The kinds of the load-trials rows and their specs (``repeat`` added per row).
+KINDS: dict[str, tuple[str, dict[str, Any]]] = {
+    "sustained": ("sustained", {"concurrency": USERS, "tokens": 64}),
+    "load_sweep": ("load_sweep", {"concurrency": [1, 2, 3, 4]}),
+    "rate": ("rate", {"rps": 10, "requests": 40, "slo": {"e2e_s": 2.5}, "min_attainment": 0.5}),
+    "session": ("session", {"users": 4, "turns": 3}),
+    "replay": ("replay", {"trace": "builtin:mooncake-conversation", "speed": 4, "duration_s": 3}),
+}
+
+
+def case_trial(rng: np.random.Generator, kind: str, factor: float, between: float,
+               within: float = 0.01) -> Result:
+    """One trial of a rate case, a session or a replay as its record: each compared figure once, all sharing the
+    trial's offset (``between``; a busy host slows every figure of a trial together) with ``within`` of its own on
+    top. ``factor`` as fast: every figure that many times better or worse (0.94: rates x0.94, times /0.94)."""
+    base = RATE_FIGURES if kind in ("rate", "replay") else SESSION_FIGURES
+    off = rng.normal(0, between)
+    changes: dict[str, Any] = {}
+    for m, v in base.items():
+        up = figures.DIRECTIONS[m] == "higher"
+        x = v * (factor if up else 1 / factor) * math.exp((off if up else -off) + rng.normal(0, within))
+        changes[m] = min(x, 1.0) if m == "attainment" else x  # a share of requests
+    return dataclasses.replace(_CASE_RECORDS[kind], **changes)
+
+
+def kind_trial(rng: np.random.Generator, kind: str, factor: float, between: float) -> Result:
+    """One trial of a case of ``kind`` (a load case's, or ``case_trial``'s)."""
+    if kind in ("sustained", "load_sweep"):
+        return load_trial(rng, kind == "load_sweep", factor, between)
+    return case_trial(rng, kind, factor, between)
+
+
+def load_trials_fail(rng: np.random.Generator, kind: str, saved: int, repeat: int | str, factor: float,
                      between: float) -> tuple[bool, int]:
-    """(failed, candidate trials): a load case saved with ``saved`` trials, then judged as the plugin judges it."""
-    spec = build_spec("load_sweep", {"concurrency": [1, 2, 3, 4], "repeat": repeat}) if sweep_levels else \
-        build_spec("sustained", {"concurrency": USERS, "tokens": 64, "repeat": repeat})
-    base = combine.aggregate([load_trial(rng, sweep_levels, 1.0, between) for _ in range(saved)]) if saved > 1 else \
-        load_trial(rng, sweep_levels, 1.0, between)
+    """(failed, candidate trials): a case of ``kind`` (``KINDS``) saved with ``saved`` trials, then judged as the
+    plugin judges it."""
+    name, keywords = KINDS[kind]
+    spec = build_spec(name, {**keywords, "repeat": repeat})
+    base = combine.aggregate([kind_trial(rng, kind, 1.0, between) for _ in range(saved)]) if saved > 1 else \
+        kind_trial(rng, kind, 1.0, between)
     gate = gates.Gate(0.05)
     if repeat == 1:
-        row = load_trial(rng, sweep_levels, factor, between)
+        row = kind_trial(rng, kind, factor, between)
     else:
-        row = repeats.run_trials(lambda _: load_trial(rng, sweep_levels, factor, between), spec, gate,
+        row = repeats.run_trials(lambda _: kind_trial(rng, kind, factor, between), spec, gate,
                                baseline=[base], nodeid="t")
     gates.against_baseline(gate, row, [base], auto=repeat == "auto")
     return row.verdict == "failed", int(getattr(row, "repeat", None) or 1)
@@ -195,10 +243,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="100 comparisons per condition: a check that it runs")
     ap.add_argument("--seed", type=int, default=34)
     ap.add_argument("--load-trials", action="store_true", help="only the load-trials rows")
+    ap.add_argument("--kinds", nargs="+", choices=list(KINDS), help="only the load-trials rows of these kinds")
     args = ap.parse_args()
     n = 100 if args.quick else args.comparisons
     t0 = time.perf_counter()
-    if not args.load_trials:
+    if not args.load_trials and not args.kinds:
         other_conditions(args, n)
     load_trials_rows(args, n)
     print(f"({time.perf_counter() - t0:.0f} s)")
@@ -229,23 +278,42 @@ def other_conditions(args: argparse.Namespace, n: int) -> None:
               f"below {auto.count('below') / len(auto):.1%} ({len(auto)} runs)", flush=True)
 
 
+#: The load-trials rows: (what, kind, saved trials, candidate's repeat, factor, between trials).
+LOAD_ROWS: tuple[tuple[str, str, int, int | str, float, float], ...] = (
+    ("sustained(concurrency=8), identical", "sustained", 5, 5, 1.0, 0.03),
+    ("sustained(concurrency=8), identical", "sustained", 10, 10, 1.0, 0.02),
+    ("sustained(concurrency=8), identical", "sustained", 10, "auto", 1.0, 0.02),
+    ("load_sweep 4 levels, identical", "load_sweep", 5, 5, 1.0, 0.03),
+    ("load_sweep 4 levels, identical", "load_sweep", 5, 5, 1.0, 0.06),
+    ("sustained(concurrency=8), 6 % slower", "sustained", 1, 1, 0.94, 0.02),
+    ("sustained(concurrency=8), 6 % slower", "sustained", 5, 5, 0.94, 0.02),
+    ("sustained(concurrency=8), 6 % slower", "sustained", 10, 10, 0.94, 0.02),
+    ("sustained(concurrency=8), 6 % slower", "sustained", 10, 10, 0.94, 0.03),
+    ("sustained(concurrency=8), 6 % slower", "sustained", 10, "auto", 0.94, 0.02),
+    ("load_sweep 4 levels, 6 % slower", "load_sweep", 10, 10, 0.94, 0.02))
+#: Rows of the other kinds that take whole-case trials, each at the same conditions (seeded apart from the above).
+CASE_ROWS: tuple[tuple[str, int, int | str, float, float], ...] = (
+    ("identical", 5, 5, 1.0, 0.03),
+    ("identical", 10, 10, 1.0, 0.02),
+    ("identical", 10, "auto", 1.0, 0.02),
+    ("identical", 5, 5, 1.0, 0.06),
+    ("6 % slower", 5, 5, 0.94, 0.02),
+    ("6 % slower", 10, 10, 0.94, 0.02),
+    ("6 % slower", 10, 10, 0.94, 0.03),
+    ("6 % slower", 10, "auto", 0.94, 0.02))
+CASE_KINDS = {"rate": "rate (5 metrics)", "session": "session(users=4)", "replay": "replay (5 metrics)"}
+
+
 def load_trials_rows(args: argparse.Namespace, n: int) -> None:
-    """Load cases saved with repeat=N and judged against it: false alarms and detections per case."""
+    """Cases saved with repeat=N and judged against it: false alarms and detections per case."""
     print("load trials against a saved baseline, 5 % threshold, 8 users, 1 % within a trial:")
-    for j, (what, sweep_levels, saved, repeat, factor, between) in enumerate((
-            ("sustained(concurrency=8), identical", False, 5, 5, 1.0, 0.03),
-            ("sustained(concurrency=8), identical", False, 10, 10, 1.0, 0.02),
-            ("sustained(concurrency=8), identical", False, 10, "auto", 1.0, 0.02),
-            ("load_sweep 4 levels, identical", True, 5, 5, 1.0, 0.03),
-            ("load_sweep 4 levels, identical", True, 5, 5, 1.0, 0.06),
-            ("sustained(concurrency=8), 6 % slower", False, 1, 1, 0.94, 0.02),
-            ("sustained(concurrency=8), 6 % slower", False, 5, 5, 0.94, 0.02),
-            ("sustained(concurrency=8), 6 % slower", False, 10, 10, 0.94, 0.02),
-            ("sustained(concurrency=8), 6 % slower", False, 10, 10, 0.94, 0.03),
-            ("sustained(concurrency=8), 6 % slower", False, 10, "auto", 0.94, 0.02),
-            ("load_sweep 4 levels, 6 % slower", True, 10, 10, 0.94, 0.02))):
+    rows = [*LOAD_ROWS, *((f"{CASE_KINDS[k]}, {what}", k, saved, repeat, factor, between)
+                          for k in CASE_KINDS for what, saved, repeat, factor, between in CASE_ROWS)]
+    for j, (what, kind, saved, repeat, factor, between) in enumerate(rows):
+        if args.kinds and kind not in args.kinds:
+            continue  # seeded by its place in the list, so a row reads the same run alone or with the others
         rng = np.random.default_rng([args.seed, 200 + j])
-        runs = [load_trials_fail(rng, sweep_levels, saved, repeat, factor, between) for _ in range(n)]
+        runs = [load_trials_fail(rng, kind, saved, repeat, factor, between) for _ in range(n)]
         hits = sum(f for f, _ in runs)
         label = f"{what}, {saved} saved vs {repeat}, {between:.0%} between"
         print(f"  {label:<72} failed {rate(hits, n)} (mean trials {np.mean([k for _, k in runs]):.1f})", flush=True)

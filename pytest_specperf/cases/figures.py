@@ -167,6 +167,7 @@ KIND_METRICS["replay"] = KIND_METRICS["rate"]  # a replay is a rate case over th
 #: ones it is compared on, so a saved run carries its trial-to-trial noise. Load rows keep ``crossover.TRIAL_METRICS``.
 CASE_TRIAL_METRICS = {"rate": (*KIND_METRICS["rate"], "decode_tps", "ttft_s"),
                       "session": ("decode_tps", "ttft_s", "total_tps")}
+CASE_TRIAL_METRICS["replay"] = CASE_TRIAL_METRICS["rate"]  # compared as a rate case is (KIND_METRICS)
 
 
 def metrics_for(result: Case) -> tuple[str, ...]:

@@ -55,8 +55,6 @@ class ReplaySpec(CaseSpec):
         check(self.columns is None or (isinstance(self.columns, Mapping) and all(
             isinstance(v, str) for v in self.columns.values())), k,
             f"columns must map roles to column names, e.g. {{'timestamp': 'ts'}}, got {self.columns!r}")
-        check(self.repeat == 1, k, f"repeat={self.repeat}: a replay's requests are its samples; widen the window "
-              "instead")
         check(self.min_tps is None, k, "min_tps does not apply to a replay; gate on min_decode_tps per length bucket")
         check(is_number(self.budget_s) and self.budget_s > 0, k,
               f"budget_s must be a positive number of seconds, got {self.budget_s!r}")

@@ -16,12 +16,13 @@ from pytest_specperf.measure import combine
 
 def whole_case(spec: CaseSpec) -> bool:
     """Whether ``repeat`` of this case runs the whole case that many times (``run_trials``): a case that sends at
-    once (a sustained case with concurrency > 1, a load sweep, a rate case, a session). A single-user sustained
+    once (a sustained case with concurrency > 1, a load sweep, a rate case, a session, a replay: each trial sends the
+    same window with the same seeded plan, under a fresh cache salt). A single-user sustained
     case and a two-point case repeat their streams inside one measurement instead."""
     if spec.repeat == 1:
         return False
     users = getattr(spec, "concurrency", 1)
-    return spec.KIND in ("load_sweep", "rate", "session") or (spec.KIND == "sustained" and users != 1)
+    return spec.KIND in ("load_sweep", "rate", "session", "replay") or (spec.KIND == "sustained" and users != 1)
 
 
 def run_trials(measure: Callable[[CaseSpec], Result], spec: CaseSpec, gate: gates.Gate, *,

@@ -11,14 +11,25 @@ through the plugin's own trial loop and gate. ``benchmarks/case_error_rates.py``
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from pytest_specperf.cases.base import CaseSpec
+from pytest_specperf.cases.figures import figure
 from pytest_specperf.cases.registry import build_spec
-from pytest_specperf.cases.results import LoadLevel, LoadSweepResult, RateResult, Result, SustainedResult
+from pytest_specperf.cases.results import (
+    LoadLevel,
+    LoadSweepResult,
+    RateResult,
+    ReplayResult,
+    Result,
+    SustainedResult,
+)
 from pytest_specperf.cases.saved_results import load_result
+from pytest_specperf.cases.yaml_cases import load_cases
 from pytest_specperf.compare import gates, samples
 from pytest_specperf.measure import combine, repeats
 from tests.support.result_json import full
@@ -64,11 +75,49 @@ def _load(repeat: int | str) -> CaseSpec:
     return build_spec("sustained", {"concurrency": USERS, "tokens": 64, "repeat": repeat})
 
 
+def _replay(repeat: int | str) -> CaseSpec:
+    return build_spec("replay", {"trace": "builtin:azure-conv-2023", "duration_s": 10, "repeat": repeat})
+
+
+#: An open-loop trial's compared figures (``figures.KIND_METRICS``: the rate case's, a replay's), unchanged deploy.
+OPEN_LOOP = {"goodput_rps": 9.0, "attainment": 0.9, "ttft_p90_s": 0.3, "tpot_p90_ms": 25.0, "e2e_p90_s": 2.0}
+#: A session's (``figures.METRICS`` at its users).
+SESSION = {"decode_tps": 100.0, "ttft_s": 0.2, "total_tps": 400.0}
+HIGHER = ("goodput_rps", "attainment", "decode_tps", "total_tps")
+#: Per kind: a trial's record, its compared figures, the spec's keywords (built in each test, so a spec that no
+#: longer validates fails its tests, not the module's collection).
+CASES: dict[str, tuple[Result, dict[str, float], dict[str, Any]]] = {
+    "rate": (load_result(full({"kind": "rate", "nodeid": "t", "verdict": "passed", "slo": {"e2e_s": 2.5}})),
+             OPEN_LOOP, {"slo": {"e2e_s": 2.5}}),
+    "session": (load_result(full({"kind": "session", "nodeid": "t", "verdict": "passed", "users": 4})), SESSION,
+                {"users": 4}),
+    "replay": (load_result(full({"kind": "replay", "nodeid": "t", "verdict": "passed", "slo": {"e2e_s": 2.5},
+                                 "trace": "builtin:azure-conv-2023"})), OPEN_LOOP,
+               {"trace": "builtin:azure-conv-2023", "duration_s": 10}),
+}
+
+
+def _case(kind: str, repeat: int | str) -> CaseSpec:
+    return build_spec(kind, {**CASES[kind][2], "repeat": repeat})
+
+
+def case_trial(rng: np.random.Generator, kind: str, factor: float = 1.0, between: float = 0.03) -> Result:
+    """One trial of a rate case, a session or a replay: every compared figure shares the trial's offset (a busy host
+    slows a trial's requests together), 1 % of its own on top; ``factor`` as fast (0.94: rates x0.94, times /0.94)."""
+    record, base, _ = CASES[kind]
+    off = rng.normal(0, between)
+    got: dict[str, Any] = {m: v * (factor if m in HIGHER else 1 / factor) * float(np.exp((off if m in HIGHER else -off)
+                                                                          + rng.normal(0, 0.01)))
+           for m, v in base.items()}
+    return dataclasses.replace(record, **got)
+
+
 def test_which_cases_repeat_as_whole_trials() -> None:
     assert repeats.whole_case(_load(3)) and repeats.whole_case(_load("auto"))
     assert repeats.whole_case(build_spec("load_sweep", {"repeat": 2}))
     assert repeats.whole_case(build_spec("rate", {"repeat": 2}))
     assert repeats.whole_case(build_spec("session", {"repeat": "auto"}))
+    assert repeats.whole_case(_replay(3)) and repeats.whole_case(_replay("auto"))
     assert not repeats.whole_case(_load(1))
     assert not repeats.whole_case(build_spec("sustained", {"repeat": 5}))  # one user: its streams are its trials
 
@@ -153,3 +202,56 @@ def test_a_rate_case_row_is_its_median_trial_with_each_trial_kept_and_each_warni
     assert row.warnings == ["client fell behind"]
     # compared, the row is its three trials again
     assert [r.goodput_rps for r in samples.per_trial([row])] == [10.0, 30.0, 20.0]  # type: ignore[union-attr]
+
+
+def test_a_replay_takes_repeat_as_whole_trials_in_the_marker_and_in_yaml(tmp_path: Path) -> None:
+    (tmp_path / "mix.specperf.yaml").write_text(
+        "mix:\n  replay: {trace: 'builtin:azure-conv-2023', duration_s: 10, repeat: 3}\n"
+        "mix_auto:\n  replay: {trace: 'builtin:azure-conv-2023', duration_s: 10, repeat: auto, max_repeat: 6}\n")
+    specs = {name: spec for name, spec, _, _ in load_cases(tmp_path / "mix.specperf.yaml")}
+    assert specs["mix"].repeat == 3 and specs["mix_auto"].repeat == "auto"
+    assert all(repeats.whole_case(s) for s in specs.values())
+    # every trial replays the same window with the same plan: the case's spec, once
+    seen: list[CaseSpec] = []
+    rng = np.random.default_rng(16)
+
+    def measure(spec: CaseSpec) -> Result:
+        seen.append(spec)
+        return case_trial(rng, "replay")
+
+    row = repeats.run_trials(measure, specs["mix"], gates.Gate())
+    assert seen == [dataclasses.replace(specs["mix"], repeat=1)] * 3
+    assert isinstance(row, ReplayResult) and row.repeat == 3
+
+
+def test_a_replay_row_keeps_each_trial_and_is_compared_trial_by_trial() -> None:
+    rng = np.random.default_rng(17)
+    trials = [case_trial(rng, "replay") for _ in range(3)]
+    row = combine.aggregate(trials)
+    assert isinstance(row, ReplayResult) and row.trials is not None
+    assert [t.tpot_p90_ms for t in row.trials] == [t.tpot_p90_ms for t in trials]  # type: ignore[attr-defined]
+    assert row.tpot_p90_ms == float(np.median([t.tpot_p90_ms for t in trials]))  # type: ignore[attr-defined]
+    back = samples.per_trial([row])
+    assert [figure(b, "e2e_p90_s") for b in back] == [figure(t, "e2e_p90_s") for t in trials]
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_identical_open_loop_cases_and_sessions_fail_at_most_the_stated_rate(kind: str) -> None:
+    # 5 saved trials against 5, 3 % between trials, every compared metric (a rate case's five): stated 1 % per case
+    rng = np.random.default_rng([18, len(kind)])
+    spec = _case(kind, 5)
+    n = 400
+    fails = sum(judged(rng, lambda r, f, b: case_trial(r, kind, f, b), spec, saved=5, factor=1.0,
+                       between=0.03).verdict == "failed" for _ in range(n))
+    assert fails <= 10, fails  # 4 expected at 1 % (the benchmark: under 0.1 % of 4,000)
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_a_six_per_cent_regression_of_an_open_loop_case_or_a_session_fails(kind: str) -> None:
+    rng = np.random.default_rng([19, len(kind)])
+    spec = _case(kind, 10)
+    n = 100
+    slow = [judged(rng, lambda r, f, b: case_trial(r, kind, f, b), spec, saved=10, factor=0.94) for _ in range(n)]
+    caught = sum(r.verdict == "failed" for r in slow)
+    assert caught >= 0.8 * n, caught  # about 94 % (the benchmark); one trial against one catches few
+    assert all(len(r.trials or []) == 10 for r in slow)  # type: ignore[attr-defined]
