@@ -369,7 +369,10 @@ def cmd_trend(store: Store, case: str, output: Path | None) -> int:
             f = facts.get(s.run, history_trend.RunFacts(None))
             gate = ""
             if f.failed_gate:
-                gate = "  FAILED its history gate" + (", held out of the prediction" if f.held else "") + (
+                # the run failed on another metric: this one's row says so, not that this metric failed
+                other = (f" on {', '.join(sorted(f.failed_metrics))} ({e.metric} passed)"
+                         if f.failed_metrics and e.metric not in f.failed_metrics else "")
+                gate = "  FAILED its history gate" + other + (", held out of the prediction" if f.held else "") + (
                     f", change accepted {f.accepted}" if f.accepted else "")
             elif f.verdict:
                 gate = f"  {f.verdict}"

@@ -134,3 +134,5 @@ def test_history_lists_verdicts_and_trend_marks_the_first_failing_run(tmp_path: 
     assert "ttft as the table shows it (p50 of the streams)" in ttft[0]
     row11 = next(line for line in ttft if line.split()[:2] == ["run", "11"])
     assert f"ttft {cells(stored)[2]}  judged" in row11, (row11, cells(stored)[2])
+    # the run failed its history gate on decode alone: its TTFT row says so, not that TTFT failed
+    assert "FAILED its history gate on decode_tps (ttft_s passed)" in row11, row11
