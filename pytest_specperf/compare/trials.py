@@ -9,26 +9,22 @@ Public API
     metric -> ``"higher"`` or ``"lower"`` (which way is better). Only these metrics can be compared: they are
     positive, so they are analysed as logs. ``drift`` is not here: it is near zero and may be negative, and the
     within-run drift gate already judges it.
-``trials(result, metric) -> list[float]``
-    One value per trial: sustained -> ``streams[*][metric]`` (falls back to ``[result[metric]]``, e.g. for
-    ``burst_tps``); two_point ``decode_tps`` -> ``samples_tps``; any other kind or metric -> ``[result[metric]]``.
-    A ``ctx_sweep`` has no trials of its own (``[]``): expand it with ``sub_cases``.
-``sub_cases(result) -> list[tuple[str, int | None, case]]``
-    ``(nodeid, ctx, case)``: one entry for an ordinary case (ctx None), one per point for a sweep (ctx = the
-    asked ctx; a ``SweepPoint``, read as two-point), one per level for a load sweep (ctx None; a ``LoadLevel`` of
-    kind "sustained", whose ``users_of`` is its concurrency). ``case_key(nodeid, ctx, users)`` is ``nodeid``,
-    ``"nodeid@ctx=64"`` or ``"nodeid@users=4"``; exports use the same key. Everything here reads records: JSON
-    becomes one at its edge (``saved_results.load_record``: a saved run, the history's rows), never here.
+``trials``, ``sub_cases`` (``cases.figures``)
+    One value per trial of a case (sustained: its streams'; two_point ``decode_tps``: ``samples_tps``; else the
+    case's own figure), and the comparable units of a result (the case, each sweep point, each load level).
+    ``compare.samples.Side`` reads them once per side; the rules here read the side, never a record. Everything
+    reads records: JSON becomes one at its edge (``saved_results.load_record``), never here.
 ``compare_case(base, cand, *, direction, max_regression=0.05, alpha=0.01, metric="value", noise_floor=0.03,
 decide_at=20, against="baseline") -> Comparison``
     The rule for one metric of one case, below. ``Comparison.as_dict()`` is JSON-able.
-``compare_runs(base_results, cand_results, *, max_regression=0.10, metrics=("decode_tps", "ttft_s"), ...)``
-    -> ``list[CaseComparison]``. Cases are matched by nodeid (and ctx for sweep points, users for load levels:
-    ``match_runs``, whose units every rule judges); several results with one nodeid on a side are pooled (so A/B
-    runs may record one result per trial). Cases only in the candidate are ``new``, only in the baseline
-    ``missing``; an errored side or a metric without values gives ``skipped``; none of these raise.
-    Zero is a value of a higher-is-better metric (attainment, goodput, ``max_rps``), the worst one: a median
-    that falls to 0 is ``regressed`` (no ratio or interval exists for it, so ``comparison`` is None).
+``compare_sides(base, cand, *, max_regression=0.10, metrics=("decode_tps", "ttft_s"), ...)`` (``compare_runs``
+    takes the results themselves) -> ``list[CaseComparison]``. Cases are matched by nodeid (and ctx for sweep
+    points, users for load levels: ``match_sides``, whose units every rule judges); several results with one
+    nodeid on a side are pooled (so A/B runs may record one result per trial). Cases only in the candidate are
+    ``new``, only in the baseline ``missing``; an errored side or a metric without values gives ``skipped``;
+    none of these raise. Zero is a value of a higher-is-better metric (attainment, goodput, ``max_rps``), the
+    worst one: a median that falls to 0 is ``regressed`` (no ratio or interval exists for it, so ``comparison``
+    is None).
     BH q-values over all the p-values are attached (``CaseComparison.q``), for reports only.
 ``compare_ab(results_a, results_b, *, max_regression=0.05, ...)``
     The same with A as the baseline; reasons say "vs A".
