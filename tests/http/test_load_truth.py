@@ -46,8 +46,9 @@ def test_per_user_and_aggregate_match_truth(users: int, speed: float, tol: float
 def test_min_tps_under_load_reads_the_tenth_percentile_user(runner_for) -> None:
     # geometric acceptance over short streams spreads the users' rates: p25/p10 1.03-1.09 over twelve runs here
     # (cold prompts: each run draws anew). Forty users keep the two percentiles' estimates steady; with twenty,
-    # one run in four read them under 4 % apart.
-    with SimServer("healthy", speed=2.0, overrides={"accept_dist": "geometric"}) as sim:
+    # one run in four read them under 4 % apart. Speed 1: beside two CPU hogs, at speed 2 the client's p10 read 2.1 %
+    # off the truth's (late wake-ups over each user's 0.2 s decode); twice the span halves their share.
+    with SimServer("healthy", speed=1.0, overrides={"accept_dist": "geometric"}) as sim:
         r = runner_for(sim.url).run(SustainedSpec(tokens=64, ctx=100, concurrency=40, min_tps=1.0), "p10")
         truth = np.array([true_decode(sim.truth(s.response_id)) for s in r.streams])
     p10, p25 = np.percentile(truth, [10, 25])

@@ -148,6 +148,12 @@ def test_users(specperf):
                                   f"--specperf-json={out}")
     r = _by_name(out)["test_users"]
     assert 3 <= r["repeat"] <= 10 and len(r["trials"]) == r["repeat"]
+    # the case stops once it is decided: one metric that regressed decides it (beside two CPU hogs, total_tps
+    # regressed at 3 trials while decode's own interval, at 1.9 % trial noise, still straddled the threshold)
+    regressed = [c for c in r["comparisons"] if c["verdict"] == "regressed"]
+    assert r["verdict"] == "failed" and regressed, r["reason"]
+    assert all(c["comparison"]["method"].startswith("sprt") for c in regressed), r["reason"]
+    # and decode reads the slowed steps (truth -20 %), regressed or not yet decided, never passed
     decode = next(c for c in r["comparisons"] if c["metric"] == "decode_tps")
-    assert decode["comparison"]["method"].startswith("sprt"), decode["reason"]
-    assert decode["verdict"] == "regressed" and r["verdict"] == "failed", decode["reason"]
+    assert decode["verdict"] in ("regressed", "inconclusive") and -0.3 < decode["comparison"]["change"] < -0.1, \
+        decode["reason"]
