@@ -247,8 +247,7 @@ def attach(ccs: list[CaseComparison], base: Side, cand: Side,
             out.append(cc)
             continue
         key = (cc.nodeid, cc.ctx, cc.users)
-        b, n = base.entries.get(key), cand.entries.get(key)
-        why = explain(cc.metric, c.effect, b.cases if b else [], n.cases if n else [], sides)
+        why = explain(cc.metric, c.effect, base.cases(key), cand.cases(key), sides)
         if why is None:
             out.append(cc)
             continue

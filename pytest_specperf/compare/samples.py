@@ -120,6 +120,11 @@ class Side:
     ttft_cache: str  # the first result's note that its cold requests came back cached, if any
     temperatures: set[float]
 
+    def cases(self, key: Key) -> list[Case]:
+        """The unit's records (error records left out); [] for a unit the side lacks."""
+        entry = self.entries.get(key)
+        return entry.cases if entry is not None else []
+
     @classmethod
     def of(cls, results: Iterable[Case]) -> Side:
         """The side made of ``results`` as given (``per_trial`` first where load rows count by trial)."""
@@ -137,13 +142,17 @@ class Side:
         shares = [v for r in rs for v in [figures.figure(r, "cached_share")] if v is not None]
         return cls(
             results=rs, entries=entries, errors=errors,
-            text_keys=[s.text_sha for r in rs if isinstance(r, SustainedResult) for s in r.streams],
+            text_keys=text_keys(rs),
             cached_share=float(np.median(shares)) if shares else None,
             ttft_cache=next((r.ttft_cache for r in rs if isinstance(r, Result) and r.ttft_cache), ""),
             temperatures={r.temperature if isinstance(r, Result) else 0.0 for r in rs})
 
 
+def text_keys(results: Sequence[Case]) -> list[str | None]:
+    """Per trial, in order, the hash of its prompt and generated text (``text_sha``); [] without streams."""
+    return [s.text_sha for r in results if isinstance(r, SustainedResult) for s in r.streams]
+
+
 def sides(base: Sequence[Recorded], cand: Sequence[Recorded]) -> tuple[Side, Side]:
     """Both sides of a comparison, each as its trials (``per_trial``)."""
-    b, c = (Side.of(per_trial(rs)) for rs in (base, cand))
-    return b, c
+    return Side.of(per_trial(base)), Side.of(per_trial(cand))

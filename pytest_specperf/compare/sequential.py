@@ -66,7 +66,7 @@ from pytest_specperf.cases.results import (
     TwoPointResult,
 )
 from pytest_specperf.compare import trials as compare
-from pytest_specperf.compare.samples import Side
+from pytest_specperf.compare.samples import Side, text_keys
 from pytest_specperf.compare.trials import ALPHA
 
 # ALPHA (compare.trials, the one): false alarms per case, regressed when nothing changed, over all its gated metrics
@@ -348,11 +348,6 @@ def _has(results: Sequence[Case], metric: str) -> bool:
 def gated_metrics(base: Sequence[Case], cand: Sequence[Case], metrics: Sequence[str]) -> list[str]:
     """The metrics of ``metrics`` both sides measured: the ones a case is judged on, which share its alpha."""
     return [m for m in metrics if _has(base, m) and _has(cand, m)]
-
-
-def text_keys(results: Sequence[Case]) -> list[str | None]:
-    """Per trial, in order, the hash of its prompt and generated text (``text_sha``); [] without streams."""
-    return [s.text_sha for r in results if isinstance(r, SustainedResult) for s in r.streams]
 
 
 def pairable(base: Sequence[Case], cand: Sequence[Case]) -> int:

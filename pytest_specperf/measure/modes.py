@@ -2,7 +2,7 @@
 (``MODES``), and ``mode_of``, which picks the name once per case from what the run was given.
 
 * ``arms``: every arm of ``--specperf-arms`` interleaved, the deployed arm judged against the best per level;
-* ``ab`` and ``ab_auto``: B against A of ``--specperf-ab``, ABBA, a fixed number of trials or until decided;
+* ``ab``: B against A of ``--specperf-ab``, ABBA, a fixed number of trials or (repeat="auto") until decided;
 * ``trials``: a case that sends at once, ``repeat=`` whole trials, judged against a stored run;
 * ``single``: one measurement (a sustained case repeats its streams inside it), judged against a stored run.
 
@@ -97,25 +97,18 @@ class Arms(Mode):
 
 
 class AB(Mode):
-    """B against A, ABBA, the run's ``--specperf-ab-trials`` each."""
+    """B against A, ABBA: the run's ``--specperf-ab-trials`` each, or with repeat="auto" rounds until the sequential
+    test decides."""
 
     def run(self) -> tuple[Result, list[str]]:
         p = self.plan
         a = p.a
         assert a is not None  # mode_of picks this mode only with an A
+        if p.auto:
+            return interleaved.run_ab_auto(lambda: a(p.one, None), lambda: p.here(p.one, None), p.cap, p.gate,
+                                           p.spec.max_regression)
         return interleaved.run_ab(lambda: a(p.spec, None), lambda: p.here(p.spec, None), p.ab_trials, p.gate,
                                   p.spec.max_regression)
-
-
-class ABAuto(Mode):
-    """B against A, ABBA rounds until the sequential test decides (repeat="auto")."""
-
-    def run(self) -> tuple[Result, list[str]]:
-        p = self.plan
-        a = p.a
-        assert a is not None  # mode_of picks this mode only with an A
-        return interleaved.run_ab_auto(lambda: a(p.one, None), lambda: p.here(p.one, None), p.cap, p.gate,
-                                       p.spec.max_regression)
 
 
 class Single(Mode):
@@ -168,7 +161,7 @@ def _arms_unjudged(record: Result, spec: CaseSpec) -> None:
             "--specperf-arms=NAME=URL,...")
 
 
-MODES: dict[str, type[Mode]] = {"arms": Arms, "ab": AB, "ab_auto": ABAuto, "trials": Trials, "single": Single}
+MODES: dict[str, type[Mode]] = {"arms": Arms, "ab": AB, "trials": Trials, "single": Single}
 
 
 def mode_of(plan: Plan) -> str:
@@ -179,5 +172,5 @@ def mode_of(plan: Plan) -> str:
         if plan.auto and plan.spec.KIND == "load_sweep":
             raise ConfigError("repeat='auto' on a load sweep adds trials per level across arms; run the A/B pair "
                               "as --specperf-arms=A=URL_A,B=URL_B, or give the sweep no repeat")
-        return "ab_auto" if plan.auto else "ab"
+        return "ab"
     return "trials" if repeats.whole_case(plan.spec) else "single"

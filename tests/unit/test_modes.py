@@ -29,7 +29,7 @@ def _plan(kind: str, params: dict[str, Any], *, a: bool = False, arms: bool = Fa
     ("sustained", {"tokens": 64, "concurrency": 4, "repeat": 3}, False, False, "trials"),
     ("load_sweep", {"concurrency": [1, 2], "repeat": 3}, False, False, "trials"),
     ("sustained", {"tokens": 64}, True, False, "ab"),
-    ("sustained", {"tokens": 64, "repeat": "auto"}, True, False, "ab_auto"),
+    ("sustained", {"tokens": 64, "repeat": "auto"}, True, False, "ab"),
     ("load_sweep", {"concurrency": [1, 2], "repeat": "auto"}, False, True, "arms"),
     ("sustained", {"tokens": 64}, True, True, "arms"),  # arms name every endpoint, A/B's among them
 ])

@@ -112,7 +112,7 @@ def test_arms_crossover_and_sequential_read_a_record_as_its_json() -> None:
         assert arms.values(arm_b, users, "total_tps") == arms.values(plain_b, users, "total_tps")
     assert crossover.crossover(arm_a[:1], arm_b[:1]) == crossover.crossover(plain_a[:1], plain_b[:1])
     assert arms.levels_of(arm_a) == arms.levels_of(plain_a) == [1, 2, 4]
-    assert sequential.text_keys(a) == sequential.text_keys([_json(r) for r in a])
+    assert samples.text_keys(a) == samples.text_keys([_json(r) for r in a])
     assert sequential.gated_metrics(a, b, METRICS) == sequential.gated_metrics(
         [_json(r) for r in a], [_json(r) for r in b], METRICS)
     seq = a[0]
