@@ -175,6 +175,42 @@ KINDS: dict[str, tuple[str, dict[str, Any]]] = {
     "session": ("session", {"users": 4, "turns": 3}),
     "replay": ("replay", {"trace": "builtin:mooncake-conversation", "speed": 4, "duration_s": 3}),
 }
+KINDS["replay_short"] = KINDS["replay"]
+#: A kind whose baseline was saved as another: a replay whose candidate server cannot take the longest rows.
+SAVED_KIND = {"replay_short": "replay"}
+#: The shorter context of ``replay_short``'s candidate: the rows over it (5 of the 40) are not sent.
+SHORT_CONTEXT = 3000
+
+
+#: A replay's trace rows (prompt tokens; the same rows on both sides, every trial), a long-tailed mix as a
+#: conversation trace has: median 2,000, the longest over 15,000.
+TRACE_ROWS = [int(x) for x in np.random.default_rng(7).lognormal(math.log(2000), 1.0, 40).clip(100, 30_000)]
+#: A request's own noise on top of its trial's offset (requests vary more than a trial's percentiles).
+ROW_NOISE = 0.05
+
+
+def replay_trial(rng: np.random.Generator, factor: float, between: float, longest: int | None = None) -> Result:
+    """One trial of a replay as its record, request by request: each row's TTFT (prefill of its prompt), TPOT and
+    e2e (64 tokens) and decode share the trial's offset (``between``) with ``ROW_NOISE`` of their own, and the
+    case's figures are their percentiles, as ``rate.summarize`` takes them. ``factor`` as fast; ``longest``: rows
+    with more prompt tokens are not sent (a server with a shorter context)."""
+    off = rng.normal(0, between)
+    requests, met = [], 0
+    for i, n in enumerate(TRACE_ROWS):
+        if longest is not None and n > longest:
+            continue
+        slow = math.exp(-off + rng.normal(0, ROW_NOISE)) / factor
+        ttft, tpot = (0.03 + n / 20_000) * slow, 25.0 * (1 + n / 10_000) * slow
+        e2e = ttft + 64 * tpot / 1000
+        met += e2e <= 2.5
+        requests.append({"at_s": i * 0.1, "sent_s": i * 0.1, "late_s": 0.0, "status": 200, "row": i + 1,
+                         "ttft_s": ttft, "tpot_ms": tpot, "e2e_s": e2e, "decode_tps": 1000 / tpot, "met": e2e <= 2.5})
+    pct: Any = lambda key, q: float(np.percentile([r[key] for r in requests], q))  # noqa: E731
+    duration = 4.0 + max(r["e2e_s"] for r in requests)
+    return record({**_REPLAY.as_dict(), "per_request": requests, "requests": len(requests),
+                   "ttft_s": pct("ttft_s", 50), "ttft_p90_s": pct("ttft_s", 90), "tpot_p90_ms": pct("tpot_ms", 90),
+                   "e2e_p90_s": pct("e2e_s", 90), "decode_tps": pct("decode_tps", 50),
+                   "attainment": met / len(requests), "goodput_rps": met / duration})
 
 
 def case_trial(rng: np.random.Generator, kind: str, factor: float, between: float,
@@ -196,6 +232,10 @@ def kind_trial(rng: np.random.Generator, kind: str, factor: float, between: floa
     """One trial of a case of ``kind`` (a load case's, or ``case_trial``'s)."""
     if kind in ("sustained", "load_sweep"):
         return load_trial(rng, kind == "load_sweep", factor, between)
+    if kind == "replay":
+        return replay_trial(rng, factor, between)
+    if kind == "replay_short":  # a server with a shorter context: the longest rows are not sent
+        return replay_trial(rng, factor, between, SHORT_CONTEXT)
     return case_trial(rng, kind, factor, between)
 
 
@@ -205,8 +245,9 @@ def load_trials_fail(rng: np.random.Generator, kind: str, saved: int, repeat: in
     plugin judges it."""
     name, keywords = KINDS[kind]
     spec = build_spec(name, {**keywords, "repeat": repeat})
-    base = combine.aggregate([kind_trial(rng, kind, 1.0, between) for _ in range(saved)]) if saved > 1 else \
-        kind_trial(rng, kind, 1.0, between)
+    saved_kind = SAVED_KIND.get(kind, kind)
+    base = combine.aggregate([kind_trial(rng, saved_kind, 1.0, between) for _ in range(saved)]) if saved > 1 else \
+        kind_trial(rng, saved_kind, 1.0, between)
     gate = gates.Gate(0.05)
     if repeat == 1:
         row = kind_trial(rng, kind, factor, between)
@@ -301,7 +342,9 @@ CASE_ROWS: tuple[tuple[str, int, int | str, float, float], ...] = (
     ("6 % slower", 10, 10, 0.94, 0.02),
     ("6 % slower", 10, 10, 0.94, 0.03),
     ("6 % slower", 10, "auto", 0.94, 0.02))
-CASE_KINDS = {"rate": "rate (5 metrics)", "session": "session(users=4)", "replay": "replay (5 metrics)"}
+CASE_KINDS = {"rate": "rate (5 metrics)", "session": "session(users=4)",
+              "replay": "replay (5 metrics, 40 rows, 3 taken row by row)",
+              "replay_short": "replay, the candidate's longest rows not sent"}
 
 
 def load_trials_rows(args: argparse.Namespace, n: int) -> None:

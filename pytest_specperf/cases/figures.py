@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from pytest_specperf.cases.result_parts import LevelTrial, SweepPoint
+from pytest_specperf.cases.result_parts import LevelTrial, RowFigures, SweepPoint
 from pytest_specperf.cases.results import (
     ErrorRecord,
     LoadLevel,
     LoadSweepResult,
     RateResult,
+    ReplayResult,
     Result,
     SessionResult,
     StreamResult,
@@ -154,6 +155,22 @@ def trial_figures(case: Case) -> list[dict[str, float | None]]:
         own = _positive(figure(case, m))
         out[m] = own if own is not None or m == "total_tps" else _stream_median(case, m)
     return [out]
+
+
+def answered_rows(result: ReplayResult) -> list[RowFigures]:
+    """A replay's answered rows (HTTP 200) with the per-request figures its latencies are percentiles of."""
+    return [RowFigures(r.row, r.ttft_s, r.tpot_ms, r.e2e_s, r.decode_tps) for r in result.per_request
+            if r.status == 200]
+
+
+def rows_of(case: Case) -> list[RowFigures] | None:
+    """One trial's answered rows: a replay trial's (``row_figures`` where the record is one trial of several, else
+    its own requests while it combines none); None for any other case, or a row that still combines trials."""
+    if not isinstance(case, ReplayResult):
+        return None
+    if case.row_figures is not None:
+        return case.row_figures
+    return answered_rows(case) if not case.trials else None
 
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only

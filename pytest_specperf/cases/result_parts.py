@@ -130,6 +130,18 @@ class CategoryFigures:
 
 
 @dataclass
+class RowFigures:
+    """One answered trace row of a replay trial: the per-request figures its compared latencies are percentiles of,
+    so two sides' figures can be taken over the same rows (``compare/rows.py``)."""
+
+    row: int
+    ttft_s: float | None = None
+    tpot_ms: float | None = None
+    e2e_s: float | None = None
+    decode_tps: float | None = None
+
+
+@dataclass
 class LevelTrial:
     """One trial's compared figures, where a case was measured several times (A/B, arms, ``repeat=`` of a case
     that sends at once): a load level's, or a rate case's or a session's (the open-loop figures only on those)."""
@@ -143,6 +155,7 @@ class LevelTrial:
     ttft_p90_s: float | None = field(default=None, metadata=OMIT)
     tpot_p90_ms: float | None = field(default=None, metadata=OMIT)
     e2e_p90_s: float | None = field(default=None, metadata=OMIT)
+    rows: list[RowFigures] | None = field(default=None, metadata=OMIT)  # a replay trial's answered rows
 
 
 @dataclass

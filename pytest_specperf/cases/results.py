@@ -26,6 +26,7 @@ from pytest_specperf.cases.result_parts import (
     LowestRate,
     RateRequest,
     ReplayRequest,
+    RowFigures,
     SessionRequest,
     Stall,
     SweepPoint,
@@ -524,6 +525,9 @@ class ReplayResult(RateResult):
     origin_s: float | None = None
     buckets: dict[str, LengthBucket] = field(default_factory=dict)  # figures per input-length bucket
     per_request: list[ReplayRequest] = field(default_factory=list)  # type: ignore[assignment]
+    # Where this record is one trial of several (``compare.samples.per_trial``): that trial's answered rows, which
+    # ``per_request`` (the last trial's) is not. Never saved: a saved row keeps each trial's in ``trials``.
+    row_figures: list[RowFigures] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

@@ -17,12 +17,14 @@ import numpy as np
 
 from pytest_specperf.cases import figures
 from pytest_specperf.cases.figures import CASE_TRIAL_METRICS, DIRECTIONS, Case
+from pytest_specperf.cases.result_parts import RowFigures
 from pytest_specperf.cases.results import (
     ErrorRecord,
     LoadLevel,
     LoadSweepResult,
     RateResult,
     Recorded,
+    ReplayResult,
     Result,
     SessionResult,
     SustainedResult,
@@ -71,6 +73,8 @@ def per_trial(results: Sequence[Recorded]) -> list[Recorded]:
             # each trial as a result of its own, its compared figures as that trial measured them
             for t in r.trials:
                 values: dict[str, Any] = {m: figures.figure(t, m) for m in CASE_TRIAL_METRICS[r.kind]}
+                if isinstance(r, ReplayResult):  # and its answered rows ([]: a row saved before trials kept them)
+                    values["row_figures"] = t.rows or []
                 out.append(dataclasses.replace(r, trials=None, **values))
         else:
             out.append(r)
@@ -88,11 +92,18 @@ class Entry:
     medians: dict[str, float] = field(default_factory=dict)  # each metric's median over ``values``, where it has any
     by_prompt: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     prompted: bool = True
+    rows: list[list[RowFigures]] = field(default_factory=list)  # per case, a replay trial's answered rows
+    rowed: bool = True  # every case so far kept its rows
 
     def add(self, case: Case) -> None:
         self.cases.append(case)
         for m in DIRECTIONS:
             self.values.setdefault(m, []).extend(figures.trials(case, m))
+        answered = figures.rows_of(case)
+        if answered:
+            self.rows.append(answered)
+        else:
+            self.rowed = False
         for st in case.streams if isinstance(case, SustainedResult | LoadLevel) else []:
             if not st.prompt_id:
                 self.prompted = False
@@ -102,6 +113,10 @@ class Entry:
                 v = figures.figure(st, m)
                 if v is not None and v > 0:
                     self.by_prompt.setdefault(m, {}).setdefault(st.prompt_id, []).append(v)
+
+    def trial_rows(self) -> list[list[RowFigures]] | None:
+        """Each trial's answered rows; None unless every case of the unit is a replay trial that kept them."""
+        return self.rows if self.rowed and self.rows else None
 
     def prompts(self, metric: str) -> dict[str, list[float]] | None:
         """``metric``'s stream values by prompt; None unless every stream names its prompt and one has a value."""

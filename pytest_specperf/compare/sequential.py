@@ -402,7 +402,7 @@ def sprt_sides(base: Side, cand: Side, *, max_regression: float, metrics: Sequen
             else:
                 dec = sprt_case(b, c, direction=figures.DIRECTIONS[m], max_regression=max_regression, metric=m,
                                 against=against, final=final, alpha=alpha)
-            out.append(unit.compared(m, replace(dec, reason=dec.reason + got.zeros) if got.zeros else dec))
+            out.append(unit.compared(m, replace(dec, reason=dec.reason + got.note) if got.note else dec))
     return compare.with_q(out)
 
 

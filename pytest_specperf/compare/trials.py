@@ -79,6 +79,7 @@ import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without stati
 
 from pytest_specperf.cases.figures import DIRECTIONS, Case
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
+from pytest_specperf.compare import rows
 from pytest_specperf.compare.samples import Entry, Key, Side
 
 ALPHA = 0.01
@@ -351,11 +352,12 @@ class Unit:
 
 @dataclass(frozen=True)
 class Values:
-    """One metric of a unit, as a rule takes it: each side's trial values (a zero ranked lowest, ``zeros`` says)."""
+    """One metric of a unit, as a rule takes it: each side's trial values, and what its reason adds (``note``: a zero
+    ranked lowest, a replay's figures over the rows both sides answered)."""
 
     base: list[float]
     cand: list[float]
-    zeros: str = ""
+    note: str = ""
 
 
 def values_of(unit: Unit, metric: str) -> Values | CaseComparison | None:
@@ -369,6 +371,9 @@ def values_of(unit: Unit, metric: str) -> Values | CaseComparison | None:
         nodeid, ctx, users = unit.key
         side = "baseline" if not tb else "candidate"
         return CaseComparison(nodeid, ctx, metric, "skipped", f"{metric}: no values in the {side}", users=users)
+    same = rows.matched(unit.base, unit.cand, metric)  # a replay: the same trace rows on both sides
+    if same is not None:
+        return Values(same.base, same.cand, same.note)
     if 0.0 not in tb and 0.0 not in tc:
         return Values(tb, tc)
     # Zero has no logarithm, so no ratio and no interval exist: a median that is zero on one side and not on the
@@ -491,7 +496,7 @@ def compare_sides(base: Side, cand: Side, *, max_regression: float = HISTORY_MAX
                 out.append(got)
             else:
                 c = rule(got.base, got.cand)
-                out.append(unit.compared(m, replace(c, reason=c.reason + got.zeros) if got.zeros else c))
+                out.append(unit.compared(m, replace(c, reason=c.reason + got.note) if got.note else c))
     return with_q(out)
 
 

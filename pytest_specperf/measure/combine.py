@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from pytest_specperf.cases.figures import CASE_TRIAL_METRICS, figure, trial_figures
+from pytest_specperf.cases.figures import CASE_TRIAL_METRICS, figure, rows_of, trial_figures
 from pytest_specperf.cases.json_form import OMIT
 from pytest_specperf.cases.result_parts import CategoryFigures, LevelTrial
 from pytest_specperf.cases.results import (
@@ -84,7 +84,8 @@ def aggregate(trials: Sequence[_R], arm: str | None = None) -> _R:
     kept = CASE_TRIAL_METRICS.get(trials[-1].kind)
     if kept and len(trials) > 1:  # a rate case or a session: each trial's compared figures, the row their medians
         figures = [{m: _number(getattr(r, m, None)) for m in kept} for r in trials]
-        changes["trials"] = [LevelTrial(**f) for f in figures]
+        # a replay's trials keep their answered rows: comparisons take both sides' figures over the same rows
+        changes["trials"] = [LevelTrial(**f, rows=rows_of(r)) for f, r in zip(figures, trials, strict=True)]
         for m in kept:
             present = [v for f in figures if (v := f[m]) is not None]
             if present:
@@ -147,7 +148,7 @@ def _combined_load(base: _T, entries: list[tuple[int, _T]], arm: str | None = No
     who = f"arm {arm}, " if arm else ""
     changes["reason"] = "; ".join(dict.fromkeys(f"{who}trial {i + 1} of {n}: {row.reason}" for i, row in entries
                                                 if row.reason))
-    changes["trials"] = [LevelTrial(**trial_figures(row)[0]) for row in rows]
+    changes["trials"] = [LevelTrial(**cast(dict[str, Any], trial_figures(row)[0])) for row in rows]
     return dataclasses.replace(base, **changes)
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specperf.sim.launcher import SimServer
+
 CASES = """
 import pytest
 
@@ -81,3 +83,37 @@ def test_a_replay_compares_against_its_baseline_on_the_rate_metrics(pytester: py
     # the same trace rows on both sides, judged on what a rate case is judged on (TTFT, TPOT, e2e p90)
     assert {"ttft_p90_s", "tpot_p90_ms", "e2e_p90_s"} <= metrics and "decode_tps" not in metrics, (metrics,
                                                                                                   again.stdout.str())
+
+
+def test_ab_judges_a_replay_over_the_rows_both_servers_answered(pytester: pytest.Pytester) -> None:
+    # Nine rows 250 ms apart, each answered before the next arrives (no shared steps, no queueing): six of 1,000
+    # prompt tokens, three of 12,000. B decodes 15 %
+    # slower (23 ms steps against 20) and its context (8,000 tokens) cannot take the three long rows, whose long
+    # contexts make the slowest steps (1 ms per 1,000 tokens of context on both). Each side's own p90 puts B ahead
+    # on TPOT and far ahead on TTFT (no long prefill left); over the six rows both answered B is slower on TPOT and
+    # the same on TTFT.
+    rows = [(i * 250, 12_000 if i % 3 == 2 else 1_000) for i in range(9)]
+    pytester.path.joinpath("mix.csv").write_text("timestamp,input_length,output_length\n" + "".join(
+        f"{t},{n},200\n" for t, n in rows))
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.replay(trace="mix.csv", timestamp_unit="ms")
+        def test_r(specperf): pass
+    """)
+    out = pytester.path / "r.json"
+    profile = {"step_ms_per_1k_ctx": 1.0, "jitter": 0.0}
+    with SimServer("healthy", speed=10, overrides=profile) as a, \
+            SimServer("healthy", speed=10, overrides={**profile, "max_model_len": 8_000, "step_ms": 23}) as b:
+        res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{b.url}", "--specperf-ab-trials=3",
+                                            f"--specperf-json={out}", "-p", "no:cacheprovider")
+    [r] = json.loads(out.read_text())["results"]
+    assert r["not_sent"] == 3, res.stdout.str()
+    got = {c["metric"]: c for c in r["comparisons"]}
+    for c in (got["tpot_p90_ms"], got["ttft_p90_s"]):
+        assert "over the 6 trace rows every trial of both sides answered; 3 answered only on some left out" in \
+            c["reason"], c
+    # B's steps: 23 ms against 20 plus each row's context term (1 ms on both): 12-16 % slower
+    tpot = got["tpot_p90_ms"]
+    assert tpot["verdict"] == "regressed" and 0.08 < tpot["comparison"]["change"] < 0.20, (tpot, res.stdout.str())
+    assert got["ttft_p90_s"]["verdict"] != "improved", got["ttft_p90_s"]  # the same prefill on the same rows
+    assert r["verdict"] == "failed"
