@@ -71,7 +71,7 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
     read)."""
     if result.verdict == "error":
         return []
-    now = records.units([result])  # keyed once: each unit's past is read, decided, explained and fallen back on by it
+    now = records.units([result])  # each unit keyed once: its past is read, judged and explained by that key
     found = records.pasts(store, now, run_meta)
     tests = sum(len(p.trials) for p in found) or 1
     notes = [n for p in found for n in _past_notes(p)]

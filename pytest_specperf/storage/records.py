@@ -153,7 +153,7 @@ def pasts(store: Store, now: Iterable[Unit], run_meta: dict[str, Any]) -> list[U
     on, read in one pass."""
     out = []
     for u in now:
-        # the unit now, then its past: the read is the last thing each unit asks of the store
+        # what the unit is now (its set-up, fingerprint and gated trials), then what the store holds of its past
         setup = setup_of(u.form, run_meta)
         fp, trials = fingerprint(setup), gated_trials(u.case)
         past = case_history(store, u.key)
