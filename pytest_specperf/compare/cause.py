@@ -28,20 +28,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_specperf.cases.figures import DIRECTIONS, Case, figure, sub_cases, users_of
+from pytest_specperf.cases.figures import DIRECTIONS, Case, figure, sub_cases
 from pytest_specperf.cases.result_parts import (
     ArmsTable,
     CaseComparison,
     Cause,
     CauseFactor,
     HistoryEntry,
-    case_key,
     value_text,
 )
 from pytest_specperf.cases.results import (
     ErrorRecord,
     LoadLevel,
-    LoadSweepResult,
     Result,
     SessionResult,
     SustainedResult,
@@ -274,33 +272,20 @@ def judged_runs(entry: HistoryEntry, run_ids: Sequence[int]) -> list[int]:
     return kept[-HISTORY_RUNS:]
 
 
-def explain_entry(entry: HistoryEntry, past: Sequence[Case | None], now: Case) -> None:
-    """Set a history entry's ``cause`` and add its line to the entry's reason: ``past`` the results (records or the
-    store's JSON; None where a run's is missing) of ``judged_runs``, ``now`` this run's result. The change is this
-    run against the prediction, or for a change point the level now against the level before it. For
-    ``history/against_history.py``."""
+def explain_entry(entry: HistoryEntry, past: Sequence[Case], now: Sequence[Case]) -> None:
+    """Set a history entry's ``cause`` and add its line to the entry's reason: ``past`` the entry's unit in each run
+    of ``judged_runs`` whose result was read, ``now`` in this run (``history/against_history.py`` finds them by the
+    key the store gives each unit, ``records.units``). The change is this run against the prediction, or for a
+    change point the level now against the level before it."""
     effect = entry.effect
     ch = entry.began
     if entry.by == "change point" and ch is not None and ch.level_before and ch.level_now:
         ratio = ch.level_now / ch.level_before
         effect = ratio - 1 if DIRECTIONS.get(entry.metric, "higher") == "higher" else 1 / ratio - 1
-    found = explain(entry.metric, effect, _history_units([p for p in past if p is not None], entry.key),
-                    _history_units([now], entry.key), ("history", "now"))
+    found = explain(entry.metric, effect, past, now, ("history", "now"))
     if found is not None:
         entry.cause = found
         entry.reason = f"{entry.reason}; {found.text}"
-
-
-def _history_units(results: Sequence[Case], key: str) -> list[Case]:
-    """The units of ``results`` the history keys ``key`` (``records.units``: a load sweep's level by its users)."""
-    out: list[Case] = []
-    for r in results:
-        if _errored(r):
-            continue
-        sweep = isinstance(r, LoadSweepResult)
-        out += [case for nodeid, ctx, case in sub_cases(r)
-                if case_key(nodeid, ctx, users_of(case) if sweep else None) == key]
-    return out
 
 
 def _level_units(results: Sequence[Case], users: int) -> list[Case]:

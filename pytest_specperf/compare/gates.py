@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pytest_specperf.cases.figures import KIND_METRICS, Case, metrics_for
-from pytest_specperf.cases.result_parts import CaseComparison, unit_key
+from pytest_specperf.cases.result_parts import CaseComparison
 from pytest_specperf.cases.results import (
     LoadSweepResult,
     Recorded,
@@ -47,12 +47,20 @@ class Gate:
     max_regression: float = 0.05
     inconclusive: str = "warn"  # pass | warn | fail
 
-    def apply(self, result: Recorded, comparisons: list[CaseComparison], *, judge: bool = True) -> list[str]:
+    def apply(self, result: Recorded, comparisons: list[CaseComparison], *, judge: bool = True,
+              apart: str | None = None) -> list[str]:
         """Record the comparisons on ``result``; fail it on a regression; return warnings to show.
         ``judge=False`` only records them (another gate judges the case). An error record (a case that could
-        not be measured) gets its comparisons (skipped) and keeps its verdict."""
+        not be measured) gets its comparisons (skipped) and keeps its verdict. ``apart``: they are a second gate's
+        beside a named baseline's (the history's fall-back, naming its run): each reason led by ``apart``, they are
+        recorded as ``history_comparisons`` and the named baseline's stay the case's ``comparisons``."""
+        if apart is not None:
+            comparisons = [verdicts.with_verdict(cc, cc.verdict, f"{apart}: {cc.reason}") for cc in comparisons]
         own, warnings = self.judge(result, comparisons, judge=judge)
-        result.comparisons = own
+        if apart is None:
+            result.comparisons = own
+        elif isinstance(result, Result):  # an error record keeps no history
+            result.history_comparisons = own
         return warnings
 
     def judge(self, result: Recorded, comparisons: list[CaseComparison], *, judge: bool = True
@@ -68,23 +76,25 @@ class Gate:
 
 def against_baseline(gate: Gate, result: Recorded, baseline: Sequence[Recorded],
                      max_regression: float | None = None, differences: list[str] | None = None,
-                     strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None) -> list[str]:
+                     strict: bool = False, *, auto: bool = False, keys: Collection[samples.Key] | None = None,
+                     apart: str | None = None) -> list[str]:
     """Compare one case with the baseline run's results (the case's own keyword overrides the threshold); sets
     its ``comparisons``, fails it on a regression. An error record (plain data) is judged in place.
-    ``keys``: judge only these units of the case (``unit_key``: its levels, its sweep points), the rest being
-    judged elsewhere (the history gate falls back here for the units whose history is short).
+    ``keys``: judge only these units of the case (as ``samples.Side`` keys them: its levels, its sweep points), the
+    rest being judged elsewhere (the history gate falls back here for the units whose history is short).
+    ``apart``: the comparisons are kept apart from a named baseline's (``Gate.apply``).
 
     ``differences`` are ways the baseline was measured unlike this run (model, server version, machine, ...):
     they are named in every reason, and turn a would-be regression into ``inconclusive`` unless ``strict``.
     ``auto``: the case ran with repeat="auto", so the sequential test's verdict is the one that stopped it.
     """
     judged = baseline_comparisons(gate, result, baseline, max_regression, differences, strict, auto=auto, keys=keys)
-    return gate.apply(result, judged) + (sequential.noise_warnings(judged) if auto else [])
+    return gate.apply(result, judged, apart=apart) + (sequential.noise_warnings(judged) if auto else [])
 
 
 def baseline_comparisons(gate: Gate, result: Recorded, baseline: Sequence[Recorded],
                          max_regression: float | None = None, differences: list[str] | None = None,
-                         strict: bool = False, *, auto: bool = False, keys: Collection[str] | None = None
+                         strict: bool = False, *, auto: bool = False, keys: Collection[samples.Key] | None = None
                          ) -> list[CaseComparison]:
     """The comparisons ``against_baseline`` judges ``result`` by (its arguments as there), neither recorded nor
     judged yet."""
@@ -96,8 +106,7 @@ def baseline_comparisons(gate: Gate, result: Recorded, baseline: Sequence[Record
     # every comparison that moved names its cause from both sides' figures, last in its reason (compare/cause.py)
     judged = cause.attach(verdicts.judged(ccs, base, cand, differences=differences or [], strict=strict), base, cand)
     if keys is not None:
-        kind = row.kind
-        judged = [cc for cc in judged if unit_key(kind, cc.nodeid, cc.ctx, cc.users) in keys]
+        judged = [cc for cc in judged if (cc.nodeid, cc.ctx, cc.users) in keys]
     return judged
 
 

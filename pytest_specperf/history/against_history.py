@@ -22,7 +22,7 @@ import numpy as np
 
 from pytest_specperf.cases import figures
 from pytest_specperf.cases.result_parts import CaseComparison, HistoryEntry
-from pytest_specperf.cases.results import Recorded, Result
+from pytest_specperf.cases.results import Result
 from pytest_specperf.compare import cause, verdicts
 from pytest_specperf.compare import gates as gating
 from pytest_specperf.compare import trials as compare
@@ -71,12 +71,13 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
     read)."""
     if result.verdict == "error":
         return []
-    found = records.pasts(store, [result], run_meta)
+    now = records.units([result])  # each unit keyed once: its past is read, judged and explained by that key
+    found = records.pasts(store, now, run_meta)
     tests = sum(len(p.trials) for p in found) or 1
     notes = [n for p in found for n in _past_notes(p)]
     entries: list[HistoryEntry] = []
-    explained: list[tuple[HistoryEntry, list[int]]] = []  # what each change comes from: against which runs
-    short: list[tuple[str, list[records.CaseRun]]] = []
+    explained: list[tuple[HistoryEntry, list[records.CaseRun]]] = []  # what each change comes from: which runs
+    short: list[tuple[records.Unit, list[records.CaseRun]]] = []
     for p in found:
         for metric, values in p.trials.items():
             direction = figures.DIRECTIONS[metric]
@@ -87,19 +88,30 @@ def judge(store: Store, result: Result, run_meta: dict[str, Any], *, max_regress
                     if len(logs)]
             d = decide.decide([logs for _, logs in kept], cand, alpha=alpha / tests, max_regression=max_regression)
             if d.verdict == "short":
-                short.append((p.unit.key, [h for h, _ in kept]))
+                short.append((p.unit, [h for h, _ in kept]))
                 continue
             entries.append(_entry(p.unit.key, metric, direction, d, kept, alpha / tests))
             if entries[-1].verdict != "passed":  # what the change comes from, against the runs it was judged by
-                explained.append((entries[-1], cause.judged_runs(entries[-1], [h.run_id for h, _ in kept])))
+                ids = cause.judged_runs(entries[-1], [h.run_id for h, _ in kept])
+                explained.append((entries[-1], [h for h, _ in kept if h.run_id in ids]))
     latest = max((runs[-1] for _, runs in short if runs), key=lambda h: h.run_id, default=None)
     # every earlier result read at once: the runs each change is explained against, and the short history's latest
-    wanted = [i for _, ids in explained for i in ids] + ([latest.run_id] if latest is not None else [])
-    past = records.records_of(store, wanted, result.nodeid)
-    for entry, ids in explained:
-        cause.explain_entry(entry, [past.get(i) for i in ids], result)
+    wanted = [h for _, runs in explained for h in runs] + ([latest] if latest is not None else [])
+    past = records.earlier(store, wanted)
+    for entry, runs in explained:
+        # the entry's unit in each of those runs and in this one, found by the key the store gives it (``units``)
+        before = [u.case for h in runs if h.run_id in past for u in past[h.run_id].units if u.key == entry.key]
+        cause.explain_entry(entry, before, [u.case for u in now if u.key == entry.key])
+    judged: list[str] | None = None  # the warnings of a short history's baseline rule, where it judged
+    if latest is not None and latest.run_id in past:
+        # too few runs for the history's noise: the baseline rule against the set-up's latest run, for the short
+        # units only (the others were judged against their history above); where --specperf-compare named the
+        # baseline, its comparisons stay the row's and these are kept apart, each reason saying which run
+        apart = None if result.comparisons is None else f"history, against run {latest.run_id}"
+        judged = gating.against_baseline(gating.Gate(max_regression, inconclusive), result,
+                                         [past[latest.run_id].record], keys={u.at for u, _ in short}, apart=apart)
     if short:
-        notes += _fall_back(result, short, latest, past, max_regression, inconclusive)
+        notes += _fall_back(result, short, latest, judged)
     verdicts.fail(result, [e.reason for e in entries if e.verdict == "regressed"])
     result.history = entries
     result.notes += _predictions(entries)
@@ -173,34 +185,25 @@ def _entry(key: str, metric: str, direction: str, d: decide.Decision,
     return entry
 
 
-def _fall_back(result: Result, short: list[tuple[str, list[records.CaseRun]]], latest: records.CaseRun | None,
-               past: dict[int, Recorded], max_regression: float, inconclusive: str) -> list[str]:
-    """Too few runs for the history's noise: the baseline rule against the latest run of the set-up (``past``: the
-    earlier results read, by run id)."""
+def _fall_back(result: Result, short: list[tuple[records.Unit, list[records.CaseRun]]],
+               latest: records.CaseRun | None, judged: list[str] | None) -> list[str]:
+    """What a history too short for its noise was judged by: the baseline rule against the latest run of the set-up
+    (``judged``: its warnings; None where it judged nothing), its comparisons the row's or, beside a named baseline,
+    kept apart (``history_comparisons``: then a note on the row says how each came out)."""
     have = min(len(runs) for _, runs in short)
-    head = (f"history: {short[0][0]} has {have} earlier run(s) of this set-up, fewer than the {noise.MIN_RUNS} "
+    head = (f"history: {short[0][0].key} has {have} earlier run(s) of this set-up, fewer than the {noise.MIN_RUNS} "
             "that estimate its run-to-run noise")
     if latest is None:
         return [f"{head}; nothing to judge against yet, this run starts it"]
-    base = past.get(latest.run_id)
-    if base is None:
+    if judged is None:
         return [f"{head}; the latest run's result is missing, not judged"]
-    # only the short units: the others were judged against their history above
-    gate = gating.Gate(max_regression, inconclusive)
-    judged = gating.baseline_comparisons(gate, result, [base], keys={key for key, _ in short})
     said = f"judged against the latest (run {latest.run_id}, commit {latest.commit}) by the baseline rule"
-    if result.comparisons is None:  # no baseline named: the history's latest run is the row's baseline
-        return [f"{head}; {said}", *gate.apply(result, judged)]
-    # --specperf-compare named the baseline: its comparisons stay the row's (the table's and the JSON's); the
-    # history's are kept apart, each reason (and the note) saying what it was judged against
-    where = f"history, against run {latest.run_id}"
-    own, warnings = gate.judge(result, [verdicts.with_verdict(cc, cc.verdict, f"{where}: {cc.reason}")
-                                        for cc in judged])
-    result.history_comparisons = own
-    judged_text = ", ".join(_judged_text(result, cc) for cc in own) or "nothing compared"
+    if result.history_comparisons is None:  # no baseline named: the history's latest run is the row's baseline
+        return [f"{head}; {said}", *judged]
+    judged_text = ", ".join(_judged_text(result, cc) for cc in result.history_comparisons) or "nothing compared"
     result.notes.append(f"history ({have} earlier run(s), fewer than {noise.MIN_RUNS}): {said}, apart from the "
                         f"--specperf-compare baseline: {judged_text}")
-    return [f"{head}; {said}, apart from the --specperf-compare baseline", *warnings]
+    return [f"{head}; {said}, apart from the --specperf-compare baseline", *judged]
 
 
 def _judged_text(result: Result, cc: CaseComparison) -> str:

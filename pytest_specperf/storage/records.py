@@ -96,13 +96,19 @@ def _form(result: Result, nodeid: str, case: Case) -> dict[str, Any]:
     return {"drawn": result.drawn, **form, "model": result.model, "server": result.server}
 
 
+#: where a comparison finds a unit: (nodeid, sweep ctx, users), as ``compare.samples.Key`` keys a side's units
+At = tuple[str, int | None, int | None]
+
+
 @dataclass(frozen=True)
 class Unit:
-    """One comparable unit of a result as the history keeps it: its key, its case's node id, its record (what the
-    gate reads) and its stored JSON form (what the set-up fingerprint is made of)."""
+    """One comparable unit of a result as the history keeps it: its key, its case's node id, where comparisons find
+    it (``at``: a session's users there too, which its key leaves out), its record (what the gate reads) and its
+    stored JSON form (what the set-up fingerprint is made of)."""
 
     key: str
     nodeid: str
+    at: At
     case: Case
     form: dict[str, Any]
 
@@ -120,9 +126,11 @@ def units(results: Iterable[Recorded]) -> list[Unit]:
         if isinstance(r, ErrorRecord) or r.verdict == "error":
             continue
         for nodeid, ctx, case in figures.sub_cases(r):
-            users = figures.users_of(case) if isinstance(r, LoadSweepResult) else None
+            users = figures.users_of(case)
             form = _form(r, nodeid, case)
-            out.append(Unit(case_key(nodeid, ctx, users), nodeid, case, form))
+            # only a load sweep's levels are told apart by their users: a session is one unit
+            key = case_key(nodeid, ctx, users if isinstance(r, LoadSweepResult) else None)
+            out.append(Unit(key, nodeid, (nodeid, ctx, users), case, form))
     return out
 
 
@@ -140,22 +148,34 @@ class UnitPast:
     others: list[CaseRun]
 
 
-def pasts(store: Store, results: Iterable[Recorded], run_meta: dict[str, Any]) -> list[UnitPast]:
-    """Each unit of ``results`` (``units``) with its past in the history (``UnitPast``), read in one pass."""
+def pasts(store: Store, now: Iterable[Unit], run_meta: dict[str, Any]) -> list[UnitPast]:
+    """Each unit of a result (``units``) with its past in the history (``UnitPast``): what the history gate decides
+    on, read in one pass."""
     out = []
-    for u in units(results):
+    for u in now:
+        # what the unit is now (its set-up, fingerprint and gated trials), then what the store holds of its past
         setup = setup_of(u.form, run_meta)
-        fp = fingerprint(setup)
+        fp, trials = fingerprint(setup), gated_trials(u.case)
         past = case_history(store, u.key)
         same, held = judged_runs([h for h in past if h.fingerprint == fp])
-        out.append(UnitPast(u, setup, gated_trials(u.case), same, held, [h for h in past if h.fingerprint != fp]))
+        out.append(UnitPast(u, setup, trials, same, held, [h for h in past if h.fingerprint != fp]))
     return out
 
 
-def records_of(store: Store, run_ids: Iterable[int], nodeid: str) -> dict[int, Recorded]:
-    """``record_of`` for each of ``run_ids`` that holds ``nodeid``'s result, by run id."""
-    found = {i: record_of(store, i, nodeid) for i in sorted(set(run_ids))}
-    return {i: r for i, r in found.items() if r is not None}
+@dataclass(frozen=True)
+class Earlier:
+    """An earlier run's result of a case as the history gate reads it after deciding: the whole record (what a
+    short history's baseline rule judges against) and its units (``units``: what a change's cause is read from)."""
+
+    record: Recorded
+    units: list[Unit]
+
+
+def earlier(store: Store, runs: Iterable[CaseRun]) -> dict[int, Earlier]:
+    """The result each of ``runs`` (earlier runs of one case, as ``pasts`` gives them) holds of its case, by run id;
+    a run whose result is missing is left out."""
+    found = {h.run_id: record_of(store, h.run_id, h.nodeid) for h in sorted(runs, key=lambda h: h.run_id)}
+    return {i: Earlier(r, units([r])) for i, r in found.items() if r is not None}
 
 
 def gated_trials(case: Case) -> dict[str, list[float]]:
