@@ -16,7 +16,8 @@ between the sides, per condition:
 * ``trials``: one metric, 5, 10 and 20 trials a side (``trials.compare_case``), trials lognormal, two-group
   (40 % of trials 10 % slower) or skewed (1 + 5 % x exponential): ``regressed``;
 * ``load trials``: a case that sends at once (``sustained(concurrency=8)``, a 4-level ``load_sweep``, a ``rate``
-  case, a ``session`` of 4 users, a ``replay``) saved with ``repeat=N`` (its trials combined as the plugin saves
+  case, a ``session`` of 4 users, a ``replay`` built request by request, ``replay_short``: a replay whose
+  candidate server is not sent the longest rows) saved with ``repeat=N`` (its trials combined as the plugin saves
   them, ``combine.aggregate``), then a candidate run through the plugin's whole-case trial loop and gate
   (``repeats.run_trials``, ``gates.against_baseline``; ``repeat=N`` or ``"auto"``): the case ``failed``. Identical
   deploys (false alarms), and a deploy 6 % slower (detections; decode, aggregate and goodput x0.94, TTFT and the

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -171,6 +172,103 @@ def rows_of(case: Case) -> list[RowFigures] | None:
     if case.row_figures is not None:
         return case.row_figures
     return answered_rows(case) if not case.trials else None
+
+
+def trial_rows(case: Case) -> list[list[RowFigures]] | None:
+    """Each trial's answered rows of a replay (one trial, or each of ``trials``); None for any other case, or a row
+    saved before its trials kept their rows."""
+    if not isinstance(case, ReplayResult):
+        return None
+    if not case.trials:
+        one = rows_of(case)
+        return [one] if one else None
+    kept = [t.rows for t in case.trials]
+    return [r for r in kept if r] if all(kept) else None
+
+
+#: The compared figures that are percentiles of a per-request figure: metric -> (that figure, the percentile).
+ROW_METRICS: dict[str, tuple[Callable[[RowFigures], float | None], float]] = {
+    "ttft_s": (lambda r: r.ttft_s, 50),
+    "ttft_p90_s": (lambda r: r.ttft_s, 90),
+    "tpot_p90_ms": (lambda r: r.tpot_ms, 90),
+    "e2e_p90_s": (lambda r: r.e2e_s, 90),
+    "decode_tps": (lambda r: r.decode_tps, 50),
+}
+
+
+@dataclass(frozen=True)
+class SharedRows:
+    """``metric`` per trial of each group of trials, over the rows that every trial of every group answered."""
+
+    values: list[list[float]]  # per group, per trial
+    rows: int  # rows shared
+    left_out: int  # rows some trial answered that another did not
+
+    @property
+    def note(self) -> str:
+        """What a comparison's reason says of it."""
+        out = f" (over the {self.rows} trace rows every trial of both sides answered"
+        return out + (f"; {self.left_out} answered only on some left out)" if self.left_out else ")")
+
+
+def over_shared_rows(groups: Sequence[Sequence[Sequence[RowFigures]]], metric: str,
+                     min_rows: int = 2) -> SharedRows | None:
+    """``metric`` per trial over the trace rows that every trial of every group (a side's trials, a run's) answered
+    with a value; None where it is not a percentile of a per-request figure or fewer than ``min_rows`` are shared.
+
+    Every trial of a replay sends the same rows, but a side may answer fewer: a server with a shorter context is not
+    sent the long rows (``not_sent``), one under strain refuses or fails some. Its percentiles are then over a
+    lighter mix, and a lost 14,000-token row reads as a faster TTFT. Over the shared rows both sides are judged on
+    the same requests, and the trials stay the units (a trial's requests share its minute of load)."""
+    rule = ROW_METRICS.get(metric)
+    if rule is None or not groups:
+        return None
+    value, q = rule
+    tables = [[{r.row: v for r in trial if (v := value(r)) is not None and math.isfinite(v) and v > 0}
+               for trial in group] for group in groups]
+    every_trial = [t for group in tables for t in group]
+    common = sorted(set.intersection(*(set(t) for t in every_trial)))
+    if len(common) < min_rows:
+        return None
+    every = set.union(*(set(t) for t in every_trial))
+    return SharedRows([[float(np.percentile([t[k] for k in common], q)) for t in group] for group in tables],
+                      len(common), len(every) - len(common))
+
+
+@dataclass(frozen=True)
+class SharedTrials:
+    """A replay's latency trials over the trace rows this run and its earlier runs all answered: this run's, each
+    earlier run's (by metric), and what to say of it ("" where no row was left out)."""
+
+    now: dict[str, list[float]]
+    before: list[dict[str, list[float]]]
+    note: str
+
+
+def shared_trials(now: Sequence[Sequence[RowFigures]], before: Sequence[Sequence[Sequence[RowFigures]] | None],
+                  trials: dict[str, list[float]]) -> SharedTrials | None:
+    """``over_shared_rows`` for each of ``trials``' metrics that is a percentile of a per-request figure, over this
+    run's trials' rows (``now``) and each earlier run's (``before``); None where an earlier run did not keep them."""
+    if any(b is None for b in before):
+        return None
+    groups = [now, *(b for b in before if b is not None)]
+    out = SharedTrials({}, [{} for _ in before], "")
+    left: dict[str, SharedRows] = {}
+    for metric in trials:
+        shared = over_shared_rows(groups, metric)
+        if shared is None:
+            continue
+        out.now[metric] = shared.values[0]
+        for b, values in zip(out.before, shared.values[1:], strict=True):
+            b[metric] = values
+        if shared.left_out:  # where every run answered every row there is nothing to say
+            left[metric] = shared
+    if not left:
+        return out
+    most = max(left.values(), key=lambda x: x.left_out)
+    return dataclasses.replace(out, note=f"{', '.join(left)} over the {most.rows} trace rows every trial of this "
+                               f"run and its {len(before)} earlier answered ({most.left_out} answered only on some "
+                               "left out)")
 
 
 METRICS = ("decode_tps", "ttft_s", "total_tps")  # total_tps: load cases only

@@ -77,9 +77,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy  # scipy.stats loads on first use: 0.6 s of CPU a run without statistics never spends
 
-from pytest_specperf.cases.figures import DIRECTIONS, Case
+from pytest_specperf.cases.figures import DIRECTIONS, Case, over_shared_rows
 from pytest_specperf.cases.result_parts import CaseComparison, Comparison
-from pytest_specperf.compare import rows
 from pytest_specperf.compare.samples import Entry, Key, Side
 
 ALPHA = 0.01
@@ -371,9 +370,12 @@ def values_of(unit: Unit, metric: str) -> Values | CaseComparison | None:
         nodeid, ctx, users = unit.key
         side = "baseline" if not tb else "candidate"
         return CaseComparison(nodeid, ctx, metric, "skipped", f"{metric}: no values in the {side}", users=users)
-    same = rows.matched(unit.base, unit.cand, metric)  # a replay: the same trace rows on both sides
+    # a replay: each trial's latencies over the trace rows every trial of both sides answered (a side that lost the
+    # long rows, to a shorter context or to refusals, is not judged on a lighter mix)
+    b, c = unit.base.trial_rows(), unit.cand.trial_rows()
+    same = over_shared_rows([b, c], metric) if b is not None and c is not None else None
     if same is not None:
-        return Values(same.base, same.cand, same.note)
+        return Values(same.values[0], same.values[1], same.note)
     if 0.0 not in tb and 0.0 not in tc:
         return Values(tb, tc)
     # Zero has no logarithm, so no ratio and no interval exist: a median that is zero on one side and not on the

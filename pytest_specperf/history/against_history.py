@@ -132,6 +132,8 @@ def _past_notes(p: records.UnitPast) -> list[str]:
     if others:
         notes.append(f"history: {len(others)} earlier run(s) of {key} under another set-up kept apart "
                      f"({_setup_diff(p.setup, others[-1].setup)})")
+    if p.shared_rows:
+        notes.append(f"history: {key} judged request by request, {p.shared_rows}")
     return notes
 
 

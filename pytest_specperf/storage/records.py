@@ -9,6 +9,7 @@ of another model, server or configuration are kept apart, and named.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable
@@ -18,7 +19,7 @@ from typing import Any
 from pytest_specperf.cases import figures
 from pytest_specperf.cases.figures import TRIAL_METRICS, Case, trial_figures
 from pytest_specperf.cases.json_form import to_dict
-from pytest_specperf.cases.result_parts import SweepPoint, case_key, unit_key
+from pytest_specperf.cases.result_parts import RowFigures, SweepPoint, case_key, unit_key
 from pytest_specperf.cases.results import (
     ErrorRecord,
     LoadLevel,
@@ -64,6 +65,7 @@ class CaseRun:
     failed_gate: bool = False  # failed its history gate (held, or released when its change was accepted)
     accepted: str | None = None  # when its change was accepted: the case's history starts anew here
     nodeid: str = ""  # its case's node id (the key's part before ``@ctx=``/``@users=``; a node id may hold an @)
+    rows: list[list[RowFigures]] | None = None  # a replay's, each trial's answered rows (``case_history(rows=)``)
 
     @property
     def commit(self) -> str:
@@ -146,6 +148,7 @@ class UnitPast:
     same: list[CaseRun]
     held: list[CaseRun]
     others: list[CaseRun]
+    shared_rows: str = ""  # a replay's: which latencies were taken over the trace rows every run answered
 
 
 def pasts(store: Store, now: Iterable[Unit], run_meta: dict[str, Any]) -> list[UnitPast]:
@@ -155,11 +158,18 @@ def pasts(store: Store, now: Iterable[Unit], run_meta: dict[str, Any]) -> list[U
     for u in now:
         # what the unit is now (its set-up, fingerprint and gated trials), then what the store holds of its past
         setup = setup_of(u.form, run_meta)
-        fp, trials = fingerprint(setup), gated_trials(u.case)
-        past = case_history(store, u.key)
+        fp, trials, rows = fingerprint(setup), gated_trials(u.case), figures.trial_rows(u.case)
+        past = case_history(store, u.key, rows=rows is not None)
         same, held = judged_runs([h for h in past if h.fingerprint == fp])
-        out.append(UnitPast(u, setup, trials, same, held, [h for h in past if h.fingerprint != fp]))
+        # a replay's latencies, now and in each earlier run, over the trace rows all of them answered
+        shared = figures.shared_trials(rows, [h.rows for h in same], trials) if rows is not None and same else None
+        if shared is not None:
+            trials = {**trials, **shared.now}
+            same = [dataclasses.replace(h, trials={**h.trials, **t}) for h, t in zip(same, shared.before, strict=True)]
+        out.append(UnitPast(u, setup, trials, same, held, [h for h in past if h.fingerprint != fp],
+                            shared.note if shared is not None else ""))
     return out
+
 
 
 @dataclass(frozen=True)
@@ -275,8 +285,9 @@ def record_run(store: Store, results: Iterable[Recorded], meta: dict[str, Any], 
         raise store.error("cannot record the run", exc) from None
 
 
-def case_history(store: Store, key: str) -> list[CaseRun]:
-    """Every recorded run of case ``key``, any set-up, oldest first."""
+def case_history(store: Store, key: str, *, rows: bool = False) -> list[CaseRun]:
+    """Every recorded run of case ``key``, any set-up, oldest first; with ``rows``, each run's replay trials'
+    answered rows read from its stored result (``CaseRun.rows``)."""
     try:
         cases = store.query("""SELECT c.id, r.id, r.created, r.name, r.commit_id, r.commit_time, r.server_version,
             c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted, c.nodeid
@@ -295,6 +306,9 @@ def case_history(store: Store, key: str) -> list[CaseRun]:
                            setup=json.loads(row[8]), verdict=row[9], partial=str(row[10] or ""),
                            trials=by_case.get(int(row[0]), {}), held=int(row[11]) == HELD, failed_gate=int(row[11]) > 0,
                            accepted=row[12], nodeid=str(row[13] or "")))
+    for h in out if rows else []:
+        record = record_of(store, h.run_id, h.nodeid)  # a replay has no sub-cases: its record is the unit
+        h.rows = figures.trial_rows(record) if record is not None else None
     return out
 
 
