@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pytest_specperf.cases.base import CaseSpec, check, is_number
+from pytest_specperf.cases.closed_loop import validate_arms
 from pytest_specperf.cases.open_loop import check_slo
 from pytest_specperf.prompts import traces
 
@@ -39,6 +40,8 @@ class ReplaySpec(CaseSpec):
     max_ttft_p90_s: Any = None
     min_decode_tps: Any = None
     budget_s: float = 600.0  # the window's replay must fit in this many seconds
+    max_loss_vs_best: float | None = None  # --specperf-arms: the deployed arm at most this much slower than the best
+    deployed: str | None = None  # --specperf-arms: the arm max_loss_vs_best judges (default: the baseline arm)
 
     def validate(self) -> None:
         CaseSpec.validate(self)
@@ -66,6 +69,7 @@ class ReplaySpec(CaseSpec):
               f"min_goodput must be a positive number of requests per second, got {self.min_goodput!r}")
         for name in ("max_ttft_p90_s", "min_decode_tps"):
             _check_buckets(getattr(self, name), name, k)
+        validate_arms(self, k)
         rows = self.rows()  # reads the trace: its mistakes are collection errors
         check(bool(rows), k, f"the window start_s={self.start_s:g}, duration_s={self.duration_s} holds no row of "
               f"{self.trace} (its rows span {self.load().span_s:.4g} s); move or widen the window")

@@ -468,14 +468,16 @@ class ArmsLevel:
     alpha: float | None = field(default=None, metadata=OMIT)  # per side, for each comparison with the best
     tied: list[str] = field(default_factory=list)
     decided: bool = False
+    # what the level is where it is no number of users: a replay's one, the trace's rows every arm answered
+    label: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
 class ArmsGateLevel:
     """The deployed arm at one level against ``max_loss_vs_best``: ``holds``, ``below`` or ``inconclusive``.
 
-    Where the deployed arm is the best only the first four keys are written; elsewhere every key, ``noise`` and
-    ``trials_needed`` even when None (``json_extras``)."""
+    Where the deployed arm is the best only the first four keys (and a replay's ``label``) are written; elsewhere
+    every key, ``noise`` and ``trials_needed`` even when None (``json_extras``)."""
 
     users: int
     verdict: str
@@ -487,6 +489,7 @@ class ArmsGateLevel:
     noise: float | None = field(default=None, metadata=OMIT)  # pooled per-trial log-sd of the two arms
     trials_needed: int | None = field(default=None, metadata=OMIT)  # per arm, to show an equal arm within
     cause: Cause | None = field(default=None, metadata=OMIT)  # below or inconclusive: what the loss comes from
+    label: str | None = field(default=None, metadata=OMIT)  # its level's (``ArmsLevel.label``)
 
     def json_extras(self) -> dict[str, Any]:
         """A level judged against another arm writes ``noise`` and ``trials_needed`` as null when unknown; they
@@ -502,9 +505,10 @@ class ArmsGateLevel:
         if self.verdict == "inconclusive" and self.trials_needed:
             need = (f"; at {self.noise or 0:.1%} noise per trial about {self.trials_needed} trials per arm show an "
                     'equal arm within it (repeat="auto" adds trials until decided)')
-        users = f"{self.users} user" + ("" if self.users == 1 else "s")
-        return (f"at {users} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
-                f"{self.best}: {self.deployed_tps or 0:.1f} vs {self.best_tps or 0:.1f} tok/s per user, ratio "
+        where = f"over {self.label}" if self.label else f"at {self.users} user" + ("" if self.users == 1 else "s")
+        per = "for the median request" if self.label else "per user"
+        return (f"{where} {deployed} {what} max_loss_vs_best {max_loss:g} against the best arm "
+                f"{self.best}: {self.deployed_tps or 0:.1f} vs {self.best_tps or 0:.1f} tok/s {per}, ratio "
                 f"{self.ratio:.2f} [{lo:.2f}, {hi:.2f}]{need}" + (f"; {self.cause.text}" if self.cause else ""))
 
 

@@ -24,6 +24,7 @@ interval of deployed / best against ``1 - max_loss_vs_best``: ``below`` (whole i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -34,7 +35,7 @@ import scipy
 from pytest_specperf.cases import figures
 from pytest_specperf.cases.figures import Case
 from pytest_specperf.cases.result_parts import ArmFigures, ArmsGate, ArmsGateLevel, ArmsLevel, ArmsTable, VsBest
-from pytest_specperf.cases.results import ErrorRecord, LoadLevel, LoadSweepResult, Result, SustainedResult
+from pytest_specperf.cases.results import ErrorRecord, LoadLevel, LoadSweepResult, ReplayResult, Result, SustainedResult
 from pytest_specperf.compare import crossover, verdicts
 from pytest_specperf.compare import trials as compare
 
@@ -88,11 +89,12 @@ def _figures(xs: list[float]) -> tuple[float | None, list[float] | None, int]:
 
 
 def level(users: int, arms: Mapping[str, Sequence[Case]], tolerance: float = DEFAULT_TOLERANCE,
-          levels: int = 1) -> ArmsLevel | None:
+          levels: int = 1, per_user: Mapping[str, list[float]] | None = None) -> ArmsLevel | None:
     """One level: every arm's per-user decode and aggregate with intervals, the best arm, the ones tied with it,
     and whether the best is decided. None when no arm measured the level. ``levels``: how many levels the case
-    judges; the comparisons with the best share ``ALPHA`` over all of them."""
-    per_user = {name: values(rs, users) for name, rs in arms.items()}
+    judges; the comparisons with the best share ``ALPHA`` over all of them. ``per_user``: each arm's per-trial
+    decode where the level reads it otherwise (``trace_level``)."""
+    per_user = dict(per_user) if per_user is not None else {name: values(rs, users) for name, rs in arms.items()}
     measured = {name: xs for name, xs in per_user.items() if xs}
     if not measured:
         return None
@@ -123,13 +125,33 @@ def level(users: int, arms: Mapping[str, Sequence[Case]], tolerance: float = DEF
                                  (math.log(c.interval[0]) >= floor) for c in vs.values()))
 
 
+def trace_level(arms: Mapping[str, Sequence[Case]], tolerance: float = DEFAULT_TOLERANCE) -> ArmsLevel | None:
+    """A replay's one level, the trace as sent: each arm's median request's decode per trial, taken over the trace
+    rows every trial of every arm answered (``figures.over_shared_rows``), so an arm whose server lost the long
+    rows is not ranked on a lighter mix; each trial's own median where a trial kept no rows."""
+    groups = {name: [t for r in rs for t in figures.trial_rows(r) or []] for name, rs in arms.items()}
+    complete = all(len(g) == len(arms[name]) and g for name, g in groups.items())
+    shared = figures.over_shared_rows(list(groups.values()), "decode_tps") if complete else None
+    if shared is None:
+        found = level(1, arms, tolerance)
+        return None if found is None else dataclasses.replace(found, label="the trace, each arm over its own rows")
+    found = level(1, arms, tolerance, per_user=dict(zip(arms, shared.values, strict=True)))
+    return None if found is None else dataclasses.replace(
+        found, label=f"the trace's {shared.rows} rows every arm answered")
+
+
 def table(arms: Mapping[str, Sequence[Case]], *, baseline: str, deployed: str | None = None,
           max_loss: float | None = None, tokens: Mapping[str, int] | None = None) -> ArmsTable:
-    """The arms comparison of one case: every level, the schedule, and (``max_loss``) the deployed arm's verdict."""
+    """The arms comparison of one case: every level (a replay: the trace, ``trace_level``), the schedule, and
+    (``max_loss``) the deployed arm's verdict."""
     names = list(arms)
     tolerance = DEFAULT_TOLERANCE if max_loss is None else max_loss
     users_all = levels_of([r for rs in arms.values() for r in rs])
-    rows = [row for users in users_all for row in [level(users, arms, tolerance, len(users_all))] if row is not None]
+    if all(isinstance(r, ReplayResult) for rs in arms.values() for r in rs):
+        rows = [row for row in [trace_level(arms, tolerance)] if row is not None]
+    else:
+        rows = [row for users in users_all for row in [level(users, arms, tolerance, len(users_all))]
+                if row is not None]
     out = ArmsTable(names=names, baseline=baseline, deployed=deployed or baseline,
                     trials={n: len(rs) for n, rs in arms.items()}, levels=rows,
                     schedule={str(r.users): r.best for r in rows}, max_loss_vs_best=max_loss)
@@ -175,7 +197,8 @@ def gate(t: ArmsTable, max_loss: float) -> ArmsGate:
         if mine is None or not mine.n:
             continue
         if row.best == deployed:
-            judged.append(ArmsGateLevel(users=row.users, verdict="holds", ratio=1.0, interval=[1.0, 1.0]))
+            judged.append(ArmsGateLevel(users=row.users, verdict="holds", ratio=1.0, interval=[1.0, 1.0],
+                                        label=row.label))
             continue
         c = row.vs_best[deployed]
         alpha = compare.ALPHA if row.alpha is None else row.alpha
@@ -187,7 +210,8 @@ def gate(t: ArmsTable, max_loss: float) -> ArmsGate:
         judged.append(ArmsGateLevel(users=row.users, verdict=verdict, ratio=c.ratio, interval=c.interval,
                                     best=row.best, deployed_tps=mine.decode_tps, best_tps=best.decode_tps,
                                     noise=noise,
-                                    trials_needed=None if noise is None else trials_to_hold(noise, max_loss, alpha)))
+                                    trials_needed=None if noise is None else trials_to_hold(noise, max_loss, alpha),
+                                    label=row.label))
     return ArmsGate(deployed=deployed, max_loss_vs_best=max_loss, levels=judged)
 
 
@@ -221,8 +245,8 @@ def schedule_text(t: ArmsTable) -> str:
     parts = []
     for row in t.levels:
         tie = f" (tied: {', '.join(row.tied)})" if row.tied else ""
-        parts.append(f"{_users(row.users)} -> {row.best}{tie}")
-    text = "best arm per level: " + ", ".join(parts)
+        parts.append(f"{row.label or _users(row.users)} -> {row.best}{tie}")
+    text = ("best arm over " if t.levels[0].label else "best arm per level: ") + ", ".join(parts)
     if t.num_speculative_tokens:
         pairs = ", ".join(f'"{k}": {v}' for k, v in t.num_speculative_tokens.items())
         text += f"; num_speculative_tokens by batch size: {{{pairs}}}"

@@ -171,8 +171,8 @@ def judge_arms(results: dict[str, list[Result]], row: Result, gate: Gate, *, bas
         row.decode_tps = row.levels[-1].decode_tps if row.levels else row.decode_tps
     t = arms_table.table(results, baseline=baseline, deployed=deployed, max_loss=max_loss, tokens=tokens)
     t.endpoints = {n: rs[0].endpoint for n, rs in results.items() if rs}
-    # open-loop kinds have no per-user decode per level to rank arms by
-    if row.kind in KIND_METRICS:
+    # open-loop kinds have no per-user decode per level to rank arms by; a replay is ranked over its trace's rows
+    if row.kind in KIND_METRICS and row.kind != "replay":
         row.arms = replace(t, levels=[])
         row.notes.append("arms measured; open-loop cases are not ranked per level")
         return row, []

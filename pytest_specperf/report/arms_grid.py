@@ -20,11 +20,11 @@ def _mark(row: ArmsLevel, name: str) -> str:
 
 def grid(t: ArmsTable) -> tuple[list[str], list[list[str]]]:
     """The users x arms grid: header and rows of per-user decode [interval], best ``*``, tied with it ``~``."""
-    header = ["users", *t.names, "aggregate of the best"]
+    header = ["over" if any(row.label for row in t.levels) else "users", *t.names, "aggregate of the best"]
     rows = []
     for row in t.levels:
         best = row.arms[row.best]
-        rows.append([str(row.users), *(_cell(row.arms.get(n), _mark(row, n)) for n in t.names),
+        rows.append([row.label or str(row.users), *(_cell(row.arms.get(n), _mark(row, n)) for n in t.names),
                      "-" if best.total_tps is None else f"{best.total_tps:.1f}"])
     return header, rows
 

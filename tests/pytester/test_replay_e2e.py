@@ -85,32 +85,62 @@ def test_a_replay_compares_against_its_baseline_on_the_rate_metrics(pytester: py
                                                                                                   again.stdout.str())
 
 
-def test_ab_judges_a_replay_over_the_rows_both_servers_answered(pytester: pytest.Pytester) -> None:
-    # Nine rows 250 ms apart, each answered before the next arrives (no shared steps, no queueing): six of 1,000
-    # prompt tokens, three of 12,000. B decodes 15 %
-    # slower (23 ms steps against 20) and its context (8,000 tokens) cannot take the three long rows, whose long
-    # contexts make the slowest steps (1 ms per 1,000 tokens of context on both). Each side's own p90 puts B ahead
-    # on TPOT and far ahead on TTFT (no long prefill left); over the six rows both answered B is slower on TPOT and
-    # the same on TTFT.
-    rows = [(i * 250, 12_000 if i % 3 == 2 else 1_000) for i in range(9)]
+def _mix(pytester: pytest.Pytester, marker: str) -> None:
+    """Nine rows 250 ms apart, each answered before the next arrives (no shared steps, no queueing): five of 12,000
+    prompt tokens, four of 1,000 between them, 120 tokens out each; a case replaying them."""
+    rows = [(i * 250, 12_000 if i % 2 == 0 else 1_000) for i in range(9)]
     pytester.path.joinpath("mix.csv").write_text("timestamp,input_length,output_length\n" + "".join(
-        f"{t},{n},200\n" for t, n in rows))
-    pytester.makepyfile("""
+        f"{t},{n},120\n" for t, n in rows))
+    pytester.makepyfile(f"""
         import pytest
-        @pytest.mark.replay(trace="mix.csv", timestamp_unit="ms")
+        @pytest.mark.replay(trace="mix.csv", timestamp_unit="ms"{marker})
         def test_r(specperf): pass
     """)
+
+
+#: the arms' profile: 1 ms per 1,000 tokens of context on every step, so the long rows make the slowest steps
+MIX_PROFILE = {"step_ms_per_1k_ctx": 1.0, "jitter": 0.0}
+#: a server 15 % slower per step whose context (8,000 tokens) cannot take the mix's long rows
+SHORT_SLOW = {**MIX_PROFILE, "max_model_len": 8_000, "step_ms": 23}
+
+
+def test_arms_rank_a_replay_over_the_rows_every_arm_answered(pytester: pytest.Pytester) -> None:
+    # "short" decodes 15 % slower but, not sent the long rows, its own median request decodes faster (a short row's
+    # against the others' long one); over the four rows every arm answered the two equal arms lead and the deployed
+    # "short" is below them.
+    _mix(pytester, ", max_loss_vs_best=0.05, deployed='short'")
     out = pytester.path / "r.json"
-    profile = {"step_ms_per_1k_ctx": 1.0, "jitter": 0.0}
-    with SimServer("healthy", speed=10, overrides=profile) as a, \
-            SimServer("healthy", speed=10, overrides={**profile, "max_model_len": 8_000, "step_ms": 23}) as b:
+    with SimServer("healthy", speed=10, overrides=MIX_PROFILE) as a, \
+            SimServer("healthy", speed=10, overrides=MIX_PROFILE) as a2, \
+            SimServer("healthy", speed=10, overrides=SHORT_SLOW) as b:
+        res = pytester.runpytest_subprocess(f"--specperf-arms=one={a.url},two={a2.url},short={b.url}",
+                                            "--specperf-ab-trials=3", f"--specperf-json={out}",
+                                            "-p", "no:cacheprovider")
+    [r] = json.loads(out.read_text())["results"]
+    [level] = r["arms"]["levels"]
+    assert level["label"] == "the trace's 4 rows every arm answered", (level, res.stdout.str())
+    assert level["best"] in ("one", "two") and 0.80 < level["vs_best"]["short"]["ratio"] < 0.92, level
+    [gated] = r["arms"]["gate"]["levels"]
+    assert gated["verdict"] == "below" and r["verdict"] == "failed", (gated, res.stdout.str())
+    assert "over the trace's 4 rows every arm answered short loses more than max_loss_vs_best 0.05" in r["reason"]
+    assert r["arms"]["text"].startswith("best arm over the trace's 4 rows every arm answered -> "), r["arms"]
+
+
+def test_ab_judges_a_replay_over_the_rows_both_servers_answered(pytester: pytest.Pytester) -> None:
+    # B decodes 15 % slower (23 ms steps against 20) and its context cannot take the mix's five long rows, whose
+    # long contexts make the slowest steps. Each side's own p90 puts B ahead on TPOT and far ahead on TTFT (no long
+    # prefill left); over the four rows both answered B is slower on TPOT and the same on TTFT.
+    _mix(pytester, "")
+    out = pytester.path / "r.json"
+    with SimServer("healthy", speed=10, overrides=MIX_PROFILE) as a, \
+            SimServer("healthy", speed=10, overrides=SHORT_SLOW) as b:
         res = pytester.runpytest_subprocess(f"--specperf-ab={a.url},{b.url}", "--specperf-ab-trials=3",
                                             f"--specperf-json={out}", "-p", "no:cacheprovider")
     [r] = json.loads(out.read_text())["results"]
-    assert r["not_sent"] == 3, res.stdout.str()
+    assert r["not_sent"] == 5, res.stdout.str()
     got = {c["metric"]: c for c in r["comparisons"]}
     for c in (got["tpot_p90_ms"], got["ttft_p90_s"]):
-        assert "over the 6 trace rows every trial of both sides answered; 3 answered only on some left out" in \
+        assert "over the 4 trace rows every trial of both sides answered; 5 answered only on some left out" in \
             c["reason"], c
     # B's steps: 23 ms against 20 plus each row's context term (1 ms on both): 12-16 % slower
     tpot = got["tpot_p90_ms"]

@@ -18,9 +18,9 @@ def arms_view(result: ResultLike) -> CaseView:
     header, rows = arms_grid.grid(t)
     facts = [("arms", ", ".join(f"{n} ({t.trials.get(n, 0)} trials)" for n in t.names)
               + f"; baseline {t.baseline}, deployed {t.deployed}")]
-    facts += [(f"{users_text(row[0])}", "; ".join(f"{name} {cell}" for name, cell in zip(header[1:-1], row[1:-1],
-                                                                                        strict=True)))
-              for row in rows]
+    labelled = header[0] == "over"  # a replay's one level, the trace: no users axis to draw
+    facts += [(row[0] if labelled else users_text(row[0]), "; ".join(
+        f"{name} {cell}" for name, cell in zip(header[1:-1], row[1:-1], strict=True))) for row in rows]
     facts.append(("schedule", t.text or "-"))
     series = []
     for name in t.names:
@@ -30,4 +30,4 @@ def arms_view(result: ResultLike) -> CaseView:
             series.append(Series(name, [x for x, _ in pts], [y for _, y in pts]))
     chart = Chart("arms_per_user", "per-user decode against users, one line per arm", "users", "tok/s", series,
                   xscale="log")
-    return CaseView(facts, [chart] if series else [])
+    return CaseView(facts, [chart] if series and not labelled else [])
