@@ -14,7 +14,8 @@ import pytest
 def test_long_reasoning_holds(specperf):
     r = specperf.result  # measured once for this test, from its marker
     assert r.completion_tokens == r.tokens  # the whole answer, counted exactly (sized down on a small engine)
-    assert r.late_tps >= 0.8 * r.early_tps  # the end of a long answer reads as fast as its start
+    if r.early_tps is not None:  # None where its windows were too short to time here (a note on the row says why)
+        assert r.late_tps >= 0.8 * r.early_tps  # the end of a long answer reads as fast as its start
 
 
 # The classic two-point decode rate at the same context: it passes even where the case above fails.

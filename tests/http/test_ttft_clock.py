@@ -51,26 +51,33 @@ def _median_error_ms(sim: SimServer, pairs: list[tuple[str | None, float | None]
     return float(np.median(errors))
 
 
-def _best_of_three(one: Callable[[int], float]) -> list[float]:
-    """Run ``one(i)`` (a run's median error, ms) up to three times, stopping at the first within BOUND_MS: a busy
+def _best_of_three(one: Callable[[int], float], bound: float = BOUND_MS) -> list[float]:
+    """Run ``one(i)`` (a run's median error, ms) up to three times, stopping at the first within ``bound``: a busy
     host only adds to a run's median, while a wrong clock origin adds to every run's."""
     errors: list[float] = []
     for i in range(3):
         errors.append(one(i))
-        if abs(errors[-1]) < BOUND_MS:
+        if abs(errors[-1]) < bound:
             break
     return errors
 
 
 def test_session_turns_two_to_four(sim: SimServer, runner_for: Any) -> None:
     # One session at a time, three of them: several at once share the client's GIL with each other's parsing,
-    # which moves single turns by +-10 ms on a loaded machine and a median of nine with them.
-    runner, pairs = runner_for(sim.url), []
-    for i in range(3):
-        r = runner.run(build_spec("session", {"turns": 4, "users": 1, "ctx": 500, "tokens": 64}), f"s{i}")
-        pairs += [(row.response_id, row.ttft_s) for row in r.per_request if row.turn >= 2]
-    err = _median_error_ms(sim, pairs, "ttft_s")
-    assert abs(err) < SESSION_BOUND_MS, err
+    # which moves single turns by +-10 ms on a loaded machine and a median of nine with them. The best of up to
+    # three such runs, as for a rate case (one run's median read +5.4 ms in a full suite beside another job's tests;
+    # the early start adds its +10 ms to every run's).
+    runner = runner_for(sim.url)
+
+    def one(i: int) -> float:
+        pairs: list[tuple[str | None, float | None]] = []
+        for k in range(3):
+            r = runner.run(build_spec("session", {"turns": 4, "users": 1, "ctx": 500, "tokens": 64}), f"s{i}{k}")
+            pairs += [(row.response_id, row.ttft_s) for row in r.per_request if row.turn >= 2]
+        return _median_error_ms(sim, pairs, "ttft_s")
+
+    errors = _best_of_three(one, SESSION_BOUND_MS)
+    assert min(abs(e) for e in errors) < SESSION_BOUND_MS, errors
 
 
 def test_rate_on_the_wire(sim: SimServer, runner_for: Any) -> None:

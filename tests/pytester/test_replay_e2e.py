@@ -100,12 +100,12 @@ def _mix(pytester: pytest.Pytester, marker: str) -> None:
 
 #: the arms' profile: 1 ms per 1,000 tokens of context on every step, so the long rows make the slowest steps
 MIX_PROFILE = {"step_ms_per_1k_ctx": 1.0, "jitter": 0.0}
-#: a server 15 % slower per step whose context (8,000 tokens) cannot take the mix's long rows
-SHORT_SLOW = {**MIX_PROFILE, "max_model_len": 8_000, "step_ms": 23}
+#: a server 25 % slower per step whose context (8,000 tokens) cannot take the mix's long rows
+SHORT_SLOW = {**MIX_PROFILE, "max_model_len": 8_000, "step_ms": 25}
 
 
 def test_arms_rank_a_replay_over_the_rows_every_arm_answered(pytester: pytest.Pytester) -> None:
-    # "short" decodes 15 % slower but, not sent the long rows, its own median request decodes faster (a short row's
+    # "short" decodes 25 % slower but, not sent the long rows, its own median request decodes faster (a short row's
     # against the others' long one); over the four rows every arm answered the two equal arms lead and the deployed
     # "short" is below them.
     _mix(pytester, ", max_loss_vs_best=0.05, deployed='short'")
@@ -119,7 +119,8 @@ def test_arms_rank_a_replay_over_the_rows_every_arm_answered(pytester: pytest.Py
     [r] = json.loads(out.read_text())["results"]
     [level] = r["arms"]["levels"]
     assert level["label"] == "the trace's 4 rows every arm answered", (level, res.stdout.str())
-    assert level["best"] in ("one", "two") and 0.80 < level["vs_best"]["short"]["ratio"] < 0.92, level
+    # its steps: 25 ms against 20 plus each short row's context term (1 ms on both): 0.81 of the others' decode
+    assert level["best"] in ("one", "two") and 0.72 < level["vs_best"]["short"]["ratio"] < 0.88, level
     [gated] = r["arms"]["gate"]["levels"]
     assert gated["verdict"] == "below" and r["verdict"] == "failed", (gated, res.stdout.str())
     assert "over the trace's 4 rows every arm answered short loses more than max_loss_vs_best 0.05" in r["reason"]
@@ -127,7 +128,7 @@ def test_arms_rank_a_replay_over_the_rows_every_arm_answered(pytester: pytest.Py
 
 
 def test_ab_judges_a_replay_over_the_rows_both_servers_answered(pytester: pytest.Pytester) -> None:
-    # B decodes 15 % slower (23 ms steps against 20) and its context cannot take the mix's five long rows, whose
+    # B decodes 25 % slower (25 ms steps against 20) and its context cannot take the mix's five long rows, whose
     # long contexts make the slowest steps. Each side's own p90 puts B ahead on TPOT and far ahead on TTFT (no long
     # prefill left); over the four rows both answered B is slower on TPOT and the same on TTFT.
     _mix(pytester, "")
@@ -142,8 +143,8 @@ def test_ab_judges_a_replay_over_the_rows_both_servers_answered(pytester: pytest
     for c in (got["tpot_p90_ms"], got["ttft_p90_s"]):
         assert "over the 4 trace rows every trial of both sides answered; 5 answered only on some left out" in \
             c["reason"], c
-    # B's steps: 23 ms against 20 plus each row's context term (1 ms on both): 12-16 % slower
+    # B's steps: 25 ms against 20 plus each short row's context term (1 ms on both): 24 % slower
     tpot = got["tpot_p90_ms"]
-    assert tpot["verdict"] == "regressed" and 0.08 < tpot["comparison"]["change"] < 0.20, (tpot, res.stdout.str())
+    assert tpot["verdict"] == "regressed" and 0.15 < tpot["comparison"]["change"] < 0.33, (tpot, res.stdout.str())
     assert got["ttft_p90_s"]["verdict"] != "improved", got["ttft_p90_s"]  # the same prefill on the same rows
     assert r["verdict"] == "failed"
