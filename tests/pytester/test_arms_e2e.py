@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from support.load_helpers import true_decode
+from support.records import record
 
+from pytest_specperf.cases.results import Recorded
 from pytest_specperf.compare import arms
 from pytest_specperf.sim import SimServer, load_profile, start_all
 from pytest_specperf.sim.model import expected_user_tps
@@ -176,10 +178,12 @@ def test_auto_stops_when_every_best_arm_is_decided(pytester: pytest.Pytester,
         last = [row for row in t["levels"] if len(row["arms"]["off"]["trials"]) == n]
         assert last, "a round ran with every level already decided"
 
-        def trials_until(row: dict, k: int) -> dict[str, list[dict]]:
-            return {name: [{"kind": "load_sweep", "concurrency": [row["users"]], "levels": [
-                {"concurrency": row["users"], "trials": [{"decode_tps": v}]}]} for v in a["trials"][:k]]
-                for name, a in row["arms"].items()}
+        def trials_until(row: dict, k: int) -> dict[str, list[Recorded]]:
+            # each arm's first k trials at the level, as the records the rule reads (a dict is none: it reads
+            # records only, so a dict's level has no value and the level is None)
+            return {name: [record({"kind": "load_sweep", "concurrency": [row["users"]], "levels": [
+                {"kind": "sustained", "concurrency": row["users"], "trials": [{"decode_tps": v}]}]})
+                for v in a["trials"][:k]] for name, a in row["arms"].items()}
 
         assert any(not arms.level(row["users"], trials_until(row, n - 1), levels=len(t["levels"])).decided
                    for row in last)
