@@ -274,3 +274,22 @@ def test_repetitive_completions_prompts_end_with_the_records() -> None:
     assert not completions.text.endswith(prompts.DEFAULT_INSTRUCTIONS["repetitive"])
     assert chat.text.endswith(prompts.DEFAULT_INSTRUCTIONS["repetitive"])
     assert build_prompt("prose", 300, words, variant=3).text.endswith(prompts.DEFAULT_INSTRUCTIONS["prose"])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bodys_cuts_are_the_ends_of_its_pieces_but_the_last(kind: str) -> None:
+    # Cut points are counted in the regex engine (strides of pieces), not listed from every piece's match: each must
+    # still be where the k-th piece (``_PIECE``) of the text ends, past the stream's start and its growth, and never
+    # the text's last piece (the stream's end may have cut it short).
+    corpus = prompts._corpus(kind)
+    for variant in (0, 3, 17_999, 123_456_789):
+        body = prompts._Body(corpus, variant, 200)  # short: asking far cuts makes it grow
+        ends = [m.end() for m in prompts._PIECE.finditer(corpus.stream(variant, 30_000))]
+        for k in (1, 2, 7, 8, 9, 63, 64, 65, 500, 511, 512, 513, 1000, 4001, 1234):
+            assert body.cut(k) == ends[k - 1], (variant, k)
+        text = body.text
+        here = [m.end() for m in prompts._PIECE.finditer(text)]
+        last = len(here)
+        assert body.cut(last - 1) == here[-2] and body.text == text  # the last-but-one piece: no growth
+        body.cut(last)
+        assert len(body.text) > len(text)  # the last piece is no cut point: the text grew to find one after it
