@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.endpoint.client import Client
+from pytest_specperf.prompts import exact_length
 from pytest_specperf.prompts.exact_length import EXACT_CALLS, build_prompt
 from pytest_specperf.sim import SimServer
 
@@ -44,3 +46,25 @@ def test_ctx_sweep_to_131072_on_the_default_simulator(fast_sim: SimServer, runne
     assert r.verdict == "passed", r.reason
     assert [p.prompt_tokens for p in r.points] == [64, 131_072]
     assert all(p.decode_tps > 0 for p in r.points)
+
+
+def test_a_long_prompts_count_is_read_without_its_token_ids(fast_sim: SimServer, monkeypatch: pytest.MonkeyPatch,
+                                                           request: pytest.FixtureRequest) -> None:
+    # vLLM's /tokenize answers the count, then every token id: a 100k-character prompt's count is the count field,
+    # read without parsing the ids (that parse was half of each count's CPU), and equal to how many ids there are.
+    client = Client(fast_sim.url, timeout=60)
+    request.addfinalizer(client.close)
+    client.detect()
+    text = exact_length._corpus("prose").text[:100_000]
+    ids = client.http.post("/tokenize", json={"prompt": text, "add_special_tokens": True,
+                                              "model": client.model}).json()["tokens"]
+    parsed: list[int] = []
+    json_of = httpx.Response.json
+
+    def spy(resp: httpx.Response, **kw: Any) -> Any:
+        parsed.append(len(resp.content))
+        return json_of(resp, **kw)
+
+    monkeypatch.setattr(httpx.Response, "json", spy)
+    assert client.count_tokens(text) == len(ids) > 20_000
+    assert parsed == []
