@@ -196,7 +196,7 @@ def _corpus(kind: str) -> _Corpus:
 #: them end where finditer's n-th does, and a stride that runs out of text fails at once (backtracking into words
 #: took minutes). Counted in the regex engine, with no match object per piece, a trace's thousands of blocks take
 #: a tenth of the CPU that listing every piece's end took (1.1 s for 162 Mooncake rows).
-_STRIDES = tuple((n, re.compile(r"(?:\s*+(?:[^\W_]{1,10}+|[^\w\s]|_)){%d}" % n)) for n in (512, 64, 8, 1))
+_STRIDES = tuple((n, re.compile(rf"(?:\s*+(?:[^\W_]{{1,10}}+|[^\w\s]|_)){{{n}}}")) for n in (512, 64, 8, 1))
 #: Another piece follows (every character but whitespace begins one).
 _MORE = re.compile(r"\s*+\S")
 

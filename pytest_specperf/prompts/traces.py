@@ -452,32 +452,39 @@ def _hashed(r: TraceRow, blocks: _Blocks, count_tokens: Callable[[str], int], he
 
     The prefix is counted once and the last block is sized alone (small texts, cheap counts), taking the
     prefix's count off the target; one count of the whole prompt confirms it, or moves the target by what
-    the join cost (a tokenizer merging across it) and tries again. Where that does not land, the whole
-    prompt is searched (``exact_length``'s search, everything before the cut as its head); where the shared
-    blocks alone count more than ``input_length`` (a last block of a few tokens after blocks that came out
-    long), fewer blocks are kept whole and the cut moves into an earlier block."""
+    the join cost (a tokenizer merging across it) and tries again. Where the shared blocks alone count
+    ``input_length`` or more (a last block of a few tokens after blocks that came out long), fewer blocks are
+    kept whole and the cut moves into an earlier block, sized the same way (one more prefix count; searching
+    the whole prompt instead took up to a dozen counts of it, a tenth of a replay's rows and a third of the text
+    counted). Where that does not land, the whole prompt is searched (``exact_length``'s search, everything
+    before the cut as its head)."""
     hashes = r.hash_ids or ()
     n = r.input_length
-    prefix = head + "".join(blocks.text(h) for h in hashes[:-1])
-    p_tokens = count_tokens(prefix) if prefix else overhead
-    target = n - p_tokens + overhead
-    # The last block's own text first; where no cut of it lands exactly (a tokenizer's flat spot), text from
-    # another start point: it is the prompt's last, partial block, so no shared prefix changes.
-    for shift in (0, 1 << 20, 1 << 21):
-        body = blocks.body(hashes[-1] + shift)
-        for _ in range(_SPLIT_TRIES):
-            if target <= overhead:
-                break
-            counter = exact_length._Counter(body, target, count_tokens, exact_length.MAX_CALLS)
-            with contextlib.suppress(exact_length._OutOfCalls):
-                exact_length._search(body, target, counter.count, overhead=overhead, first_ratio=ratio)
-            if counter.best is None or counter.best[0] != target:
-                break
-            text = prefix + counter.best[1]
-            got = count_tokens(text)
-            if got == n:
-                return text
-            target += n - got
+    for keep in range(len(hashes) - 1, -1, -1):
+        prefix = head + "".join(blocks.text(h) for h in hashes[:keep])  # the blocks kept whole
+        p_tokens = count_tokens(prefix) if prefix else overhead
+        target = n - p_tokens + overhead
+        if target <= overhead:
+            continue  # the kept blocks reach the length by themselves: cut into the one before
+        # The block's own text first; where no cut of it lands exactly (a tokenizer's flat spot) and it is the
+        # row's last block, text from another start point: the prompt's last, partial block, so no shared
+        # prefix changes.
+        for shift in (0, 1 << 20, 1 << 21) if keep == len(hashes) - 1 else (0,):
+            body = blocks.body(hashes[keep] + shift)
+            for _ in range(_SPLIT_TRIES):
+                if target <= overhead:
+                    break
+                counter = exact_length._Counter(body, target, count_tokens, exact_length.MAX_CALLS)
+                with contextlib.suppress(exact_length._OutOfCalls):
+                    exact_length._search(body, target, counter.count, overhead=overhead, first_ratio=ratio)
+                if counter.best is None or counter.best[0] != target:
+                    break
+                text = prefix + counter.best[1]
+                got = count_tokens(text)
+                if got == n:
+                    return text
+                target += n - got
+        break
     return _whole(r, blocks, count_tokens, head, ratio)
 
 

@@ -15,7 +15,9 @@ import pytest
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.errors import ConfigError
+from pytest_specperf.prompts import traces
 from pytest_specperf.prompts.traces import BLOCK_TOKENS, load_trace, reusable_share, reusable_tokens
+from pytest_specperf.sim import tokenizer as sim_tokenizer
 
 DATA = resources.files("pytest_specperf").joinpath("data", "traces")
 MOONCAKE = "builtin:mooncake-conversation"
@@ -144,3 +146,32 @@ def test_spec_errors_name_the_fix(tmp_path: Path) -> None:
         build_spec("replay", {"trace": "nothere.jsonl"}, base=tmp_path)
     with pytest.raises(ConfigError, match="unknown bucket"):
         build_spec("replay", {"trace": MOONCAKE, "max_ttft_p90_s": {"huge": 1}})
+
+
+def test_a_last_block_of_a_few_tokens_moves_the_cut_into_an_earlier_block_at_little_counting() -> None:
+    # A row whose leading blocks alone count past its input_length (its last block a few tokens, its others longer
+    # than BLOCK_TOKENS): the cut moves into an earlier block, still exactly input_length as the counter says, the
+    # earlier blocks' text kept, and sized like any row (that block alone, one count of the whole to confirm),
+    # not by a search counting the whole prompt at every step.
+    def count(text: str) -> int:  # the simulator's tokenizer, as its /tokenize counts a completions prompt
+        return len(sim_tokenizer.completion_prompt_ids(text))
+
+    salt = 7
+    pieces, _ = traces._calibrate("prose", count, salt)
+    blocks = traces._Blocks("prose", pieces, salt)
+    ids = tuple(range(11, 19))
+    seven = count("".join(blocks.text(h) for h in ids[:7]))
+    row = traces.TraceRow(row=1, at_s=0.0, input_length=seven - 3, output_length=8, hash_ids=ids)
+    counted: list[int] = []
+
+    def counting(text: str) -> int:
+        counted.append(len(text))
+        return count(text)
+
+    [prompt] = traces.build_trace_prompts([row], counting, salt=salt, workers=1)
+    assert count(prompt) == row.input_length
+    six = "".join(blocks.text(h) for h in ids[:6])
+    assert prompt.startswith(six) and not prompt.startswith(six + blocks.text(ids[6]))
+    # past the three calibration counts: the prompt's length counted three times (seven kept blocks, then six, then
+    # the whole to confirm), the rest one block's; the whole search counted the whole prompt at each of its steps
+    assert sum(1 for n in counted[3:] if n > len(prompt) // 2) == 3, counted
