@@ -132,7 +132,7 @@ class CategoryFigures:
 @dataclass
 class RowFigures:
     """One answered trace row of a replay trial: the per-request figures its compared latencies are percentiles of,
-    so two sides' figures can be taken over the same rows (``compare/rows.py``)."""
+    so two sides' figures can be taken over the same rows (``figures.over_shared_rows``)."""
 
     row: int
     ttft_s: float | None = None
