@@ -121,8 +121,11 @@ def test_arms_rank_a_replay_over_the_rows_every_arm_answered(pytester: pytest.Py
     # its steps: 25 ms against 20 plus each short row's context term (1 ms on both): 0.81 of the other's decode
     assert level["best"] == "full" and 0.72 < level["vs_best"]["short"]["ratio"] < 0.88, level
     [gated] = r["arms"]["gate"]["levels"]
-    assert gated["verdict"] == "below" and r["verdict"] == "failed", (gated, res.stdout.str())
-    assert "over the trace's 4 rows every arm answered short loses more than max_loss_vs_best 0.05" in r["reason"]
+    # below its 5 % loss on a quiet machine; beside other jobs three trials may leave it inconclusive, never holding
+    assert gated["verdict"] in ("below", "inconclusive"), (gated, res.stdout.str())
+    if gated["verdict"] == "below":
+        assert r["verdict"] == "failed" and "over the trace's 4 rows every arm answered short loses more than " \
+            "max_loss_vs_best 0.05" in r["reason"], r["reason"]
     assert r["arms"]["text"].startswith("best arm over the trace's 4 rows every arm answered -> "), r["arms"]
 
 
@@ -142,8 +145,12 @@ def test_ab_judges_a_replay_over_the_rows_both_servers_answered(pytester: pytest
     for c in (got["tpot_p90_ms"], got["ttft_p90_s"]):
         assert "over the 4 trace rows every trial of both sides answered; 5 answered only on some left out" in \
             c["reason"], c
-    # B's steps: 25 ms against 20 plus each short row's context term (1 ms on both): 24 % slower
+    # B's steps: 25 ms against 20 plus each short row's context term (1 ms on both): 24 % slower. Three trials a side
+    # decide it on a quiet machine; beside other jobs the interval can stay wide (CI read +20.0 % [+5.0 %, +37.1 %],
+    # p 0.0047 against the case's 0.0033), so the estimate is what is held: slower by about the truth, never passed.
+    # Each side over its own rows read TPOT -26.6 %, TTFT -75.7 % and e2e -39 %, all "improved".
     tpot = got["tpot_p90_ms"]
-    assert tpot["verdict"] == "regressed" and 0.15 < tpot["comparison"]["change"] < 0.33, (tpot, res.stdout.str())
+    assert tpot["verdict"] in ("regressed", "inconclusive") and 0.12 < tpot["comparison"]["change"] < 0.35, \
+        (tpot, res.stdout.str())
     assert got["ttft_p90_s"]["verdict"] != "improved", got["ttft_p90_s"]  # the same prefill on the same rows
-    assert r["verdict"] == "failed"
+    assert r["verdict"] == "failed" or tpot["verdict"] == "inconclusive"
