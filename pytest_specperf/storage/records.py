@@ -65,7 +65,7 @@ class CaseRun:
     failed_gate: bool = False  # failed its history gate (held, or released when its change was accepted)
     accepted: str | None = None  # when its change was accepted: the case's history starts anew here
     nodeid: str = ""  # its case's node id (the key's part before ``@ctx=``/``@users=``; a node id may hold an @)
-    rows: list[list[RowFigures]] | None = None  # a replay's, each trial's answered rows (``case_history(rows=)``)
+    rows: list[list[RowFigures]] | None = None  # a replay's, each trial's answered rows (``case_history(rows_of=)``)
 
     @property
     def commit(self) -> str:
@@ -159,7 +159,7 @@ def pasts(store: Store, now: Iterable[Unit], run_meta: dict[str, Any]) -> list[U
         # what the unit is now (its set-up, fingerprint and gated trials), then what the store holds of its past
         setup = setup_of(u.form, run_meta)
         fp, trials, rows = fingerprint(setup), gated_trials(u.case), figures.trial_rows(u.case)
-        past = case_history(store, u.key, rows=rows is not None)
+        past = case_history(store, u.key, rows_of=fp if rows is not None else None)
         same, held = judged_runs([h for h in past if h.fingerprint == fp])
         # a replay's latencies, now and in each earlier run, over the trace rows all of them answered
         shared = figures.shared_trials(rows, [h.rows for h in same], trials) if rows is not None and same else None
@@ -285,9 +285,10 @@ def record_run(store: Store, results: Iterable[Recorded], meta: dict[str, Any], 
         raise store.error("cannot record the run", exc) from None
 
 
-def case_history(store: Store, key: str, *, rows: bool = False) -> list[CaseRun]:
-    """Every recorded run of case ``key``, any set-up, oldest first; with ``rows``, each run's replay trials'
-    answered rows read from its stored result (``CaseRun.rows``)."""
+def case_history(store: Store, key: str, *, rows_of: str | None = None) -> list[CaseRun]:
+    """Every recorded run of case ``key``, any set-up, oldest first; with ``rows_of`` (a fingerprint), the runs of
+    that set-up carry their replay trials' answered rows, read from each one's stored result (``CaseRun.rows``):
+    only they are judged against, so no other run's result is read."""
     try:
         cases = store.query("""SELECT c.id, r.id, r.created, r.name, r.commit_id, r.commit_time, r.server_version,
             c.fingerprint, c.setup, c.verdict, r.partial, c.held, c.accepted, c.nodeid
@@ -306,7 +307,7 @@ def case_history(store: Store, key: str, *, rows: bool = False) -> list[CaseRun]
                            setup=json.loads(row[8]), verdict=row[9], partial=str(row[10] or ""),
                            trials=by_case.get(int(row[0]), {}), held=int(row[11]) == HELD, failed_gate=int(row[11]) > 0,
                            accepted=row[12], nodeid=str(row[13] or "")))
-    for h in out if rows else []:
+    for h in (h for h in out if h.fingerprint == rows_of) if rows_of is not None else ():
         record = record_of(store, h.run_id, h.nodeid)  # a replay has no sub-cases: its record is the unit
         h.rows = figures.trial_rows(record) if record is not None else None
     return out

@@ -14,14 +14,19 @@ from pytest_specperf.storage import records, schema
 from pytest_specperf.storage.store import Store, Target
 
 
+def _six_runs(store: Store, rng: np.random.Generator) -> None:
+    """Six runs of an unchanged deploy, three trials each, recorded as the plugin records them."""
+    for i in range(6):
+        records.record_run(store, [combine.aggregate([trial(rng) for _ in range(3)])], _meta(i, "sim"))
+
+
 def test_a_run_that_lost_the_long_rows_is_judged_on_the_rows_its_history_answered(target: Target) -> None:
     # Six runs of an unchanged deploy, three trials each; then a deploy 10 % slower on every row whose context is
     # shorter, so the eight longest rows are not sent. Its own p90s read faster; over the 32 rows every run answered
     # it is 10 % slower, and the history says which rows it judged.
     rng = np.random.default_rng(8)
     with schema.open_store(Store(target)) as store:
-        for i in range(6):
-            records.record_run(store, [combine.aggregate([trial(rng) for _ in range(3)])], _meta(i, "sim"))
+        _six_runs(store, rng)
         before = combine.aggregate([trial(rng) for _ in range(3)])
         cand = combine.aggregate([trial(rng, 1.10, longest=PROMPTS[31]) for _ in range(3)])
         assert cand.ttft_p90_s < before.ttft_p90_s and cand.tpot_p90_ms < before.tpot_p90_ms  # the premise
@@ -40,8 +45,7 @@ def test_a_run_that_lost_the_long_rows_is_judged_on_the_rows_its_history_answere
 def test_an_unchanged_replay_passes_its_history_and_says_nothing_of_rows(target: Target) -> None:
     rng = np.random.default_rng(9)
     with schema.open_store(Store(target)) as store:
-        for i in range(6):
-            records.record_run(store, [combine.aggregate([trial(rng) for _ in range(3)])], _meta(i, "sim"))
+        _six_runs(store, rng)
         cand = combine.aggregate([trial(rng) for _ in range(3)])
         notes = against_history.judge(store, cand, {}, max_regression=0.05)
     assert cand.verdict == "passed" and cand.history, [(e.metric, e.verdict, e.reason) for e in cand.history or []]

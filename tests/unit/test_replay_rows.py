@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 from support.replay_trials import PROMPTS, trial
 
 from pytest_specperf.cases import figures
@@ -81,8 +80,7 @@ def test_a_replays_rows_round_trip_through_its_json() -> None:
     assert [len(t.rows or []) for t in again.trials] == [40, 40, 40]
 
 
-@pytest.mark.parametrize("kind", ["rate"])
-def test_a_rate_case_has_no_rows(kind: str) -> None:
-    r = load_record({"kind": kind, "nodeid": "t", "endpoint": "", "model": "", "server": "", "ctx": 0,
+def test_a_rate_case_has_no_rows() -> None:
+    r = load_record({"kind": "rate", "nodeid": "t", "endpoint": "", "model": "", "server": "", "ctx": 0,
                      "prompt_tokens": None})
     assert figures.rows_of(r) is None
