@@ -76,7 +76,6 @@ json.dump(recs, open({str(tmp_path / 'truth.json')!r}, "w"))
     assert r["kind"] == "load_sweep" and r["ab"]["trials"] == 5
     # The simulator's model: speculation loses from about 6 users (batching.yaml), so at 8 of [1, 2, 4, 8].
     assert r["crossover"]["users"] == 8, r["crossover"]["text"]
-    assert "B slower for users from 8 users" in text
     # At 8 users B is about 19% slower per user. On a quiet machine that fails the case, as the README says. On a
     # busy one (CI's workers beside the sims) five trials may spread too wide to show more than the 5% allowed:
     # then the comparison is inconclusive, never passed, and the case passes, its body (every user measured) too.
@@ -85,9 +84,12 @@ json.dump(recs, open({str(tmp_path / 'truth.json')!r}, "w"))
     if r["verdict"] == "failed":
         assert "at 8 users: decode_tps -" in r["reason"] and at_8[0]["verdict"] == "regressed", r["reason"]
         assert "pytest-exit=1" in text and "1 failed" in text
+        assert "B slower for users from 8 users" in text
     else:
+        # Too wide to decide: the crossover note says so at the same level, never that B pays there.
         assert at_8[0]["verdict"] == "inconclusive" and at_8[0]["comparison"]["effect"] < 0, (at_8, text[-3000:])
         assert "pytest-exit=0" in text and "1 passed" in text, text[-3000:]
+        assert re.search(r"B (slower|not shown faster) for users from 8 users", text), text[-3000:]
     # B's per-user decode at 8 users, as the table shows it, against B's own records of its steps.
     top = r["levels"][-1]
     truth = [true_decode(rec) for rec in json.loads((tmp_path / "truth.json").read_text())]
