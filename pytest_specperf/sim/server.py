@@ -337,7 +337,8 @@ async def run_server(profile: Profile, speed: float, host: str, port: int, stop:
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     try:
-        listener = await listen(runner, host, port, backlog=1024)
+        # room for thousands of streams connecting at once (uvicorn, under vLLM and SGLang, queues 2,048)
+        listener = await listen(runner, host, port, backlog=4096)
         bound_host, bound_port = listener.sockets[0].getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         on_ready(f"http://{shown}:{bound_port}", app[ENGINE_KEY])

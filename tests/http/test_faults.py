@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -140,6 +141,20 @@ def test_endpoint_down() -> None:
     down = r"endpoint http://127\.0\.0\.1:9 is down .*start the server"
     with Client("http://127.0.0.1:9") as c, pytest.raises(MeasurementError, match=down):
         c.detect()
+
+
+def test_a_full_accept_queue_is_named_not_a_slow_answer() -> None:
+    # A server that queues no more connections (its listen backlog full, as thousands of streams connecting at once
+    # make it): the client gives up connecting, which is not the answer's timeout and must not read as one.
+    with socket.socket() as lsock, socket.socket() as filler:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)  # one queued connection at most, never accepted
+        filler.connect(lsock.getsockname())
+        url = f"http://127.0.0.1:{lsock.getsockname()[1]}"
+        with Client(url, timeout=0.5) as c, pytest.raises(MeasurementError) as err:
+            c.detect()
+    assert "accepted no connection in time (its listen backlog full" in str(err.value), err.value
+    assert "response headers" not in str(err.value)
 
 
 def test_output_shorter_than_asked_is_an_error(speed: float, request: pytest.FixtureRequest) -> None:
