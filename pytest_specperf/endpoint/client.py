@@ -157,8 +157,9 @@ class Client:
         except httpx.ConnectTimeout:
             # not the answer's timeout: a server whose accept queue is full (thousands of streams at once) drops the
             # connection attempts it cannot queue, and the client gives up on connecting first
-            raise self.fail(f"{method} {path}: {self.url} accepted no connection in time (its listen backlog full, "
-                            "or the host unreachable): send fewer streams at once to it, or raise its backlog") from None
+            raise self.fail(f"{method} {path}: {self.url} accepted no connection in time (its listen backlog "
+                            "full, or the host unreachable): send fewer streams at once to it, or raise its backlog"
+                            ) from None
         except httpx.TimeoutException:
             raise self.fail(f"{method} {path} got no response headers within {self.timeout:g} s "
                              "(raise --specperf-timeout if the server is just slow)") from None
