@@ -16,11 +16,15 @@ Run: ``python benchmarks/replay.py`` (a few minutes; ``--rows 162 --speeds 1 10`
 
 ``--peers`` (not with ``--quick``) sets the client's whole CPU beside other replay tools', each run as a child
 process replaying the same first rows at the trace's own pace against one simulator, one after the other, CPU
-seconds from the kernel's account of the finished child and its workers (``RUSAGE_CHILDREN``): ours
-(``Runner`` on a replay case), AIPerf (``--aiperf PATH``, default ``aiperf`` on PATH: ``profile
---custom-dataset-type mooncake_trace --fixed-schedule``, with ``--aiperf-tokenizer``, a Hugging Face tokenizer
-it can load offline) and GuideLLM (``--guidellm PATH``: ``benchmark --profile replay``). A tool that is not
-installed is left out with a printed note.
+seconds from the kernel's account of the finished child and its workers (``RUSAGE_CHILDREN``), with the
+simulator's own CPU meanwhile (``/proc``: ours counts each prompt's tokens on the server, which AIPerf does with
+its local tokenizer): ours (``Runner`` on a replay case), AIPerf (``--aiperf PATH``, default ``aiperf`` on PATH:
+``profile --custom-dataset-type mooncake_trace --fixed-schedule``, with ``--aiperf-tokenizer``, a Hugging Face
+tokenizer it can load offline; with ``HF_HUB_OFFLINE=1`` AIPerf 0.13 takes only a repo id found in the Hugging Face
+cache, not a folder) and GuideLLM (``--guidellm PATH``: ``benchmark --profile replay``). AIPerf runs twice: first
+with an empty dataset cache of its own (it builds its prompts, as on a fresh CI runner), then again on that cache
+(it keeps the built dataset on disk and reuses it for the same file and tokenizer). A tool that is not installed
+is left out with a printed note.
 """
 
 from __future__ import annotations
@@ -126,24 +130,40 @@ def peers(args: argparse.Namespace) -> None:
         if aiperf is None or args.aiperf_tokenizer is None:
             print(f"AIPerf left out: {'no --aiperf-tokenizer given' if aiperf else f'{args.aiperf} not found'}")
         else:
-            runs["AIPerf"] = [aiperf, "profile", "-m", sim.model, "--url", sim.url, "--endpoint-type", "completions",
-                              "--streaming", "--input-file", str(rows_file), "--custom-dataset-type",
-                              "mooncake_trace", "--fixed-schedule", "--tokenizer", args.aiperf_tokenizer,
-                              "--use-server-token-count", "--artifact-dir", str(Path(tmp) / "aiperf")]
+            cmd = [aiperf, "profile", "-m", sim.model, "--url", sim.url, "--endpoint-type", "completions",
+                   "--streaming", "--input-file", str(rows_file), "--custom-dataset-type", "mooncake_trace",
+                   "--fixed-schedule", "--tokenizer", args.aiperf_tokenizer, "--use-server-token-count"]
+            runs["AIPerf, dataset built"] = [*cmd, "--artifact-dir", str(Path(tmp) / "aiperf1")]
+            runs["AIPerf, dataset from its cache"] = [*cmd, "--artifact-dir", str(Path(tmp) / "aiperf2")]
         guidellm = shutil.which(args.guidellm)
         if guidellm is None:
             print(f"GuideLLM left out: {args.guidellm} not found")
         else:
             runs["GuideLLM"] = [guidellm, "benchmark", "--target", sim.url, "--profile", "replay", "--data",
                                 str(rows_file), "--output-dir", str(Path(tmp) / "guidellm")]
+        # AIPerf's dataset cache in this run's folder: empty for its first run, filled by it for the second
+        env = {**os.environ, "AIPERF_DATASET_MMAP_CACHE_DIR": str(Path(tmp) / "aiperf-cache")}
+        ours = 0.0
         for name, cmd in runs.items():
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            before, server = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_of(sim.pid)
             wall = time.perf_counter()
-            done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, check=False)
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, check=False, env=env)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            note = "" if done.returncode == 0 else f" (exit {done.returncode}: {done.stderr.strip()[-300:]})"
-            print(f"{name}: client CPU {cpu:.1f} s in all over {time.perf_counter() - wall:.0f} s wall{note}")
+            ours = ours or cpu
+            said = (done.stderr.strip() or done.stdout.strip())[-300:]  # AIPerf prints its errors on stdout
+            note = "" if done.returncode == 0 else f" (exit {done.returncode}: {said})"
+            print(f"{name}: client CPU {cpu:.1f} s in all over {time.perf_counter() - wall:.0f} s wall (ours "
+                  f"{ours / cpu:.2f} of it); the simulator's CPU meanwhile {_cpu_of(sim.pid) - server:.1f} s{note}")
+
+
+def _cpu_of(pid: int | None) -> float:
+    """A running process's CPU seconds so far (user + system), from /proc; 0 where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":
