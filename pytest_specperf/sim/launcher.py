@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx  # the parent side only: the simulator child (__main__) does not import this module
 
+from pytest_specperf.endpoint.tls import tls
 from pytest_specperf.engines.process import die_with_parent
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile, load_profile
@@ -227,7 +228,7 @@ class SimServer:
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         last = ""
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, verify=tls()) as client:
             while time.monotonic() < deadline:
                 if self._proc is not None and self._proc.poll() is not None:
                     break
@@ -256,7 +257,7 @@ class SimServer:
             if rec is None:
                 raise KeyError(response_id)
             return rec
-        resp = httpx.get(f"{self.url}/sim/truth/{response_id}", timeout=10.0)
+        resp = httpx.get(f"{self.url}/sim/truth/{response_id}", timeout=10.0, verify=tls())
         if resp.status_code == 404:
             raise KeyError(response_id)
         resp.raise_for_status()
@@ -268,7 +269,7 @@ class SimServer:
         self._require()
         if self._engine is not None:
             return self._engine.truth.summaries()
-        resp = httpx.get(f"{self.url}/sim/truth", timeout=10.0)
+        resp = httpx.get(f"{self.url}/sim/truth", timeout=10.0, verify=tls())
         resp.raise_for_status()
         records: list[dict[str, Any]] = resp.json()
         return records
@@ -279,7 +280,7 @@ class SimServer:
         self._require()
         if self._engine is not None:
             return list(self._engine.seen)
-        resp = httpx.get(f"{self.url}/sim/seen", timeout=10.0)
+        resp = httpx.get(f"{self.url}/sim/seen", timeout=10.0, verify=tls())
         resp.raise_for_status()
         seen: list[dict[str, str]] = resp.json()
         return seen
@@ -287,7 +288,8 @@ class SimServer:
     def reset(self, *, truth: bool = False) -> dict[str, Any]:
         """Clear fault counters (and truth records with ``truth=True``)."""
         self._require()
-        resp = httpx.post(f"{self.url}/sim/reset", params={"truth": "1" if truth else "0"}, timeout=10.0)
+        resp = httpx.post(f"{self.url}/sim/reset", params={"truth": "1" if truth else "0"}, timeout=10.0,
+                          verify=tls())
         resp.raise_for_status()
         cleared: dict[str, Any] = resp.json()
         return cleared
