@@ -24,7 +24,6 @@ from pytest_specperf.endpoint.tls import tls
 from pytest_specperf.engines.process import die_with_parent
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile, load_profile
-from pytest_specperf.sim.server import run_server
 
 READY_RE = re.compile(r"listening on (http://\S+)")
 
@@ -204,6 +203,10 @@ class SimServer:
             self.url = url
             self._engine = engine
             ready.set()
+
+        # Imported here, not at the top: the server (aiohttp, 0.2-0.3 s of CPU) runs in this process only
+        # in_process; a child simulator imports it itself, and the parent only reads its URL and asks it over HTTP.
+        from pytest_specperf.sim.server import run_server
 
         def main() -> None:
             loop = asyncio.new_event_loop()
