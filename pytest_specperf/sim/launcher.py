@@ -167,6 +167,10 @@ class SimServer:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
+        # The child serves plain HTTP and opens no connection of its own, but importing aiohttp builds a verifying
+        # TLS context, which reads the system's whole CA bundle: 0.1-0.5 s of CPU for every simulator started. An
+        # empty bundle makes that read free; any TLS verification the child ever tried would fail, never pass.
+        env["SSL_CERT_FILE"] = os.devnull
         # The child must end with this process whatever kills it (SIGKILL runs no finalizer): it stops when
         # its stdin pipe reads EOF, which the kernel delivers when the only write end (ours) closes; on
         # Linux the main thread's children also get SIGKILL from the kernel when this process dies.
