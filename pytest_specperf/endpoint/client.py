@@ -27,6 +27,7 @@ from pytest_specperf.endpoint.server_kinds import (
     kind_from_models,
 )
 from pytest_specperf.endpoint.sse import Chunk, Trace, TraceBuilder, paused_gc, split_events
+from pytest_specperf.endpoint.tls import tls
 from pytest_specperf.errors import MeasurementError, shorten
 from pytest_specperf.prompts.cold import cold_salt
 from pytest_specperf.urls import redact_text, redact_url, request_parts
@@ -105,7 +106,7 @@ class Client:
         self._api_key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=self.base_url, params=params, headers=headers,
-                                 timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+                                 timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), verify=tls())
         self.info: ServerInfo | None = None
         self._forced_kind = kind
         # Every request's prefill uncached unless it names a salt (``body``); False while a case asks for a warm cache.
@@ -114,6 +115,7 @@ class Client:
 
     def async_http(self, **kw: Any) -> httpx.AsyncClient:
         """An async client for the same endpoint: the real base URL, its query on every request, the same headers."""
+        kw.setdefault("verify", tls())
         return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers), **kw)
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -10,10 +10,13 @@ from pytest_specperf.cases.base import CaseSpec
 from pytest_specperf.cases.result_view import ResultView
 from pytest_specperf.cases.results import Recorded, is_error
 from pytest_specperf.cases.saved_results import load_record
-from pytest_specperf.history.session import HistorySession
 from pytest_specperf.run.target import EndpointSession, SharedStart
 from pytest_specperf.settings import Settings
 from pytest_specperf.storage import saved_runs as storage
+
+if TYPE_CHECKING:
+    # The history (its judging stack: 0.3 s of imports) loads only in a run that uses it (hooks.pytest_configure).
+    from pytest_specperf.history.session import HistorySession
 
 SETTINGS = pytest.StashKey[Settings]()
 SESSION = pytest.StashKey[EndpointSession]()
@@ -22,7 +25,8 @@ ARMS = pytest.StashKey[dict[str, EndpointSession]]()  # --specperf-arms: name ->
 BASELINE = pytest.StashKey[list[Recorded]]()
 BASELINE_RUN = pytest.StashKey[storage.Run]()
 BASELINE_DIFFS = pytest.StashKey[list[str]]()  # how the baseline was measured unlike this run
-HISTORY = pytest.StashKey[HistorySession]()  # --specperf-history (gates and records) or --specperf-save (records)
+# --specperf-history (gates and records) or --specperf-save (records)
+HISTORY: pytest.StashKey[HistorySession] = pytest.StashKey()
 HISTORY_WARNED = pytest.StashKey[bool]()  # this process has shown its history error once
 SHARED = pytest.StashKey[SharedStart]()  # xdist controller: starts the endpoint when a worker first needs it
 

@@ -18,6 +18,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_specperf.cases.result_parts import Acceptance, AcceptanceSample, Attribution
+from pytest_specperf.endpoint.tls import tls
 
 if TYPE_CHECKING:
     from pytest_specperf.endpoint.sse import Trace
@@ -217,7 +218,7 @@ class Scraper:
 
     def __enter__(self) -> Scraper:
         # The first scrape is taken here, before the request: one at send time would delay its TTFT.
-        self._http = httpx.Client(headers=self._headers, params=self._params, timeout=5.0)
+        self._http = httpx.Client(headers=self._headers, params=self._params, timeout=5.0, verify=tls())
         self._scrape(self._http)
         self._thread.start()
         return self

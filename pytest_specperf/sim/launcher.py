@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx  # the parent side only: the simulator child (__main__) does not import this module
 
+from pytest_specperf.endpoint.tls import tls
 from pytest_specperf.engines.process import die_with_parent
 from pytest_specperf.sim.engine import Engine
 from pytest_specperf.sim.profile import Profile, load_profile
-from pytest_specperf.sim.server import run_server
 
 READY_RE = re.compile(r"listening on (http://\S+)")
 
@@ -167,6 +167,10 @@ class SimServer:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
+        # The child serves plain HTTP and opens no connection of its own, but importing aiohttp builds a verifying
+        # TLS context, which reads the system's whole CA bundle: 0.1-0.5 s of CPU for every simulator started. An
+        # empty bundle makes that read free; any TLS verification the child ever tried would fail, never pass.
+        env["SSL_CERT_FILE"] = os.devnull
         # The child must end with this process whatever kills it (SIGKILL runs no finalizer): it stops when
         # its stdin pipe reads EOF, which the kernel delivers when the only write end (ours) closes; on
         # Linux the main thread's children also get SIGKILL from the kernel when this process dies.
@@ -204,6 +208,10 @@ class SimServer:
             self._engine = engine
             ready.set()
 
+        # Imported here, not at the top: the server (aiohttp, 0.2-0.3 s of CPU) runs in this process only
+        # in_process; a child simulator imports it itself, and the parent only reads its URL and asks it over HTTP.
+        from pytest_specperf.sim.server import run_server
+
         def main() -> None:
             loop = asyncio.new_event_loop()
             self._loop = loop
@@ -227,7 +235,7 @@ class SimServer:
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         last = ""
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, verify=tls()) as client:
             while time.monotonic() < deadline:
                 if self._proc is not None and self._proc.poll() is not None:
                     break
@@ -256,7 +264,7 @@ class SimServer:
             if rec is None:
                 raise KeyError(response_id)
             return rec
-        resp = httpx.get(f"{self.url}/sim/truth/{response_id}", timeout=10.0)
+        resp = httpx.get(f"{self.url}/sim/truth/{response_id}", timeout=10.0, verify=tls())
         if resp.status_code == 404:
             raise KeyError(response_id)
         resp.raise_for_status()
@@ -268,7 +276,7 @@ class SimServer:
         self._require()
         if self._engine is not None:
             return self._engine.truth.summaries()
-        resp = httpx.get(f"{self.url}/sim/truth", timeout=10.0)
+        resp = httpx.get(f"{self.url}/sim/truth", timeout=10.0, verify=tls())
         resp.raise_for_status()
         records: list[dict[str, Any]] = resp.json()
         return records
@@ -279,7 +287,7 @@ class SimServer:
         self._require()
         if self._engine is not None:
             return list(self._engine.seen)
-        resp = httpx.get(f"{self.url}/sim/seen", timeout=10.0)
+        resp = httpx.get(f"{self.url}/sim/seen", timeout=10.0, verify=tls())
         resp.raise_for_status()
         seen: list[dict[str, str]] = resp.json()
         return seen
@@ -287,7 +295,8 @@ class SimServer:
     def reset(self, *, truth: bool = False) -> dict[str, Any]:
         """Clear fault counters (and truth records with ``truth=True``)."""
         self._require()
-        resp = httpx.post(f"{self.url}/sim/reset", params={"truth": "1" if truth else "0"}, timeout=10.0)
+        resp = httpx.post(f"{self.url}/sim/reset", params={"truth": "1" if truth else "0"}, timeout=10.0,
+                          verify=tls())
         resp.raise_for_status()
         cleared: dict[str, Any] = resp.json()
         return cleared
