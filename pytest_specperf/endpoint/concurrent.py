@@ -39,9 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import functools
 import json
-import ssl
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,7 +145,7 @@ async def _run_closed(client: Client, requests: list[StreamRequest], users: int,
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
     done: list[tuple[StreamOutcome, _Raw | None] | None] = [None] * len(requests)
     queue = iter(range(len(requests)))  # one shared cursor: the next free user takes the next request
-    async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
+    async with client.async_http(timeout=timeout, limits=limits) as http:
         await _warm(client, timeout)
         start = time.perf_counter() if origin is None else origin
 
@@ -221,18 +219,11 @@ class _Raw:
     reads: list[tuple[float, bytes]]
 
 
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One default TLS context for every async client: building one reads the CA bundle (~20 ms CPU), and
-    httpx builds a new one per client even for plain http (two clients per ``run_streams`` call)."""
-    return httpx.create_ssl_context()
-
-
 async def _run(client: Client, requests: list[StreamRequest], origin: float | None, ended: Ended | None = None
                ) -> list[StreamOutcome]:
     limits = httpx.Limits(max_connections=max(len(requests), 1), max_keepalive_connections=max(len(requests), 1))
     timeout = httpx.Timeout(client.timeout, connect=min(client.timeout, 10.0))
-    async with client.async_http(timeout=timeout, limits=limits, verify=_tls()) as http:
+    async with client.async_http(timeout=timeout, limits=limits) as http:
         await _warm(client, timeout)
         bodies = [_encoded(client, r) for r in requests]  # before the origin: none is encoded beside a send
         # The origin is LEAD_S ahead, so a request due at it sets out as early as every later one.
@@ -253,7 +244,7 @@ async def _warm(client: Client, timeout: httpx.Timeout) -> None:
     client's pool would give one request a head start (no connect) over the others.
     """
     try:
-        async with client.async_http(timeout=timeout, verify=_tls()) as http, \
+        async with client.async_http(timeout=timeout) as http, \
                 http.stream("GET", "/v1/models", extensions={"trace": _ignore}) as resp:
             async for _ in resp.aiter_bytes():
                 pass
