@@ -102,7 +102,7 @@ def test_load_cases_from_markers_yaml_and_direct_calls(pytester: pytest.Pytester
 COMPARE_CASE = """
 import pytest
 
-@pytest.mark.load_sweep(concurrency=[1, 8], tokens=128, ctx=1000, min_speedup=1.0)
+@pytest.mark.load_sweep(concurrency=[1, 16], tokens=128, ctx=1000, min_speedup=1.0)
 def test_levels(specperf):
     pass
 """
@@ -116,7 +116,7 @@ def test_compare_judges_each_level_against_a_saved_run(pytester: pytest.Pytester
                                       "--specperf-save=nospec", "-p", "no:cacheprovider").assert_outcomes(passed=1)
     saved = next(store.rglob("*.json"))
     sweep = next(r for r in _json(saved)["results"] if r["kind"] == "load_sweep")
-    assert [len(lv["streams"]) for lv in sweep["levels"]] == [1, 8]  # saved runs keep every stream
+    assert [len(lv["streams"]) for lv in sweep["levels"]] == [1, 16]  # saved runs keep every stream
     assert any(n.startswith("min_speedup 1 not judged") for n in sweep["notes"])  # no A arm to divide by
     out = pytester.path / "r.json"
     with SimServer("batching", speed=20) as b:
@@ -126,14 +126,14 @@ def test_compare_judges_each_level_against_a_saved_run(pytester: pytest.Pytester
     [r] = _json(out)["results"]
     cmp = {(c["users"], c["metric"]): c for c in r["comparisons"]}
     assert cmp[(1, "decode_tps")]["verdict"] == "improved"
-    # Speculation costs the batch at 8 users; which of its metrics shows it beyond the case's share of alpha
-    # (6 comparisons, one trial a side) varies with the run (decode -11% and total -20% in one, TTFT +196% in
-    # another), but the level is judged on its own and fails, and neither rate improves there. Its TTFT moves
-    # either way with how the 8 prefills met the batch (-28% in one run), so its direction is not asserted.
-    at8 = [cmp[(8, m)] for m in ("decode_tps", "ttft_s", "total_tps")]
+    # Speculation costs the batch at 16 users (decode and total -33 % in two runs); the level is judged on its own
+    # and fails, and neither rate improves there. At 8 users the cost was -6.5 to -11 %, which one trial a side on a
+    # busy machine left inconclusive. Its TTFT moves either way with how the prefills met the batch (-28 % and
+    # +88 % in runs), so its direction is not asserted.
+    at8 = [cmp[(16, m)] for m in ("decode_tps", "ttft_s", "total_tps")]
     assert any(c["verdict"] == "regressed" for c in at8)
-    assert all(cmp[(8, m)]["verdict"] != "improved" for m in ("decode_tps", "total_tps"))
-    assert all(c["reason"].startswith("at 8 users: ") for c in at8)
+    assert all(cmp[(16, m)]["verdict"] != "improved" for m in ("decode_tps", "total_tps"))
+    assert all(c["reason"].startswith("at 16 users: ") for c in at8)
     # One trial a side: the 8 streams of a level share the engine's steps, so they are one sample, not 8.
     assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in cmp.values()} == {(1, 1)}
     res.assert_outcomes(failed=1)
