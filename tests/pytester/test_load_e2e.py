@@ -134,7 +134,7 @@ def test_compare_judges_each_level_against_a_saved_run(pytester: pytest.Pytester
     assert any(c["verdict"] == "regressed" for c in at16)
     assert all(cmp[(16, m)]["verdict"] != "improved" for m in ("decode_tps", "total_tps"))
     assert all(c["reason"].startswith("at 16 users: ") for c in at16)
-    # One trial a side: the streams of a level share the engine's steps, so they are one sample, not 8.
+    # One trial a side: the streams of a level share the engine's steps, so they are one sample, not 16.
     assert {(c["comparison"]["n_base"], c["comparison"]["n_cand"]) for c in cmp.values()} == {(1, 1)}
     res.assert_outcomes(failed=1)
 
