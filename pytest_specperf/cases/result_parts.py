@@ -192,6 +192,8 @@ class RateRequest:
     late_s: float
     status: int | None = None
     error: str | None = field(default=None, metadata=OMIT)
+    #: Of late_s, how long the sending thread waited for a CPU the host gave another process (Linux only)
+    starved_s: float | None = field(default=None, metadata=OMIT)
     ttft_s: float | None = None
     e2e_s: float | None = None
     end_s: float | None = None

@@ -78,6 +78,9 @@ class StreamOutcome:
     sent_s: float  # when it was actually sent, seconds after the origin (>= request.at_s)
     origin: float  # time.perf_counter() of the run's origin, shared by every outcome of a run
     user: int = 0  # closed loop (``run_closed_loop``): the user that sent it; else its index in the run
+    #: Of its lateness, how long the sending thread sat runnable while the kernel ran something else (``starved``);
+    #: None where unknown (no scheduled wait, or a kernel without per-thread schedstat).
+    starved_s: float | None = None
 
     @property
     def late_s(self) -> float:
@@ -217,6 +220,7 @@ class _Raw:
     t0: float
     total_s: float
     reads: list[tuple[float, bytes]]
+    starved_s: float | None = None
 
 
 async def _run(client: Client, requests: list[StreamRequest], origin: float | None, ended: Ended | None = None
@@ -263,6 +267,9 @@ _sleep = asyncio.sleep
 #: point of writing its headers this long before its time, then waits there and writes them on time. Done at its
 #: time instead, that work took a busy event loop 10-40 ms (a TCP connect alone is several loop turns).
 LEAD_S = 0.25
+#: From this long before its time, the sending thread's run-queue wait is watched (``starved``): what of a late
+#: send the host's scheduler caused (the thread runnable, the CPU given to another process), not the client's loop.
+WATCH_S = 0.02
 #: The last part of that wait is spent yielding to the event loop turn by turn: the loop's timers wake on whole
 #: milliseconds (epoll), late by up to one.
 SPIN_S = 0.001
@@ -271,18 +278,47 @@ SPIN_S = 0.001
 class _GatedClock(SentClock):
     """A ``SentClock`` that holds the headers back until ``due`` (``time.perf_counter()``), then stamps them."""
 
-    def __init__(self, due: float) -> None:
+    def __init__(self, due: float, set_out: float | None = None) -> None:
         super().__init__()
         self.due = due
+        self.set_out = set_out  # ``starved()`` when the request set out for its write
+        self.starved: float | None = None
 
     async def atrace(self, name: str, info: dict[str, Any]) -> None:
         """Before the headers' write (httpcore awaits this, then writes at once): wait for ``due``, then stamp."""
         if self.at is None and name.endswith(HEADERS_SENT):
+            # watched from WATCH_S before its time; from when it set out, if it got here later than that
+            before = self.set_out
+            if (wait := self.due - time.perf_counter()) > WATCH_S:
+                await _sleep(wait - WATCH_S)
+                before = starved()
             if (wait := self.due - time.perf_counter()) > SPIN_S:
                 await _sleep(wait - SPIN_S)
             while time.perf_counter() < self.due:  # the last stretch by loop turns: a timer wakes up to 1 ms late
                 await _sleep(0)
+            self(name, info)
+            if before is not None and (after := starved()) is not None:
+                self.starved = after - before
+            return
         self(name, info)
+
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+_schedstat_ok = True
+
+
+def starved() -> float | None:
+    """The calling thread's total run-queue wait so far, s (Linux schedstat: time runnable but not running), or
+    None where the kernel does not say."""
+    global _schedstat_ok
+    if not _schedstat_ok:
+        return None
+    try:
+        with open(_SCHEDSTAT, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        _schedstat_ok = False
+        return None
 
 
 _JSON = {"Content-Type": "application/json"}
@@ -295,10 +331,10 @@ async def _one(client: Client, http: httpx.AsyncClient, req: StreamRequest, orig
     delay = due - LEAD_S - time.perf_counter()
     if delay > 0:
         await _sleep(delay)
-    sent = time.perf_counter()
+    sent, set_out = time.perf_counter(), starved()
     try:
-        raw = await _stream(client, http, req, due, encoded)
-        return StreamOutcome(req, None, None, raw.t0 - origin, origin), raw
+        raw = await _stream(client, http, req, due, encoded, set_out)
+        return StreamOutcome(req, None, None, raw.t0 - origin, origin, starved_s=raw.starved_s), raw
     except MeasurementError as exc:
         return StreamOutcome(req, None, exc, sent - origin, origin), None
     finally:
@@ -331,14 +367,18 @@ def _encoded(client: Client, req: StreamRequest) -> tuple[str, bytes]:
 
 
 async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, due: float = 0.0,
-                  encoded: tuple[str, bytes] | None = None) -> _Raw:
+                  encoded: tuple[str, bytes] | None = None, set_out: float | None = None) -> _Raw:
     """One stream's raw reads, each stamped on arrival (refusals retried by the sync client's policy); its headers
-    are written no earlier than ``due`` (``time.perf_counter()``); ``encoded``: its path and body, built before."""
+    are written no earlier than ``due`` (``time.perf_counter()``); ``encoded``: its path and body, built before;
+    ``set_out``: ``starved()`` when it set out."""
     path, content = encoded or _encoded(client, req)
+
+    clocks: list[_GatedClock] = []  # one per try (a refusal is retried); the last one sent what was read
 
     async def send() -> tuple[httpx.Response, float]:
         with client.named_errors("POST", path) as t0:
-            sent = _GatedClock(due)
+            sent = _GatedClock(due, set_out)
+            clocks.append(sent)
             request = http.build_request("POST", path, content=content, headers=_JSON,
                                          extensions={"trace": sent.atrace})
             resp = await http.send(request, stream=True)
@@ -355,7 +395,7 @@ async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, d
         client.check_event_stream(resp, path)
         reads: list[tuple[float, bytes]] = []
         await _read_all(client, resp, reads, t0)
-        return _Raw(path, t0, time.perf_counter() - t0, reads)
+        return _Raw(path, t0, time.perf_counter() - t0, reads, clocks[-1].starved)
     finally:
         await resp.aclose()
 

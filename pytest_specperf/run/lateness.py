@@ -79,16 +79,25 @@ def behind(late: Mapping[str, float], bound_s: float, basis: str, earliest_s: fl
             "judge the server: inconclusive (rerun where the client machine is not busy)")
 
 
-def attach(result: Any, late_s: Iterable[float], bound: tuple[float, str], *, spread: bool = False) -> None:
+def attach(result: Any, late_s: Iterable[float], bound: tuple[float, str], *, spread: bool = False,
+           starved_s: Iterable[float | None] = ()) -> None:
     """Set ``late_p50_s``, ``late_p99_s``, ``late_bound_s`` and ``client_behind`` on ``result``.
 
     ``spread``: judge how far the starts spread (p99 minus the earliest), for streams meant to run together.
+    ``starved_s``: per request (as ``late_s``), how much of its lateness the host's scheduler caused: named in the
+    sentence where it is most of the lateness, so the fix (a quieter client machine) is the one the figures show.
     """
-    values = [v for v in late_s if v is not None and not math.isnan(v)]
+    lates, waits = list(late_s), list(starved_s)
+    values = [v for v in lates if v is not None and not math.isnan(v)]
     late = figures(values)
     result.late_p50_s, result.late_p99_s = late["late_p50_s"], late["late_p99_s"]
     result.late_bound_s = bound[0]
     result.client_behind = behind(late, *bound, min(values) if spread and values else None)
+    host = [min(w, v) for v, w in zip(lates, waits, strict=False)
+            if v is not None and w is not None and not math.isnan(v)]
+    if result.client_behind and host and (held := float(np.percentile(host, 99))) >= 0.5 * late["late_p99_s"]:
+        result.client_behind += (f"; the host's scheduler caused most of it: the client waited p99 {1000 * held:.1f} "
+                                 "ms for a CPU other processes had (its run-queue wait)")
 
 
 def judge(result: Any, problems: list[str], policy: str) -> list[str]:

@@ -80,7 +80,7 @@ def refused_status(error: MeasurementError | None) -> int | None:
 
 def request_record(o: StreamOutcome, slo: dict[str, float] | None, tokens: int, server: str) -> RateRequest:
     """One request's latencies from its scheduled arrival, and whether it met the slo."""
-    rec = RateRequest(at_s=o.request.at_s, sent_s=o.sent_s, late_s=o.late_s)
+    rec = RateRequest(at_s=o.request.at_s, sent_s=o.sent_s, late_s=o.late_s, starved_s=o.starved_s)
     if o.trace is None:
         rec.status, rec.error, rec.met = refused_status(o.error), str(o.error), False
         return rec
@@ -230,7 +230,7 @@ def rate_case(context: CaseContext, spec: RateSpec, nodeid: str) -> RateResult:
         counted = [p.prompt_tokens for p in records if p.prompt_tokens is not None]
         r.prompt_tokens = int(np.median(counted)) if counted else None
     bound = lateness.open_loop_bound(slo, spec.requests / spec.rps)
-    lateness.attach(r, [p.late_s for p in records], bound)
+    lateness.attach(r, [p.late_s for p in records], bound, starved_s=[p.starved_s for p in records])
     if slo and r.client_behind:  # blamed only where sending on time could change the verdict
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
         on_time = floor_problems_of(met / len(records), met / r.duration_s if r.duration_s > 0 else 0.0, spec)

@@ -97,7 +97,8 @@ def replay_case(context: CaseContext, spec: ReplaySpec, nodeid: str) -> ReplayRe
     if res.not_sent:
         res.notes.append(f"{res.not_sent} rows of the window were not sent: each needs more than the server's "
                          f"{limit} tokens of context")
-    lateness.attach(res, [p.late_s for p in records], lateness.open_loop_bound(slo, span))
+    lateness.attach(res, [p.late_s for p in records], lateness.open_loop_bound(slo, span),
+                    starved_s=[p.starved_s for p in records])
     if slo and res.client_behind:  # the rate case's rule: blamed only where sending on time could change the verdict
         met = sum(1 for p in records if lateness.met_on_time(p, slo))
         on_time = rate.floor_problems_of(met / len(records), met / res.duration_s if res.duration_s > 0 else 0.0, spec)

@@ -59,7 +59,7 @@ def outcome_dict(o: StreamOutcome) -> dict[str, Any]:
         "finish_reason": t.finish_reason, "response_id": t.response_id, "count_source": t.count_source,
         "exact": t.exact, "timings": t.timings, "extras": t.extras, "t0": t.t0}
     return {"trace": trace, "error": None if o.error is None else str(o.error), "sent_s": o.sent_s,
-            "origin": o.origin, "user": o.user}
+            "origin": o.origin, "user": o.user, "starved_s": o.starved_s}
 
 
 def outcome_from(d: dict[str, Any], request: StreamRequest, offset_s: float, origin: float) -> StreamOutcome:
@@ -70,7 +70,7 @@ def outcome_from(d: dict[str, Any], request: StreamRequest, offset_s: float, ori
         finish_reason=t["finish_reason"], response_id=t["response_id"], count_source=t["count_source"],
         exact=t["exact"], timings=t["timings"], extras=t["extras"], t0=t["t0"] - offset_s)
     error = None if d["error"] is None else MeasurementError(d["error"])
-    return StreamOutcome(request, trace, error, d["sent_s"], origin, d["user"])
+    return StreamOutcome(request, trace, error, d["sent_s"], origin, d["user"], d.get("starved_s"))
 
 
 def dumps(data: Any) -> str:

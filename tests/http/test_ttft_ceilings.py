@@ -29,7 +29,9 @@ def test_ttft_ceilings_under_load_judge_the_percentile_they_name(runner_for) -> 
         r = runner.run(spec, "ceilings")
         truth = _true_ttft(sim, r)
     t50, t90, t99 = np.percentile(truth, [50, 90, 99])
-    assert t50 < 0.85 * bound < bound < 0.85 * t90, "the queue did not spread the users' TTFT apart"
+    # the queue spread the users' TTFT apart, past what the client's own reading adds to the server's (the goals
+    # below allow it 50 ms): the median is under the bound, the tail over it, either way
+    assert t50 + 0.05 < bound < t90 - 0.001, ("the queue did not spread the users' TTFT apart", t50, bound, t90)
     assert r.verdict == "failed"
     # the tail ceiling failed, the median passed, each named with its percentile
     found = re.search(r"ttft p90 (\d+\.\d+) s > max_ttft_p90_s ([\d.]+)", r.reason)
