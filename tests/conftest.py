@@ -12,7 +12,7 @@ from collections.abc import Iterator
 # second copy, and httpx no longer recognises (nor translates) that copy's errors.
 import httpcore  # noqa: F401
 import pytest
-from support import forked_pytest
+from support import forked_pytest, solo
 
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.run.runner import Runner
@@ -47,6 +47,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "error")
     for line in TOLERATED_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
+    config.addinivalue_line("markers", "solo: no other test of the suite runs meanwhile (support/solo.py)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test marked ``solo`` runs with no other test running on another xdist worker (support/solo.py)."""
+    with solo.held(item.config, item.get_closest_marker("solo") is not None):
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -276,33 +276,36 @@ SPIN_S = 0.001
 
 
 class _GatedClock(SentClock):
-    """A ``SentClock`` that holds the headers back until ``due`` (``time.perf_counter()``), then stamps them."""
+    """A ``SentClock`` that holds the headers back until ``due`` (``time.perf_counter()``), then stamps them, and
+    watches the sending thread's run-queue wait (``starved``) until its body is written too."""
 
     def __init__(self, due: float, set_out: float | None = None) -> None:
         super().__init__()
         self.due = due
         self.set_out = set_out  # ``starved()`` when the request set out for its write
+        self.watched: float | None = None  # ``starved()`` where the watch began
         self.starved: float | None = None
 
     async def atrace(self, name: str, info: dict[str, Any]) -> None:
-        """Before the headers' write (httpcore awaits this, then writes at once): wait for ``due``, then stamp."""
+        """Before the headers' write (httpcore awaits this, then writes at once): wait for ``due``, then stamp.
+        After the body's write: the run-queue wait since the watch began (the bytes are out only then)."""
         if self.at is None and name.endswith(HEADERS_SENT):
             # watched from WATCH_S before its time; from when it set out, if it got here later than that
-            before = self.set_out
+            self.watched = self.set_out
             if (wait := self.due - time.perf_counter()) > WATCH_S:
                 await _sleep(wait - WATCH_S)
-                before = starved()
+                self.watched = starved()
             if (wait := self.due - time.perf_counter()) > SPIN_S:
                 await _sleep(wait - SPIN_S)
             while time.perf_counter() < self.due:  # the last stretch by loop turns: a timer wakes up to 1 ms late
                 await _sleep(0)
-            self(name, info)
-            if before is not None and (after := starved()) is not None:
-                self.starved = after - before
-            return
+        elif name.endswith(BODY_SENT) and self.watched is not None and (now := starved()) is not None:
+            self.starved = now - self.watched
         self(name, info)
 
 
+#: httpcore's trace event once a request's body is written: its last byte is with the kernel.
+BODY_SENT = "send_request_body.complete"
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 _schedstat_ok = True
 

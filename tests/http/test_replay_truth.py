@@ -53,6 +53,13 @@ def _arrival_errors(sim: SimServer, r: ReplayResult) -> tuple[np.ndarray, np.nda
     return np.array(sched), np.array(sent)
 
 
+def _hosts_share(r: ReplayResult, errors: np.ndarray) -> np.ndarray:
+    """Per request, what of its error the host's scheduler took: the sending thread's run-queue wait from just before
+    its time to its body's write (``starved_s``, the kernel's own count), at most the error itself."""
+    assert all(p.starved_s is not None for p in r.per_request)  # Linux says
+    return np.minimum([p.starved_s or 0.0 for p in r.per_request], np.maximum(errors, 0.0))
+
+
 def test_mooncake_lengths_prefixes_and_arrivals(cache_sim: SimServer) -> None:
     r = _replay(cache_sim, "replay::mooncake", trace="builtin:mooncake-conversation", speed=10, duration_s=10)
     assert r.requests == 38 and r.not_sent == 0 and r.verdict == "passed"
@@ -98,11 +105,13 @@ def test_azure_arrivals_against_the_servers_stamp(cache_sim: SimServer, speed: f
 
 def _stamp_is_true(sim: SimServer, r: ReplayResult) -> None:
     """The server's arrival stamps follow the client's sends: never before one, the median request within
-    ARRIVAL_S of it (``sent_s`` is when the headers went to the socket)."""
+    ARRIVAL_S of it (``sent_s`` is when the headers went to the socket; the host's run-queue waits taken off, as a
+    client starved between its headers and its body leaves the server nothing to stamp)."""
     vs_schedule, vs_sent = _arrival_errors(sim, r)
     assert float(vs_sent.min()) >= -0.001
-    assert float(np.median(vs_sent)) <= ARRIVAL_S
-    assert float(np.median(vs_schedule)) <= float(np.median([p.late_s for p in r.per_request])) + ARRIVAL_S
+    assert float(np.median(vs_sent - _hosts_share(r, vs_sent))) <= ARRIVAL_S, vs_sent
+    own = vs_schedule - _hosts_share(r, vs_schedule)
+    assert float(np.median(own)) <= float(np.median([p.late_s for p in r.per_request])) + ARRIVAL_S
 
 
 @pytest.fixture(scope="module")
@@ -130,18 +139,18 @@ while True:
 """
 
 
+@pytest.mark.solo  # its bound is the send path's, not what two other test workers take from a 2-core machine
 @pytest.mark.parametrize("speed", [1, 10])
 def test_arrivals_within_5_ms_p99_of_the_schedule(calm_sim: SimServer, speed: float) -> None:
     # Item 7's target, by the server's own record: every request's kernel receive stamp minus its scheduled send,
     # p99 over the rows of both shipped excerpts (51 rows at speed 1, 127 at speed 10), within 5 ms of what the machine
     # itself does to any sleeping process (the pacer beside the replay measures that p99 on its own clock: about
-    # 0.1 ms on a quiet machine, 3 ms beside the rest of this suite on two cores, where the replay read 5.9-6.1).
-    # What the host's scheduler took from the client on top (each request's run-queue wait before its write, by the
-    # kernel's schedstat: ``starved_s``) is the host's, not the send path's: on a CI machine running three test
-    # workers on two cores, sends sat 19 ms late with the pacer's p99 at 3.9 ms, the client (a busy process) waiting
-    # for a CPU that a mostly sleeping pacer is given first. Seen on this 2-core machine: p50 0.3-2 ms; p99 3.9-4.9
-    # ms at load average 7. The send path itself writes the headers in the loop turn it wakes in
-    # (endpoint/concurrent.py, LEAD_S): the server's stamp minus the client's is p50 0.3-0.9 ms.
+    # 0.1 ms on a quiet machine, 2-4 ms beside two CPU hogs). What the host's scheduler took from the client besides
+    # (each request's run-queue wait from just before its time to its body's write, by the kernel's schedstat:
+    # ``starved_s``) is the host's, not the send path's: a busy client waits for a CPU that a mostly sleeping pacer
+    # is given first. Run alone (solo): beside two other test workers on a 2-core CI machine sends sat 19 ms late,
+    # the pacer's p99 3.9 ms. Seen here: p50 0.3-2 ms, p99 4-6 ms quiet. The send path writes the headers in the
+    # loop turn it wakes in (endpoint/concurrent.py, LEAD_S): the server's stamp minus the client's is p50 0.3-0.9 ms.
     pacer = subprocess.Popen([sys.executable, "-c", PACER], stdout=subprocess.PIPE, text=True)
     errors, sent, held = [], [], []
     try:
@@ -151,8 +160,7 @@ def test_arrivals_within_5_ms_p99_of_the_schedule(calm_sim: SimServer, speed: fl
             vs_schedule, vs_sent = _arrival_errors(calm_sim, r)
             errors += vs_schedule.tolist()
             sent += vs_sent.tolist()
-            assert all(p.starved_s is not None for p in r.per_request)  # Linux says
-            held += [min(p.starved_s or 0.0, max(p.late_s, 0.0)) for p in r.per_request]
+            held += _hosts_share(r, vs_schedule).tolist()
     finally:
         pacer.terminate()
         machine = json.loads(pacer.communicate(timeout=30)[0])
