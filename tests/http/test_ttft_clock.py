@@ -109,6 +109,7 @@ def test_sustained_chat_and_its_first_answer_token(sim: SimServer, runner_for: A
     assert min(abs(e) for e in errors) < BOUND_MS, errors
 
 
+@pytest.mark.solo  # its bound is the client's clock to 1.5 ms: beside two other test workers its best run read 2.7
 def test_sustained_chat_at_four_users(sim: SimServer, runner_for: Any) -> None:
     # Four streams sent at once, several times; each run's median against the truth, and the best run judged. Both
     # clocks only run late (the client's starts just before its headers are written, the server's when it reads
