@@ -312,18 +312,18 @@ _SCHEDSTAT = "/proc/thread-self/schedstat"
 _schedstat_ok = True
 
 
-class _ThreadStat(threading.local):
-    """The calling thread's schedstat file, kept open (a ``pread`` is a tenth of an open-read-close, which matters in
-    the loop turn where a burst of requests is written); closed with the thread."""
+class _StatFile:
+    """One thread's schedstat file, kept open (a ``pread`` is a tenth of an open-read-close, which matters in the loop
+    turn where a burst of requests is written); closed when its thread ends and drops it."""
 
-    fd: int | None = None
+    def __init__(self) -> None:
+        self.fd = os.open(_SCHEDSTAT, os.O_RDONLY)
 
     def __del__(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
+        os.close(self.fd)
 
 
-_stat = _ThreadStat()
+_stat = threading.local()  # .file: the calling thread's _StatFile
 
 
 def starved() -> float | None:
@@ -333,9 +333,9 @@ def starved() -> float | None:
     if not _schedstat_ok:
         return None
     try:
-        if _stat.fd is None:
-            _stat.fd = os.open(_SCHEDSTAT, os.O_RDONLY)
-        return int(os.pread(_stat.fd, 128, 0).split()[1]) / 1e9
+        file = getattr(_stat, "file", None) or _StatFile()
+        _stat.file = file
+        return int(os.pread(file.fd, 128, 0).split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         _schedstat_ok = False
         return None
