@@ -19,6 +19,10 @@ def test_rate(specperf):
 """
 
 
+# Solo: "identical" holds only where the machine treats both servers alike. In a full run beside two other test
+# workers, server A's prefill read half of B's in all five trials (6,668 against 14,401 tok/s), the simulators'
+# processes given the cores unequally, and its TTFT p90 rightly "improved" by -54 %.
+@pytest.mark.solo
 def test_ab_of_identical_servers_on_a_rate_case_passes_its_ttft_percentiles(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_perf=RATE)
     out = pytester.path / "r.json"
