@@ -143,7 +143,7 @@ def peers(args: argparse.Namespace) -> None:
                                 str(rows_file), "--output-dir", str(Path(tmp) / "guidellm")]
         # AIPerf's dataset cache in this run's folder: empty for its first run, filled by it for the second
         env = {**os.environ, "AIPERF_DATASET_MMAP_CACHE_DIR": str(Path(tmp) / "aiperf-cache")}
-        ours = 0.0  # the first run's (ours): each tool's figure is set beside it
+        ours = 0.0  # our own run's CPU (set by name below): each tool's figure is set beside it
         for name, cmd in runs.items():
             before, server = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_of(sim.pid)
             wall = time.perf_counter()

@@ -93,8 +93,8 @@ def attach(result: Any, late_s: Iterable[float], bound: tuple[float, str], *, sp
     result.late_p50_s, result.late_p99_s = late["late_p50_s"], late["late_p99_s"]
     result.late_bound_s = bound[0]
     result.client_behind = behind(late, *bound, min(values) if spread and values else None)
-    host = [min(w, v) for v, w in zip(lates, waits, strict=False)
-            if v is not None and w is not None and not math.isnan(v)]
+    host = [min(w, v) for v, w in zip(lates, waits, strict=True)
+            if v is not None and w is not None and not math.isnan(v)] if waits else []
     if result.client_behind and host and (held := float(np.percentile(host, 99))) >= 0.5 * late["late_p99_s"]:
         result.client_behind += (f"; the host's scheduler caused most of it: the client waited p99 {1000 * held:.1f} "
                                  "ms for a CPU other processes had (its run-queue wait)")

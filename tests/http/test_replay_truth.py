@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from support import best_run
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.cases.results import ReplayResult
@@ -153,13 +154,9 @@ def test_arrivals_within_5_ms_p99_of_the_schedule(calm_sim: SimServer, speed: fl
     # loop turn it wakes in (endpoint/concurrent.py, LEAD_S): the server's stamp minus the client's is p50 0.3-0.9 ms.
     # Up to two runs, judged on the better: a busy machine only adds to a run's lateness, by a different amount each
     # run, while a send path that is late of itself is late in both (connecting at the send time: 10-40 ms).
-    misses = []
-    for _ in range(2):
-        p99, bound, said = _arrivals_once(calm_sim, speed)
-        if p99 <= bound:
-            return
-        misses.append(said)
-    pytest.fail("; then ".join(misses))
+    runs = best_run.until(lambda _: _arrivals_once(calm_sim, speed), lambda run: run[0] <= run[1], 2)
+    p99, bound, _ = runs[-1]
+    assert p99 <= bound, "; then ".join(said for _, _, said in runs)
 
 
 def _arrivals_once(sim: SimServer, speed: float) -> tuple[float, float, str]:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 import pytest
+from support import best_run
 
 from pytest_specperf.cases.registry import build_spec
 from pytest_specperf.sim import SimServer
@@ -54,12 +55,7 @@ def _median_error_ms(sim: SimServer, pairs: list[tuple[str | None, float | None]
 def _best_of_three(one: Callable[[int], float], bound: float = BOUND_MS) -> list[float]:
     """Run ``one(i)`` (a run's median error, ms) up to three times, stopping at the first within ``bound``: a busy
     host only adds to a run's median, while a wrong clock origin adds to every run's."""
-    errors: list[float] = []
-    for i in range(3):
-        errors.append(one(i))
-        if abs(errors[-1]) < bound:
-            break
-    return errors
+    return best_run.until(one, lambda error: abs(error) < bound, 3)
 
 
 def test_session_turns_two_to_four(sim: SimServer, runner_for: Any) -> None:
