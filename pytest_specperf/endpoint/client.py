@@ -8,6 +8,7 @@ text (marked approximate). Chunk counts are reconciled with ``usage.completion_t
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,6 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from pytest_specperf.endpoint import capture
+from pytest_specperf.endpoint.light_post import LightPost
 from pytest_specperf.endpoint.retrying import RETRY_STATUSES, RetryPolicy
 from pytest_specperf.endpoint.server_kinds import (
     CAPABILITIES,
@@ -107,6 +110,8 @@ class Client:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=self.base_url, params=params, headers=headers,
                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), verify=tls())
+        # token counts (hundreds per prompt build) on a lighter path where it sends the same request
+        self._light = LightPost(self.base_url, params, headers, timeout, min(timeout, 10.0), tls())
         self.info: ServerInfo | None = None
         self._forced_kind = kind
         # Every request's prefill uncached unless it names a salt (``body``); False while a case asks for a warm cache.
@@ -116,11 +121,14 @@ class Client:
     def async_http(self, **kw: Any) -> httpx.AsyncClient:
         """An async client for the same endpoint: the real base URL, its query on every request, the same headers."""
         kw.setdefault("verify", tls())
-        return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers), **kw)
+        kw.setdefault("limits", httpx.Limits(max_connections=100, max_keepalive_connections=20))  # httpx's defaults
+        return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers),
+                                 transport=capture.transport(kw["verify"], kw["limits"]), **kw)
 
     def close(self) -> None:
         """Close the connection pool."""
         self.http.close()
+        self._light.close()
 
     def __enter__(self) -> Client:
         return self
@@ -179,6 +187,17 @@ class Client:
                 resp = self.http.request(method, path, **kw)
                 return resp, time.perf_counter() - t0
         return self.retry_policy.call(send)
+
+    def _post_json(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """``_request("POST", path, json=body)``, on ``LightPost`` where it applies (a token count's path)."""
+        if not self._light.usable:
+            return self._request("POST", path, json=body)
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+        def send() -> tuple[httpx.Response, float]:
+            with self.named_errors("POST", path) as t0:
+                return self._light.post(path, data), t0
+        return self.retry_policy.call(send)[0]
 
     def _cut(self, method: str, path: str, after_s: float, exc: Exception) -> MeasurementError:
         return self.fail(f"server closed the connection after {after_s:.1f} s without a complete answer to "
@@ -319,12 +338,12 @@ class Client:
             body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True}
             if self.model:
                 body["model"] = self.model
-            resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
+            resp = self._post_json("/v1/tokenize" if style == "sglang" else "/tokenize", body)
             out = _json_or_none(resp)
             if isinstance(out, dict) and isinstance(out.get("count"), int):
                 return int(out["count"])
         elif style == "llamacpp":
-            resp = self._request("POST", "/v1/chat/completions/input_tokens", json={"messages": messages})
+            resp = self._post_json("/v1/chat/completions/input_tokens", {"messages": messages})
             out = _json_or_none(resp)
             if isinstance(out, dict) and isinstance(out.get("input_tokens"), int):
                 return int(out["input_tokens"])
@@ -334,14 +353,14 @@ class Client:
         """Token count from the server's tokenize route (``special``: count BOS and the like as a prompt does)."""
         style = self.caps.tokenize
         if style == "llamacpp":
-            resp = self._request("POST", "/tokenize", json={"content": text, "add_special": special})
+            resp = self._post_json("/tokenize", {"content": text, "add_special": special})
         elif style == "tgi":
-            resp = self._request("POST", "/tokenize", json={"inputs": text})
+            resp = self._post_json("/tokenize", {"inputs": text})
         else:
             body: dict[str, Any] = {"prompt": text, "add_special_tokens": special}
             if self.model:
                 body["model"] = self.model
-            resp = self._request("POST", "/v1/tokenize" if style == "sglang" else "/tokenize", json=body)
+            resp = self._post_json("/v1/tokenize" if style == "sglang" else "/tokenize", body)
         self.check_status(resp, "POST /tokenize")
         # vLLM and SGLang answer the count first, then every token id: read the count alone (parsing the ids of a
         # long prompt took as long as the rest of the request, and a trace's prompts are counted hundreds of times).

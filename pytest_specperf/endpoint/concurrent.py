@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from pytest_specperf.endpoint import capture
 from pytest_specperf.endpoint.client import HEADERS_SENT, Client, SentClock
 from pytest_specperf.endpoint.sse import Trace, TraceBuilder, paused_gc, split_events
 from pytest_specperf.errors import MeasurementError
@@ -221,8 +222,9 @@ class _Raw:
     path: str
     t0: float
     total_s: float
-    reads: list[tuple[float, bytes]]
+    reads: list[tuple[float, bytes]]  # (seconds after t0, bytes); captured: (time.perf_counter(), framed bytes)
     starved_s: float | None = None
+    framing: capture.Framing | None = None  # captured: a fresh tracker of its framing, to take it off after
 
 
 async def _run(client: Client, requests: list[StreamRequest], origin: float | None, ended: Ended | None = None
@@ -367,8 +369,9 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
     if raw is None:
         return outcome
     builder = TraceBuilder(client.caps, client.fail)
+    reads = raw.reads if raw.framing is None else [(t - raw.t0, d) for t, d in capture.payload(raw.reads, raw.framing)]
     try:
-        for t, data in split_events(raw.reads):
+        for t, data in split_events(reads):
             if builder.feed(t, data):
                 break
         # Text-only chunks are counted with the server's tokenizer: off the clock, after the streams.
@@ -413,11 +416,36 @@ async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, d
     try:
         client.check_status(resp, f"POST {path}")
         client.check_event_stream(resp, path)
-        reads: list[tuple[float, bytes]] = []
-        await _read_all(client, resp, reads, t0)
-        return _Raw(path, t0, time.perf_counter() - t0, reads, clocks[-1].starved)
+        stream = resp.extensions.get("network_stream")
+        framing = capture.framing_of(resp.headers) if isinstance(stream, capture.CaptureStream) else None
+        if stream is None or framing is None:  # a proxy's connection, or an encoded body: read through httpx
+            reads: list[tuple[float, bytes]] = []
+            await _read_all(client, resp, reads, t0)
+            return _Raw(path, t0, time.perf_counter() - t0, reads, clocks[-1].starved)
+        cap = await _captured(client, stream, framing, t0)
+        if stream.release(cap):
+            async for _ in resp.aiter_raw():  # h11 reads the body's end alone, so the connection is reused
+                pass
+        return _Raw(path, t0, cap.end - t0, cap.reads, clocks[-1].starved, capture.framing_of(resp.headers))
     finally:
         await resp.aclose()
+
+
+async def _captured(client: Client, stream: capture.CaptureStream, framing: capture.Framing, t0: float
+                    ) -> capture.Capture:
+    """The body read raw by the connection's protocol (``capture``): each read stamped in the loop's callback, none
+    of httpx's layers per read; a stall of the read timeout or a cut is the same named error as through httpx."""
+    cap = stream.capture(framing)
+    try:
+        while not cap.ended.done():
+            wait = cap.last + client.timeout - time.perf_counter()
+            if wait <= 0:
+                raise client.stalled(_tokens_so_far(cap.reads))
+            await asyncio.wait((cap.ended,), timeout=wait)
+        cap.ended.result()
+    except httpx.RemoteProtocolError as exc:
+        raise client.cut(_tokens_so_far(cap.reads), exc) from None
+    return cap
 
 
 async def _read_all(client: Client, resp: httpx.Response, reads: list[tuple[float, bytes]], t0: float) -> None:
