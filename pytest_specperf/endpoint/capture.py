@@ -11,6 +11,12 @@ is taken off (:func:`payload`) only once every stream of a run has ended, as the
 After a captured body, h11 (which never saw it) is handed just the end of the framing, so it ends the
 response cleanly and the connection goes back to the pool for the next request, as an uncaptured one would.
 
+Off unless ``SPECPERF_RAW_READS=1`` (:func:`enabled`): events that arrive in one read share its stamp, as they did
+arrive together, where httpx's per-chunk reads gave each a later stamp by its parsing time. A short stream a busy
+client read in one go then has no decode span at all, and such a stream is refused ("too few to measure") where
+it used to read a rate of tens of thousands of tokens a second; the whole-stream span rule (a rate from a span
+too short to time is no figure) must come first. docs/benchmarks.md has the CPU it saves.
+
 While a response's headers are awaited a read hands h11 no byte past their end, so no body byte is ever
 buffered inside h11 where a capture could not see it (a read cut short only splits bytes, never loses them).
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import ssl
 import time
 from collections.abc import Iterable
@@ -377,6 +384,11 @@ async def _connected(connect: Any, timeout: float | None, socket_options: Iterab
     for option in socket_options or ():
         sock.setsockopt(*option)
     return CaptureStream(transport, protocol)
+
+
+def enabled() -> bool:
+    """Whether streams are read raw (``SPECPERF_RAW_READS=1`` in the environment; off by default)."""
+    return os.environ.get("SPECPERF_RAW_READS", "") == "1"
 
 
 def transport(verify: Any, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:

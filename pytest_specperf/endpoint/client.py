@@ -122,8 +122,9 @@ class Client:
         """An async client for the same endpoint: the real base URL, its query on every request, the same headers."""
         kw.setdefault("verify", tls())
         kw.setdefault("limits", httpx.Limits(max_connections=100, max_keepalive_connections=20))  # httpx's defaults
-        return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers),
-                                 transport=capture.transport(kw["verify"], kw["limits"]), **kw)
+        if capture.enabled():
+            kw["transport"] = capture.transport(kw["verify"], kw["limits"])
+        return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers), **kw)
 
     def close(self) -> None:
         """Close the connection pool."""

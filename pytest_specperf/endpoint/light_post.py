@@ -38,7 +38,7 @@ class LightPost:
     """JSON POSTs to one base URL over a kept-open ``http.client`` connection per thread."""
 
     def __init__(self, base_url: str, params: tuple[tuple[str, str], ...], headers: Mapping[str, str],
-                 timeout: float, connect_timeout: float, context: ssl.SSLContext) -> None:
+                 timeout: float, connect_timeout: float, context: ssl.SSLContext | None) -> None:
         parts = urlsplit(base_url)
         self.https = parts.scheme == "https"
         self.host, self.port = parts.hostname or "localhost", parts.port

@@ -42,8 +42,8 @@ def _rate(sim: SimServer, runner_for: Any, slo: dict[str, float], nodeid: str, *
           min_attainment: float = 0.95) -> Any:
     """Ten requests at 20 req/s (a 0.5 s schedule), the client stalling ``stall_s`` before the first goes out."""
     # a case may ask no TPOT under 0.01 ms (cases/units.py); these ask one no request meets even when the client,
-    # stalled, reads a stream's chunks in one read (one stamp: a TPOT of 0), so the plausible spec is built and its
-    # bound then set
+    # stalled, reads a stream's chunks in one read (microseconds apart, or one stamp where reads are taken raw: a
+    # TPOT of 0), so the plausible spec is built and its bound then set
     spec = build_spec("rate", {"rps": 20, "requests": 10, "tokens": 8, "ctx": 60, "arrivals": "constant",
                                "slo": {k: max(v, 0.01) if k == "tpot_ms" else v for k, v in slo.items()},
                                "min_attainment": min_attainment})
