@@ -125,7 +125,9 @@ def peers(args: argparse.Namespace) -> None:
         text = resources.files("pytest_specperf").joinpath(
             "data/traces", BUILTIN_TRACES[TRACE.removeprefix(BUILTIN_PREFIX)]).read_text()
         rows_file.write_text("".join(line + "\n" for line in text.splitlines()[:args.rows]))
-        runs = {"specperf": [sys.executable, "-c", OURS, sim.url, str(window)]}
+        runs = {"specperf": [sys.executable, "-c", OURS, sim.url, str(window)],
+                # streams read raw under httpx (endpoint/capture.py; off by default)
+                "specperf, raw reads": [sys.executable, "-c", OURS, sim.url, str(window)]}
         aiperf = shutil.which(args.aiperf)
         if aiperf is None or args.aiperf_tokenizer is None:
             print(f"AIPerf left out: {'no --aiperf-tokenizer given' if aiperf else f'{args.aiperf} not found'}")
@@ -147,7 +149,8 @@ def peers(args: argparse.Namespace) -> None:
         for name, cmd in runs.items():
             before, server = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_of(sim.pid)
             wall = time.perf_counter()
-            done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, check=False, env=env)
+            raw = {"SPECPERF_RAW_READS": "1" if name == "specperf, raw reads" else ""}
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, check=False, env={**env, **raw})
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             if name == "specperf":

@@ -43,6 +43,9 @@ def stream_result(trace: Trace, coalesce_s: float = 0.0) -> tuple[StreamResult, 
     """
     t, k = _deliveries(trace, coalesce_s)
     decode = stats.decode_tps(t, k)
+    if decode is None and len(t) > 1:  # chunks enough, but no time between the first and the last
+        raise MeasurementError(f"all {int(k.sum())} tokens ({len(k)} chunks) arrived in one read: no decode span to "
+                               "time (the client was busy for the whole stream, or a proxy buffers it); raise tokens=")
     if decode is None:
         raise MeasurementError(f"only {int(k.sum())} tokens in {len(k)} chunk(s): too few to measure a decode rate")
     result = StreamResult(

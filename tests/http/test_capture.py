@@ -17,6 +17,8 @@ from pytest_specperf.endpoint import capture
 from pytest_specperf.endpoint.client import Client
 from pytest_specperf.endpoint.concurrent import StreamRequest, run_closed_loop, run_streams
 from pytest_specperf.endpoint.light_post import LightPost
+from pytest_specperf.errors import MeasurementError
+from pytest_specperf.run.stream_figures import stream_result
 from pytest_specperf.sim import SimServer
 
 PROMPT = "The river ran quietly past the old mill, and the town slept under a pale moon."
@@ -230,3 +232,13 @@ def test_a_closed_port_is_a_connect_error_for_counts() -> None:
         port = s.getsockname()[1]
     with pytest.raises(httpx.ConnectError):
         LightPost(f"http://127.0.0.1:{port}", (), {}, 5.0, 5.0, None).post("/tokenize", b"{}")
+
+
+def test_a_stream_read_in_one_go_is_no_rate_and_says_why(speed: float) -> None:
+    # A buffering proxy holds every event and sends them at once: one read, one stamp, no decode span to time.
+    with SimServer("healthy", speed=speed, overrides={"faults": "hold=1000@0"}) as sim, Client(sim.url) as c:
+        c.detect()
+        [outcome] = run_streams(c, [StreamRequest(PROMPT, 40)])
+    assert outcome.trace is not None and len({ch.t for ch in outcome.trace.chunks}) == 1
+    with pytest.raises(MeasurementError, match=r"^all 40 tokens \(\d+ chunks\) arrived in one read: no decode span"):
+        stream_result(outcome.trace)
