@@ -444,7 +444,11 @@ async def _captured(client: Client, stream: capture.CaptureStream, framing: capt
             await asyncio.wait((cap.ended,), timeout=wait)
         cap.ended.result()
     except httpx.RemoteProtocolError as exc:
+        stream.release(cap)
         raise client.cut(_tokens_so_far(cap.reads), exc) from None
+    except BaseException:
+        stream.release(cap)  # detached: the connection's close (the response's, next) no longer ends this body
+        raise
     return cap
 
 
