@@ -369,8 +369,9 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
     if raw is None:
         return outcome
     builder = TraceBuilder(client.caps, client.fail)
-    reads = raw.reads if raw.framing is None else [(t - raw.t0, d) for t, d in capture.payload(raw.reads, raw.framing)]
     try:
+        reads = raw.reads if raw.framing is None else [(t - raw.t0, d)
+                                                       for t, d in capture.payload(raw.reads, raw.framing)]
         for t, data in split_events(reads):
             if builder.feed(t, data):
                 break
@@ -378,6 +379,8 @@ def _parsed(client: Client, outcome: StreamOutcome, raw: _Raw | None) -> StreamO
         outcome.trace = builder.finish(raw.total_s, raw.t0, client.count_text_chunks)
     except MeasurementError as exc:
         outcome.error = exc
+    except ValueError as exc:  # a chunk size that is no number (raw reads take the framing off here)
+        outcome.error = client.fail(f"malformed chunked body from the server ({exc})")
     return outcome
 
 
@@ -422,7 +425,7 @@ async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, d
             reads: list[tuple[float, bytes]] = []
             await _read_all(client, resp, reads, t0)
             return _Raw(path, t0, time.perf_counter() - t0, reads, clocks[-1].starved)
-        cap = await _captured(client, stream, framing, t0)
+        cap = await _captured(client, stream, framing)
         if stream.release(cap):
             async for _ in resp.aiter_raw():  # h11 reads the body's end alone, so the connection is reused
                 pass
@@ -431,8 +434,7 @@ async def _stream(client: Client, http: httpx.AsyncClient, req: StreamRequest, d
         await resp.aclose()
 
 
-async def _captured(client: Client, stream: capture.CaptureStream, framing: capture.Framing, t0: float
-                    ) -> capture.Capture:
+async def _captured(client: Client, stream: capture.CaptureStream, framing: capture.Framing) -> capture.Capture:
     """The body read raw by the connection's protocol (``capture``): each read stamped in the loop's callback, none
     of httpx's layers per read; a stall of the read timeout or a cut is the same named error as through httpx."""
     cap = stream.capture(framing)
