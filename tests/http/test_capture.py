@@ -242,3 +242,12 @@ def test_a_stream_read_in_one_go_is_no_rate_and_says_why(speed: float) -> None:
     assert outcome.trace is not None and len({ch.t for ch in outcome.trace.chunks}) == 1
     with pytest.raises(MeasurementError, match=r"^all 40 tokens \(\d+ chunks\) arrived in one read: no decode span"):
         stream_result(outcome.trace)
+
+
+def test_counts_keep_the_urls_query_and_the_key(healthy_sim: SimServer) -> None:
+    with Client(f"{healthy_sim.url}?api-version=Q1", api_key="key-7") as c:
+        c.detect()
+        assert c._light.usable
+        c.count_tokens("hello there")
+    counts = [r for r in healthy_sim.seen() if r["path"].endswith("/tokenize")]
+    assert counts and all(r["query"] == "api-version=Q1" and r["authorization"] == "Bearer key-7" for r in counts)
