@@ -36,7 +36,7 @@ def _seed_run(out: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY", "PYTEST_ADDOPTS")}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "perf_cases/", "-p", "no:cacheprovider", "-p", "no:randomly",
-         "--specperf-sim=seed", "--specperf-sim-speed=20", f"--specperf-json={out / 'r.json'}",
+         "--specperf-sim=seed", "--specperf-sim-speed=10", f"--specperf-json={out / 'r.json'}",
          f"--specperf-html={out / 'report.html'}", f"--specperf-plots={out / 'plots'}",
          f"--specperf-markdown={out / 'summary.md'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
