@@ -46,7 +46,10 @@ class Framing:
     the body's own bytes, the framing taken off, where given."""
 
     done = False
-    tail = b""  # what h11 is handed after a capture to end the response the same way
+
+    def tail(self, reads: list[tuple[float, bytes]]) -> bytes:
+        """What h11 is handed after a capture of ``reads`` to end the response the same way (b"": nothing)."""
+        return b""
 
     def feed(self, data: bytes, payload: list[bytes] | None = None) -> None:
         """Take one read's bytes."""
@@ -55,8 +58,6 @@ class Framing:
 
 class Chunked(Framing):
     """``Transfer-Encoding: chunked``: sizes in hex lines, each chunk's data and CRLF, a zero chunk, trailers."""
-
-    tail = _LAST_CHUNK
 
     def __init__(self) -> None:
         self.data = 0  # bytes of the current chunk's data still to come
@@ -93,13 +94,21 @@ class Chunked(Framing):
                 self.last = size == 0
                 self.data, self.crlf = size, 2 if size else 0
 
+    def tail(self, reads: list[tuple[float, bytes]]) -> bytes:
+        """The last chunk alone: h11 never saw the others, so it ends the body there."""
+        return _LAST_CHUNK
+
 
 class Sized(Framing):
     """``Content-Length``: that many bytes."""
 
     def __init__(self, length: int) -> None:
-        self.left = length
+        self.length = self.left = length
         self.done = length == 0
+
+    def tail(self, reads: list[tuple[float, bytes]]) -> bytes:
+        """The body itself: h11 counts its length (joined once, here, not read by read)."""
+        return b"".join(data for _, data in reads)[:self.length]
 
     def feed(self, data: bytes, payload: list[bytes] | None = None) -> None:
         """Take one read's bytes."""
@@ -108,7 +117,6 @@ class Sized(Framing):
             payload.append(take)
         self.left -= len(take)
         self.done = self.left == 0
-        self.tail += take  # h11 counts the body's length, so it is handed the bytes themselves
 
 
 class UntilClose(Framing):
@@ -345,8 +353,8 @@ class CaptureStream(httpcore.AsyncNetworkStream):
         p.capture = None
         if not cap.framing.done or not cap.ended.done() or cap.ended.exception() is not None or p.closed:
             return False
-        if cap.framing.tail:
-            p.pending.appendleft((cap.last, cap.framing.tail))
+        if tail := cap.framing.tail(cap.reads):
+            p.pending.appendleft((cap.last, tail))
         return True
 
 

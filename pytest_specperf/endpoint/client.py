@@ -121,9 +121,9 @@ class Client:
     def async_http(self, **kw: Any) -> httpx.AsyncClient:
         """An async client for the same endpoint: the real base URL, its query on every request, the same headers."""
         kw.setdefault("verify", tls())
-        kw.setdefault("limits", httpx.Limits(max_connections=100, max_keepalive_connections=20))  # httpx's defaults
-        if capture.enabled():
-            kw["transport"] = capture.transport(kw["verify"], kw["limits"])
+        if capture.enabled():  # the transport is built here, so it takes the limits the client would have
+            limits = kw.get("limits") or httpx.Limits(max_connections=100, max_keepalive_connections=20)
+            kw["transport"] = capture.transport(kw["verify"], limits)
         return httpx.AsyncClient(base_url=self.base_url, params=self.params, headers=dict(self.http.headers), **kw)
 
     def close(self) -> None:

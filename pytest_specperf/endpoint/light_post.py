@@ -46,7 +46,6 @@ class LightPost:
         self.query = f"?{urlencode(params)}" if params else ""
         self.headers = {**headers, "Content-Type": "application/json", "Accept": "*/*"}
         self.timeout, self.connect_timeout, self.context = timeout, connect_timeout, context
-        self.base_url = base_url
         self.usable = parts.scheme in ("http", "https") and not parts.username and not _proxied(base_url)
         self._local = threading.local()
         self._all: weakref.WeakSet[_Held] = weakref.WeakSet()  # every thread's, for close(); held by the threads

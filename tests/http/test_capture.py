@@ -52,6 +52,16 @@ def test_chunked_framing_ends_where_the_body_does_at_every_split(trailers: bytes
             assert body == b"".join(pieces), (i, j)
 
 
+def test_a_sized_body_ends_at_its_length_and_hands_h11_the_body() -> None:
+    reads = [(0.0, b"data: a\n\n"), (1.0, b"data: [DO"), (2.0, b"NE]\n\n")]
+    tracker = capture.Sized(23)
+    for _, data in reads:
+        assert not tracker.done
+        tracker.feed(data)
+    assert tracker.done and tracker.tail(reads) == b"data: a\n\ndata: [DONE]\n\n"
+    assert capture.payload(reads, capture.Sized(23)) == reads
+
+
 def test_a_bad_chunk_size_is_a_protocol_error() -> None:
     with pytest.raises(ValueError):
         capture.Chunked().feed(b"zz\r\nabc")
@@ -141,12 +151,11 @@ def test_one_connection_serves_a_users_requests_one_after_another(sse_server: _S
 def test_without_raw_reads_streams_go_through_httpx(sse_server: _SseServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SPECPERF_RAW_READS")
     with _client(sse_server.url) as c:
-        assert not capture.enabled()
-        async def kind() -> str:
-            async with c.async_http() as http:
-                return type(http._transport).__name__ + str(getattr(http._transport, "_pool", None).__dict__.get(
-                    "_network_backend"))
-        assert "CaptureBackend" not in asyncio.run(kind())
+        [outcome] = run_streams(c, [StreamRequest(PROMPT, 5)])
+        assert outcome.trace is not None and not capture.enabled()
+        http = c.async_http()
+        assert not isinstance(http._transport._pool._network_backend, capture.CaptureBackend)  # type: ignore[attr-defined]
+        asyncio.run(http.aclose())
 
 
 def test_a_server_that_closes_after_each_answer_gets_a_new_connection_each_time() -> None:
